@@ -1,0 +1,38 @@
+"""Conformal prediction for RAG: calibrated retrieval sets for LlamaIndex and LangChain.
+
+Framework adapters live in :mod:`conformal_rag_plugins.llamaindex` and
+:mod:`conformal_rag_plugins.langchain`; the statistics in :mod:`conformal_rag_plugins.core`
+(the threshold itself in ``core/quantile.py``).
+"""
+
+from __future__ import annotations
+
+from .calibration import (
+    CalibrationExample,
+    Fingerprint,
+    RetrievalCalibration,
+    RetrievalConformalizer,
+    load_corpus,
+    load_examples,
+    load_qa,
+    save_examples,
+    split_examples,
+)
+from .core import conformal_quantile, pac_quantile
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CalibrationExample",
+    "Fingerprint",
+    "RetrievalCalibration",
+    "RetrievalConformalizer",
+    "__version__",
+    "conformal_quantile",
+    "load_corpus",
+    "load_examples",
+    "load_qa",
+    "pac_quantile",
+    "save_examples",
+    "split_examples",
+]

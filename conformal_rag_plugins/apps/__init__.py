@@ -1,0 +1,1 @@
+"""End-to-end workflows behind the ``conformal-rag`` command."""

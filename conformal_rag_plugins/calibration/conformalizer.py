@@ -1,0 +1,147 @@
+"""MAPIE-style estimator that turns candidate pools into a :class:`RetrievalCalibration`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.errors import CalibrationError, NotFittedError
+from ..core.quantile import conformal_quantile, min_calibration_size, pac_quantile
+from ..core.retrieval_eval import PoolObservation, choose_family
+from ..core.retrieval_scores import SCORE_FAMILIES
+from ..core.validation import check_alpha
+from .examples import split_examples
+from .fingerprint import Fingerprint
+from .retrieval import RetrievalCalibration
+
+__all__ = ["RetrievalConformalizer"]
+
+
+class RetrievalConformalizer:
+    """Calibrate a retrieval threshold from per-question candidate pools.
+
+    Parameters
+    ----------
+    confidence_level : float, default 0.9
+        Target probability that the gold chunk is in the set (``1 - alpha``).
+    score : {"relative", "similarity", "rank", "auto"}, default "relative"
+        Nonconformity family. ``auto`` chooses on a seeded optimisation split
+        (``optimisation_fraction``) and calibrates on the disjoint rest.
+    method : {"split", "pac"}
+        ``pac`` gives miscoverage <= 1-confidence_level with probability >= 1-delta.
+    delta : float, optional
+        Required for ``pac``.
+    strict : bool
+        Raise instead of warning when the threshold is +inf.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from conformal_rag_plugins.core import PoolObservation
+    >>> from conformal_rag_plugins.calibration import Fingerprint
+    >>> obs = [PoolObservation(np.array([1.0, 0.5 - i / 100]), (1,)) for i in range(20)]
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> cal = RetrievalConformalizer(0.9).conformalize(obs, fingerprint=fp, pool_size=2).calibration_
+    >>> round(cal.threshold_, 2)
+    0.69
+    """
+
+    def __init__(
+        self,
+        confidence_level: float = 0.9,
+        *,
+        score: str = "relative",
+        method: str = "split",
+        delta: float | None = None,
+        optimisation_fraction: float = 0.3,
+        random_state: int = 0,
+        strict: bool = False,
+    ) -> None:
+        self.confidence_level = confidence_level
+        self.score = score
+        self.method = method
+        self.delta = delta
+        self.optimisation_fraction = optimisation_fraction
+        self.random_state = random_state
+        self.strict = strict
+
+    def _check_params(self) -> float:
+        alpha = 1.0 - check_alpha(self.confidence_level, "confidence_level")
+        alpha = check_alpha(round(alpha, 12))
+        if self.score not in (*SCORE_FAMILIES, "auto"):
+            raise CalibrationError(f"score must be one of {(*SCORE_FAMILIES, 'auto')}, got {self.score!r}.")
+        if self.method not in ("split", "pac"):
+            raise CalibrationError(f"method must be 'split' or 'pac', got {self.method!r}.")
+        if self.method == "pac":
+            if self.delta is None:
+                raise CalibrationError("method='pac' needs delta, e.g. delta=0.1.")
+            check_alpha(self.delta, "delta")
+        return alpha
+
+    def conformalize(
+        self,
+        observations: Sequence[PoolObservation],
+        *,
+        fingerprint: Fingerprint,
+        pool_size: int,
+    ) -> RetrievalConformalizer:
+        """Compute the threshold; the result is in ``calibration_``.
+
+        Raises
+        ------
+        CalibrationError
+            No observations, or fewer than the finite-sample rank needs.
+        """
+        alpha = self._check_params()
+        obs = list(observations)
+        if not obs:
+            raise CalibrationError("No calibration examples were given; pass at least one labelled question.")
+        selection: dict[str, Any] = {}
+        family = self.score
+        if family == "auto":
+            opt, cal = split_examples(
+                obs, (self.optimisation_fraction, 1 - self.optimisation_fraction), seed=self.random_state
+            )
+            family = choose_family(opt, alpha)
+            selection = {"rule": "auto", "n_optimisation": len(opt), "seed": self.random_state, "chosen": family}
+            obs = cal
+        need = min_calibration_size(alpha)
+        if len(obs) < need:
+            raise CalibrationError(
+                f"{len(obs)} calibration points are too few for alpha={alpha:g}: the finite-sample rank "
+                f"ceil((n+1)(1-alpha)) exceeds n. Use at least {need} examples (after any optimisation split) "
+                "or lower confidence_level."
+            )
+        scores = [o.score(family) for o in obs]
+        if self.method == "split":
+            q = conformal_quantile(scores, alpha, strict=self.strict)
+        else:
+            assert self.delta is not None
+            q = pac_quantile(scores, alpha, self.delta, strict=self.strict)
+        self.calibration_ = RetrievalCalibration(
+            threshold_=q,
+            alpha_=alpha,
+            method_=self.method,
+            score_family_=family,
+            pool_size_=int(pool_size),
+            n_calibration_=len(obs),
+            n_misses_=sum(1 for s in scores if math.isinf(s)),
+            scores_=tuple(scores),
+            fingerprint_=fingerprint,
+            delta_=self.delta if self.method == "pac" else None,
+            selection_=selection,
+        )
+        return self
+
+    @property
+    def threshold_(self) -> float:
+        """Shortcut to ``calibration_.threshold_``."""
+        return self.calibration.threshold_
+
+    @property
+    def calibration(self) -> RetrievalCalibration:
+        """The fitted calibration, or :class:`NotFittedError`."""
+        if not hasattr(self, "calibration_"):
+            raise NotFittedError("This RetrievalConformalizer is not fitted yet: call conformalize(...) first.")
+        return self.calibration_

@@ -1,0 +1,118 @@
+"""Framework-neutral calibration loop: host pools -> nonconformity -> threshold.
+
+Adapters supply ``fetch_pool(question) -> CandidatePool`` built from the host
+retriever's own results and scores; this module never recomputes a score.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.errors import CalibrationError
+from ..core.retrieval_eval import PoolObservation
+from .conformalizer import RetrievalConformalizer
+from .examples import CalibrationExample
+from .fingerprint import Fingerprint
+from .matching import gold_positions
+from .retrieval import RetrievalCalibration
+
+__all__ = ["CandidatePool", "calibrate_from_pools", "check_gold_ids", "collect_observations"]
+
+logger = logging.getLogger("conformal_rag_plugins")
+
+
+@dataclass(frozen=True)
+class CandidatePool:
+    """One query's candidates exactly as the host returned them, sorted best first."""
+
+    ids: tuple[str | None, ...]
+    texts: tuple[str, ...]
+    scores: np.ndarray
+
+    @classmethod
+    def from_unsorted(
+        cls, ids: Sequence[str | None], texts: Sequence[str], scores: Sequence[float | None]
+    ) -> CandidatePool:
+        """Sort by score, best first (stable), refusing missing or NaN scores."""
+        if any(s is None for s in scores):
+            raise CalibrationError(
+                "The host retriever returned a candidate without a score; conformal retrieval needs scores."
+            )
+        arr = np.asarray(scores, dtype=float)
+        if np.isnan(arr).any():
+            raise CalibrationError("The host retriever returned a NaN score.")
+        order = np.argsort(-arr, kind="stable")
+        return cls(tuple(ids[i] for i in order), tuple(texts[i] for i in order), arr[order])
+
+
+def check_gold_ids(examples: Sequence[CalibrationExample], known_ids: Collection[str]) -> None:
+    """Raise when a gold id is not in the store (a typo would otherwise look like a miss)."""
+    missing = sorted({g for ex in examples for g in ex.gold_ids if g not in known_ids})
+    if missing:
+        shown = ", ".join(repr(m) for m in missing[:5])
+        raise CalibrationError(
+            f"{len(missing)} gold chunk id(s) are not in the store, e.g. {shown}. Index those chunks, or "
+            "fix the ids in the calibration examples (they must equal the node/document ids)."
+        )
+
+
+def collect_observations(
+    examples: Sequence[CalibrationExample],
+    fetch_pool: Callable[[str], CandidatePool],
+    *,
+    progress: bool = True,
+) -> list[PoolObservation]:
+    """Query the host once per example and locate its gold chunks in the pool."""
+    if not examples:
+        raise CalibrationError("No calibration examples were given; pass at least one labelled question.")
+    unlabeled = [ex.question for ex in examples if not ex.gold_ids and not ex.gold_texts]
+    if unlabeled:
+        raise CalibrationError(
+            f"{len(unlabeled)} example(s) have neither gold ids nor gold texts, e.g. {unlabeled[0]!r}. "
+            "Label them, or generate labels with the LLM judge."
+        )
+    from tqdm.auto import tqdm
+
+    observations = []
+    for ex in tqdm(examples, desc="calibrating", unit="q", disable=not progress):
+        pool = fetch_pool(ex.question)
+        observations.append(PoolObservation(pool.scores, gold_positions(ex, pool.ids, pool.texts)))
+    return observations
+
+
+def calibrate_from_pools(
+    observations: Sequence[PoolObservation],
+    *,
+    fingerprint: Fingerprint,
+    pool_size: int,
+    confidence_level: float,
+    score: str,
+    method: str,
+    delta: float | None,
+    random_state: int,
+    strict: bool,
+) -> RetrievalCalibration:
+    """Run the conformalizer and log how many misses were kept."""
+    cal = (
+        RetrievalConformalizer(
+            confidence_level, score=score, method=method, delta=delta, random_state=random_state, strict=strict
+        )
+        .conformalize(observations, fingerprint=fingerprint, pool_size=pool_size)
+        .calibration_
+    )
+    if cal.n_misses_:
+        logger.warning(
+            "%d of %d calibration questions had no gold chunk in the top-%d pool; they are kept as misses "
+            "(score +inf), not dropped.",
+            cal.n_misses_,
+            cal.n_calibration_,
+            pool_size,
+        )
+    if math.isinf(cal.threshold_):
+        logger.warning("The calibrated threshold is +inf: every candidate in the pool will be returned.")
+    return cal

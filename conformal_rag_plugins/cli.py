@@ -1,0 +1,78 @@
+"""The ``conformal-rag`` command: ``demo`` and ``evaluate``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _offline_env() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="conformal-rag", description="Conformal prediction for RAG.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="offline demo on the bundled SQuAD subset (the main job)")
+    d.add_argument("--alpha", type=float, default=0.1)
+    d.add_argument("--persist-dir", default=None, help="Chroma directory (default: ~/.cache/conformal-rag/chroma)")
+    d.add_argument("--out", default="conformal_rag_output", help="where the calibration JSON is written")
+    d.add_argument("--pool-size", type=int, default=50)
+    d.add_argument("--seed", type=int, default=0)
+
+    e = sub.add_parser("evaluate", help="repeated-split coverage and set size on corpus/qa JSONL")
+    e.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
+    e.add_argument("--qa", required=True, help="qa JSONL (SQuAD-style)")
+    e.add_argument("--alpha", type=float, action="append", required=True, help="target miscoverage (repeatable)")
+    e.add_argument("--trials", type=int, default=100)
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--score", choices=["similarity", "rank", "relative", "auto"], default="relative")
+    e.add_argument("--pac-delta", type=float, default=None)
+    e.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
+    e.add_argument("--framework", choices=["llamaindex", "langchain"], default="llamaindex")
+    e.add_argument("--pool-size", type=int, default=50)
+    e.add_argument("--json", dest="json_out", required=True, help="output JSON path")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    _offline_env()
+    args = _parser().parse_args(argv)
+    from .core.errors import ConformalError
+
+    try:
+        if args.command == "demo":
+            from .apps.demo import run_demo
+
+            run_demo(alpha=args.alpha, persist_dir=args.persist_dir, out=args.out,
+                     pool_size=args.pool_size, seed=args.seed)
+        else:
+            from .apps.evaluate import run_evaluate
+            from .apps.tables import markdown_table
+
+            report = run_evaluate(
+                args.corpus, args.qa, args.alpha, trials=args.trials, seed=args.seed, score=args.score,
+                pac_delta=args.pac_delta, retriever=args.retriever, framework=args.framework,
+                pool_size=args.pool_size, json_out=args.json_out,
+            )
+            print(markdown_table(report["results"], ["alpha", "method", "mean_coverage", "std_coverage",
+                                                     "mean_set_size", "median_set_size", "trials"]))
+            print(json.dumps({k: v for k, v in report.items() if k != "results"}))
+    except ConformalError as exc:
+        print(f"conformal-rag: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,38 @@
+"""Baseline thresholds to compare against: ConFLARE's published rule and fixed top-k."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from .validation import check_alpha, check_scores
+
+__all__ = ["conflare_keep", "conflare_threshold"]
+
+
+def conflare_threshold(distances: Iterable[float], error_rate: float) -> float:
+    """ConFLARE's rule: ``np.percentile(distances, 100(1-error_rate))`` (linear interpolation).
+
+    It has no (n+1) correction, so it is slightly anti-conservative; it is a
+    baseline here, never the library's threshold. A miss (+inf) propagates.
+
+    Examples
+    --------
+    >>> conflare_threshold([0.1, 0.2, 0.3, 0.4], 0.5)
+    0.25
+    """
+    error_rate = check_alpha(error_rate, "error_rate")
+    arr = check_scores(distances)
+    return float(np.percentile(arr, 100.0 - 100.0 * error_rate))
+
+
+def conflare_keep(distance: float, threshold: float) -> bool:
+    """ConFLARE keeps a chunk iff its distance is strictly below the threshold.
+
+    Examples
+    --------
+    >>> conflare_keep(0.25, 0.25)
+    False
+    """
+    return bool(distance < threshold)

@@ -1,0 +1,41 @@
+"""Exceptions and warnings raised across the library."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CalibrationError",
+    "CalibrationIntegrityError",
+    "ConformalError",
+    "FingerprintMismatchError",
+    "GuaranteeCutWarning",
+    "InfiniteThresholdWarning",
+    "NotFittedError",
+]
+
+
+class ConformalError(ValueError):
+    """Base class of every error this library raises on bad input."""
+
+
+class CalibrationError(ConformalError):
+    """The calibration data cannot give the requested guarantee."""
+
+
+class CalibrationIntegrityError(ConformalError):
+    """A saved calibration file is corrupted, tampered with or of an unknown schema."""
+
+
+class FingerprintMismatchError(ConformalError):
+    """A calibration is used with another embedding model, store, distance or scale."""
+
+
+class NotFittedError(ConformalError, AttributeError):
+    """An estimator was used before it was conformalized."""
+
+
+class InfiniteThresholdWarning(UserWarning):
+    """The finite-sample rank exceeds n: the set must include every candidate."""
+
+
+class GuaranteeCutWarning(UserWarning):
+    """A returned set was cut (``max_k`` or pool size), so the guarantee no longer holds."""

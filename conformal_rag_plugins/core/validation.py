@@ -1,0 +1,62 @@
+"""Input checks shared by the core functions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from .errors import CalibrationError, ConformalError
+
+__all__ = ["check_alpha", "check_scores"]
+
+
+def check_alpha(alpha: float, name: str = "alpha") -> float:
+    """Return ``alpha`` as a float, or raise if it is not strictly inside (0, 1).
+
+    Examples
+    --------
+    >>> check_alpha(0.1)
+    0.1
+    """
+    try:
+        value = float(alpha)
+    except (TypeError, ValueError) as exc:
+        raise ConformalError(f"{name} must be a number in (0, 1), got {alpha!r}.") from exc
+    if not (0.0 < value < 1.0) or math.isnan(value):
+        raise ConformalError(
+            f"{name} must lie strictly between 0 and 1, got {alpha!r}. "
+            f"For 90% coverage pass {name}=0.1 (or confidence_level=0.9)."
+        )
+    return value
+
+
+def check_scores(scores: Iterable[float], *, allow_pos_inf: bool = True) -> np.ndarray:
+    """Return nonconformity scores as a 1-d float array after checking them.
+
+    ``+inf`` marks a miss (for example a gold chunk outside the candidate pool)
+    and is allowed by default. NaN and ``-inf`` are always refused.
+
+    Examples
+    --------
+    >>> check_scores([0.2, 0.1, float("inf")]).shape
+    (3,)
+    """
+    arr = np.asarray(list(scores) if not isinstance(scores, np.ndarray) else scores, dtype=float)
+    if arr.ndim != 1:
+        arr = arr.ravel()
+    if arr.size == 0:
+        raise CalibrationError(
+            "No calibration scores were given. Pass at least one labelled calibration example."
+        )
+    if np.isnan(arr).any():
+        raise CalibrationError(
+            f"{int(np.isnan(arr).sum())} calibration score(s) are NaN. Check the host retriever's "
+            "scores; a miss should be +inf, never NaN."
+        )
+    if np.isneginf(arr).any():
+        raise CalibrationError("Nonconformity scores must not be -inf (lower conforms better).")
+    if not allow_pos_inf and np.isposinf(arr).any():
+        raise CalibrationError("Nonconformity scores must be finite here.")
+    return arr

@@ -1,0 +1,88 @@
+"""Calibrate a LangChain vector store or scored retriever."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+from ..calibration.driver import calibrate_from_pools, check_gold_ids, collect_observations
+from ..calibration.examples import CalibrationExample
+from ..calibration.retrieval import RetrievalCalibration
+from .fingerprint import fingerprint_of
+from .host import Host, existing_ids, fetch_pool
+
+__all__ = ["calibrate_retriever"]
+
+
+def _pool_size_of(host: Host, pool_size: int | None) -> int:
+    host_k = getattr(host, "k", None)
+    if pool_size is None:
+        return int(host_k) if isinstance(host_k, int) else 50
+    if isinstance(host_k, int) and host_k < pool_size:
+        raise ValueError(f"The host retriever returns k={host_k} candidates, fewer than pool_size={pool_size}.")
+    return pool_size
+
+
+def calibrate_retriever(
+    host: Host,
+    examples: Sequence[CalibrationExample],
+    *,
+    confidence_level: float = 0.9,
+    score: str = "relative",
+    pool_size: int | None = None,
+    method: str = "split",
+    delta: float | None = None,
+    random_state: int = 0,
+    strict: bool = False,
+    progress: bool = True,
+) -> RetrievalCalibration:
+    """Calibrate the conformal retrieval threshold on labelled examples.
+
+    Parameters
+    ----------
+    host : VectorStore or BaseRetriever
+        A vector store with relevance scores (e.g. ``langchain_chroma.Chroma``) or a
+        retriever that puts its score in ``metadata['score']`` (e.g.
+        :class:`ScoredFusionRetriever`). Its scores are used as they are.
+    examples : sequence of CalibrationExample
+        Questions with gold chunk ids (``Document.id``) or texts.
+    confidence_level : float, default 0.9
+        Target probability that a gold chunk is in the returned set.
+    score : {"relative", "similarity", "rank", "auto"}
+    pool_size : int, optional
+        Candidates per query (default: the host's ``k``, else 50). A gold chunk
+        outside the pool is a miss, kept as +inf.
+    method : {"split", "pac"}; delta : float, for PAC.
+
+    Returns
+    -------
+    RetrievalCalibration
+
+    Examples
+    --------
+    >>> cal = calibrate_retriever(vectorstore, examples, confidence_level=0.9)  # doctest: +SKIP
+    >>> retriever = ConformalRetriever(vectorstore=vectorstore, calibration=cal)  # doctest: +SKIP
+    """
+    size = _pool_size_of(host, pool_size)
+    examples = list(examples)
+    gold = sorted({g for ex in examples for g in ex.gold_ids})
+    known = existing_ids(host, gold) if gold else None
+    if known is not None:
+        check_gold_ids(examples, known)
+    fingerprint = fingerprint_of(host)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Relevance scores must be between")
+        observations = collect_observations(
+            examples, lambda q: fetch_pool(host, q, size)[0], progress=progress
+        )
+    return calibrate_from_pools(
+        observations,
+        fingerprint=fingerprint,
+        pool_size=size,
+        confidence_level=confidence_level,
+        score=score,
+        method=method,
+        delta=delta,
+        random_state=random_state,
+        strict=strict,
+    )

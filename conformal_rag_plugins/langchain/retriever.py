@@ -1,0 +1,120 @@
+"""LangChain ``BaseRetriever`` that returns the calibrated conformal set."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import VectorStore
+from pydantic import ConfigDict, Field, model_validator
+
+from ..calibration.retrieval import RetrievalCalibration
+from ..core.errors import ConformalError, GuaranteeCutWarning
+from ..core.selection import check_k_bounds, decide_set
+from .fingerprint import fingerprint_of
+from .host import afetch_pool, fetch_pool
+
+__all__ = ["ConformalRetriever"]
+
+
+class ConformalRetriever(BaseRetriever):
+    """Return every chunk whose score passes the calibrated threshold.
+
+    The gold chunk is in the result with probability >= ``calibration.confidence_level_``
+    (marginally over exchangeable questions), unless ``k``/``max_k`` cuts the set.
+
+    Parameters
+    ----------
+    calibration : RetrievalCalibration
+        From :func:`calibrate_retriever` on the same host (checked by fingerprint).
+    vectorstore : VectorStore, optional
+        Host with relevance scores; or
+    retriever : BaseRetriever, optional
+        A host that sets ``metadata['score']``.
+    min_k : int, optional
+        Pad small sets (keeps the guarantee).
+    max_k, k : int, optional
+        Cap the set (``k`` is LangChain's usual name; either one cuts the guarantee when it bites).
+
+    Examples
+    --------
+    >>> retriever = ConformalRetriever(vectorstore=store, calibration=cal)  # doctest: +SKIP
+    >>> chain = retriever | format_docs | prompt | llm  # doctest: +SKIP
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    calibration: RetrievalCalibration
+    vectorstore: VectorStore | None = None
+    retriever: BaseRetriever | None = None
+    min_k: int | None = Field(default=None, ge=0)
+    max_k: int | None = Field(default=None, ge=1)
+    k: int | None = Field(default=None, ge=1)
+    check_fingerprint: bool = True
+
+    @model_validator(mode="after")
+    def _validate(self) -> ConformalRetriever:
+        if (self.vectorstore is None) == (self.retriever is None):
+            raise ConformalError("Pass exactly one host: vectorstore=... or retriever=...")
+        check_k_bounds(self.min_k, self._cap(None))
+        if self.check_fingerprint:
+            self.calibration.fingerprint_.check_compatible(fingerprint_of(self._host))
+        host_k = getattr(self.retriever, "k", None)
+        if isinstance(host_k, int) and host_k < self.calibration.pool_size_:
+            raise ConformalError(
+                f"The host retriever returns k={host_k} candidates but the calibration used a pool of "
+                f"{self.calibration.pool_size_}; query with the same pool."
+            )
+        return self
+
+    @property
+    def _host(self) -> VectorStore | BaseRetriever:
+        host = self.vectorstore if self.vectorstore is not None else self.retriever
+        assert host is not None
+        return host
+
+    def _cap(self, k: int | None) -> int | None:
+        caps = [c for c in (k, self.k, self.max_k) if c is not None]
+        return min(caps) if caps else None
+
+    def _select(self, docs: list[Document], scores: Any, k: int | None) -> list[Document]:
+        cal = self.calibration
+        decision = decide_set(cal.score_family_, scores, cal.threshold_, min_k=self.min_k, max_k=self._cap(k))
+        if not decision.guaranteed:
+            warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
+        out = []
+        for i in decision.indices:
+            doc = docs[i]
+            meta = dict(doc.metadata) | {
+                "score": float(scores[i]),
+                "conformal_threshold": cal.threshold_,
+                "conformal_alpha": cal.alpha_,
+                "conformal_score_family": cal.score_family_,
+                "conformal_set_size": decision.conformal_size,
+                "conformal_guaranteed": decision.guaranteed,
+            }
+            out.append(Document(id=doc.id, page_content=doc.page_content, metadata=meta))
+        return out
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any
+    ) -> list[Document]:
+        pool, docs = fetch_pool(self._host, query, self.calibration.pool_size_)
+        return self._select(docs, pool.scores, k)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        pool, docs = await afetch_pool(self._host, query, self.calibration.pool_size_)
+        return self._select(docs, pool.scores, k)

@@ -1,0 +1,98 @@
+"""Calibrate a LlamaIndex index or retriever."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+
+from ..calibration.driver import calibrate_from_pools, check_gold_ids, collect_observations
+from ..calibration.examples import CalibrationExample
+from ..calibration.retrieval import RetrievalCalibration
+from ..core.errors import ConformalError
+from .fingerprint import fingerprint_of, pool_size_of
+from .host import existing_ids, pool_from_nodes
+
+__all__ = ["DEFAULT_POOL_SIZE", "calibrate_retriever", "resolve_host"]
+
+DEFAULT_POOL_SIZE = 50
+
+
+def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
+    """Turn an index or retriever into (retriever, pool size), checking they agree."""
+    if isinstance(host, BaseRetriever):
+        own = pool_size_of(host)
+        size = pool_size if pool_size is not None else own
+        if size is None:
+            raise ConformalError(
+                f"Cannot tell how many candidates {type(host).__name__} returns; pass pool_size=..."
+            )
+        if own is not None and own != size:
+            raise ConformalError(
+                f"The host retriever returns similarity_top_k={own} candidates but pool_size={size}; "
+                "configure the host with the calibrated pool size."
+            )
+        return host, size
+    if hasattr(host, "as_retriever"):
+        size = pool_size or DEFAULT_POOL_SIZE
+        return host.as_retriever(similarity_top_k=size), size
+    raise ConformalError(
+        f"Expected a LlamaIndex index or BaseRetriever, got {type(host).__name__}."
+    )
+
+
+def calibrate_retriever(
+    host: Any,
+    examples: Sequence[CalibrationExample],
+    *,
+    confidence_level: float = 0.9,
+    score: str = "relative",
+    pool_size: int | None = None,
+    method: str = "split",
+    delta: float | None = None,
+    random_state: int = 0,
+    strict: bool = False,
+    progress: bool = True,
+) -> RetrievalCalibration:
+    """Calibrate the conformal retrieval threshold by querying the host itself.
+
+    Parameters
+    ----------
+    host : VectorStoreIndex or BaseRetriever
+        An index (queried with ``as_retriever(similarity_top_k=pool_size)``) or a
+        retriever with scores, e.g. ``QueryFusionRetriever`` over vector + BM25.
+    examples : sequence of CalibrationExample
+        Gold chunks given as node ids or texts.
+    confidence_level : float, default 0.9
+    score : {"relative", "similarity", "rank", "auto"}
+    pool_size : int, optional
+        Candidates per query (default 50 for an index, the retriever's
+        ``similarity_top_k`` otherwise). Gold outside the pool is a kept miss.
+    method : {"split", "pac"}; delta : float, for PAC.
+
+    Examples
+    --------
+    >>> cal = calibrate_retriever(index, examples, confidence_level=0.9)  # doctest: +SKIP
+    >>> engine = RetrieverQueryEngine(ConformalRetriever(index=index, calibration=cal))  # doctest: +SKIP
+    """
+    retriever, size = resolve_host(host, pool_size)
+    examples = list(examples)
+    gold = sorted({g for ex in examples for g in ex.gold_ids})
+    known = existing_ids(retriever, gold) if gold else None
+    if known is not None:
+        check_gold_ids(examples, known)
+    observations = collect_observations(
+        examples, lambda q: pool_from_nodes(retriever.retrieve(q))[0], progress=progress
+    )
+    return calibrate_from_pools(
+        observations,
+        fingerprint=fingerprint_of(retriever),
+        pool_size=size,
+        confidence_level=confidence_level,
+        score=score,
+        method=method,
+        delta=delta,
+        random_state=random_state,
+        strict=strict,
+    )

@@ -1,0 +1,52 @@
+"""Read candidate pools from a LlamaIndex retriever, on its own score scale."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import MetadataMode, NodeWithScore
+
+from ..calibration.driver import CandidatePool
+
+__all__ = ["existing_ids", "pool_from_nodes"]
+
+
+def pool_from_nodes(nodes: Sequence[NodeWithScore]) -> tuple[CandidatePool, list[NodeWithScore]]:
+    """Candidate pool (best first) and the nodes in the same order."""
+    ordered = sorted(nodes, key=lambda n: -(n.score if n.score is not None else float("nan")))
+    pool = CandidatePool.from_unsorted(
+        [n.node.node_id for n in ordered],
+        [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in ordered],
+        [n.score for n in ordered],
+    )
+    return pool, ordered
+
+
+def _index_of(retriever: Any) -> Any:
+    if hasattr(retriever, "_index"):
+        return retriever._index
+    for sub in getattr(retriever, "_retrievers", []) or []:
+        found = _index_of(sub)
+        if found is not None:
+            return found
+    return None
+
+
+def existing_ids(retriever: BaseRetriever, ids: Sequence[str]) -> set[str] | None:
+    """Which of ``ids`` the host's store holds, or ``None`` when it cannot tell."""
+    index = _index_of(retriever)
+    if index is None:
+        return None
+    vs = index.vector_store
+    collection = getattr(vs, "_collection", None)
+    if collection is not None:
+        return set(collection.get(ids=list(ids), include=[])["ids"])
+    data = getattr(vs, "data", None)
+    if data is not None and hasattr(data, "embedding_dict"):
+        return {i for i in ids if i in data.embedding_dict}
+    try:
+        return {n.node_id for n in vs.get_nodes(node_ids=list(ids))}
+    except (NotImplementedError, AttributeError, ValueError):
+        return None

