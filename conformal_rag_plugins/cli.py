@@ -24,7 +24,9 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="offline demo on the bundled SQuAD subset (the main job)")
     d.add_argument("--alpha", type=float, default=0.1)
-    d.add_argument("--persist-dir", default=None, help="Chroma directory (default: ~/.cache/conformal-rag/chroma)")
+    d.add_argument(
+        "--persist-dir", default=None, help="Chroma directory (default: ~/.cache/conformal-rag/chroma)"
+    )
     d.add_argument("--out", default="conformal_rag_output", help="where the calibration JSON is written")
     d.add_argument("--pool-size", type=int, default=50)
     d.add_argument("--seed", type=int, default=0)
@@ -32,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("evaluate", help="repeated-split coverage and set size on corpus/qa JSONL")
     e.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
     e.add_argument("--qa", required=True, help="qa JSONL (SQuAD-style)")
-    e.add_argument("--alpha", type=float, action="append", required=True, help="target miscoverage (repeatable)")
+    e.add_argument(
+        "--alpha", type=float, action="append", required=True, help="target miscoverage (repeatable)"
+    )
     e.add_argument("--trials", type=int, default=100)
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--score", choices=["similarity", "rank", "relative", "auto"], default="relative")
@@ -54,19 +58,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from .apps.demo import run_demo
 
-            run_demo(alpha=args.alpha, persist_dir=args.persist_dir, out=args.out,
-                     pool_size=args.pool_size, seed=args.seed)
+            run_demo(
+                alpha=args.alpha,
+                persist_dir=args.persist_dir,
+                out=args.out,
+                pool_size=args.pool_size,
+                seed=args.seed,
+            )
         else:
             from .apps.evaluate import run_evaluate
             from .apps.tables import markdown_table
 
             report = run_evaluate(
-                args.corpus, args.qa, args.alpha, trials=args.trials, seed=args.seed, score=args.score,
-                pac_delta=args.pac_delta, retriever=args.retriever, framework=args.framework,
-                pool_size=args.pool_size, json_out=args.json_out,
+                args.corpus,
+                args.qa,
+                args.alpha,
+                trials=args.trials,
+                seed=args.seed,
+                score=args.score,
+                pac_delta=args.pac_delta,
+                retriever=args.retriever,
+                framework=args.framework,
+                pool_size=args.pool_size,
+                json_out=args.json_out,
             )
-            print(markdown_table(report["results"], ["alpha", "method", "mean_coverage", "std_coverage",
-                                                     "mean_set_size", "median_set_size", "trials"]))
+            print(
+                markdown_table(
+                    report["results"],
+                    [
+                        "alpha",
+                        "method",
+                        "mean_coverage",
+                        "std_coverage",
+                        "mean_set_size",
+                        "median_set_size",
+                        "trials",
+                    ],
+                )
+            )
             print(json.dumps({k: v for k, v in report.items() if k != "results"}))
     except ConformalError as exc:
         print(f"conformal-rag: error: {exc}", file=sys.stderr)

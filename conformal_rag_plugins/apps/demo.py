@@ -23,12 +23,19 @@ __all__ = ["run_demo"]
 
 def _eval(obs: list[PoolObservation], family: str, q: float) -> dict[str, float]:
     res = [o.covered_and_size(family, q) for o in obs]
-    return {"coverage": float(np.mean([c for c, _ in res])), "mean_set_size": float(np.mean([s for _, s in res]))}
+    return {
+        "coverage": float(np.mean([c for c, _ in res])),
+        "mean_set_size": float(np.mean([s for _, s in res])),
+    }
 
 
 def run_demo(
-    *, alpha: float = 0.1, persist_dir: str | Path | None = None, out: str | Path = "conformal_rag_output",
-    pool_size: int = 50, seed: int = 0,
+    *,
+    alpha: float = 0.1,
+    persist_dir: str | Path | None = None,
+    out: str | Path = "conformal_rag_output",
+    pool_size: int = 50,
+    seed: int = 0,
 ) -> dict[str, object]:
     """Index, calibrate on half the questions, evaluate on the other half, and print."""
     from llama_index.core.schema import MetadataMode
@@ -56,8 +63,13 @@ def run_demo(
         nodes = retriever.retrieve(ex.question)
         covered.append(any(n.node.node_id in ex.gold_ids for n in nodes))
         sizes.append(len(nodes))
-    rows = [{"method": "ConformalRetriever (relative, split)", "coverage": float(np.mean(covered)),
-             "mean_set_size": float(np.mean(sizes))}]
+    rows = [
+        {
+            "method": "ConformalRetriever (relative, split)",
+            "coverage": float(np.mean(covered)),
+            "mean_set_size": float(np.mean(sizes)),
+        }
+    ]
 
     cal_obs = collect_observations(cal_q, bundle.fetch, progress=False)
     test_obs = collect_observations(test_q, bundle.fetch, progress=True)
@@ -69,9 +81,17 @@ def run_demo(
     rows.append({"method": "conformal similarity threshold", **_eval(test_obs, "similarity", q_sim)})
     finite = [o.score("similarity") for o in cal_obs if math.isfinite(o.score("similarity"))]
     q_conf = conflare_threshold(finite, alpha)
-    conf = [(any(-o.scores[p] < q_conf for p in o.gold_positions), int((-o.scores < q_conf).sum())) for o in test_obs]
-    rows.append({"method": "ConFLARE rule (percentile, <)", "coverage": float(np.mean([c for c, _ in conf])),
-                 "mean_set_size": float(np.mean([s for _, s in conf]))})
+    conf = [
+        (any(-o.scores[p] < q_conf for p in o.gold_positions), int((-o.scores < q_conf).sum()))
+        for o in test_obs
+    ]
+    rows.append(
+        {
+            "method": "ConFLARE rule (percentile, <)",
+            "coverage": float(np.mean([c for c, _ in conf])),
+            "mean_set_size": float(np.mean([s for _, s in conf])),
+        }
+    )
     for k in (1, 3, 5, 10):
         rows.append({"method": f"fixed top-{k}", **_eval(test_obs, "rank", float(k))})
     print(f"\nHeld-out evaluation on {len(test_q)} questions (target coverage {1 - alpha:.0%}):")
@@ -80,7 +100,9 @@ def run_demo(
     print("\nRetrieved sets for three example questions:")
     for ex in test_q[:3]:
         nodes = retriever.retrieve(ex.question)
-        print(f"\nQ: {ex.question}  (gold: {', '.join(ex.gold_ids)}; answer: {ex.answers[0] if ex.answers else '-'})")
+        print(
+            f"\nQ: {ex.question}  (gold: {', '.join(ex.gold_ids)}; answer: {ex.answers[0] if ex.answers else '-'})"
+        )
         for n in nodes:
             mark = "*" if n.node.node_id in ex.gold_ids else " "
             text = n.node.get_content(metadata_mode=MetadataMode.NONE)[:90].replace("\n", " ")

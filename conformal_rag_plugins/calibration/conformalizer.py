@@ -104,7 +104,12 @@ class RetrievalConformalizer:
                 obs, (self.optimisation_fraction, 1 - self.optimisation_fraction), seed=self.random_state
             )
             family = choose_family(opt, alpha)
-            selection = {"rule": "auto", "n_optimisation": len(opt), "seed": self.random_state, "chosen": family}
+            selection = {
+                "rule": "auto",
+                "n_optimisation": len(opt),
+                "seed": self.random_state,
+                "chosen": family,
+            }
             obs = cal
         need = min_calibration_size(alpha)
         if len(obs) < need:
@@ -143,5 +148,7 @@ class RetrievalConformalizer:
     def calibration(self) -> RetrievalCalibration:
         """The fitted calibration, or :class:`NotFittedError`."""
         if not hasattr(self, "calibration_"):
-            raise NotFittedError("This RetrievalConformalizer is not fitted yet: call conformalize(...) first.")
+            raise NotFittedError(
+                "This RetrievalConformalizer is not fitted yet: call conformalize(...) first."
+            )
         return self.calibration_

@@ -100,7 +100,12 @@ def calibrate_from_pools(
     """Run the conformalizer and log how many misses were kept."""
     cal = (
         RetrievalConformalizer(
-            confidence_level, score=score, method=method, delta=delta, random_state=random_state, strict=strict
+            confidence_level,
+            score=score,
+            method=method,
+            delta=delta,
+            random_state=random_state,
+            strict=strict,
         )
         .conformalize(observations, fingerprint=fingerprint, pool_size=pool_size)
         .calibration_

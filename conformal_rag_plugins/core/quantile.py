@@ -128,9 +128,7 @@ def pac_rank(n: int, epsilon: float, delta: float) -> int | None:
     return None
 
 
-def pac_quantile(
-    scores: Iterable[float], epsilon: float, delta: float, *, strict: bool = False
-) -> float:
+def pac_quantile(scores: Iterable[float], epsilon: float, delta: float, *, strict: bool = False) -> float:
     """PAC (epsilon, delta) threshold: miscoverage <= epsilon with probability >= 1-delta.
 
     Returns the k-th smallest score for the smallest k with

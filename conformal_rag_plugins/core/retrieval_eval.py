@@ -110,10 +110,12 @@ def evaluate_splits(
     obs = list(observations)
     n = len(obs)
     rng = np.random.default_rng(seed)
-    n_cal = int(round(n * calibration_fraction))
+    n_cal = round(n * calibration_fraction)
     collected: dict[str, tuple[list[float], list[float], list[int]]] = {}
 
-    def record(method: str, test: Sequence[PoolObservation], fam: str, q: float, strict_lt: bool = False) -> None:
+    def record(
+        method: str, test: Sequence[PoolObservation], fam: str, q: float, strict_lt: bool = False
+    ) -> None:
         covs, sizes = [], []
         for o in test:
             if strict_lt:
@@ -137,7 +139,7 @@ def evaluate_splits(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if family == "auto":
-                n_opt = int(round(len(cal) * optimisation_fraction))
+                n_opt = round(len(cal) * optimisation_fraction)
                 fam = choose_family(cal[:n_opt], alpha)
                 final_cal = cal[n_opt:]
             else:
@@ -152,6 +154,4 @@ def evaluate_splits(
             sim = [s for s in (o.score("similarity") for o in cal) if math.isfinite(s)]
             qc = conflare_threshold(sim, alpha) if sim else math.inf
             record("conflare", test, "similarity", qc, strict_lt=True)
-    return [
-        TrialSummary(alpha, m, tuple(c), tuple(s), tuple(a)) for m, (c, s, a) in collected.items()
-    ]
+    return [TrialSummary(alpha, m, tuple(c), tuple(s), tuple(a)) for m, (c, s, a) in collected.items()]

@@ -51,9 +51,7 @@ def _sorted_scores(scores: Sequence[float] | np.ndarray) -> np.ndarray:
     return arr
 
 
-def nonconformity(
-    family: str, scores: Sequence[float] | np.ndarray, gold_positions: Sequence[int]
-) -> float:
+def nonconformity(family: str, scores: Sequence[float] | np.ndarray, gold_positions: Sequence[int]) -> float:
     """Nonconformity score of one calibration query.
 
     Parameters

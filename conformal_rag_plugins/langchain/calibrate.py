@@ -19,7 +19,9 @@ def _pool_size_of(host: Host, pool_size: int | None) -> int:
     if pool_size is None:
         return int(host_k) if isinstance(host_k, int) else 50
     if isinstance(host_k, int) and host_k < pool_size:
-        raise ValueError(f"The host retriever returns k={host_k} candidates, fewer than pool_size={pool_size}.")
+        raise ValueError(
+            f"The host retriever returns k={host_k} candidates, fewer than pool_size={pool_size}."
+        )
     return pool_size
 
 

@@ -47,6 +47,11 @@ def fingerprint_of(host: VectorStore | BaseRetriever) -> Fingerprint:
     if callable(describe):
         return describe()
     return Fingerprint(
-        "langchain", type(host).__name__, "unknown", "unknown", None, f"{type(host).__name__}.metadata[score]",
+        "langchain",
+        type(host).__name__,
+        "unknown",
+        "unknown",
+        None,
+        f"{type(host).__name__}.metadata[score]",
         type(host).__name__,
     )

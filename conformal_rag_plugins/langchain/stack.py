@@ -56,5 +56,10 @@ def build_hybrid_retriever(
 ) -> ScoredFusionRetriever:
     """Dense + BM25 fusion that keeps scores in ``metadata['score']``."""
     return ScoredFusionRetriever.from_vectorstore(
-        store, [e.id for e in entries], [e.text for e in entries], k=pool_size, weight=dense_weight, method=method
+        store,
+        [e.id for e in entries],
+        [e.text for e in entries],
+        k=pool_size,
+        weight=dense_weight,
+        method=method,
     )

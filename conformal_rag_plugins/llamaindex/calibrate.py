@@ -37,9 +37,7 @@ def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
     if hasattr(host, "as_retriever"):
         size = pool_size or DEFAULT_POOL_SIZE
         return host.as_retriever(similarity_top_k=size), size
-    raise ConformalError(
-        f"Expected a LlamaIndex index or BaseRetriever, got {type(host).__name__}."
-    )
+    raise ConformalError(f"Expected a LlamaIndex index or BaseRetriever, got {type(host).__name__}.")
 
 
 def calibrate_retriever(

@@ -35,11 +35,17 @@ def _dense(retriever: Any) -> Fingerprint:
     vs = index.vector_store
     store = type(vs).__name__
     collection = getattr(vs, "_collection", None)
-    space = chroma_space(collection) if collection is not None else ("cosine" if store == "SimpleVectorStore" else "unknown")
+    space = (
+        chroma_space(collection)
+        if collection is not None
+        else ("cosine" if store == "SimpleVectorStore" else "unknown")
+    )
     name, dim = _embed_description(getattr(retriever, "_embed_model", None) or index._embed_model)
     mode = getattr(retriever, "_vector_store_query_mode", "default")
     mode = getattr(mode, "value", mode)
-    return Fingerprint("llamaindex", store, space, name, dim, _SCALES.get(store, f"{store}.similarity"), f"dense({mode})")
+    return Fingerprint(
+        "llamaindex", store, space, name, dim, _SCALES.get(store, f"{store}.similarity"), f"dense({mode})"
+    )
 
 
 def fingerprint_of(retriever: BaseRetriever) -> Fingerprint:

@@ -18,9 +18,7 @@ __all__ = ["build_chroma_index", "build_hybrid_retriever", "nodes_from_entries"]
 
 def nodes_from_entries(entries: Sequence[CorpusEntry]) -> list[TextNode]:
     """One ``TextNode`` per entry, with the entry id as node id."""
-    return [
-        TextNode(id_=e.id, text=e.text, metadata={"title": e.title} if e.title else {}) for e in entries
-    ]
+    return [TextNode(id_=e.id, text=e.text, metadata={"title": e.title} if e.title else {}) for e in entries]
 
 
 def build_chroma_index(
