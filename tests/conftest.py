@@ -1,0 +1,67 @@
+"""Shared fixtures: the real offline stack over the bundled SQuAD subset, built once per session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def squad_entries():
+    from conformal_rag_plugins.local.corpus import bundled_corpus
+
+    return list(bundled_corpus())
+
+
+@pytest.fixture(scope="session")
+def squad_questions():
+    """The 705 answerable questions."""
+    from conformal_rag_plugins.local.corpus import bundled_questions
+
+    return list(bundled_questions(True))
+
+
+@pytest.fixture(scope="session")
+def chroma_memory_client():
+    from conformal_rag_plugins.local.chroma import chroma_client
+
+    return chroma_client()
+
+
+@pytest.fixture(scope="session")
+def host_factory(squad_entries, chroma_memory_client) -> Callable:
+    """``host_factory(framework, kind)`` -> HostBundle over Chroma + MiniLM (pool 50), cached."""
+    from conformal_rag_plugins.apps.hosts import build_host
+
+    cache: dict = {}
+
+    def make(framework: str, kind: str = "hybrid"):
+        key = (framework, kind)
+        if key not in cache:
+            cache[key] = build_host(framework, kind, squad_entries, pool_size=50, client=chroma_memory_client)
+        return cache[key]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def observations_factory(host_factory, squad_questions) -> Callable:
+    """``observations_factory(framework, kind)`` -> list of PoolObservation for all 705 questions."""
+    from conformal_rag_plugins.calibration.driver import collect_observations
+
+    cache: dict = {}
+
+    def make(framework: str, kind: str = "hybrid"):
+        key = (framework, kind)
+        if key not in cache:
+            cache[key] = collect_observations(squad_questions, host_factory(framework, kind).fetch, progress=False)
+        return cache[key]
+
+    return make
