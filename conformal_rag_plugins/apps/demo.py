@@ -49,7 +49,9 @@ def run_demo(
     questions = list(bundled_questions(True))
     print(f"Corpus: {len(entries)} passages (SQuAD 2.0 dev subset + distractors, CC BY-SA 4.0)")
     print(f"Questions: {len(questions)} answerable; Chroma index at {persist}")
-    bundle = build_host("llamaindex", "hybrid", entries, pool_size=pool_size, client=chroma_client(persist))
+    bundle = build_host(
+        "llamaindex", "hybrid", entries, pool_size=pool_size, client=chroma_client(persist), show_progress=True
+    )
     cal_q, test_q = split_examples(questions, (0.5, 0.5), seed=seed)
 
     print(f"\nCalibrating at alpha={alpha} on {len(cal_q)} questions (hybrid BM25 + MiniLM, LlamaIndex)...")
@@ -72,7 +74,7 @@ def run_demo(
     ]
 
     cal_obs = collect_observations(cal_q, bundle.fetch, progress=False)
-    test_obs = collect_observations(test_q, bundle.fetch, progress=True)
+    test_obs = collect_observations(test_q, bundle.fetch, progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from ..core.quantile import conformal_quantile
@@ -81,10 +83,7 @@ def run_demo(
     rows.append({"method": "conformal similarity threshold", **_eval(test_obs, "similarity", q_sim)})
     finite = [o.score("similarity") for o in cal_obs if math.isfinite(o.score("similarity"))]
     q_conf = conflare_threshold(finite, alpha)
-    conf = [
-        (any(-o.scores[p] < q_conf for p in o.gold_positions), int((-o.scores < q_conf).sum()))
-        for o in test_obs
-    ]
+    conf = [(any(-o.scores[p] < q_conf for p in o.gold_positions), int((-o.scores < q_conf).sum())) for o in test_obs]
     rows.append(
         {
             "method": "ConFLARE rule (percentile, <)",
@@ -100,9 +99,7 @@ def run_demo(
     print("\nRetrieved sets for three example questions:")
     for ex in test_q[:3]:
         nodes = retriever.retrieve(ex.question)
-        print(
-            f"\nQ: {ex.question}  (gold: {', '.join(ex.gold_ids)}; answer: {ex.answers[0] if ex.answers else '-'})"
-        )
+        print(f"\nQ: {ex.question}  (gold: {', '.join(ex.gold_ids)}; answer: {ex.answers[0] if ex.answers else '-'})")
         for n in nodes:
             mark = "*" if n.node.node_id in ex.gold_ids else " "
             text = n.node.get_content(metadata_mode=MetadataMode.NONE)[:90].replace("\n", " ")

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..calibration.driver import CandidatePool
 from ..calibration.examples import CorpusEntry
+from ..core.fusion import DEFAULT_DENSE_WEIGHT
 
 __all__ = ["FRAMEWORKS", "RETRIEVERS", "HostBundle", "build_host", "corpus_key"]
 
@@ -44,7 +45,8 @@ def build_host(
     *,
     pool_size: int = 50,
     client: Any = None,
-    dense_weight: float = 0.7,
+    dense_weight: float = DEFAULT_DENSE_WEIGHT,
+    show_progress: bool = False,
 ) -> HostBundle:
     """Index ``entries`` in Chroma (embeddings cached) and wrap the chosen retriever."""
     if framework not in FRAMEWORKS or kind not in RETRIEVERS:
@@ -54,7 +56,7 @@ def build_host(
         from ..llamaindex.host import pool_from_nodes
         from ..llamaindex.stack import build_chroma_index, build_hybrid_retriever
 
-        index, nodes = build_chroma_index(entries, client=client, collection_name=name)
+        index, nodes = build_chroma_index(entries, client=client, collection_name=name, show_progress=show_progress)
         if kind == "dense":
             host: Any = index.as_retriever(similarity_top_k=pool_size)
         elif kind == "bm25":

@@ -9,7 +9,11 @@ import numpy as np
 
 from .errors import ConformalError
 
-__all__ = ["FusionMethod", "fuse_scores", "normalise"]
+__all__ = ["DEFAULT_DENSE_WEIGHT", "FusionMethod", "fuse_scores", "normalise"]
+
+# Equal weights: on the bundled SQuAD subset 0.5 gave smaller conformal sets than 0.6-0.8 in both
+# frameworks (see benchmarks/retrieval.py); issue-level tuning belongs on an optimisation split.
+DEFAULT_DENSE_WEIGHT = 0.5
 
 FusionMethod = Literal["zscore", "minmax"]
 
@@ -37,7 +41,7 @@ def fuse_scores(
     first: Mapping[str, float],
     second: Mapping[str, float],
     *,
-    weight: float = 0.7,
+    weight: float = DEFAULT_DENSE_WEIGHT,
     method: str = "zscore",
 ) -> list[tuple[str, float]]:
     """Fuse two ``{id: score}`` candidate maps: ``weight*norm(first) + (1-weight)*norm(second)``.

@@ -11,7 +11,7 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field
 
 from ..calibration.fingerprint import Fingerprint
-from ..core.fusion import fuse_scores
+from ..core.fusion import DEFAULT_DENSE_WEIGHT, fuse_scores
 from ..local.bm25 import BM25Index
 from .fingerprint import fingerprint_of
 from .host import _relevance, doc_id
@@ -35,7 +35,7 @@ class ScoredFusionRetriever(BaseRetriever):
     vectorstore: VectorStore
     bm25: BM25Index
     k: int = Field(default=50, ge=1)
-    weight: float = Field(default=0.7, ge=0.0, le=1.0)
+    weight: float = Field(default=DEFAULT_DENSE_WEIGHT, ge=0.0, le=1.0)
     method: str = "zscore"
 
     @classmethod

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..calibration.examples import CorpusEntry
+from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..local.chroma import add_in_batches, chroma_client, get_collection
 from .embedding import MiniLMEmbeddings
 from .fusion import ScoredFusionRetriever
@@ -51,7 +52,7 @@ def build_hybrid_retriever(
     entries: Sequence[CorpusEntry],
     *,
     pool_size: int = 50,
-    dense_weight: float = 0.7,
+    dense_weight: float = DEFAULT_DENSE_WEIGHT,
     method: str = "zscore",
 ) -> ScoredFusionRetriever:
     """Dense + BM25 fusion that keeps scores in ``metadata['score']``."""

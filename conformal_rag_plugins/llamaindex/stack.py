@@ -10,6 +10,7 @@ from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import TextNode
 
 from ..calibration.examples import CorpusEntry
+from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..local.chroma import chroma_client, get_collection
 from .embedding import MiniLMEmbedding
 
@@ -56,7 +57,7 @@ def build_hybrid_retriever(
     nodes: Sequence[TextNode],
     *,
     pool_size: int = 50,
-    dense_weight: float = 0.7,
+    dense_weight: float = DEFAULT_DENSE_WEIGHT,
     mode: str = "dist_based_score",
 ) -> QueryFusionRetriever:
     """``QueryFusionRetriever`` over the dense index and ``BM25Retriever`` (no LLM call).
