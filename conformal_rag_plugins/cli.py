@@ -24,9 +24,7 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="offline demo on the bundled SQuAD subset (the main job)")
     d.add_argument("--alpha", type=float, default=0.1)
-    d.add_argument(
-        "--persist-dir", default=None, help="Chroma directory (default: ~/.cache/conformal-rag/chroma)"
-    )
+    d.add_argument("--persist-dir", default=None, help="Chroma directory (default: ~/.cache/conformal-rag/chroma)")
     d.add_argument("--out", default="conformal_rag_output", help="where the calibration JSON is written")
     d.add_argument("--pool-size", type=int, default=50)
     d.add_argument("--seed", type=int, default=0)
@@ -34,9 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("evaluate", help="repeated-split coverage and set size on corpus/qa JSONL")
     e.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
     e.add_argument("--qa", required=True, help="qa JSONL (SQuAD-style)")
-    e.add_argument(
-        "--alpha", type=float, action="append", required=True, help="target miscoverage (repeatable)"
-    )
+    e.add_argument("--alpha", type=float, action="append", required=True, help="target miscoverage (repeatable)")
     e.add_argument("--trials", type=int, default=100)
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--score", choices=["similarity", "rank", "relative", "auto"], default="relative")

@@ -148,7 +148,5 @@ class RetrievalConformalizer:
     def calibration(self) -> RetrievalCalibration:
         """The fitted calibration, or :class:`NotFittedError`."""
         if not hasattr(self, "calibration_"):
-            raise NotFittedError(
-                "This RetrievalConformalizer is not fitted yet: call conformalize(...) first."
-            )
+            raise NotFittedError("This RetrievalConformalizer is not fitted yet: call conformalize(...) first.")
         return self.calibration_

@@ -171,9 +171,7 @@ def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[Calibrat
     return out
 
 
-def split_examples(
-    items: Sequence[T], fractions: Sequence[float] = (0.5, 0.5), *, seed: int = 0
-) -> list[list[T]]:
+def split_examples(items: Sequence[T], fractions: Sequence[float] = (0.5, 0.5), *, seed: int = 0) -> list[list[T]]:
     """Shuffle with a seed and cut into consecutive parts of the given fractions.
 
     Examples

@@ -148,9 +148,7 @@ class RetrievalCalibration:
                 selection_=dict(data.get("selection") or {}),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise CalibrationIntegrityError(
-                f"Calibration file is missing or mangles a field: {exc}."
-            ) from exc
+            raise CalibrationIntegrityError(f"Calibration file is missing or mangles a field: {exc}.") from exc
 
     def save(self, path: str | Path) -> Path:
         """Write JSON (never pickle) and return the path."""
@@ -169,9 +167,7 @@ class RetrievalCalibration:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise CalibrationIntegrityError(
-                f"{path} is not valid JSON ({exc.msg}); it is corrupted."
-            ) from exc
+            raise CalibrationIntegrityError(f"{path} is not valid JSON ({exc.msg}); it is corrupted.") from exc
         cal = cls.from_dict(data)
         if expected is not None:
             cal.fingerprint_.check_compatible(expected)

@@ -1,14 +1,43 @@
-"""Exact binomial tail, numpy/stdlib only (no scipy in the core)."""
+"""Exact binomial tail, numpy only (no scipy in the core)."""
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["binom_cdf"]
+import numpy as np
+
+__all__ = ["binom_cdf", "binom_cdf_all"]
+
+
+def binom_cdf_all(n: int, p: float) -> np.ndarray:
+    """``[P(X <= x) for x in 0..n]`` for ``X ~ Binomial(n, p)``, from log-space pmf terms.
+
+    Examples
+    --------
+    >>> binom_cdf_all(2, 0.5).tolist()
+    [0.25, 0.75, 1.0]
+    """
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    if p <= 0.0:
+        return np.ones(n + 1)
+    if p >= 1.0:
+        out = np.zeros(n + 1)
+        out[-1] = 1.0
+        return out
+    i = np.arange(n + 1, dtype=float)
+    # log C(n, i) by a cumulative sum of log((n - j + 1) / j), j = 1..i
+    log_choose = np.concatenate(([0.0], np.cumsum(np.log((n - i[1:] + 1) / i[1:]))))
+    log_pmf = log_choose + i * math.log(p) + (n - i) * math.log1p(-p)
+    top = log_pmf.max()
+    pmf = np.exp(log_pmf - top)
+    cdf = np.cumsum(pmf) / pmf.sum()
+    cdf[-1] = 1.0
+    return np.minimum(cdf, 1.0)
 
 
 def binom_cdf(x: int, n: int, p: float) -> float:
-    """``P(X <= x)`` for ``X ~ Binomial(n, p)``, summed in log space.
+    """``P(X <= x)`` for ``X ~ Binomial(n, p)``.
 
     Examples
     --------
@@ -19,14 +48,4 @@ def binom_cdf(x: int, n: int, p: float) -> float:
         return 0.0
     if x >= n:
         return 1.0
-    if p <= 0.0:
-        return 1.0
-    if p >= 1.0:
-        return 0.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-    terms = [
-        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q
-        for i in range(x + 1)
-    ]
-    top = max(terms)
-    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
+    return float(binom_cdf_all(n, p)[x])

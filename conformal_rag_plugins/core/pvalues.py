@@ -23,9 +23,7 @@ def conformal_pvalues(calibration_scores: Iterable[float], test_scores: Iterable
     [0.75, 0.25]
     """
     cal = np.sort(check_scores(calibration_scores))
-    test = np.asarray(
-        list(test_scores) if not isinstance(test_scores, np.ndarray) else test_scores, dtype=float
-    )
+    test = np.asarray(list(test_scores) if not isinstance(test_scores, np.ndarray) else test_scores, dtype=float)
     if np.isnan(test).any():
         raise ValueError("Test scores must not be NaN.")
     n = cal.size

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .binomial import binom_cdf
+from .binomial import binom_cdf_all
 from .errors import CalibrationError, InfiniteThresholdWarning
 from .validation import check_alpha, check_scores
 
@@ -122,10 +122,14 @@ def pac_rank(n: int, epsilon: float, delta: float) -> int | None:
     """
     epsilon = check_alpha(epsilon, "epsilon")
     delta = check_alpha(delta, "delta")
-    for k in range(1, n + 1):
-        if binom_cdf(n - k, n, epsilon) <= delta:
-            return k
-    return None
+    if n < 1:
+        return None
+    cdf = binom_cdf_all(n, epsilon)  # cdf[x] = BinomCDF(x; n, epsilon), non-decreasing in x
+    # smallest k <=> largest x = n - k (k >= 1 so x <= n - 1) with cdf[x] <= delta
+    ok = np.flatnonzero(cdf[:n] <= delta)
+    if ok.size == 0:
+        return None
+    return int(n - ok[-1])
 
 
 def pac_quantile(scores: Iterable[float], epsilon: float, delta: float, *, strict: bool = False) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,14 +25,20 @@ class PoolObservation:
 
     scores: np.ndarray
     gold_positions: tuple[int, ...]
+    _memo: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        keep_mask("relative", self.scores, 0.0)  # validates: no NaN, sorted best first
 
     def score(self, family: str) -> float:
-        """Nonconformity of this question under ``family``."""
-        return nonconformity(family, self.scores, self.gold_positions)
+        """Nonconformity of this question under ``family`` (memoised)."""
+        if family not in self._memo:
+            self._memo[family] = nonconformity(family, self.scores, self.gold_positions)
+        return self._memo[family]
 
     def covered_and_size(self, family: str, threshold: float) -> tuple[bool, int]:
         """Whether a gold chunk is kept, and how many candidates are kept."""
-        mask = keep_mask(family, self.scores, threshold)
+        mask = keep_mask(family, self.scores, threshold, validate=False)
         covered = any(mask[p] for p in self.gold_positions)
         return covered, int(mask.sum())
 
@@ -113,9 +119,7 @@ def evaluate_splits(
     n_cal = round(n * calibration_fraction)
     collected: dict[str, tuple[list[float], list[float], list[int]]] = {}
 
-    def record(
-        method: str, test: Sequence[PoolObservation], fam: str, q: float, strict_lt: bool = False
-    ) -> None:
+    def record(method: str, test: Sequence[PoolObservation], fam: str, q: float, strict_lt: bool = False) -> None:
         covs, sizes = [], []
         for o in test:
             if strict_lt:

@@ -37,9 +37,7 @@ SCORE_FAMILIES: tuple[str, ...] = ("similarity", "rank", "relative")
 
 def _check_family(family: str) -> None:
     if family not in SCORE_FAMILIES:
-        raise ConformalError(
-            f"Unknown score family {family!r}; choose one of {', '.join(SCORE_FAMILIES)} or 'auto'."
-        )
+        raise ConformalError(f"Unknown score family {family!r}; choose one of {', '.join(SCORE_FAMILIES)} or 'auto'.")
 
 
 def _sorted_scores(scores: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -84,8 +82,12 @@ def nonconformity(family: str, scores: Sequence[float] | np.ndarray, gold_positi
     return float(arr[0] - arr[best])
 
 
-def keep_mask(family: str, scores: Sequence[float] | np.ndarray, threshold: float) -> np.ndarray:
+def keep_mask(
+    family: str, scores: Sequence[float] | np.ndarray, threshold: float, *, validate: bool = True
+) -> np.ndarray:
     """Boolean mask of the candidates a threshold keeps (ties are kept).
+
+    ``validate=False`` skips the input checks for pools already checked (hot loops).
 
     Examples
     --------
@@ -93,7 +95,10 @@ def keep_mask(family: str, scores: Sequence[float] | np.ndarray, threshold: floa
     [True, True, False]
     """
     _check_family(family)
-    arr = _sorted_scores(scores)
+    if validate:
+        arr = _sorted_scores(scores)
+    else:
+        arr = np.asarray(scores, dtype=float)
     if math.isinf(threshold) and threshold > 0:
         return np.ones(arr.size, dtype=bool)
     if family == "similarity":

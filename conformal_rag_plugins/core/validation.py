@@ -47,9 +47,7 @@ def check_scores(scores: Iterable[float], *, allow_pos_inf: bool = True) -> np.n
     if arr.ndim != 1:
         arr = arr.ravel()
     if arr.size == 0:
-        raise CalibrationError(
-            "No calibration scores were given. Pass at least one labelled calibration example."
-        )
+        raise CalibrationError("No calibration scores were given. Pass at least one labelled calibration example.")
     if np.isnan(arr).any():
         raise CalibrationError(
             f"{int(np.isnan(arr).sum())} calibration score(s) are NaN. Check the host retriever's "

@@ -19,9 +19,7 @@ def _pool_size_of(host: Host, pool_size: int | None) -> int:
     if pool_size is None:
         return int(host_k) if isinstance(host_k, int) else 50
     if isinstance(host_k, int) and host_k < pool_size:
-        raise ValueError(
-            f"The host retriever returns k={host_k} candidates, fewer than pool_size={pool_size}."
-        )
+        raise ValueError(f"The host retriever returns k={host_k} candidates, fewer than pool_size={pool_size}.")
     return pool_size
 
 
@@ -74,9 +72,7 @@ def calibrate_retriever(
     fingerprint = fingerprint_of(host)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Relevance scores must be between")
-        observations = collect_observations(
-            examples, lambda q: fetch_pool(host, q, size)[0], progress=progress
-        )
+        observations = collect_observations(examples, lambda q: fetch_pool(host, q, size)[0], progress=progress)
     return calibrate_from_pools(
         observations,
         fingerprint=fingerprint,

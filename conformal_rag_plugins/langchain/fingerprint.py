@@ -17,11 +17,7 @@ def describe_embeddings(embeddings: Any) -> tuple[str, int | None]:
     """Model name and dimension of an embeddings object (one probe call)."""
     if embeddings is None:
         return "none", None
-    name = (
-        getattr(embeddings, "model_name", None)
-        or getattr(embeddings, "model", None)
-        or type(embeddings).__name__
-    )
+    name = getattr(embeddings, "model_name", None) or getattr(embeddings, "model", None) or type(embeddings).__name__
     dim = len(embeddings.embed_query("dimension probe"))
     return str(name), dim
 

@@ -25,9 +25,7 @@ def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
         own = pool_size_of(host)
         size = pool_size if pool_size is not None else own
         if size is None:
-            raise ConformalError(
-                f"Cannot tell how many candidates {type(host).__name__} returns; pass pool_size=..."
-            )
+            raise ConformalError(f"Cannot tell how many candidates {type(host).__name__} returns; pass pool_size=...")
         if own is not None and own != size:
             raise ConformalError(
                 f"The host retriever returns similarity_top_k={own} candidates but pool_size={size}; "

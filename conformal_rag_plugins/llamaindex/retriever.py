@@ -75,9 +75,7 @@ class ConformalRetriever(BaseRetriever):
     def _select(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
         pool, ordered = pool_from_nodes(nodes)
         cal = self.calibration
-        decision = decide_set(
-            cal.score_family_, pool.scores, cal.threshold_, min_k=self.min_k, max_k=self.max_k
-        )
+        decision = decide_set(cal.score_family_, pool.scores, cal.threshold_, min_k=self.min_k, max_k=self.max_k)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
         out = []

@@ -26,9 +26,7 @@ class BM25Index:
         self.texts = list(texts)
         self._bm25s = bm25s
         self._model = bm25s.BM25()
-        self._model.index(
-            bm25s.tokenize(self.texts, stopwords="en", show_progress=False), show_progress=False
-        )
+        self._model.index(bm25s.tokenize(self.texts, stopwords="en", show_progress=False), show_progress=False)
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """Top-``k`` ``(id, score)`` pairs, best first; zero-score hits are dropped."""

@@ -64,11 +64,7 @@ class MiniLMEncoder:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         if cache_path is not False:
-            path = (
-                Path(cache_path)
-                if cache_path not in (None, True)
-                else default_cache_dir() / "embeddings.sqlite"
-            )
+            path = Path(cache_path) if cache_path not in (None, True) else default_cache_dir() / "embeddings.sqlite"
             self._db = sqlite3.connect(str(path), check_same_thread=False)
             self._db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
             self._db.commit()

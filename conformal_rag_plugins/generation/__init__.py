@@ -1,0 +1,17 @@
+"""Framework-neutral pieces of answer sampling: prompts, samples, the on-disk sample cache, retries."""
+
+from __future__ import annotations
+
+from .cache import SampleCache
+from .prompts import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE
+from .retry import call_with_retries
+from .samples import Sample
+
+__all__ = [
+    "CHAT_SYSTEM_PROMPT",
+    "CHAT_USER_TEMPLATE",
+    "FEW_SHOT_TEMPLATE",
+    "Sample",
+    "SampleCache",
+    "call_with_retries",
+]

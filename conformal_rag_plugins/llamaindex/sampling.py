@@ -1,0 +1,125 @@
+"""Sample answers through any LlamaIndex LLM (completion or chat), concurrently and cached."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from llama_index.core.base.llms.base import BaseLLM
+from llama_index.core.llms import ChatMessage, MessageRole
+from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
+
+from ..generation import (
+    CHAT_SYSTEM_PROMPT,
+    CHAT_USER_TEMPLATE,
+    FEW_SHOT_TEMPLATE,
+    Sample,
+    SampleCache,
+    call_with_retries,
+)
+
+__all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LlamaIndexSampler", "model_id"]
+
+DEFAULT_COMPLETION_PROMPT = PromptTemplate(FEW_SHOT_TEMPLATE)
+DEFAULT_CHAT_PROMPT = ChatPromptTemplate(
+    [
+        ChatMessage(role=MessageRole.SYSTEM, content=CHAT_SYSTEM_PROMPT),
+        ChatMessage(role=MessageRole.USER, content=CHAT_USER_TEMPLATE),
+    ]
+)
+
+
+def model_id(llm: Any) -> str:
+    """A stable identifier of the LLM for cache keys and calibration records."""
+    name = getattr(llm, "model", None) or getattr(llm, "model_path", None) or getattr(llm, "model_name", None)
+    return f"{type(llm).__name__}:{name}"
+
+
+def _usage(raw: Any) -> tuple[int, int]:
+    usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
+    if usage is None:
+        return 0, 0
+    get = usage.get if isinstance(usage, dict) else (lambda k, d=0: getattr(usage, k, d))
+    return int(get("prompt_tokens", 0) or 0), int(get("completion_tokens", 0) or 0)
+
+
+class LlamaIndexSampler:
+    """Draw ``n`` answers for (question, context) from a LlamaIndex LLM.
+
+    Base models get the few-shot completion prompt, chat models the chat prompt.
+    Calls run concurrently under ``max_concurrency``, time out, retry with backoff, and a
+    call that still fails becomes an empty (abstaining) sample. With a cache, samples
+    are stored per (question, context, model, prompt, temperature, n).
+
+    Examples
+    --------
+    >>> from llama_index.core.llms import MockLLM
+    >>> sampler = LlamaIndexSampler(MockLLM(max_tokens=2), n_samples=3)
+    >>> len(asyncio.run(sampler.asample("Who?", "Rollo led them.")))
+    3
+    """
+
+    def __init__(
+        self,
+        llm: BaseLLM,
+        *,
+        n_samples: int = 10,
+        completion_prompt: PromptTemplate | None = None,
+        chat_prompt: ChatPromptTemplate | None = None,
+        max_concurrency: int = 4,
+        timeout: float | None = 120.0,
+        retries: int = 2,
+        cache: SampleCache | None = None,
+    ) -> None:
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}.")
+        self.llm = llm
+        self.n_samples = n_samples
+        self.completion_prompt = completion_prompt or DEFAULT_COMPLETION_PROMPT
+        self.chat_prompt = chat_prompt or DEFAULT_CHAT_PROMPT
+        self.timeout = timeout
+        self.retries = retries
+        self.cache = cache
+        self.max_concurrency = max_concurrency
+
+    @property
+    def is_chat(self) -> bool:
+        """Whether the chat prompt is used."""
+        return bool(getattr(self.llm.metadata, "is_chat_model", False))
+
+    def _template_text(self) -> str:
+        if self.is_chat:
+            return "\n".join(str(m.content) for m in self.chat_prompt.message_templates)
+        return self.completion_prompt.get_template()
+
+    async def _one(self, question: str, context: str, semaphore: asyncio.Semaphore) -> Sample:
+        async def call() -> Sample:
+            async with semaphore:
+                if self.is_chat:
+                    messages = self.chat_prompt.format_messages(context=context, question=question)
+                    resp = await self.llm.achat(messages)
+                    return Sample.clean(str(resp.message.content or ""), *_usage(resp.raw))
+                prompt = self.completion_prompt.format(context=context, question=question)
+                resp = await self.llm.acomplete(prompt, formatted=True)
+                return Sample.clean(resp.text, *_usage(resp.raw))
+
+        got = await call_with_retries(call, retries=self.retries, timeout=self.timeout)
+        return got if got is not None else Sample("", failed=True)
+
+    async def asample(self, question: str, context: str) -> list[Sample]:
+        """``n_samples`` answers, from the cache when present."""
+        key = SampleCache.key(
+            question,
+            context,
+            model_id(self.llm),
+            self._template_text(),
+            getattr(self.llm, "temperature", None),
+            self.n_samples,
+        )
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return hit
+        semaphore = asyncio.Semaphore(self.max_concurrency)
+        samples = list(await asyncio.gather(*(self._one(question, context, semaphore) for _ in range(self.n_samples))))
+        if self.cache is not None and not all(s.failed for s in samples):
+            self.cache.put(key, samples)
+        return samples

