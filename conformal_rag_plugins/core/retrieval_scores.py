@@ -95,10 +95,7 @@ def keep_mask(
     [True, True, False]
     """
     _check_family(family)
-    if validate:
-        arr = _sorted_scores(scores)
-    else:
-        arr = np.asarray(scores, dtype=float)
+    arr = _sorted_scores(scores) if validate else np.asarray(scores, dtype=float)
     if math.isinf(threshold) and threshold > 0:
         return np.ones(arr.size, dtype=bool)
     if family == "similarity":
