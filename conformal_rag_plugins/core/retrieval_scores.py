@@ -26,6 +26,7 @@ from .errors import ConformalError
 __all__ = [
     "SCORE_FAMILIES",
     "ScoreFamily",
+    "candidate_nonconformity",
     "keep_mask",
     "nonconformity",
     "set_size",
@@ -116,3 +117,22 @@ def set_size(family: str, scores: Sequence[float] | np.ndarray, threshold: float
     2
     """
     return int(keep_mask(family, scores, threshold).sum())
+
+
+def candidate_nonconformity(family: str, scores: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Nonconformity of every candidate as if it were the gold chunk (for p-values).
+
+    Candidate ``i`` is kept by :func:`keep_mask` iff its value here is ``<= threshold``.
+
+    Examples
+    --------
+    >>> candidate_nonconformity("rank", [0.9, 0.8]).tolist()
+    [1.0, 2.0]
+    """
+    _check_family(family)
+    arr = _sorted_scores(scores)
+    if family == "similarity":
+        return -arr
+    if family == "rank":
+        return np.arange(1, arr.size + 1, dtype=float)
+    return arr[0] - arr if arr.size else arr

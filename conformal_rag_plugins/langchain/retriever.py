@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, GuaranteeCutWarning
+from ..core.retrieval_scores import candidate_nonconformity
 from ..core.selection import check_k_bounds, decide_set
 from .fingerprint import fingerprint_of
 from .host import afetch_pool, fetch_pool
@@ -88,11 +89,13 @@ class ConformalRetriever(BaseRetriever):
         decision = decide_set(cal.score_family_, scores, cal.threshold_, min_k=self.min_k, max_k=self._cap(k))
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
+        nonconf = candidate_nonconformity(cal.score_family_, scores)
         out = []
         for i in decision.indices:
             doc = docs[i]
             meta = dict(doc.metadata) | {
                 "score": float(scores[i]),
+                "conformal_nonconformity": float(nonconf[i]),
                 "conformal_threshold": cal.threshold_,
                 "conformal_alpha": cal.alpha_,
                 "conformal_score_family": cal.score_family_,

@@ -11,6 +11,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, GuaranteeCutWarning
+from ..core.retrieval_scores import candidate_nonconformity
 from ..core.selection import check_k_bounds, decide_set
 from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
@@ -20,6 +21,7 @@ __all__ = ["CONFORMAL_METADATA_KEYS", "ConformalRetriever"]
 
 CONFORMAL_METADATA_KEYS = (
     "conformal_score",
+    "conformal_nonconformity",
     "conformal_threshold",
     "conformal_alpha",
     "conformal_score_family",
@@ -78,11 +80,13 @@ class ConformalRetriever(BaseRetriever):
         decision = decide_set(cal.score_family_, pool.scores, cal.threshold_, min_k=self.min_k, max_k=self.max_k)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
+        nonconf = candidate_nonconformity(cal.score_family_, pool.scores)
         out = []
         for i in decision.indices:
             node = ordered[i].node.model_copy(deep=False)
             node.metadata = dict(node.metadata) | {
                 "conformal_score": float(pool.scores[i]),
+                "conformal_nonconformity": float(nonconf[i]),
                 "conformal_threshold": cal.threshold_,
                 "conformal_alpha": cal.alpha_,
                 "conformal_score_family": cal.score_family_,
