@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -12,32 +11,14 @@ from typing import Any
 
 from ..core.errors import CalibrationIntegrityError
 from .fingerprint import Fingerprint
+from .jsonio import decode_float as _dec
+from .jsonio import encode_float as _enc
+from .jsonio import read_checked, verify, with_checksum
 
 __all__ = ["SCHEMA_VERSION", "RetrievalCalibration"]
 
 SCHEMA_VERSION = 1
 _KIND = "conformal_rag_plugins.retrieval_calibration"
-
-
-def _enc(x: float) -> float | str:
-    if math.isinf(x):
-        return "+inf" if x > 0 else "-inf"
-    return x
-
-
-def _dec(x: float | str) -> float:
-    if isinstance(x, str):
-        if x in ("+inf", "inf"):
-            return math.inf
-        if x == "-inf":
-            return -math.inf
-        raise CalibrationIntegrityError(f"Unexpected number {x!r} in calibration file.")
-    return float(x)
-
-
-def _checksum(payload: dict[str, Any]) -> str:
-    body = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -113,25 +94,12 @@ class RetrievalCalibration:
             "created_at": self.created_at_,
             "selection": self.selection_,
         }
-        payload["checksum"] = _checksum(payload)
-        return payload
+        return with_checksum(payload)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RetrievalCalibration:
         """Validate kind, schema version and checksum, then rebuild."""
-        if not isinstance(data, dict) or data.get("kind") != _KIND:
-            raise CalibrationIntegrityError("This is not a conformal-rag-plugins retrieval calibration.")
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise CalibrationIntegrityError(
-                f"Calibration schema version {data.get('schema_version')!r} is not supported "
-                f"(this library reads version {SCHEMA_VERSION}); re-run calibration."
-            )
-        body = {k: v for k, v in data.items() if k != "checksum"}
-        if data.get("checksum") != _checksum(body):
-            raise CalibrationIntegrityError(
-                "Calibration checksum mismatch: the file was corrupted or edited by hand. "
-                "Re-run calibration instead of editing thresholds."
-            )
+        verify(data, _KIND, SCHEMA_VERSION)
         try:
             return cls(
                 threshold_=_dec(data["threshold"]),
@@ -164,10 +132,7 @@ class RetrievalCalibration:
         --------
         >>> RetrievalCalibration.load("missing.json")  # doctest: +SKIP
         """
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise CalibrationIntegrityError(f"{path} is not valid JSON ({exc.msg}); it is corrupted.") from exc
+        data = read_checked(path, _KIND, SCHEMA_VERSION)
         cal = cls.from_dict(data)
         if expected is not None:
             cal.fingerprint_.check_compatible(expected)
