@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from .calibrate import calibrate_retriever
+from .calibrate_answers import calibrate_answer_sets
 from .embedding import MiniLMEmbeddings
 from .fingerprint import fingerprint_of
 from .fusion import ScoredFusionRetriever
 from .retriever import ConformalRetriever
+from .synthesizer import ConformalAnswerSetSynthesizer
 
 __all__ = [
+    "ConformalAnswerSetSynthesizer",
     "ConformalRetriever",
     "MiniLMEmbeddings",
     "ScoredFusionRetriever",
+    "calibrate_answer_sets",
     "calibrate_retriever",
     "fingerprint_of",
 ]

@@ -12,7 +12,7 @@ from langchain_core.vectorstores import VectorStore
 from ..calibration.driver import CandidatePool
 from ..core.errors import ConformalError
 
-__all__ = ["Host", "afetch_pool", "doc_id", "existing_ids", "fetch_pool"]
+__all__ = ["Host", "afetch_pool", "doc_id", "existing_ids", "fetch_pool", "texts_by_id"]
 
 Host = VectorStore | BaseRetriever
 SCORE_KEY = "score"
@@ -85,3 +85,18 @@ def existing_ids(host: Host, ids: Sequence[str]) -> set[str] | None:
         return {d.id for d in store.get_by_ids(list(ids)) if d.id}
     except NotImplementedError:
         return None
+
+
+def texts_by_id(host: Host, ids: Sequence[str]) -> dict[str, str]:
+    """Document texts for ``ids`` from the host's store (Chroma, or any store with ``get_by_ids``)."""
+    store = host if isinstance(host, VectorStore) else getattr(host, "vectorstore", None)
+    if store is None or not ids:
+        return {}
+    collection = getattr(store, "_collection", None)
+    if collection is not None:
+        got = collection.get(ids=list(ids), include=["documents"])
+        return {i: d for i, d in zip(got["ids"], got["documents"], strict=True) if d is not None}
+    try:
+        return {d.id: d.page_content for d in store.get_by_ids(list(ids)) if d.id}
+    except NotImplementedError:
+        return {}

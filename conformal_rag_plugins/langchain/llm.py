@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ..local.llm import gemma_model_path, openai_settings
 
-__all__ = ["default_llm", "local_llm"]
+__all__ = ["COMPLETION_ENV", "default_llm", "local_llm"]
+
+COMPLETION_ENV = "CONFORMAL_RAG_OPENAI_COMPLETION"
+
+
+def _completion_mode() -> bool:
+    return os.environ.get(COMPLETION_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2) -> Any:
@@ -30,19 +37,33 @@ def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2
 
 
 def default_llm(temperature: float = 1.0) -> Any:
-    """``ChatOpenAI`` when ``OPENAI_API_KEY`` is set (``OPENAI_BASE_URL`` for any compatible server),
-    otherwise :func:`local_llm`."""
+    """The model to sample answers from, chosen by environment variables.
+
+    - No ``OPENAI_API_KEY``: :func:`local_llm` (offline Gemma 3 270M).
+    - ``OPENAI_API_KEY`` set: ``ChatOpenAI`` against ``OPENAI_BASE_URL`` (any OpenAI-compatible
+      server, e.g. ``http://127.0.0.1:8000/v1`` for vLLM or llama-cpp-python's server; the official
+      API when unset), model ``CONFORMAL_RAG_OPENAI_MODEL`` (default ``gpt-4o-mini``; must match the
+      name the server serves). It uses ``/v1/chat/completions`` and the chat prompt.
+    - ``CONFORMAL_RAG_OPENAI_COMPLETION=1`` (also ``true``/``yes``/``on``): ``langchain_openai.OpenAI``
+      instead (``/v1/completions``, the few-shot prompt, stop at a newline). Use it for base models,
+      which have no chat template.
+    """
     cfg = openai_settings()
     if cfg is None:
         return local_llm(temperature)
+    common: dict[str, Any] = {
+        "model": cfg["model"],
+        "api_key": cfg["api_key"],
+        "base_url": cfg.get("base_url"),
+        "temperature": temperature,
+        "max_tokens": 32,
+        "timeout": 60.0,
+        "max_retries": 3,
+    }
+    if _completion_mode():
+        from langchain_openai import OpenAI
+
+        return OpenAI(**common, model_kwargs={"stop": ["\n"]})
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(
-        model=cfg["model"],
-        api_key=cfg["api_key"],
-        base_url=cfg.get("base_url"),
-        temperature=temperature,
-        max_tokens=32,
-        timeout=60.0,
-        max_retries=3,
-    )
+    return ChatOpenAI(**common)

@@ -32,8 +32,9 @@ class ConformalRetriever(BaseRetriever):
 
     Parameters
     ----------
-    calibration : RetrievalCalibration
-        From :func:`calibrate_retriever` on the same host (checked by fingerprint).
+    calibration : RetrievalCalibration or AnswerSetCalibration
+        From :func:`calibrate_retriever` on the same host (checked by fingerprint); an
+        end-to-end calibration uses its retrieval stage's threshold.
     vectorstore : VectorStore, optional
         Host with relevance scores; or
     retriever : BaseRetriever, optional
@@ -58,6 +59,14 @@ class ConformalRetriever(BaseRetriever):
     max_k: int | None = Field(default=None, ge=1)
     k: int | None = Field(default=None, ge=1)
     check_fingerprint: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retrieval_stage(cls, data: Any) -> Any:
+        cal = data.get("calibration") if isinstance(data, dict) else None
+        if cal is not None and hasattr(cal, "retrieval_stage"):
+            data = {**data, "calibration": cal.retrieval_stage()}
+        return data
 
     @model_validator(mode="after")
     def _validate(self) -> ConformalRetriever:

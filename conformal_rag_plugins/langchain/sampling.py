@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel, BaseLanguageModel
+from langchain_core.language_models import BaseChatModel, BaseLanguageModel, BaseLLM
+from langchain_core.outputs import LLMResult
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
 from ..generation import (
@@ -34,6 +35,17 @@ def _to_sample(out: Any) -> Sample:
         return Sample.clean(out)
     usage = getattr(out, "usage_metadata", None) or {}
     return Sample.clean(str(out.content), usage.get("input_tokens", 0), usage.get("output_tokens", 0))
+
+
+def _llm_result_sample(result: LLMResult) -> Sample:
+    """A completion LLM's first generation, with the token usage the provider reported (if any).
+
+    ``ainvoke`` on a completion LLM returns a bare string and drops usage, which OpenAI-compatible
+    servers report in ``llm_output["token_usage"]``.
+    """
+    gen = result.generations[0][0]
+    usage = (result.llm_output or {}).get("token_usage") or {}
+    return Sample.clean(gen.text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
 
 
 class LangChainSampler:
@@ -97,6 +109,8 @@ class LangChainSampler:
         async def one() -> Sample:
             async def call() -> Sample:
                 async with semaphore:
+                    if isinstance(self.model, BaseLLM):
+                        return _llm_result_sample(await self.model.agenerate_prompt([value]))
                     return _to_sample(await self.model.ainvoke(value))
 
             got = await call_with_retries(call, retries=self.retries, timeout=self.timeout)

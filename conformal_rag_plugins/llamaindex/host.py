@@ -10,7 +10,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from ..calibration.driver import CandidatePool
 
-__all__ = ["existing_ids", "pool_from_nodes"]
+__all__ = ["existing_ids", "pool_from_nodes", "texts_by_id"]
 
 
 def pool_from_nodes(nodes: Sequence[NodeWithScore]) -> tuple[CandidatePool, list[NodeWithScore]]:
@@ -50,3 +50,20 @@ def existing_ids(retriever: BaseRetriever, ids: Sequence[str]) -> set[str] | Non
         return {n.node_id for n in vs.get_nodes(node_ids=list(ids))}
     except (NotImplementedError, AttributeError, ValueError):
         return None
+
+
+def texts_by_id(retriever: BaseRetriever, ids: Sequence[str]) -> dict[str, str]:
+    """Chunk texts for ``ids`` from the host's store (Chroma, or any store with ``get_nodes``)."""
+    index = _index_of(retriever)
+    if index is None or not ids:
+        return {}
+    vs = index.vector_store
+    collection = getattr(vs, "_collection", None)
+    if collection is not None:
+        got = collection.get(ids=list(ids), include=["documents"])
+        return {i: d for i, d in zip(got["ids"], got["documents"], strict=True) if d is not None}
+    try:
+        nodes = vs.get_nodes(node_ids=list(ids))
+    except (NotImplementedError, AttributeError, ValueError):
+        nodes = [index.docstore.get_node(i) for i in ids if index.docstore.document_exists(i)]
+    return {n.node_id: n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes}

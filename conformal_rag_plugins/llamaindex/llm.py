@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ..local.llm import gemma_model_path, openai_settings
 
-__all__ = ["default_llm", "local_llm"]
+__all__ = ["COMPLETION_ENV", "default_llm", "local_llm"]
+
+COMPLETION_ENV = "CONFORMAL_RAG_OPENAI_COMPLETION"
+
+
+def _completion_mode() -> bool:
+    return os.environ.get(COMPLETION_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def local_llm(temperature: float = 1.0, max_new_tokens: int = 24, n_threads: int = 2) -> Any:
@@ -32,20 +39,31 @@ def local_llm(temperature: float = 1.0, max_new_tokens: int = 24, n_threads: int
 
 
 def default_llm(temperature: float = 1.0) -> Any:
-    """``OpenAILike`` when ``OPENAI_API_KEY`` is set (``OPENAI_BASE_URL`` for any compatible server),
-    otherwise :func:`local_llm`."""
+    """The LLM to sample answers from, chosen by environment variables.
+
+    - No ``OPENAI_API_KEY``: :func:`local_llm` (offline Gemma 3 270M).
+    - ``OPENAI_API_KEY`` set: ``OpenAILike`` against ``OPENAI_BASE_URL`` (any OpenAI-compatible
+      server, e.g. ``http://127.0.0.1:8000/v1`` for vLLM or llama-cpp-python's server; the official
+      API when unset), model ``CONFORMAL_RAG_OPENAI_MODEL`` (default ``gpt-4o-mini``; must match the
+      name the server serves). It is a chat model (``/v1/chat/completions``, chat prompt).
+    - ``CONFORMAL_RAG_OPENAI_COMPLETION=1`` (also ``true``/``yes``/``on``): a completion model instead
+      (``is_chat_model=False``, ``/v1/completions``, the few-shot prompt, stop at a newline). Use it
+      for base models, which have no chat template.
+    """
     cfg = openai_settings()
     if cfg is None:
         return local_llm(temperature)
     from llama_index.llms.openai_like import OpenAILike
 
+    completion = _completion_mode()
     return OpenAILike(
         model=cfg["model"],
         api_key=cfg["api_key"],
         api_base=cfg.get("base_url"),
         temperature=temperature,
-        is_chat_model=True,
+        is_chat_model=not completion,
         max_tokens=32,
+        additional_kwargs={"stop": ["\n"]} if completion else {},
         timeout=60.0,
         max_retries=3,
     )

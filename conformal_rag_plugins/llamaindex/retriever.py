@@ -38,8 +38,9 @@ class ConformalRetriever(BaseRetriever):
 
     Parameters
     ----------
-    calibration : RetrievalCalibration
-        From :func:`calibrate_retriever` on the same host (checked by fingerprint).
+    calibration : RetrievalCalibration or AnswerSetCalibration
+        From :func:`calibrate_retriever` on the same host (checked by fingerprint); an
+        end-to-end calibration uses its retrieval stage's threshold.
     index : VectorStoreIndex, optional
     retriever : BaseRetriever, optional
         The host (e.g. a ``QueryFusionRetriever``); pass ``index`` or ``retriever``.
@@ -53,7 +54,7 @@ class ConformalRetriever(BaseRetriever):
 
     def __init__(
         self,
-        calibration: RetrievalCalibration,
+        calibration: RetrievalCalibration | Any,
         *,
         index: Any = None,
         retriever: BaseRetriever | None = None,
@@ -66,6 +67,8 @@ class ConformalRetriever(BaseRetriever):
         if (index is None) == (retriever is None):
             raise ConformalError("Pass exactly one host: index=... or retriever=...")
         check_k_bounds(min_k, max_k)
+        if hasattr(calibration, "retrieval_stage"):
+            calibration = calibration.retrieval_stage()
         self.calibration = calibration
         self._host, _ = resolve_host(retriever if retriever is not None else index, calibration.pool_size_)
         if check_fingerprint:

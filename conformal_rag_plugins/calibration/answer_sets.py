@@ -1,0 +1,284 @@
+"""The end-to-end answer-set calibration: both stages, one JSON file.
+
+It keeps the retrieval-stage calibration (scores, family, pool and fingerprint)
+and the generator-stage scores, and computes the two thresholds for the chosen
+combination of the stages (Bonferroni or PAC split; the HMP rule uses the scores
+themselves through p-values).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..core.combination import (
+    BonferroniThresholds,
+    HarmonicMeanRule,
+    PACThresholds,
+    bonferroni_thresholds,
+    harmonic_mean_rule,
+    pac_thresholds,
+)
+from ..core.errors import CalibrationError, InfiniteThresholdWarning
+from ..core.quantile import conformal_quantile
+from ..core.validation import check_alpha
+from .jsonio import decode_float, encode_float, read_checked, verify, with_checksum
+from .retrieval import RetrievalCalibration
+
+__all__ = ["ANSWER_SET_METHODS", "AnswerSetCalibration"]
+
+SCHEMA_VERSION = 1
+_KIND = "conformal_rag_plugins.answer_set_calibration"
+ANSWER_SET_METHODS = ("bonferroni", "pac", "hmp")
+
+
+@dataclass(frozen=True)
+class AnswerSetCalibration:
+    """End-to-end calibration (fitted attributes end in ``_``).
+
+    The answer set contains a correct answer with probability >= ``1 - alpha_``
+    (Bonferroni: ``alpha_retrieval_ + alpha_generation_ = alpha_``; PAC: the same for
+    epsilon, and ``delta_retrieval_ + delta_generation_ = delta_``; HMP: the
+    finite-sample weighted harmonic-mean rule with weight ``hmp_weight_``).
+
+    Use :meth:`retrieval_stage` to drive a ``ConformalRetriever`` with the retrieval
+    threshold of this split.
+    """
+
+    retrieval_: RetrievalCalibration
+    generation_scores_: tuple[float, ...]
+    alpha_: float
+    method_: str
+    alpha_retrieval_: float
+    alpha_generation_: float
+    n_samples_: int
+    model_: str
+    clustering_: dict[str, Any]
+    delta_: float | None = None
+    delta_retrieval_: float | None = None
+    delta_generation_: float | None = None
+    hmp_weight_: float | None = None
+    retrieval_threshold_: float = math.inf
+    generation_threshold_: float = math.inf
+    created_at_: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    optimisation_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        check_alpha(self.alpha_)
+        if self.method_ not in ANSWER_SET_METHODS:
+            raise CalibrationError(f"method must be one of {ANSWER_SET_METHODS}, got {self.method_!r}.")
+        if self.method_ in ("bonferroni", "pac"):
+            check_alpha(self.alpha_retrieval_, "alpha_retrieval")
+            check_alpha(self.alpha_generation_, "alpha_generation")
+            if abs(self.alpha_retrieval_ + self.alpha_generation_ - self.alpha_) > 1e-9:
+                raise CalibrationError(
+                    f"The split of alpha does not sum to alpha: {self.alpha_retrieval_} + "
+                    f"{self.alpha_generation_} != {self.alpha_}."
+                )
+        if self.method_ == "pac":
+            if self.delta_ is None or self.delta_retrieval_ is None or self.delta_generation_ is None:
+                raise CalibrationError("A PAC answer-set calibration needs delta and its split.")
+            if abs(self.delta_retrieval_ + self.delta_generation_ - self.delta_) > 1e-9:
+                raise CalibrationError("The split of delta does not sum to delta.")
+        if self.method_ == "hmp" and not (self.hmp_weight_ is not None and 0 < self.hmp_weight_ < 1):
+            raise CalibrationError("The HMP rule needs a retrieval weight hmp_weight in (0, 1).")
+        if not self.generation_scores_:
+            raise CalibrationError("No generator calibration scores: calibrate the generator stage first.")
+
+    @property
+    def coverage_ceiling_(self) -> float:
+        """Share of generator-calibration examples where some sample was correct."""
+        return sum(1 for s in self.generation_scores_ if math.isfinite(s)) / len(self.generation_scores_)
+
+    @property
+    def guaranteed_(self) -> bool:
+        """False when a stage threshold is +inf (the set cannot be made to cover)."""
+        if self.method_ == "hmp":
+            return self.coverage_ceiling_ > 0
+        return math.isfinite(self.retrieval_threshold_) and math.isfinite(self.generation_threshold_)
+
+    def retrieval_stage(self) -> RetrievalCalibration:
+        """The retrieval calibration with this split's retrieval threshold.
+
+        For HMP the retrieval prefilter is the conformal set at ``alpha * w_ret / 2``,
+        a superset of every chunk the combined rule can keep.
+        """
+        return replace(self.retrieval_, threshold_=self.retrieval_threshold_, alpha_=self.alpha_retrieval_)
+
+    def rule(self) -> BonferroniThresholds | PACThresholds | HarmonicMeanRule:
+        """The combination rule of :mod:`conformal_rag_plugins.core.combination` for this calibration."""
+        ret, gen = self.retrieval_.scores_, self.generation_scores_
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InfiniteThresholdWarning)
+            if self.method_ == "hmp":
+                assert self.hmp_weight_ is not None
+                return harmonic_mean_rule(ret, gen, self.alpha_, w_ret=self.hmp_weight_)
+            if self.method_ == "pac":
+                return pac_thresholds(
+                    ret,
+                    gen,
+                    self.alpha_,
+                    float(self.delta_ or 0),
+                    epsilon_ret=self.alpha_retrieval_,
+                    epsilon_gen=self.alpha_generation_,
+                    delta_ret=self.delta_retrieval_,
+                    delta_gen=self.delta_generation_,
+                )
+            return bonferroni_thresholds(
+                ret, gen, self.alpha_, alpha_ret=self.alpha_retrieval_, alpha_gen=self.alpha_generation_
+            )
+
+    @classmethod
+    def from_stages(
+        cls,
+        retrieval: RetrievalCalibration,
+        generation_scores: Sequence[float],
+        *,
+        alpha: float,
+        method: str = "bonferroni",
+        alpha_retrieval: float | None = None,
+        delta: float | None = None,
+        delta_retrieval: float | None = None,
+        hmp_weight: float | None = None,
+        n_samples: int,
+        model: str,
+        clustering: dict[str, Any],
+        optimisation: dict[str, Any] | None = None,
+    ) -> AnswerSetCalibration:
+        """Combine the two stages' calibration scores.
+
+        ``alpha_retrieval`` defaults to ``alpha / 2`` (the equal split); PAC splits
+        ``delta`` equally unless ``delta_retrieval`` is given; HMP uses ``hmp_weight``
+        (default 0.5) and a retrieval prefilter at ``alpha * w / 2``, a superset of the
+        chunks the pair rule can keep.
+        """
+        alpha = check_alpha(alpha)
+        gen = tuple(float(s) for s in generation_scores)
+        common: dict[str, Any] = {
+            "n_samples_": n_samples,
+            "model_": model,
+            "clustering_": clustering,
+            "optimisation_": optimisation or {},
+        }
+        if method == "hmp":
+            w = 0.5 if hmp_weight is None else float(hmp_weight)
+            a_ret = alpha * w / 2
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", InfiniteThresholdWarning)
+                q_ret = conformal_quantile(retrieval.scores_, a_ret)
+            return cls(
+                retrieval,
+                gen,
+                alpha,
+                method,
+                a_ret,
+                alpha - a_ret,
+                hmp_weight_=w,
+                retrieval_threshold_=q_ret,
+                generation_threshold_=math.inf,
+                **common,
+            )
+        a_ret = alpha / 2 if alpha_retrieval is None else float(alpha_retrieval)
+        d_ret = d_gen = None
+        if method == "pac":
+            if delta is None:
+                raise CalibrationError("method='pac' needs delta.")
+            d_ret = delta / 2 if delta_retrieval is None else float(delta_retrieval)
+            d_gen = delta - d_ret
+        draft = cls(
+            retrieval,
+            gen,
+            alpha,
+            method,
+            a_ret,
+            alpha - a_ret,
+            delta_=delta,
+            delta_retrieval_=d_ret,
+            delta_generation_=d_gen,
+            **common,
+        )
+        rule = draft.rule()
+        assert isinstance(rule, BonferroniThresholds | PACThresholds)
+        return replace(draft, retrieval_threshold_=rule.q_ret, generation_threshold_=rule.q_gen)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict with schema version and checksum."""
+        return with_checksum(
+            {
+                "kind": _KIND,
+                "schema_version": SCHEMA_VERSION,
+                "retrieval": self.retrieval_.to_dict(),
+                "generation_scores": [encode_float(s) for s in self.generation_scores_],
+                "alpha": self.alpha_,
+                "method": self.method_,
+                "alpha_retrieval": self.alpha_retrieval_,
+                "alpha_generation": self.alpha_generation_,
+                "delta": self.delta_,
+                "delta_retrieval": self.delta_retrieval_,
+                "delta_generation": self.delta_generation_,
+                "hmp_weight": self.hmp_weight_,
+                "retrieval_threshold": encode_float(self.retrieval_threshold_),
+                "generation_threshold": encode_float(self.generation_threshold_),
+                "coverage_ceiling": self.coverage_ceiling_,
+                "n_samples": self.n_samples_,
+                "model": self.model_,
+                "clustering": self.clustering_,
+                "created_at": self.created_at_,
+                "optimisation": self.optimisation_,
+            }
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AnswerSetCalibration:
+        """Validate and rebuild."""
+        verify(data, _KIND, SCHEMA_VERSION)
+        return cls(
+            retrieval_=RetrievalCalibration.from_dict(data["retrieval"]),
+            generation_scores_=tuple(decode_float(s) for s in data["generation_scores"]),
+            alpha_=float(data["alpha"]),
+            method_=str(data["method"]),
+            alpha_retrieval_=float(data["alpha_retrieval"]),
+            alpha_generation_=float(data["alpha_generation"]),
+            n_samples_=int(data["n_samples"]),
+            model_=str(data["model"]),
+            clustering_=dict(data["clustering"]),
+            delta_=data.get("delta"),
+            delta_retrieval_=data.get("delta_retrieval"),
+            delta_generation_=data.get("delta_generation"),
+            hmp_weight_=data.get("hmp_weight"),
+            retrieval_threshold_=decode_float(data["retrieval_threshold"]),
+            generation_threshold_=decode_float(data["generation_threshold"]),
+            created_at_=str(data["created_at"]),
+            optimisation_=dict(data.get("optimisation") or {}),
+        )
+
+    def save(self, path: str | Path) -> Path:
+        """Write JSON (never pickle)."""
+        import json
+
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> AnswerSetCalibration:
+        """Read a file written by :meth:`save`."""
+        return cls.from_dict(read_checked(path, _KIND, SCHEMA_VERSION))
+
+    def summary(self) -> str:
+        """One line for logs and the CLI."""
+
+        def fmt(x: float) -> str:
+            return "+inf" if math.isinf(x) else f"{x:.4g}"
+
+        return (
+            f"{self.method_} alpha={self.alpha_} (retrieval {self.alpha_retrieval_:.4g}, generation "
+            f"{self.alpha_generation_:.4g}) q_ret={fmt(self.retrieval_threshold_)} "
+            f"q_gen={fmt(self.generation_threshold_)} coverage_ceiling={self.coverage_ceiling_:.2f} "
+            f"M={self.n_samples_} model={self.model_}"
+        )

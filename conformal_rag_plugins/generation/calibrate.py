@@ -1,0 +1,75 @@
+"""Framework-neutral end-to-end calibration: retrieval scores + generator scores -> AnswerSetCalibration."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..calibration.answer_sets import AnswerSetCalibration
+from ..calibration.examples import CalibrationExample
+from ..calibration.retrieval import RetrievalCalibration
+from ..core.validation import check_alpha
+from .engine import SampleFn, acalibrate_generation, coverage_report
+
+__all__ = ["DEFAULT_CLUSTERING", "acalibrate_end_to_end", "gold_text_lookup"]
+
+logger = logging.getLogger("conformal_rag_plugins")
+DEFAULT_CLUSTERING: dict[str, Any] = {"method": "rougeL", "tau": 0.7}
+
+
+def gold_text_lookup(texts: Mapping[str, str]) -> Callable[[CalibrationExample], str | None]:
+    """``example -> text of its first gold chunk`` (gold texts first, then ids)."""
+
+    def find(ex: CalibrationExample) -> str | None:
+        if ex.gold_texts:
+            return ex.gold_texts[0]
+        return next((texts[g] for g in ex.gold_ids if g in texts), None)
+
+    return find
+
+
+async def acalibrate_end_to_end(
+    retrieval: RetrievalCalibration,
+    examples: Sequence[CalibrationExample],
+    gold_text: Callable[[CalibrationExample], str | None],
+    sample: SampleFn,
+    *,
+    confidence_level: float,
+    n_samples: int,
+    model: str,
+    method: str = "bonferroni",
+    alpha_retrieval: float | None = None,
+    delta: float | None = None,
+    hmp_weight: float | None = None,
+    clustering: dict[str, Any] | None = None,
+    match_threshold: float = 0.3,
+    progress: bool = True,
+) -> AnswerSetCalibration:
+    """Score the generator on each example's gold chunk and combine with the retrieval stage."""
+    alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
+    clustering = dict(clustering or DEFAULT_CLUSTERING)
+    answerable = [ex for ex in examples if ex.answers and not ex.is_impossible]
+    scores = await acalibrate_generation(
+        answerable,
+        gold_text,
+        sample,
+        n_samples=n_samples,
+        clustering=clustering,
+        match_threshold=match_threshold,
+        progress=progress,
+    )
+    cal = AnswerSetCalibration.from_stages(
+        retrieval,
+        scores,
+        alpha=round(alpha, 12),
+        method=method,
+        alpha_retrieval=alpha_retrieval,
+        delta=delta,
+        hmp_weight=hmp_weight,
+        n_samples=n_samples,
+        model=model,
+        clustering={**clustering, "match": "rouge1", "match_threshold": match_threshold},
+    )
+    logger.warning("Generator stage: %s", coverage_report(scores, cal.alpha_generation_))
+    return cal

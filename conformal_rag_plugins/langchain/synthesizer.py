@@ -1,0 +1,133 @@
+"""LangChain Runnable that turns ``{"question", "context": list[Document]}`` into a conformal answer set."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from pydantic import ConfigDict, PrivateAttr, model_validator
+
+from ..calibration.answer_sets import AnswerSetCalibration
+from ..core.errors import CalibrationError, ConformalError
+from ..core.retrieval_scores import candidate_nonconformity
+from ..generation import SampleCache
+from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set
+from .host import doc_id
+from .sampling import LangChainSampler
+
+__all__ = ["ConformalAnswerSetSynthesizer"]
+
+
+def _chunks(docs: Sequence[Document], family: str) -> list[ChunkInput]:
+    def score(d: Document) -> float:
+        return float(d.metadata.get("score", 0.0))
+
+    ordered = sorted(docs, key=lambda d: -score(d))
+    if ordered and all("conformal_nonconformity" in d.metadata for d in ordered):
+        nonconf = [float(d.metadata["conformal_nonconformity"]) for d in ordered]
+    else:
+        nonconf = candidate_nonconformity(family, [score(d) for d in ordered]).tolist()
+    return [
+        ChunkInput(doc_id(d) or f"doc-{i}", d.page_content, r)
+        for i, (d, r) in enumerate(zip(ordered, nonconf, strict=True))
+    ]
+
+
+class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerSetResult]):
+    """Runnable answer-set synthesizer for LCEL, after ``ConformalRetriever``.
+
+    Input ``{"question": str, "context": list[Document]}``; output an
+    :class:`~conformal_rag_plugins.generation.engine.AnswerSetResult` (``response``,
+    ``answers`` with confidences and supporting document ids, ``abstained``, ``alpha``, tokens).
+
+    Examples
+    --------
+    >>> synth = ConformalAnswerSetSynthesizer(llm=chat_model, calibration=cal)  # doctest: +SKIP
+    >>> chain = {"context": retriever, "question": RunnablePassthrough()} | synth  # doctest: +SKIP
+    >>> chain.invoke("Who was the Norse leader?").answers  # doctest: +SKIP
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    llm: BaseLanguageModel
+    calibration: AnswerSetCalibration
+    n_samples: int | None = None
+    max_concurrency: int = 4
+    timeout: float | None = 120.0
+    retries: int = 2
+    cache: SampleCache | None = None
+    equivalence: Any = None
+    _sampler: LangChainSampler = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _setup(self) -> ConformalAnswerSetSynthesizer:
+        m = self.calibration.n_samples_ if self.n_samples is None else self.n_samples
+        if m < 1:
+            raise ValueError(f"n_samples must be >= 1, got {m}.")
+        if m != self.calibration.n_samples_:
+            raise CalibrationError(
+                f"n_samples={m} differs from the calibrated M={self.calibration.n_samples_}; re-calibrate."
+            )
+        self._sampler = LangChainSampler(
+            self.llm,
+            n_samples=m,
+            max_concurrency=self.max_concurrency,
+            timeout=self.timeout,
+            retries=self.retries,
+            cache=self.cache,
+        )
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_calibration(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and "calibration" in data
+            and not isinstance(data["calibration"], AnswerSetCalibration)
+        ):
+            raise CalibrationError(
+                "ConformalAnswerSetSynthesizer needs an AnswerSetCalibration with a generator stage "
+                "(calibrate_answer_sets); a retrieval-only calibration cannot bound answer errors."
+            )
+        return data
+
+    @property
+    def sampler(self) -> LangChainSampler:
+        """The sampler (its ``completion_prompt`` / ``chat_prompt`` can be replaced)."""
+        return self._sampler
+
+    @staticmethod
+    def _parse(value: Any) -> tuple[str, list[Document]]:
+        if not isinstance(value, dict) or "question" not in value:
+            raise ConformalError('Input must be {"question": str, "context": list[Document]}.')
+        return str(value["question"]), list(value.get("context") or [])
+
+    async def ainvoke(
+        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AnswerSetResult:
+        """Answer set for one question."""
+        question, docs = self._parse(input)
+        chunks = _chunks(docs, self.calibration.retrieval_.score_family_)
+        return await abuild_answer_set(
+            self.calibration, question, chunks, self._sampler.asample, equivalence=self.equivalence
+        )
+
+    def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AnswerSetResult:
+        """Sync :meth:`ainvoke`."""
+        return self._call_with_config(lambda value: _run(self.ainvoke(value)), input, config, run_type="chain")
+
+
+def _run(coro: Any) -> Any:
+    import asyncio
+    import concurrent.futures
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()

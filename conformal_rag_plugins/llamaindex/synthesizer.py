@@ -1,0 +1,159 @@
+"""LlamaIndex ``BaseSynthesizer`` that returns a conformal answer set."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.async_utils import asyncio_run
+from llama_index.core.base.llms.base import BaseLLM
+from llama_index.core.base.response.schema import Response
+from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.response_synthesizers.base import BaseSynthesizer
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
+
+from ..calibration.answer_sets import AnswerSetCalibration
+from ..core.errors import CalibrationError
+from ..core.retrieval_scores import candidate_nonconformity
+from ..generation import SampleCache
+from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set
+from .sampling import LlamaIndexSampler
+
+__all__ = ["ConformalAnswerSetSynthesizer"]
+
+
+def _chunks(nodes: Sequence[NodeWithScore], family: str) -> list[ChunkInput]:
+    ordered = sorted(nodes, key=lambda n: -(n.score or 0.0))
+    if ordered and all("conformal_nonconformity" in n.node.metadata for n in ordered):
+        nonconf = [float(n.node.metadata["conformal_nonconformity"]) for n in ordered]
+    else:  # nodes from another retriever: score them like ConformalRetriever would
+        nonconf = candidate_nonconformity(family, [n.score or 0.0 for n in ordered]).tolist()
+    return [
+        ChunkInput(n.node.node_id, n.node.get_content(metadata_mode=MetadataMode.NONE), r)
+        for n, r in zip(ordered, nonconf, strict=True)
+    ]
+
+
+class ConformalAnswerSetSynthesizer(BaseSynthesizer):
+    """Sample answers per retrieved chunk, cluster them, and keep a calibrated answer set.
+
+    The returned ``Response.response`` is the best-supported answer or "I don't know";
+    ``Response.metadata["answer_set"]`` lists every kept answer with its confidence and
+    supporting chunk ids, plus ``alpha``, ``abstained``, ``guaranteed`` and token counts.
+    An empty retrieval set gives an explicit abstention, never "Empty Response".
+
+    Parameters
+    ----------
+    llm : LlamaIndex LLM
+        Base models get a few-shot completion prompt, chat models a chat prompt
+        (override with ``update_prompts({"completion_prompt": ..., "chat_prompt": ...})``).
+    calibration : AnswerSetCalibration
+        End-to-end calibration (both stages), e.g. from ``calibrate_answer_sets``.
+    n_samples : int, optional
+        Defaults to the calibration's M; another value would void the guarantee.
+    cache : SampleCache, optional
+    equivalence : callable, optional
+        Replaces the calibrated clustering rule (e.g. a bidirectional NLI check).
+
+    Examples
+    --------
+    >>> engine = RetrieverQueryEngine(  # doctest: +SKIP
+    ...     retriever=ConformalRetriever(index=index, calibration=cal),
+    ...     response_synthesizer=ConformalAnswerSetSynthesizer(llm=llm, calibration=cal),
+    ... )
+    >>> engine.query("Who was the Norse leader?").metadata["answer_set"]  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        llm: BaseLLM,
+        calibration: AnswerSetCalibration,
+        *,
+        n_samples: int | None = None,
+        max_concurrency: int = 4,
+        timeout: float | None = 120.0,
+        retries: int = 2,
+        cache: SampleCache | None = None,
+        equivalence: Any = None,
+        completion_prompt: PromptTemplate | None = None,
+        chat_prompt: ChatPromptTemplate | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(calibration, AnswerSetCalibration):
+            raise CalibrationError(
+                "ConformalAnswerSetSynthesizer needs an AnswerSetCalibration with a generator stage "
+                "(calibrate_answer_sets); a retrieval-only calibration cannot bound answer errors."
+            )
+        m = calibration.n_samples_ if n_samples is None else n_samples
+        if m < 1:
+            raise ValueError(f"n_samples must be >= 1, got {m}.")
+        if m != calibration.n_samples_:
+            raise CalibrationError(
+                f"n_samples={m} differs from the calibrated M={calibration.n_samples_}; confidences would be on "
+                "another scale. Re-calibrate with this n_samples."
+            )
+        super().__init__(llm=llm, **kwargs)
+        self.calibration = calibration
+        self.equivalence = equivalence
+        self.sampler = LlamaIndexSampler(
+            llm,
+            n_samples=m,
+            completion_prompt=completion_prompt,
+            chat_prompt=chat_prompt,
+            max_concurrency=max_concurrency,
+            timeout=timeout,
+            retries=retries,
+            cache=cache,
+        )
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"completion_prompt": self.sampler.completion_prompt, "chat_prompt": self.sampler.chat_prompt}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "completion_prompt" in prompts:
+            self.sampler.completion_prompt = prompts["completion_prompt"]  # type: ignore[assignment]
+        if "chat_prompt" in prompts:
+            self.sampler.chat_prompt = prompts["chat_prompt"]  # type: ignore[assignment]
+
+    async def _aresult(self, query_str: str, chunks: list[ChunkInput]) -> AnswerSetResult:
+        return await abuild_answer_set(
+            self.calibration, query_str, chunks, self.sampler.asample, equivalence=self.equivalence
+        )
+
+    def _response(self, result: AnswerSetResult, nodes: Sequence[NodeWithScore]) -> Response:
+        meta = result.to_dict()
+        meta["answer_set"] = meta.pop("answers")
+        return Response(response=result.response, source_nodes=list(nodes), metadata=meta)
+
+    async def asynthesize(
+        self,
+        query: QueryType,
+        nodes: list[NodeWithScore],
+        additional_source_nodes: Sequence[NodeWithScore] | None = None,
+        **response_kwargs: Any,
+    ) -> Response:
+        """Build the answer set for ``query`` from the retrieved ``nodes`` (empty -> abstain)."""
+        query_str = query.query_str if isinstance(query, QueryBundle) else str(query)
+        family = self.calibration.retrieval_.score_family_
+        result = await self._aresult(query_str, _chunks(nodes, family))
+        return self._response(result, list(nodes) + list(additional_source_nodes or []))
+
+    def synthesize(
+        self,
+        query: QueryType,
+        nodes: list[NodeWithScore],
+        additional_source_nodes: Sequence[NodeWithScore] | None = None,
+        **response_kwargs: Any,
+    ) -> Response:
+        """Sync :meth:`asynthesize`."""
+        return asyncio_run(self.asynthesize(query, nodes, additional_source_nodes, **response_kwargs))
+
+    async def aget_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
+        """Answer from raw text chunks (no retrieval scores: every chunk counts as retrieved)."""
+        chunks = [ChunkInput(f"chunk-{i}", t, 0.0) for i, t in enumerate(text_chunks)]
+        return (await self._aresult(query_str, chunks)).response
+
+    def get_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
+        """Sync :meth:`aget_response`."""
+        return asyncio_run(self.aget_response(query_str, text_chunks, **response_kwargs))
