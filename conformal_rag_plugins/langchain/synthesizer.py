@@ -81,19 +81,13 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
         )
         return self
 
-    @model_validator(mode="before")
-    @classmethod
-    def _check_calibration(cls, data: Any) -> Any:
-        if (
-            isinstance(data, dict)
-            and "calibration" in data
-            and not isinstance(data["calibration"], AnswerSetCalibration)
-        ):
+    def __init__(self, **data: Any) -> None:
+        if "calibration" in data and not isinstance(data["calibration"], AnswerSetCalibration):
             raise CalibrationError(
                 "ConformalAnswerSetSynthesizer needs an AnswerSetCalibration with a generator stage "
                 "(calibrate_answer_sets); a retrieval-only calibration cannot bound answer errors."
             )
-        return data
+        super().__init__(**data)
 
     @property
     def sampler(self) -> LangChainSampler:
