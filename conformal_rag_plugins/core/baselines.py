@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -24,7 +25,16 @@ def conflare_threshold(distances: Iterable[float], error_rate: float) -> float:
     """
     error_rate = check_alpha(error_rate, "error_rate")
     arr = check_scores(distances)
-    return float(np.percentile(arr, 100.0 - 100.0 * error_rate))
+    with np.errstate(invalid="ignore"):
+        q = float(np.percentile(arr, 100.0 - 100.0 * error_rate))
+    if math.isnan(q):
+        # numpy's interpolation towards a miss computes inf - inf; the limit is +inf, or the lower
+        # neighbour itself when the position is an exact order statistic.
+        d = np.sort(arr)
+        h = (1.0 - error_rate) * (arr.size - 1)
+        lo = math.floor(h)
+        q = float(d[lo]) if h == lo else math.inf
+    return q
 
 
 def conflare_keep(distance: float, threshold: float) -> bool:

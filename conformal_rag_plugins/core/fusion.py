@@ -51,8 +51,8 @@ def fuse_scores(
 
     Examples
     --------
-    >>> fuse_scores({"a": 0.9, "b": 0.1}, {"b": 5.0, "c": 1.0}, weight=0.5, method="minmax")[0][0]
-    'b'
+    >>> fuse_scores({"a": 0.9, "b": 0.1}, {"b": 5.0, "c": 1.0}, weight=0.5, method="minmax")
+    [('a', 0.5), ('b', 0.5), ('c', 0.0)]
     """
     if not 0.0 <= weight <= 1.0:
         raise ConformalError(f"Fusion weight must be in [0, 1], got {weight}.")

@@ -54,10 +54,10 @@ def min_calibration_size(alpha: float) -> int:
     9
     """
     alpha = check_alpha(alpha)
-    n = 1
-    while conformal_rank(n, alpha) > n:
-        n += 1
-    return n
+    from fractions import Fraction
+
+    # ceil((n+1)(1-alpha)) <= n  <=>  (n+1)(1-alpha) <= n  <=>  n >= 1/alpha - 1 (exact, no O(1/alpha) loop)
+    return max(1, math.ceil(1 / Fraction(str(alpha))) - 1)
 
 
 def _infinite(message: str, strict: bool) -> float:
@@ -104,8 +104,8 @@ def conformal_quantile(scores: Iterable[float], alpha: float, *, strict: bool = 
     if math.isinf(q):
         misses = int(np.isposinf(arr).sum())
         return _infinite(
-            f"{misses} of {n} calibration examples are misses (+inf), more than "
-            f"floor(alpha(n+1)) = {n - k + 1 if k <= n else 0} allowed at alpha={alpha}: the threshold "
+            f"{misses} of {n} calibration examples are misses (+inf), but at most n - ceil((n+1)(1-alpha)) "
+            f"= {n - k} (fewer than floor(alpha(n+1)) = {n - k + 1}) can be at alpha={alpha}: the threshold "
             "is +inf and every candidate is included. Enlarge the candidate pool or raise alpha.",
             strict,
         )

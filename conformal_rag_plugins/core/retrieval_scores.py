@@ -102,10 +102,11 @@ def keep_mask(
     if family == "similarity":
         return arr >= -threshold
     if family == "rank":
-        return np.arange(1, arr.size + 1) <= math.floor(threshold + 1e-9)
+        return np.arange(1, arr.size + 1) <= threshold  # integer ranks: <= q  <=>  <= floor(q)
     if arr.size == 0:
         return np.zeros(0, dtype=bool)
-    return (arr[0] - arr) <= threshold + 1e-12
+    # exact, same arithmetic as nonconformity(): kept iff candidate_nonconformity <= threshold
+    return (arr[0] - arr) <= threshold
 
 
 def set_size(family: str, scores: Sequence[float] | np.ndarray, threshold: float) -> int:

@@ -1,0 +1,356 @@
+"""Greedy semantic clustering of sampled answers (TRAQ's Monte Carlo confidence).
+
+For one (question, chunk) pair the LLM is sampled ``M`` times. The answers are
+clustered greedily, in the order given: an answer joins the *first* cluster
+whose representative (that cluster's first answer) is equivalent to it, or
+starts a new cluster. Equivalence is one of
+
+``"rougeL"`` / ``"rouge1"``
+    ROUGE-L or ROUGE-1 F1 ``>= tau`` (``rouge-score`` package; TRAQ uses
+    ROUGE with ``tau = 0.7``), computed on SQuAD-normalised tokens.
+``"exact"``
+    equal SQuAD-normalised text.
+``"embedding"``
+    cosine similarity ``>= tau`` of ``embed(texts)`` vectors (default
+    ``tau = 0.9``).
+a callable ``equivalent(representative, answer) -> bool``
+    for example bidirectional entailment with an NLI model (the callable
+    must test both directions itself).
+
+Equal normalised texts are always equivalent. Abstentions ("I don't know",
+empty or failed samples, see :func:`~.normalize.is_abstention`) are never
+compared with real answers: they form one cluster of their own, which a set
+may contain like any other answer.
+
+The confidence of a cluster is ``count / M``, and its nonconformity score is
+``-confidence``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ConformalError
+from .normalize import is_abstention, normalize_answer
+
+__all__ = [
+    "CLUSTER_METHODS",
+    "AnswerCluster",
+    "Equivalence",
+    "cluster_answers",
+    "merge_clusters",
+    "rouge_f1",
+]
+
+Equivalence = Callable[[str, str], bool]
+"""A pluggable equivalence test ``equivalent(representative, answer) -> bool``."""
+
+Method = str | Equivalence
+CLUSTER_METHODS: tuple[str, ...] = ("rougeL", "rouge1", "exact", "embedding")
+_DEFAULT_TAU = {"rougeL": 0.7, "rouge1": 0.7, "embedding": 0.9}
+
+
+@dataclass(frozen=True)
+class AnswerCluster:
+    """A cluster of equivalent sampled answers.
+
+    Attributes
+    ----------
+    representative : str
+        The answer every later answer was compared with (the first member).
+    members : tuple of str
+        The raw answers in the cluster, in sampling order (``None`` becomes ``""``).
+    confidence : float
+        ``count / M`` for a single chunk; after :func:`merge_clusters`, the best
+        confidence over the supporting chunks.
+    abstention : bool
+        True for the "I don't know" cluster.
+    support : tuple of (str, float)
+        ``(chunk id, confidence in that chunk)`` pairs, best chunk first. Empty
+        when the chunk is not known.
+
+    Examples
+    --------
+    >>> c = AnswerCluster("Paris", ("Paris", "paris."), 0.2)
+    >>> c.count, c.score, c.normalized
+    (2, -0.2, 'paris')
+    """
+
+    representative: str
+    members: tuple[str, ...]
+    confidence: float
+    abstention: bool = False
+    support: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def count(self) -> int:
+        """Number of sampled answers in the cluster."""
+        return len(self.members)
+
+    @property
+    def score(self) -> float:
+        """Nonconformity score ``-confidence`` (lower conforms better)."""
+        return -self.confidence
+
+    @property
+    def normalized(self) -> str:
+        """SQuAD-normalised representative."""
+        return normalize_answer(self.representative)
+
+    @property
+    def chunk_ids(self) -> tuple[str, ...]:
+        """Ids of the chunks whose generator sets contain this answer."""
+        return tuple(cid for cid, _ in self.support)
+
+
+class _Tokenizer:
+    """rouge-score tokenizer on SQuAD-normalised text (keeps non-ASCII letters)."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return normalize_answer(text).split()
+
+
+@functools.lru_cache(maxsize=4)
+def _scorer(rouge_type: str):  # pragma: no cover - trivial cache
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer([rouge_type], tokenizer=_Tokenizer())
+
+
+def rouge_f1(a: str, b: str, rouge_type: str = "rouge1") -> float:
+    """ROUGE F1 between two answers on SQuAD-normalised tokens (symmetric).
+
+    Uses the ``rouge-score`` package with a whitespace tokenizer on
+    :func:`normalize_answer` output, so non-ASCII answers are compared too.
+
+    Parameters
+    ----------
+    a, b : str
+        The two answers.
+    rouge_type : {"rouge1", "rougeL", "rouge2"}
+        The ROUGE variant.
+
+    Returns
+    -------
+    float
+        F1 in [0, 1]; 0 when either side is empty after normalisation.
+
+    Examples
+    --------
+    >>> rouge_f1("the Eiffel Tower", "Eiffel Tower in Paris")
+    0.666...
+    """
+    if not normalize_answer(a) or not normalize_answer(b):
+        return 0.0
+    return float(_scorer(rouge_type).score(a, b)[rouge_type].fmeasure)
+
+
+class _Matcher:
+    """Equivalence over a fixed list of texts, by index (embeddings are computed once)."""
+
+    def __init__(self, texts: Sequence[str], method: Method, tau: float | None, embed) -> None:
+        self.texts = list(texts)
+        self.norm = [normalize_answer(t) for t in self.texts]
+        self.method = method
+        if callable(method):
+            self.tau = float("nan")
+        elif method in CLUSTER_METHODS:
+            self.tau = float(_DEFAULT_TAU.get(method, 1.0) if tau is None else tau)
+            if method != "exact" and not (0.0 <= self.tau <= 1.0):
+                raise ConformalError(f"tau must lie in [0, 1], got {tau!r}.")
+        else:
+            raise ConformalError(
+                f"Unknown clustering method {method!r}; choose one of {', '.join(CLUSTER_METHODS)} "
+                "or pass a callable equivalent(a, b) -> bool."
+            )
+        self.unit: np.ndarray | None = None
+        if method == "embedding":
+            if embed is None:
+                raise ConformalError("method='embedding' needs embed=callable(list[str]) -> array of shape (n, d).")
+            self.unit = self._embed(embed)
+
+    def _embed(self, embed) -> np.ndarray:
+        if not self.texts:
+            return np.zeros((0, 1))
+        vecs = np.asarray(embed(list(self.texts)), dtype=float)
+        if vecs.ndim != 2 or vecs.shape[0] != len(self.texts):
+            raise ConformalError(f"embed() must return an array of shape ({len(self.texts)}, d), got {vecs.shape}.")
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        return np.divide(vecs, norms, out=np.zeros_like(vecs), where=norms > 0)
+
+    def same(self, i: int, j: int) -> bool:
+        if self.norm[i] == self.norm[j]:
+            return True
+        method = self.method
+        if callable(method):
+            return bool(method(self.texts[i], self.texts[j]))
+        if method == "exact":
+            return False
+        if method == "embedding":
+            assert self.unit is not None
+            return bool(float(self.unit[i] @ self.unit[j]) >= self.tau)
+        return rouge_f1(self.texts[i], self.texts[j], method) >= self.tau
+
+
+def _greedy(texts: Sequence[str], abstain: Sequence[bool], method: Method, tau: float | None, embed) -> list[list[int]]:
+    """Greedy clustering by index; abstentions form one cluster of their own."""
+    real = [i for i, a in enumerate(abstain) if not a]
+    matcher = _Matcher([texts[i] for i in real], method, tau, embed)
+    groups: list[list[int]] = []
+    reps: list[int] = []  # local index (into real) of each real group's representative
+    abst_group: list[int] | None = None
+    local = {i: k for k, i in enumerate(real)}
+    for i in range(len(texts)):
+        if abstain[i]:
+            if abst_group is None:
+                abst_group = [i]
+                groups.append(abst_group)
+                reps.append(-1)
+            else:
+                abst_group.append(i)
+            continue
+        li = local[i]
+        for g, rep in zip(groups, reps, strict=True):
+            if rep >= 0 and matcher.same(rep, li):
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+            reps.append(li)
+    return groups
+
+
+def cluster_answers(
+    answers: Sequence[str | None],
+    *,
+    method: Method = "rougeL",
+    tau: float | None = None,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+    n_samples: int | None = None,
+    chunk_id: str | None = None,
+    abstention: Callable[[str | None], bool] = is_abstention,
+) -> list[AnswerCluster]:
+    """Cluster the ``M`` sampled answers of one (question, chunk) pair.
+
+    Parameters
+    ----------
+    answers : sequence of str or None
+        The sampled answers, in sampling order. ``None`` (a failed sample)
+        counts as an abstention.
+    method : {"rougeL", "rouge1", "exact", "embedding"} or callable, default "rougeL"
+        The equivalence test (see the module docstring).
+    tau : float, optional
+        Threshold for ROUGE F1 (default 0.7) or embedding cosine (default 0.9).
+    embed : callable, optional
+        ``embed(list[str]) -> ndarray (n, d)``, required for ``"embedding"``.
+    n_samples : int, optional
+        ``M``, the denominator of the confidence. Defaults to ``len(answers)``.
+    chunk_id : str, optional
+        Recorded in each cluster's ``support``.
+    abstention : callable, default :func:`is_abstention`
+        Which answers are "I don't know".
+
+    Returns
+    -------
+    list of AnswerCluster
+        Sorted by decreasing count, ties by first appearance (deterministic).
+
+    Examples
+    --------
+    >>> cl = cluster_answers(["Paris", "paris.", "In Paris", "Lyon", "I don't know"], method="exact")
+    >>> [(c.representative, c.count, c.confidence) for c in cl]
+    [('Paris', 2, 0.4), ('In Paris', 1, 0.2), ('Lyon', 1, 0.2), ("I don't know", 1, 0.2)]
+    >>> [c.count for c in cluster_answers(["Paris", "Paris, France", "in Paris France"], method="rouge1", tau=0.6)]
+    [2, 1]
+    """
+    texts = ["" if a is None else str(a).strip() for a in answers]
+    m = len(texts) if n_samples is None else int(n_samples)
+    if m < len(texts) or m < 1:
+        raise ConformalError(f"n_samples (M = {m}) must be >= 1 and >= the {len(texts)} answers given.")
+    abstain = [abstention(a) for a in answers]
+    groups = _greedy(texts, abstain, method, tau, embed)
+    clusters = []
+    for g in groups:
+        conf = len(g) / m
+        clusters.append(
+            AnswerCluster(
+                representative=texts[g[0]],
+                members=tuple(texts[i] for i in g),
+                confidence=conf,
+                abstention=abstain[g[0]],
+                support=() if chunk_id is None else ((str(chunk_id), conf),),
+            )
+        )
+    order = sorted(range(len(clusters)), key=lambda k: (-clusters[k].count, groups[k][0]))
+    return [clusters[k] for k in order]
+
+
+def merge_clusters(
+    per_chunk: Mapping[str, Sequence[AnswerCluster]] | Iterable[tuple[str, Sequence[AnswerCluster]]],
+    *,
+    method: Method = "rougeL",
+    tau: float | None = None,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+) -> list[AnswerCluster]:
+    """Union of per-chunk answer sets, de-duplicated by re-clustering (end to end).
+
+    Every per-chunk cluster is one item. Items are visited by decreasing
+    confidence (ties keep the chunk order given, then the cluster order), and
+    each joins the first merged cluster whose representative is equivalent
+    (same ``method`` choices as :func:`cluster_answers`; abstentions only merge
+    with abstentions). A merged cluster keeps
+
+    * ``representative``: that of its most confident item;
+    * ``confidence``: the best confidence over its items;
+    * ``members``: all sampled answers of its items;
+    * ``support``: each supporting chunk id with its best confidence there.
+
+    Parameters
+    ----------
+    per_chunk : mapping or iterable of (chunk id, clusters)
+        The generator set of each chunk in the retrieval set, in retrieval order.
+    method, tau, embed
+        As in :func:`cluster_answers`.
+
+    Returns
+    -------
+    list of AnswerCluster
+        Sorted by decreasing confidence, ties by first appearance.
+
+    Examples
+    --------
+    >>> a = cluster_answers(["Paris", "Paris", "Lyon"], method="exact", chunk_id="c1")
+    >>> b = cluster_answers(["paris", "Paris.", "Paris", "Nice"], method="exact", chunk_id="c2")
+    >>> merged = merge_clusters({"c1": a, "c2": b}, method="exact")
+    >>> [(m.representative, m.confidence, m.chunk_ids) for m in merged]
+    [('paris', 0.75, ('c2', 'c1')), ('Lyon', 0.333..., ('c1',)), ('Nice', 0.25, ('c2',))]
+    """
+    pairs = list(per_chunk.items()) if isinstance(per_chunk, Mapping) else list(per_chunk)
+    items: list[tuple[str, AnswerCluster]] = [(str(cid), c) for cid, clusters in pairs for c in clusters]
+    order = sorted(range(len(items)), key=lambda k: -items[k][1].confidence)  # stable: chunk order on ties
+    items = [items[k] for k in order]
+    texts = [c.representative for _, c in items]
+    abstain = [c.abstention for _, c in items]
+    groups = _greedy(texts, abstain, method, tau, embed)
+    merged = []
+    for g in groups:
+        best: dict[str, float] = {}
+        for k in g:
+            cid, c = items[k]
+            best[cid] = max(best.get(cid, -np.inf), c.confidence)
+        support = tuple(sorted(best.items(), key=lambda kv: -kv[1]))
+        head = items[g[0]][1]
+        merged.append(
+            AnswerCluster(
+                representative=head.representative,
+                members=tuple(m for k in g for m in items[k][1].members),
+                confidence=max(items[k][1].confidence for k in g),
+                abstention=head.abstention,
+                support=support,
+            )
+        )
+    return merged  # groups start at decreasing-confidence items, so this is already sorted

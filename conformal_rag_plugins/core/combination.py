@@ -1,0 +1,683 @@
+"""End-to-end answer sets: combining the retrieval and generation stages.
+
+A question's answer set is built from (chunk, answer-cluster) pairs. The
+coverage event is that the *true* pair, the gold chunk with a cluster
+matching a reference, is included. Three rules are provided:
+
+Bonferroni (TRAQ), :func:`bonferroni_thresholds`
+    ``alpha_ret + alpha_gen = alpha``. Keep the chunks with ``r_ret <= q_ret``
+    and, in each, the clusters with ``-confidence <= q_gen``. By the union bound
+    ``P(true pair excluded) <= alpha_ret + alpha_gen = alpha`` (finite sample,
+    any dependence between the stages).
+PAC, :func:`pac_thresholds`
+    ``(eps_ret, delta_ret) + (eps_gen, delta_gen) = (eps, delta)``. With
+    probability ``>= 1 - delta`` over the calibration draw, the miscoverage is
+    ``<= eps``.
+Weighted harmonic-mean p-value (TRAC), :func:`harmonic_mean_rule`
+    ``HM_w = 1 / (w_ret / p_ret + w_gen / p_gen)`` with conformal p-values and
+    ``w_ret + w_gen = 1``. The default rule includes a pair iff
+    ``K * HM_w > alpha`` with ``K = 2``, which is finite-sample valid under any
+    dependence (proof in :func:`harmonic_mean_rule`). Wilson's asymptotically
+    exact (Landau) threshold, which TRAC used, is available only as the
+    explicitly labelled ``asymptotic=True`` option: its guarantee holds only
+    asymptotically, as TRAC itself states.
+
+All thresholds come from :func:`~.quantile.conformal_quantile` /
+:func:`~.quantile.pac_quantile`, and all p-values from
+:func:`~.pvalues.conformal_pvalues`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .clustering import AnswerCluster, Method, merge_clusters
+from .errors import ConformalError
+from .pvalues import conformal_pvalues
+from .quantile import conformal_quantile, pac_quantile
+from .validation import check_alpha, check_scores
+
+__all__ = [
+    "HMP_FACTOR",
+    "BonferroniThresholds",
+    "EndToEndDecision",
+    "HarmonicMeanRule",
+    "IncludedPair",
+    "PACThresholds",
+    "bonferroni_thresholds",
+    "decide_end_to_end",
+    "harmonic_mean_rule",
+    "hmp_asymptotic_pvalue",
+    "hmp_asymptotic_threshold",
+    "pac_thresholds",
+    "split_budget",
+    "weighted_harmonic_mean",
+]
+
+HMP_FACTOR = 2
+"""``K``, the number of combined stages: the finite-sample HMP rule is ``K * HM_w > alpha``."""
+
+_SUM_TOLERANCE = 1e-9
+
+
+def split_budget(
+    total: float, ret: float | None = None, gen: float | None = None, *, name: str = "alpha"
+) -> tuple[float, float]:
+    """Split an error budget between retrieval and generation.
+
+    With neither part given the split is equal; with one, the other is the
+    remainder; with both, they must sum to ``total`` within ``1e-9``.
+
+    Examples
+    --------
+    >>> split_budget(0.1)
+    (0.05, 0.05)
+    >>> split_budget(0.1, 0.03)
+    (0.03, 0.07)
+    >>> split_budget(0.1, 0.05, 0.06)
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: alpha_ret + alpha_gen = 0.11 must equal alpha = 0.1 ...
+    """
+    total = check_alpha(total, name)
+    if ret is None and gen is None:
+        ret = gen = total / 2.0
+    elif ret is None:
+        gen = float(gen)  # type: ignore[arg-type]
+        ret = total - gen
+    elif gen is None:
+        ret = float(ret)
+        gen = total - ret
+    else:
+        ret, gen = float(ret), float(gen)
+        if abs(ret + gen - total) > _SUM_TOLERANCE:
+            raise ConformalError(
+                f"{name}_ret + {name}_gen = {ret + gen:.10g} must equal {name} = {total:.10g} (within 1e-9); "
+                f"the union bound only gives 1 - ({name}_ret + {name}_gen). Pass one part and let the other "
+                "be the remainder."
+            )
+    for part, value in ((f"{name}_ret", ret), (f"{name}_gen", gen)):
+        if not (0.0 < value < total) or math.isnan(value):
+            raise ConformalError(f"{part} must lie strictly between 0 and {name} = {total}, got {value!r}.")
+    return float(ret), float(gen)
+
+
+def _as_array(values: Sequence[float] | np.ndarray | float) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    if np.isnan(arr).any():
+        raise ConformalError("Nonconformity scores and p-values must not be NaN.")
+    return arr
+
+
+# --------------------------------------------------------------------------- threshold rules
+
+
+@dataclass(frozen=True)
+class BonferroniThresholds:
+    """Bonferroni (union-bound) thresholds of the two stages.
+
+    Attributes
+    ----------
+    alpha, alpha_ret, alpha_gen : float
+        The budget and its split (``alpha_ret + alpha_gen = alpha``).
+    q_ret, q_gen : float
+        ``conformal_quantile`` of each stage's calibration scores at its level.
+
+    Examples
+    --------
+    >>> t = BonferroniThresholds(0.1, 0.05, 0.05, q_ret=-0.5, q_gen=-0.3)
+    >>> t.include([-0.6, -0.6, -0.4], [-0.4, -0.2, -0.9]).tolist()
+    [True, False, False]
+    """
+
+    alpha: float
+    alpha_ret: float
+    alpha_gen: float
+    q_ret: float
+    q_gen: float
+    method: str = field(default="bonferroni", init=False)
+    guarantee: str = field(default="finite-sample marginal", init=False)
+
+    def retrieval_mask(self, r_ret: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Chunks kept by the retrieval stage (``r_ret <= q_ret``)."""
+        return _as_array(r_ret) <= self.q_ret
+
+    def include(
+        self, r_ret: Sequence[float] | np.ndarray | float, r_gen: Sequence[float] | np.ndarray | float
+    ) -> np.ndarray:
+        """Elementwise: is the pair (chunk score ``r_ret``, cluster score ``r_gen``) in the set?"""
+        return (_as_array(r_ret) <= self.q_ret) & (_as_array(r_gen) <= self.q_gen)
+
+
+@dataclass(frozen=True)
+class PACThresholds:
+    """PAC thresholds: miscoverage ``<= epsilon`` with probability ``>= 1 - delta``.
+
+    Examples
+    --------
+    >>> t = PACThresholds(0.1, 0.1, 0.05, 0.05, 0.05, 0.05, q_ret=1.0, q_gen=-0.2)
+    >>> bool(t.include(1.0, -0.2))
+    True
+    """
+
+    epsilon: float
+    delta: float
+    epsilon_ret: float
+    epsilon_gen: float
+    delta_ret: float
+    delta_gen: float
+    q_ret: float
+    q_gen: float
+    method: str = field(default="pac", init=False)
+    guarantee: str = field(default="PAC (training-conditional)", init=False)
+
+    def retrieval_mask(self, r_ret: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Chunks kept by the retrieval stage (``r_ret <= q_ret``)."""
+        return _as_array(r_ret) <= self.q_ret
+
+    def include(
+        self, r_ret: Sequence[float] | np.ndarray | float, r_gen: Sequence[float] | np.ndarray | float
+    ) -> np.ndarray:
+        """Elementwise: is the pair (chunk score ``r_ret``, cluster score ``r_gen``) in the set?"""
+        return (_as_array(r_ret) <= self.q_ret) & (_as_array(r_gen) <= self.q_gen)
+
+
+def bonferroni_thresholds(
+    ret_scores: Sequence[float] | np.ndarray,
+    gen_scores: Sequence[float] | np.ndarray,
+    alpha: float,
+    *,
+    alpha_ret: float | None = None,
+    alpha_gen: float | None = None,
+    strict: bool = False,
+) -> BonferroniThresholds:
+    """TRAQ's end-to-end thresholds with ``alpha_ret + alpha_gen = alpha``.
+
+    Parameters
+    ----------
+    ret_scores : array of float
+        Retrieval calibration scores (gold chunk; ``+inf`` for a miss).
+    gen_scores : array of float
+        Generation calibration scores (:func:`~.generation_scores.generation_score`).
+    alpha : float
+        End-to-end miscoverage.
+    alpha_ret, alpha_gen : float, optional
+        The split (default equal). Giving both requires them to sum to ``alpha``.
+    strict : bool, default False
+        Passed to :func:`~.quantile.conformal_quantile` (raise instead of ``+inf``).
+
+    Returns
+    -------
+    BonferroniThresholds
+        ``P(a correct answer is in the set) >= 1 - alpha`` by the union bound.
+
+    Examples
+    --------
+    >>> t = bonferroni_thresholds([0.1 * i for i in range(1, 40)], [-0.1] * 39, 0.1)
+    >>> round(t.q_ret, 1), t.q_gen, t.alpha_ret
+    (3.8, -0.1, 0.05)
+    """
+    a_ret, a_gen = split_budget(alpha, alpha_ret, alpha_gen, name="alpha")
+    return BonferroniThresholds(
+        alpha=float(alpha),
+        alpha_ret=a_ret,
+        alpha_gen=a_gen,
+        q_ret=conformal_quantile(ret_scores, a_ret, strict=strict),
+        q_gen=conformal_quantile(gen_scores, a_gen, strict=strict),
+    )
+
+
+def pac_thresholds(
+    ret_scores: Sequence[float] | np.ndarray,
+    gen_scores: Sequence[float] | np.ndarray,
+    epsilon: float,
+    delta: float,
+    *,
+    epsilon_ret: float | None = None,
+    epsilon_gen: float | None = None,
+    delta_ret: float | None = None,
+    delta_gen: float | None = None,
+    strict: bool = False,
+) -> PACThresholds:
+    """PAC end-to-end thresholds: ``eps_ret + eps_gen = eps`` and ``delta_ret + delta_gen = delta``.
+
+    Each stage gets :func:`~.quantile.pac_quantile` at its ``(eps_i, delta_i)``.
+    By the union bound over both the calibration failure events and the
+    test-time misses, ``P(miscoverage > eps) <= delta``.
+
+    Examples
+    --------
+    >>> t = pac_thresholds([i / 400 for i in range(1, 401)], [-0.5] * 400, 0.1, 0.1)
+    >>> (t.epsilon_ret, t.delta_gen), round(t.q_ret, 4)
+    ((0.05, 0.05), 0.97)
+    """
+    e_ret, e_gen = split_budget(epsilon, epsilon_ret, epsilon_gen, name="epsilon")
+    d_ret, d_gen = split_budget(delta, delta_ret, delta_gen, name="delta")
+    return PACThresholds(
+        epsilon=float(epsilon),
+        delta=float(delta),
+        epsilon_ret=e_ret,
+        epsilon_gen=e_gen,
+        delta_ret=d_ret,
+        delta_gen=d_gen,
+        q_ret=pac_quantile(ret_scores, e_ret, d_ret, strict=strict),
+        q_gen=pac_quantile(gen_scores, e_gen, d_gen, strict=strict),
+    )
+
+
+# --------------------------------------------------------------------------- harmonic-mean p-value
+
+
+def weighted_harmonic_mean(
+    p_ret: Sequence[float] | np.ndarray | float, p_gen: Sequence[float] | np.ndarray | float, w_ret: float = 0.5
+) -> np.ndarray:
+    """``HM_w = 1 / (w_ret / p_ret + w_gen / p_gen)`` with ``w_gen = 1 - w_ret``.
+
+    Examples
+    --------
+    >>> float(weighted_harmonic_mean(0.2, 0.2))
+    0.2
+    >>> round(float(weighted_harmonic_mean(0.1, 1.0, w_ret=0.5)), 4)
+    0.1818
+    """
+    w = _check_weight(w_ret)
+    p_r, p_g = _as_array(p_ret), _as_array(p_gen)
+    if (p_r <= 0).any() or (p_g <= 0).any() or (p_r > 1).any() or (p_g > 1).any():
+        raise ConformalError("p-values must lie in (0, 1].")
+    return 1.0 / (w / p_r + (1.0 - w) / p_g)
+
+
+def _check_weight(w_ret: float) -> float:
+    w = float(w_ret)
+    if not (0.0 < w < 1.0):
+        raise ConformalError(f"w_ret must lie strictly between 0 and 1 (w_gen = 1 - w_ret), got {w_ret!r}.")
+    return w
+
+
+_EULER_GAMMA = 0.5772156649015329
+_LANDAU_LOCATION = 1.0 - _EULER_GAMMA + math.log(math.pi / 2.0)  # 0.8743670..., Wilson's 0.874
+_LANDAU_SCALE = math.pi / 2.0
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(20)
+
+
+def _stable_sf(z: float) -> float:
+    """``P(Z > z)`` for the standard maximally skewed 1-stable law (alpha=1, beta=1, sigma=1, mu=0).
+
+    Nolan's (1997) integral, written in ``phi = pi/2 - theta``::
+
+        P(Z > z) = (1/pi) * int_0^pi (1 - exp(-exp(l(phi)))) dphi,
+        l(phi) = -pi z / 2 + log(2/pi) + log(pi - phi) - log(sin phi) + (pi - phi) cot(phi),
+
+    integrated by composite Gauss-Legendre on panels refined geometrically
+    around the root of ``l`` (where the integrand jumps from ~1 to ~0).
+    """
+
+    def ell(phi: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            a = math.pi - phi
+            return (
+                -math.pi * z / 2.0
+                + math.log(2.0 / math.pi)
+                + np.log(a)
+                - np.log(np.sin(phi))
+                + a * np.cos(phi) / np.sin(phi)
+            )
+
+    def ell_scalar(phi: float) -> float:
+        a = math.pi - phi
+        s = math.sin(phi)
+        return -math.pi * z / 2.0 + math.log(2.0 / math.pi) + math.log(a) - math.log(s) + a * math.cos(phi) / s
+
+    # l is decreasing in phi, from +inf (phi -> 0) to -pi z / 2 + log(2/pi) - 1 (phi -> pi).
+    if -math.pi * z / 2.0 + math.log(2.0 / math.pi) - 1.0 >= 0.0:
+        breaks = np.linspace(0.0, math.pi, 17)
+    else:
+        lo, hi = 0.0, math.pi
+        for _ in range(400):
+            mid = 0.5 * (lo + hi) if lo > 0 else hi / 2.0
+            if mid <= 0.0 or mid in (lo, hi):
+                break
+            if ell_scalar(mid) > 0:
+                lo = mid
+            else:
+                hi = mid
+        star = 0.5 * (lo + hi)
+        offsets = star * 2.0 ** -np.arange(0, 60)
+        pts = [0.0, math.pi, star]
+        pts += list(star - offsets[1:]) + list(star + offsets)
+        pts += list(star * 2.0 ** np.arange(2, 120))
+        breaks = np.unique(np.clip(np.asarray(pts), 0.0, math.pi))
+    a, b = breaks[:-1], breaks[1:]
+    half = (b - a) / 2.0
+    phi = (a + b)[:, None] / 2.0 + half[:, None] * _GL_NODES[None, :]
+    with np.errstate(over="ignore"):
+        integrand = -np.expm1(-np.exp(ell(phi)))
+    integrand = np.nan_to_num(integrand, nan=1.0)
+    total = float(np.sum(half[:, None] * _GL_WEIGHTS[None, :] * integrand))
+    return min(1.0, max(0.0, total / math.pi))
+
+
+def hmp_asymptotic_pvalue(hm: float, n_tests: int = 2) -> float:
+    """Wilson's asymptotically exact HMP p-value (Landau tail), as TRAC used it.
+
+    ``P(X >= 1 / hm)`` with ``X ~ Landau(location = log(L) + 0.874, scale = pi/2)``,
+    the stable limit of ``mean(1/p_i)`` over ``L`` null p-values. The
+    approximation is asymptotic in ``L`` and has **no finite-sample
+    guarantee** (here ``L = 2``).
+
+    Examples
+    --------
+    >>> round(hmp_asymptotic_pvalue(0.05), 4)
+    0.0601
+    """
+    if not (0.0 < hm <= 1.0):
+        raise ConformalError(f"The harmonic mean p-value must lie in (0, 1], got {hm!r}.")
+    loc = math.log(n_tests) + _LANDAU_LOCATION
+    return _stable_sf((1.0 / hm - loc) / _LANDAU_SCALE)
+
+
+@functools.lru_cache(maxsize=256)
+def hmp_asymptotic_threshold(alpha: float, n_tests: int = 2) -> float:
+    """Wilson's asymptotic HMP threshold ``alpha_L``: reject when ``HM_w <= alpha_L``.
+
+    ``alpha_L = 1 / x`` where ``x`` is the ``1 - alpha`` quantile of
+    ``Landau(log(L) + 0.874, pi/2)``. It is larger than ``alpha / L``, so it
+    gives smaller sets than the finite-sample rule, but its coverage is only
+    asymptotic.
+
+    Examples
+    --------
+    >>> round(hmp_asymptotic_threshold(0.1), 4)
+    0.0783
+    """
+    alpha = check_alpha(alpha)
+    if int(n_tests) < 1:
+        raise ConformalError(f"n_tests must be >= 1, got {n_tests!r}.")
+    loc = math.log(int(n_tests)) + _LANDAU_LOCATION
+
+    def sf(x: float) -> float:
+        return _stable_sf((x - loc) / _LANDAU_SCALE)
+
+    lo, hi = loc - 20.0, loc + 2.0 / alpha
+    while sf(hi) > alpha:
+        hi = loc + 2.0 * (hi - loc)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if sf(mid) > alpha:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * max(1.0, abs(hi)):
+            break
+    return 1.0 / hi
+
+
+@dataclass(frozen=True)
+class HarmonicMeanRule:
+    """TRAC's weighted harmonic-mean p-value rule on conformal p-values.
+
+    Use :func:`harmonic_mean_rule` to build it. A pair is included iff
+    ``HM_w > hm_threshold`` where ``hm_threshold = alpha / 2`` (finite-sample
+    valid) or Wilson's ``alpha_L`` when ``asymptotic=True``.
+    """
+
+    alpha: float
+    w_ret: float
+    asymptotic: bool
+    hm_threshold: float
+    ret_calibration: np.ndarray = field(repr=False, compare=False)
+    gen_calibration: np.ndarray = field(repr=False, compare=False)
+    method: str = field(default="hmp", init=False)
+
+    @property
+    def guarantee(self) -> str:
+        """``"finite-sample marginal"`` or ``"asymptotic (Wilson 2019), no finite-sample guarantee"``."""
+        if self.asymptotic:
+            return "asymptotic (Wilson 2019), no finite-sample guarantee"
+        return "finite-sample marginal"
+
+    @property
+    def min_retrieval_pvalue(self) -> float:
+        """Chunks with ``p_ret`` at or below this cannot contribute any answer (even with ``p_gen = 1``).
+
+        From ``w_ret / p_ret + w_gen / p_gen < 1 / hm_threshold`` and ``p_gen <= 1``.
+        """
+        room = 1.0 / self.hm_threshold - (1.0 - self.w_ret)
+        return self.w_ret / room if room > 0 else math.inf
+
+    def retrieval_pvalues(self, r_ret: Sequence[float] | np.ndarray | float) -> np.ndarray:
+        """Conformal p-values of chunk nonconformity scores."""
+        return conformal_pvalues(self.ret_calibration, np.atleast_1d(_as_array(r_ret)))
+
+    def generation_pvalues(self, r_gen: Sequence[float] | np.ndarray | float) -> np.ndarray:
+        """Conformal p-values of cluster scores (``-confidence``)."""
+        return conformal_pvalues(self.gen_calibration, np.atleast_1d(_as_array(r_gen)))
+
+    def retrieval_mask(self, r_ret: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Chunks that can contribute an answer (a superset: the pair rule decides)."""
+        return self.retrieval_pvalues(r_ret) > self.min_retrieval_pvalue * (1.0 - 1e-12)
+
+    def include_pvalues(
+        self, p_ret: Sequence[float] | np.ndarray | float, p_gen: Sequence[float] | np.ndarray | float
+    ) -> np.ndarray:
+        """Elementwise decision from p-values: ``HM_w > hm_threshold``."""
+        return weighted_harmonic_mean(p_ret, p_gen, self.w_ret) > self.hm_threshold
+
+    def include(
+        self, r_ret: Sequence[float] | np.ndarray | float, r_gen: Sequence[float] | np.ndarray | float
+    ) -> np.ndarray:
+        """Elementwise: is the pair (chunk score ``r_ret``, cluster score ``r_gen``) in the set?"""
+        shape = np.broadcast(_as_array(r_ret), _as_array(r_gen)).shape
+        p_r = self.retrieval_pvalues(np.ravel(r_ret)).reshape(np.shape(r_ret))
+        p_g = self.generation_pvalues(np.ravel(r_gen)).reshape(np.shape(r_gen))
+        return np.broadcast_to(self.include_pvalues(p_r, p_g), shape)
+
+
+def harmonic_mean_rule(
+    ret_scores: Sequence[float] | np.ndarray,
+    gen_scores: Sequence[float] | np.ndarray,
+    alpha: float,
+    *,
+    w_ret: float = 0.5,
+    asymptotic: bool = False,
+) -> HarmonicMeanRule:
+    """TRAC's weighted harmonic-mean p-value combination of the two stages.
+
+    With conformal p-values ``p_ret`` (of the chunk) and ``p_gen`` (of the
+    cluster) and ``HM_w = 1 / (w_ret / p_ret + w_gen / p_gen)``, the default
+    rule includes the pair iff ``K * HM_w > alpha`` with ``K = 2``.
+
+    **Why K = 2 is finite-sample valid under any dependence.** Since
+    ``w_ret + w_gen = 1``,
+    ``1 / HM_w = sum_i w_i / p_i <= K * max_i (w_i / p_i)``, so
+    ``K * HM_w >= min_i (p_i / w_i)``. For the true pair, each conformal
+    p-value is super-uniform, ``P(p_i <= t) <= t`` (exchangeability,
+    marginally over calibration and test). Exclusion means
+    ``K * HM_w <= alpha``, hence ``p_i <= w_i * alpha`` for some ``i``, so
+    ``P(excluded) <= sum_i w_i * alpha = alpha``, whatever the joint law of
+    ``(p_ret, p_gen)``.
+
+    **K = 2 cannot be lowered in general.** With equal weights and
+    ``b = alpha / 4``, couple two uniform p-values so that a small ``p_ret``
+    (``< b``) comes with a large ``p_gen`` and vice versa, ``p_gen = 4b - p_ret``
+    when ``p_ret`` lies in ``[b, 3b]``, and both are ``>= 3b`` otherwise (both
+    marginals stay uniform). Then ``2 * HM_w <= alpha`` on a set of probability
+    exactly ``4b = alpha``; with any factor ``c < 2`` in place of 2 the same
+    construction (with ``b = alpha / (2c)``) excludes with probability
+    ``2 * alpha / c > alpha``. ``tests/unit/test_combination.py`` simulates it.
+
+    **What it costs.** ``K * HM_w >= min_i (p_i / w_i)`` also means the rule
+    keeps every pair that Bonferroni with ``alpha_ret = w_ret * alpha`` keeps:
+    its sets are never smaller than those of the matching Bonferroni split.
+
+    ``asymptotic=True`` instead uses Wilson's (2019) Landau threshold
+    ``alpha_L`` (:func:`hmp_asymptotic_threshold`, about ``0.078`` for
+    ``alpha = 0.1``): include iff ``HM_w > alpha_L``. This is what TRAC used;
+    its guarantee is only asymptotic in the number of tests and does not hold
+    in finite samples for ``L = 2`` under adversarial dependence.
+
+    Parameters
+    ----------
+    ret_scores, gen_scores : array of float
+        Calibration scores of each stage (``+inf`` misses kept).
+    alpha : float
+        End-to-end miscoverage.
+    w_ret : float, default 0.5
+        Retrieval weight in (0, 1); ``w_gen = 1 - w_ret``.
+    asymptotic : bool, default False
+        Use Wilson's asymptotic threshold (no finite-sample guarantee).
+
+    Examples
+    --------
+    >>> rule = harmonic_mean_rule(list(range(1, 100)), [-(i / 100) for i in range(1, 100)], 0.1)
+    >>> rule.hm_threshold
+    0.05
+    >>> rule.include([1.0, 200.0], [-0.9, -0.9]).tolist()
+    [True, False]
+    """
+    alpha = check_alpha(alpha)
+    w = _check_weight(w_ret)
+    threshold = hmp_asymptotic_threshold(alpha, 2) if asymptotic else alpha / HMP_FACTOR
+    return HarmonicMeanRule(
+        alpha=alpha,
+        w_ret=w,
+        asymptotic=bool(asymptotic),
+        hm_threshold=float(threshold),
+        ret_calibration=np.sort(check_scores(ret_scores)),
+        gen_calibration=np.sort(check_scores(gen_scores)),
+    )
+
+
+# --------------------------------------------------------------------------- per-question decision
+
+Rule = BonferroniThresholds | PACThresholds | HarmonicMeanRule
+
+
+@dataclass(frozen=True)
+class IncludedPair:
+    """One (chunk, answer cluster) pair in the end-to-end set, with its p-values for HMP."""
+
+    chunk_id: str
+    cluster: AnswerCluster
+    p_ret: float | None = None
+    p_gen: float | None = None
+
+
+@dataclass(frozen=True)
+class EndToEndDecision:
+    """Which (chunk, answer-cluster) pairs a question's answer set includes.
+
+    Attributes
+    ----------
+    method : str
+        ``"bonferroni"``, ``"pac"``, ``"hmp"`` or ``"hmp-asymptotic"``.
+    guarantee : str
+        The kind of guarantee the rule gives.
+    retrieval_set : tuple of str
+        The chunks kept by the retrieval stage (for HMP, those that could contribute).
+    pairs : tuple of IncludedPair
+        The included pairs, in retrieval order then cluster order.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.core.clustering import cluster_answers
+    >>> t = BonferroniThresholds(0.1, 0.05, 0.05, q_ret=0.5, q_gen=-0.25)
+    >>> cl = {"c1": cluster_answers(["Paris", "Paris", "Lyon", "Nice"], method="exact")}
+    >>> d = decide_end_to_end(t, ["c1", "c2"], [0.2, 0.9], cl)
+    >>> d.retrieval_set, [p.cluster.representative for p in d.pairs]
+    (('c1',), ['Paris', 'Lyon', 'Nice'])
+    >>> [(a.representative, a.chunk_ids) for a in d.answer_set(method="exact")]
+    [('Paris', ('c1',)), ('Lyon', ('c1',)), ('Nice', ('c1',))]
+    """
+
+    method: str
+    guarantee: str
+    retrieval_set: tuple[str, ...]
+    pairs: tuple[IncludedPair, ...]
+
+    def by_chunk(self) -> dict[str, list[AnswerCluster]]:
+        """Included clusters per chunk (every retrieval-set chunk appears, maybe with none)."""
+        out: dict[str, list[AnswerCluster]] = {cid: [] for cid in self.retrieval_set}
+        for p in self.pairs:
+            out.setdefault(p.chunk_id, []).append(p.cluster)
+        return out
+
+    def answer_set(
+        self,
+        *,
+        method: Method = "rougeL",
+        tau: float | None = None,
+        embed: Callable[[list[str]], np.ndarray] | None = None,
+    ) -> list[AnswerCluster]:
+        """The de-duplicated answer set (:func:`~.clustering.merge_clusters` of the pairs)."""
+        return merge_clusters(self.by_chunk(), method=method, tau=tau, embed=embed)
+
+    @property
+    def abstains(self) -> bool:
+        """True when the set is empty or holds only "I don't know" clusters."""
+        return all(p.cluster.abstention for p in self.pairs)
+
+
+def decide_end_to_end(
+    rule: Rule,
+    chunk_ids: Sequence[str],
+    ret_nonconformity: Sequence[float] | np.ndarray,
+    clusters_by_chunk: Mapping[str, Sequence[AnswerCluster]],
+) -> EndToEndDecision:
+    """Apply a combination rule to one question's candidate chunks and their clusters.
+
+    Parameters
+    ----------
+    rule : BonferroniThresholds, PACThresholds or HarmonicMeanRule
+    chunk_ids : sequence of str
+        The candidate chunks, best first.
+    ret_nonconformity : array of float
+        Each candidate's retrieval nonconformity as if it were gold
+        (:func:`~.retrieval_scores.candidate_nonconformity`).
+    clusters_by_chunk : mapping
+        Clusters of the samples generated with each chunk. Every chunk that
+        passes ``rule.retrieval_mask`` must be present; others may be omitted
+        (they need no LLM call).
+
+    Returns
+    -------
+    EndToEndDecision
+    """
+    ids = [str(c) for c in chunk_ids]
+    r_ret = _as_array(ret_nonconformity)
+    if r_ret.shape != (len(ids),):
+        raise ConformalError(f"Got {len(ids)} chunk ids but {r_ret.size} retrieval scores.")
+    keep = rule.retrieval_mask(r_ret) if ids else np.zeros(0, dtype=bool)
+    retrieval_set = tuple(cid for cid, k in zip(ids, keep, strict=True) if k)
+    missing = [cid for cid in retrieval_set if cid not in clusters_by_chunk]
+    if missing:
+        raise ConformalError(
+            f"No answer clusters for retrieved chunk(s) {missing[:5]}: generate answers for every chunk that "
+            "passes rule.retrieval_mask, or the guarantee is lost."
+        )
+    hmp = isinstance(rule, HarmonicMeanRule)
+    p_ret_all = rule.retrieval_pvalues(r_ret) if hmp and ids else None
+    pairs: list[IncludedPair] = []
+    for idx, (cid, k) in enumerate(zip(ids, keep, strict=True)):
+        if not k:
+            continue
+        clusters = list(clusters_by_chunk[cid])
+        if not clusters:
+            continue
+        r_gen = np.array([c.score for c in clusters])
+        if hmp:
+            assert p_ret_all is not None
+            p_gen = rule.generation_pvalues(r_gen)
+            p_r = float(p_ret_all[idx])
+            mask = rule.include_pvalues(np.full(len(clusters), p_r), p_gen)
+            pairs += [IncludedPair(cid, c, p_r, float(pg)) for c, pg, m in zip(clusters, p_gen, mask, strict=True) if m]
+        else:
+            mask = rule.include(np.full(len(clusters), r_ret[idx]), r_gen)
+            pairs += [IncludedPair(cid, c) for c, m in zip(clusters, mask, strict=True) if m]
+    method = rule.method + ("-asymptotic" if hmp and rule.asymptotic else "")
+    return EndToEndDecision(method=method, guarantee=rule.guarantee, retrieval_set=retrieval_set, pairs=tuple(pairs))
