@@ -58,7 +58,7 @@ def default_llm(temperature: float = 1.0) -> Any:
         "temperature": temperature,
         "max_tokens": 32,
         "timeout": 60.0,
-        "max_retries": 3,
+        "max_retries": 1,  # the samplers retry with backoff themselves
     }
     if _completion_mode():
         from langchain_openai import OpenAI

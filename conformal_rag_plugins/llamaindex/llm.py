@@ -65,5 +65,5 @@ def default_llm(temperature: float = 1.0) -> Any:
         max_tokens=32,
         additional_kwargs={"stop": ["\n"]} if completion else {},
         timeout=60.0,
-        max_retries=3,
+        max_retries=1,  # the samplers retry with backoff themselves
     )

@@ -36,12 +36,14 @@ def openai_settings() -> dict[str, str] | None:
     """``{"api_key", "base_url", "model"}`` when the user configured OpenAI or a compatible server.
 
     Reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``CONFORMAL_RAG_OPENAI_MODEL``
-    (default ``gpt-4o-mini``); ``None`` when no key is set.
+    (default ``gpt-4o-mini``); ``None`` when neither a key nor a base URL is set.
     """
     key = os.environ.get("OPENAI_API_KEY")
-    if not key:
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    if not key and not base_url:
         return None
-    out = {"api_key": key, "model": os.environ.get("CONFORMAL_RAG_OPENAI_MODEL", "gpt-4o-mini")}
-    if os.environ.get("OPENAI_BASE_URL"):
-        out["base_url"] = os.environ["OPENAI_BASE_URL"]
+    # A self-hosted server without auth (vLLM, llama.cpp) still needs some key for the client.
+    out = {"api_key": key or "sk-no-key", "model": os.environ.get("CONFORMAL_RAG_OPENAI_MODEL", "gpt-4o-mini")}
+    if base_url:
+        out["base_url"] = base_url
     return out
