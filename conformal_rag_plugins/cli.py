@@ -28,6 +28,10 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="conformal_rag_output", help="where the calibration JSON is written")
     d.add_argument("--pool-size", type=int, default=50)
     d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--no-answers", action="store_true", help="skip the answer-set part (local LLM)")
+    d.add_argument("--answer-alpha", type=float, default=0.6, help="end-to-end alpha of the answer sets")
+    d.add_argument("--answer-alpha-retrieval", type=float, default=0.1, help="retrieval share of --answer-alpha")
+    d.add_argument("--samples", type=int, default=5, help="answers sampled per chunk")
 
     e = sub.add_parser("evaluate", help="repeated-split coverage and set size on corpus/qa JSONL")
     e.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
@@ -60,6 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 out=args.out,
                 pool_size=args.pool_size,
                 seed=args.seed,
+                answers=not args.no_answers,
+                answer_alpha=args.answer_alpha,
+                answer_alpha_retrieval=args.answer_alpha_retrieval,
+                n_samples=args.samples,
             )
         else:
             from .apps.evaluate import run_evaluate

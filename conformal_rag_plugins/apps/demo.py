@@ -36,6 +36,11 @@ def run_demo(
     out: str | Path = "conformal_rag_output",
     pool_size: int = 50,
     seed: int = 0,
+    answers: bool = True,
+    answer_alpha: float = 0.6,
+    answer_alpha_retrieval: float = 0.1,
+    answer_questions: int = 30,
+    n_samples: int = 5,
 ) -> dict[str, object]:
     """Index, calibrate on half the questions, evaluate on the other half, and print."""
     from llama_index.core.schema import MetadataMode
@@ -104,4 +109,64 @@ def run_demo(
             mark = "*" if n.node.node_id in ex.gold_ids else " "
             text = n.node.get_content(metadata_mode=MetadataMode.NONE)[:90].replace("\n", " ")
             print(f"  {mark} {n.score:.3f}  {n.node.node_id:<28} {text}...")
-    return {"rows": rows, "calibration": str(path)}
+    result: dict[str, object] = {"rows": rows, "calibration": str(path)}
+    if answers:
+        result["answer_sets"] = _answer_sets(
+            bundle.host, cal, cal_q[:answer_questions], test_q[:3], out, answer_alpha, answer_alpha_retrieval, n_samples
+        )
+    return result
+
+
+def _answer_sets(
+    host, retrieval_cal, cal_q, show_q, out: Path, alpha: float, alpha_retrieval: float, n_samples: int
+) -> list[dict]:
+    """Calibrate answer sets with the local Gemma 3 270M and show three of them."""
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from ..generation import SampleCache
+    from ..llamaindex import ConformalAnswerSetSynthesizer, ConformalRetriever, calibrate_answer_sets
+    from ..llamaindex.llm import default_llm
+
+    llm = default_llm(temperature=1.0)
+    cache = SampleCache(default_cache_dir() / "samples.sqlite")
+    print(
+        f"\nAnswer sets (alpha={alpha} end to end, Bonferroni: {alpha_retrieval} retrieval + "
+        f"{alpha - alpha_retrieval:.2g} generation, M={n_samples} samples per chunk, "
+        f"{type(llm).__name__}); calibrating the generator on {len(cal_q)} questions..."
+    )
+    as_cal = calibrate_answer_sets(
+        host,
+        llm,
+        cal_q,
+        confidence_level=1 - alpha,
+        alpha_retrieval=alpha_retrieval,
+        n_samples=n_samples,
+        retrieval_calibration=retrieval_cal,
+        cache=cache,
+        max_concurrency=1,
+    )
+    as_path = as_cal.save(out / "answer_sets.json")
+    print(f"  {as_cal.summary()}\n  saved to {as_path}")
+    if not as_cal.guaranteed_:
+        print(
+            f"  NOTE: the generator's coverage ceiling ({as_cal.coverage_ceiling_:.2f}) is below 1-alpha_gen "
+            f"({1 - as_cal.alpha_generation_:.2f}): this LLM cannot reach the target, so the sets below keep every "
+            "sampled answer and are marked guaranteed=False."
+        )
+    engine = RetrieverQueryEngine(
+        retriever=ConformalRetriever(retriever=host, calibration=as_cal),
+        response_synthesizer=ConformalAnswerSetSynthesizer(llm=llm, calibration=as_cal, cache=cache, max_concurrency=1),
+    )
+    shown = []
+    for ex in show_q:
+        response = engine.query(ex.question)
+        meta = response.metadata or {}
+        print(f"\nQ: {ex.question}  (reference: {ex.answers[0] if ex.answers else '-'})")
+        print(
+            f"  response: {response.response!r}  abstained={meta.get('abstained')} "
+            f"guaranteed={meta.get('guaranteed')} chunks={meta.get('retrieval_set')}"
+        )
+        for a in meta.get("answer_set", []):
+            print(f"    {a['confidence']:.2f}  {a['text']!r}  from {', '.join(a['chunk_ids'])}")
+        shown.append(meta)
+    return shown

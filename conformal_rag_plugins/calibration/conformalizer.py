@@ -43,8 +43,8 @@ class RetrievalConformalizer:
     >>> obs = [PoolObservation(np.array([1.0, 0.5 - i / 100]), (1,)) for i in range(20)]
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
     >>> cal = RetrievalConformalizer(0.9).conformalize(obs, fingerprint=fp, pool_size=2).calibration_
-    >>> round(cal.threshold_, 2)
-    0.69
+    >>> round(cal.threshold_, 2)  # scores 0.50..0.69 (n = 20): the ceil(21 * 0.9) = 19th smallest
+    0.68
     """
 
     def __init__(

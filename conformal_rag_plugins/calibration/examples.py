@@ -79,11 +79,12 @@ class CalibrationExample:
         known = {"question", "gold_ids", "gold_texts", "answers", "id", "is_impossible", "metadata"}
         extra = {k: v for k, v in data.items() if k not in known}
         meta = dict(data.get("metadata") or {}) | extra
+        # a bare string stays one id/text/answer (__post_init__ wraps it); tuple("ab") would split it into letters
         return cls(
             question=data["question"],
-            gold_ids=tuple(data.get("gold_ids") or ()),
-            gold_texts=tuple(data.get("gold_texts") or ()),
-            answers=tuple(data.get("answers") or ()),
+            gold_ids=data.get("gold_ids") or (),
+            gold_texts=data.get("gold_texts") or (),
+            answers=data.get("answers") or (),
             id=data.get("id"),
             is_impossible=bool(data.get("is_impossible", False)),
             metadata=meta,

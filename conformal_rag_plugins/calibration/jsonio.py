@@ -71,4 +71,6 @@ def read_checked(path: str | Path, kind: str, schema_version: int) -> dict[str, 
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise CalibrationIntegrityError(f"{path} is not valid JSON ({exc.msg}); it is corrupted.") from exc
+    except UnicodeDecodeError as exc:  # binary garbage (or a pickle) is corrupted too, not a codec problem
+        raise CalibrationIntegrityError(f"{path} is not UTF-8 JSON; it is corrupted.") from exc
     return verify(data, kind, schema_version)
