@@ -12,7 +12,7 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, GuaranteeCutWarning
@@ -59,6 +59,18 @@ class ConformalRetriever(BaseRetriever):
     max_k: int | None = Field(default=None, ge=1)
     k: int | None = Field(default=None, ge=1)
     check_fingerprint: bool = True
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            # pydantic wraps a ValueError raised by a validator; surface ours (FingerprintMismatchError,
+            # crossed min_k/max_k, host count) unwrapped, as the LlamaIndex adapter raises them.
+            for err in exc.errors():
+                cause = (err.get("ctx") or {}).get("error")
+                if isinstance(cause, ConformalError):
+                    raise cause from None
+            raise
 
     @model_validator(mode="before")
     @classmethod
