@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel, BaseLLM
@@ -15,8 +14,8 @@ from ..generation import (
     FEW_SHOT_TEMPLATE,
     Sample,
     SampleCache,
-    call_with_retries,
 )
+from ..generation.draw import draw_samples
 
 __all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LangChainSampler", "model_id"]
 
@@ -57,6 +56,7 @@ class LangChainSampler:
 
     Examples
     --------
+    >>> import asyncio
     >>> from langchain_core.language_models import FakeListChatModel
     >>> sampler = LangChainSampler(FakeListChatModel(responses=["Rollo"]), n_samples=2)
     >>> [s.text for s in asyncio.run(sampler.asample("Who?", "Rollo led them."))]
@@ -101,22 +101,19 @@ class LangChainSampler:
             getattr(self.model, "temperature", None),
             self.n_samples,
         )
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return hit
         value = self.prompt.invoke({"context": context, "question": question})
-        semaphore = asyncio.Semaphore(self.max_concurrency)
 
-        async def one() -> Sample:
-            async def call() -> Sample:
-                async with semaphore:
-                    if isinstance(self.model, BaseLLM):
-                        return _llm_result_sample(await self.model.agenerate_prompt([value]))
-                    return _to_sample(await self.model.ainvoke(value))
+        async def call() -> Sample:
+            if isinstance(self.model, BaseLLM):
+                return _llm_result_sample(await self.model.agenerate_prompt([value]))
+            return _to_sample(await self.model.ainvoke(value))
 
-            got = await call_with_retries(call, retries=self.retries, timeout=self.timeout)
-            return got if got is not None else Sample("", failed=True)
-
-        samples = list(await asyncio.gather(*(one() for _ in range(self.n_samples))))
-        if self.cache is not None and not all(s.failed for s in samples):
-            self.cache.put(key, samples)
-        return samples
+        return await draw_samples(
+            call,
+            n=self.n_samples,
+            max_concurrency=self.max_concurrency,
+            retries=self.retries,
+            timeout=self.timeout,
+            cache=self.cache,
+            key=key,
+        )

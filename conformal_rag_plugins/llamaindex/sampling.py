@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from llama_index.core.base.llms.base import BaseLLM
@@ -15,8 +14,8 @@ from ..generation import (
     FEW_SHOT_TEMPLATE,
     Sample,
     SampleCache,
-    call_with_retries,
 )
+from ..generation.draw import draw_samples
 
 __all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LlamaIndexSampler", "model_id"]
 
@@ -53,6 +52,7 @@ class LlamaIndexSampler:
 
     Examples
     --------
+    >>> import asyncio
     >>> from llama_index.core.llms import MockLLM
     >>> sampler = LlamaIndexSampler(MockLLM(max_tokens=2), n_samples=3)
     >>> len(asyncio.run(sampler.asample("Who?", "Rollo led them.")))
@@ -92,20 +92,6 @@ class LlamaIndexSampler:
             return "\n".join(str(m.content) for m in self.chat_prompt.message_templates)
         return self.completion_prompt.get_template()
 
-    async def _one(self, question: str, context: str, semaphore: asyncio.Semaphore) -> Sample:
-        async def call() -> Sample:
-            async with semaphore:
-                if self.is_chat:
-                    messages = self.chat_prompt.format_messages(context=context, question=question)
-                    resp = await self.llm.achat(messages)
-                    return Sample.clean(str(resp.message.content or ""), *_usage(resp.raw))
-                prompt = self.completion_prompt.format(context=context, question=question)
-                resp = await self.llm.acomplete(prompt, formatted=True)
-                return Sample.clean(resp.text, *_usage(resp.raw))
-
-        got = await call_with_retries(call, retries=self.retries, timeout=self.timeout)
-        return got if got is not None else Sample("", failed=True)
-
     async def asample(self, question: str, context: str) -> list[Sample]:
         """``n_samples`` answers, from the cache when present."""
         key = SampleCache.key(
@@ -116,10 +102,22 @@ class LlamaIndexSampler:
             getattr(self.llm, "temperature", None),
             self.n_samples,
         )
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return hit
-        semaphore = asyncio.Semaphore(self.max_concurrency)
-        samples = list(await asyncio.gather(*(self._one(question, context, semaphore) for _ in range(self.n_samples))))
-        if self.cache is not None and not all(s.failed for s in samples):
-            self.cache.put(key, samples)
-        return samples
+
+        async def call() -> Sample:
+            if self.is_chat:
+                messages = self.chat_prompt.format_messages(context=context, question=question)
+                resp = await self.llm.achat(messages)
+                return Sample.clean(str(resp.message.content or ""), *_usage(resp.raw))
+            prompt = self.completion_prompt.format(context=context, question=question)
+            resp = await self.llm.acomplete(prompt, formatted=True)
+            return Sample.clean(resp.text, *_usage(resp.raw))
+
+        return await draw_samples(
+            call,
+            n=self.n_samples,
+            max_concurrency=self.max_concurrency,
+            retries=self.retries,
+            timeout=self.timeout,
+            cache=self.cache,
+            key=key,
+        )
