@@ -19,16 +19,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import time
 import warnings
 from pathlib import Path
 
 from conformal_rag_plugins.apps.hosts import build_host
+from conformal_rag_plugins.apps.sample_rows import build_rows
 from conformal_rag_plugins.calibration.examples import split_examples
 from conformal_rag_plugins.generation import SampleCache
-from conformal_rag_plugins.llamaindex.host import pool_from_nodes
 from conformal_rag_plugins.llamaindex.llm import local_llm
 from conformal_rag_plugins.llamaindex.sampling import LlamaIndexSampler
 from conformal_rag_plugins.local.chroma import chroma_client
@@ -60,30 +59,19 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with args.out.open("w", encoding="utf-8") as fh:
-        for i, ex in enumerate(questions):
-            pool, _ = pool_from_nodes(bundle.host.retrieve(ex.question))
-            chunk_ids = list(dict.fromkeys([*pool.ids[: args.top], *ex.gold_ids]))
-            samples, tokens = {}, {}
-            for cid in chunk_ids:
-                got = asyncio.run(sampler.asample(ex.question, texts[cid]))
-                samples[cid] = [s.text for s in got]
-                tokens[cid] = [sum(s.prompt_tokens for s in got), sum(s.completion_tokens for s in got)]
-            row = {
-                "id": ex.id,
-                "question": ex.question,
-                "answers": list(ex.answers),
-                "gold_ids": list(ex.gold_ids),
-                "pool": [
-                    {"id": cid, "score": float(s)}
-                    for cid, s in zip(pool.ids[: args.pool], pool.scores[: args.pool], strict=True)
-                ],
-                "samples": samples,
-                "tokens": tokens,
-            }
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        for start in range(0, len(questions), 10):
+            for row in build_rows(
+                questions[start : start + 10],
+                bundle.fetch,
+                texts,
+                sampler.asample,
+                top=args.top,
+                pool=args.pool,
+                progress=False,
+            ):
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             fh.flush()
-            if i % 10 == 0:
-                print(f"{i + 1}/{len(questions)} questions, {time.perf_counter() - t0:.0f}s", flush=True)
+            print(f"{start + 10}/{len(questions)} questions, {time.perf_counter() - t0:.0f}s", flush=True)
 
 
 if __name__ == "__main__":

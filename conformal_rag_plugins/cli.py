@@ -45,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--framework", choices=["llamaindex", "langchain"], default="llamaindex")
     e.add_argument("--pool-size", type=int, default=50)
     e.add_argument("--json", dest="json_out", required=True, help="output JSON path")
+    e.add_argument("--answers", action="store_true", help="evaluate end-to-end answer sets instead of retrieval")
+    e.add_argument("--llm", choices=["local", "openai"], default="local", help="with --answers")
+    e.add_argument("--samples", type=int, default=6, help="answers sampled per chunk (with --answers)")
+    e.add_argument("--max-questions", type=int, default=100, help="answerable questions used (with --answers)")
     return p
 
 
@@ -69,6 +73,36 @@ def main(argv: Sequence[str] | None = None) -> int:
                 answer_alpha_retrieval=args.answer_alpha_retrieval,
                 n_samples=args.samples,
             )
+        elif args.answers:
+            from .apps.evaluate_answers import run_evaluate_answers
+            from .apps.tables import markdown_table
+
+            report = run_evaluate_answers(
+                args.corpus,
+                args.qa,
+                args.alpha,
+                llm=args.llm,
+                samples=args.samples,
+                max_questions=args.max_questions,
+                trials=args.trials,
+                seed=args.seed,
+                json_out=args.json_out,
+            )
+            print(
+                markdown_table(
+                    report["results"],
+                    [
+                        "subset",
+                        "alpha",
+                        "method",
+                        "mean_coverage",
+                        "mean_set_size_sem",
+                        "abstention_rate",
+                        "hallucination_rate",
+                    ],
+                )
+            )
+            print(json.dumps({k: v for k, v in report.items() if k != "results"}))
         else:
             from .apps.evaluate import run_evaluate
             from .apps.tables import markdown_table

@@ -26,7 +26,7 @@ from ..core.errors import InfiniteThresholdWarning
 from ..core.generation_scores import generation_score
 from ..core.retrieval_scores import candidate_nonconformity, nonconformity
 
-__all__ = ["METHODS", "PreparedQuestion", "evaluate_methods", "prepare_rows"]
+__all__ = ["METHODS", "PreparedQuestion", "evaluate_abstention", "evaluate_methods", "prepare_rows"]
 
 METHODS = ("bonferroni", "bonferroni-bo", "hmp", "hmp-bo", "bonferroni-pac", "bonferroni-bo-pac")
 
@@ -196,4 +196,44 @@ def evaluate_methods(
             if k in e:
                 row[f"mean_{k}"] = float(np.mean(e[k]))
         rows.append(row)
+    return rows
+
+
+def evaluate_abstention(
+    calibration: Sequence[PreparedQuestion],
+    unanswerable: Sequence[PreparedQuestion],
+    alphas: Sequence[float],
+    *,
+    methods: Sequence[str] = ("bonferroni", "hmp", "bonferroni-pac"),
+    delta: float = 0.1,
+) -> list[dict[str, Any]]:
+    """Calibrate on answerable questions, then test on unanswerable ones (correct = the set abstains).
+
+    Rows carry ``"subset": "unanswerable"``; ``mean_coverage`` is the share of sets holding
+    "I don't know", and ``hallucination_rate`` the share answering with something else only.
+    """
+    rows = []
+    for alpha in alphas:
+        for method in methods:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", InfiniteThresholdWarning)
+                rule = _rule(method, calibration, alpha, delta=delta)
+            metrics = [
+                evaluate_answer_set(s, q.answers) for s, q in zip(_sets(rule, unanswerable), unanswerable, strict=True)
+            ]
+            rows.append(
+                {
+                    "subset": "unanswerable",
+                    "alpha": alpha,
+                    "method": method,
+                    "mean_coverage": float(np.mean([m.covered for m in metrics])) if metrics else 0.0,
+                    "mean_set_size_ans": float(np.mean([m.sizes.ans for m in metrics])) if metrics else 0.0,
+                    "mean_set_size_ext": float(np.mean([m.sizes.ext for m in metrics])) if metrics else 0.0,
+                    "mean_set_size_rou": float(np.mean([m.sizes.rou for m in metrics])) if metrics else 0.0,
+                    "mean_set_size_sem": float(np.mean([m.sizes.sem for m in metrics])) if metrics else 0.0,
+                    "abstention_rate": float(np.mean([m.abstains for m in metrics])) if metrics else 0.0,
+                    "hallucination_rate": float(np.mean([m.hallucinates for m in metrics])) if metrics else 0.0,
+                    "trials": 1,
+                }
+            )
     return rows

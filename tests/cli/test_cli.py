@@ -1,0 +1,58 @@
+"""The ``conformal-rag`` command as a user runs it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conformal_rag_plugins.cli import main
+from conformal_rag_plugins.local.data import bundled_corpus_paths, bundled_qa_path
+
+
+def _args(tmp_path, *extra: str) -> list[str]:
+    corpus, distractors = bundled_corpus_paths()
+    return [
+        "evaluate",
+        "--corpus",
+        str(corpus),
+        "--corpus",
+        str(distractors),
+        "--qa",
+        str(bundled_qa_path()),
+        "--json",
+        str(tmp_path / "out.json"),
+        *extra,
+    ]
+
+
+@pytest.mark.integration
+def test_evaluate_writes_the_documented_json(tmp_path, capsys) -> None:
+    code = main(
+        _args(tmp_path, "--alpha", "0.1", "--alpha", "0.05", "--trials", "20", "--seed", "3", "--pac-delta", "0.1")
+    )
+    assert code == 0
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report["n_questions"] == 705
+    methods = {r["method"] for r in report["results"]}
+    assert {"split", "pac", "conflare", "topk@1", "topk@5", "topk@10"} <= methods
+    for row in report["results"]:
+        assert set(row) >= {
+            "alpha",
+            "method",
+            "mean_coverage",
+            "std_coverage",
+            "mean_set_size",
+            "median_set_size",
+            "trials",
+        }
+        assert row["trials"] == 20
+    split = {r["alpha"]: r for r in report["results"] if r["method"] == "split"}
+    assert split[0.1]["mean_coverage"] >= 0.9 - 0.02 and split[0.1]["mean_set_size"] <= 2.5
+    assert split[0.05]["mean_coverage"] >= 0.95 - 0.02
+    assert "| alpha | method |" in capsys.readouterr().out
+
+
+def test_bad_alpha_is_a_clear_error(tmp_path, capsys) -> None:
+    assert main(_args(tmp_path, "--alpha", "1.5")) == 2
+    assert "strictly between 0 and 1" in capsys.readouterr().err
