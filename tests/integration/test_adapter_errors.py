@@ -1,0 +1,133 @@
+"""Bad input through both adapters on the real stack: clear, typed errors instead of silent wrong sets."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformal_rag_plugins.calibration import CalibrationExample
+from conformal_rag_plugins.core import CalibrationError, ConformalError, FingerprintMismatchError
+from conformal_rag_plugins.langchain import ConformalRetriever as LCRetriever
+from conformal_rag_plugins.langchain import calibrate_retriever as lc_calibrate
+from conformal_rag_plugins.llamaindex import ConformalRetriever as LIRetriever
+from conformal_rag_plugins.llamaindex import calibrate_retriever as li_calibrate
+
+pytestmark = pytest.mark.integration
+
+BAD_ID = "Normans#9999-typo"
+
+
+@pytest.fixture(scope="module")
+def li_host(host_factory):
+    return host_factory("llamaindex", "hybrid").host
+
+
+@pytest.fixture(scope="module")
+def lc_host(host_factory):
+    return host_factory("langchain", "hybrid").host
+
+
+def _with_bad_id(examples):
+    return [*examples[:20], CalibrationExample("Where is Normandy?", gold_ids=(BAD_ID,))]
+
+
+def test_unknown_gold_id_is_named(li_host, lc_host, li_index, lc_store, dropin_examples):
+    for calibrate, host in (
+        (li_calibrate, li_host),
+        (li_calibrate, li_index),
+        (lc_calibrate, lc_host),
+        (lc_calibrate, lc_store),
+    ):
+        with pytest.raises(CalibrationError, match=BAD_ID) as info:
+            calibrate(host, _with_bad_id(dropin_examples), progress=False)
+        assert "1 gold chunk id(s) are not in the store" in str(info.value)
+
+
+def test_no_examples(li_host, lc_host):
+    for calibrate, host in ((li_calibrate, li_host), (lc_calibrate, lc_host)):
+        with pytest.raises(CalibrationError, match="No calibration examples"):
+            calibrate(host, [], progress=False)
+    unlabeled = [CalibrationExample("Who ruled Normandy?")]
+    with pytest.raises(CalibrationError, match="neither gold ids nor gold texts"):
+        li_calibrate(li_host, unlabeled, progress=False)
+
+
+def test_too_few_examples_for_the_level(li_host, dropin_examples):
+    with pytest.raises(CalibrationError, match="too few"):
+        li_calibrate(li_host, dropin_examples[:5], confidence_level=0.9, progress=False)
+
+
+def test_llamaindex_calibration_on_langchain_store(li_index_calibration, lc_store):
+    with pytest.raises(FingerprintMismatchError) as info:
+        LCRetriever(vectorstore=lc_store, calibration=li_index_calibration)
+    text = str(info.value)
+    assert "framework: calibrated with 'llamaindex', used with 'langchain'" in text
+    assert "score_scale: calibrated with 'exp(-distance)', used with '1-distance'" in text
+
+
+def test_langchain_calibration_on_llamaindex_index(lc_store_calibration, li_index):
+    with pytest.raises(FingerprintMismatchError, match="framework"):
+        LIRetriever(index=li_index, calibration=lc_store_calibration)
+
+
+def test_chroma_calibration_on_simple_vector_store(li_index_calibration, squad_entries):
+    """Same embeddings, same passages, other store class: SimpleVectorStore reports raw cosine, not exp(-d)."""
+    from llama_index.core import VectorStoreIndex
+
+    from conformal_rag_plugins.llamaindex import MiniLMEmbedding
+    from conformal_rag_plugins.llamaindex.stack import nodes_from_entries
+
+    simple = VectorStoreIndex(nodes_from_entries(squad_entries[:40]), embed_model=MiniLMEmbedding())
+    assert type(simple.vector_store).__name__ == "SimpleVectorStore"
+    with pytest.raises(FingerprintMismatchError) as info:
+        LIRetriever(index=simple, calibration=li_index_calibration)
+    assert "store: calibrated with 'ChromaVectorStore', used with 'SimpleVectorStore'" in str(info.value)
+    LIRetriever(index=simple, calibration=li_index_calibration, check_fingerprint=False)  # explicit opt-out works
+
+
+def test_dense_versus_hybrid_host(li_hybrid_calibration, lc_hybrid_calibration, li_index_calibration, host_factory):
+    li_dense = host_factory("llamaindex", "dense").host
+    lc_dense = host_factory("langchain", "dense").host
+    with pytest.raises(FingerprintMismatchError, match=r"retriever: calibrated with 'fusion\(.*used with 'dense"):
+        LIRetriever(retriever=li_dense, calibration=li_hybrid_calibration)
+    with pytest.raises(FingerprintMismatchError, match=r"store: calibrated with 'ChromaVectorStore', used with 'Query"):
+        LIRetriever(retriever=host_factory("llamaindex", "hybrid").host, calibration=li_index_calibration)
+    with pytest.raises(
+        FingerprintMismatchError, match=r"store: calibrated with 'ScoredFusionRetriever.*used with 'Chroma'"
+    ):
+        LCRetriever(vectorstore=lc_dense, calibration=lc_hybrid_calibration)
+    # the BM25-only LangChain host is the fusion retriever with weight 0: a different pipeline, refused too
+    with pytest.raises(
+        FingerprintMismatchError, match=r"weight=0.5,k=50\)', used with 'hybrid\(method=zscore,weight=0,"
+    ):
+        LCRetriever(retriever=host_factory("langchain", "bm25").host, calibration=lc_hybrid_calibration)
+
+
+def test_pool_size_mismatch(li_index, li_index_calibration):
+    with pytest.raises(ConformalError, match="pool_size"):
+        LIRetriever(retriever=li_index.as_retriever(similarity_top_k=10), calibration=li_index_calibration)
+
+
+def test_crossed_k_bounds(li_host, lc_host, li_hybrid_calibration, lc_hybrid_calibration):
+    with pytest.raises(ConformalError, match=r"max_k \(2\) must be >= min_k \(5\)"):
+        LIRetriever(retriever=li_host, calibration=li_hybrid_calibration, min_k=5, max_k=2)
+    with pytest.raises(ConformalError, match=r"max_k \(2\) must be >= min_k \(5\)"):
+        LCRetriever(retriever=lc_host, calibration=lc_hybrid_calibration, min_k=5, max_k=2)
+    with pytest.raises(ConformalError, match=r"max_k \(1\) must be >= min_k \(3\)"):
+        LCRetriever(retriever=lc_host, calibration=lc_hybrid_calibration, min_k=3, k=1)
+
+
+def test_exactly_one_host(li_host, li_index, lc_host, lc_store, li_hybrid_calibration, lc_hybrid_calibration):
+    with pytest.raises(ConformalError, match="exactly one host"):
+        LIRetriever(li_hybrid_calibration)
+    with pytest.raises(ConformalError, match="exactly one host"):
+        LIRetriever(li_hybrid_calibration, index=li_index, retriever=li_host)
+    with pytest.raises(ConformalError, match="exactly one host"):
+        LCRetriever(calibration=lc_hybrid_calibration)
+    with pytest.raises(ConformalError, match="exactly one host"):
+        LCRetriever(calibration=lc_hybrid_calibration, vectorstore=lc_store, retriever=lc_host)
+
+
+def test_langchain_host_without_scores(lc_store, dropin_examples):
+    """A plain ``as_retriever()`` drops the scores; calibration refuses it instead of inventing scores."""
+    with pytest.raises(ConformalError, match=r"metadata\['score'\]"):
+        lc_calibrate(lc_store.as_retriever(search_kwargs={"k": 50}), dropin_examples[:20], progress=False)

@@ -1,0 +1,136 @@
+"""The Chroma server route: ``chroma run`` on loopback, ``chroma_client(host=..., port=...)``, both frameworks.
+
+The calibration made over HTTP must be the calibration made in-process on the same passages: the server only
+moves the index out of the process, it must not change a single score.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conformal_rag_plugins.apps.hosts import build_host
+from conformal_rag_plugins.calibration.driver import collect_observations
+from conformal_rag_plugins.core import conformal_quantile
+
+pytestmark = [pytest.mark.integration, pytest.mark.server]
+
+HOST = "127.0.0.1"
+STARTUP_TIMEOUT = 60.0
+N_PASSAGES = 300  # all 173 SQuAD paragraphs + 127 distractors
+N_CALIBRATION = 150
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _answers(port: int) -> bool:
+    for path in ("/api/v2/heartbeat", "/api/v1/heartbeat"):
+        try:
+            with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=2) as resp:
+                if resp.status == 200:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory):
+    """A ``chroma run`` process on a free loopback port; always stopped (terminate, then kill)."""
+    chroma = Path(sys.executable).with_name("chroma")
+    if not chroma.exists():
+        pytest.fail(f"the chroma CLI is not installed next to {sys.executable}")
+    port = _free_port()
+    data = tmp_path_factory.mktemp("chroma-server")
+    log = (data / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [str(chroma), "run", "--path", str(data / "db"), "--host", HOST, "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not _answers(port):
+            if proc.poll() is not None:
+                pytest.fail(f"chroma run exited with {proc.returncode}: {(data / 'server.log').read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"chroma run did not answer on {HOST}:{port} within {STARTUP_TIMEOUT:.0f} s")
+            time.sleep(0.25)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def entries(squad_entries):
+    return squad_entries[:N_PASSAGES]
+
+
+@pytest.fixture(scope="module")
+def examples(squad_questions, entries):
+    ids = {e.id for e in entries}
+    usable = [q for q in squad_questions if set(q.gold_ids) <= ids]
+    assert len(usable) == len(squad_questions)  # every gold passage is among the first 173
+    return usable
+
+
+@pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
+def test_calibrate_and_retrieve_over_http(chroma_server, framework, entries, examples):
+    from conformal_rag_plugins.local.chroma import chroma_client
+
+    client = chroma_client(host=HOST, port=chroma_server)
+    assert client.heartbeat() > 0
+    bundle = build_host(framework, "hybrid", entries, client=client)
+    collections = [getattr(c, "name", c) for c in client.list_collections()]
+    assert any(str(name).startswith(f"crp-{framework}-") for name in collections)
+    cal_set, held_out = examples[:N_CALIBRATION], examples[N_CALIBRATION : N_CALIBRATION + 40]
+
+    if framework == "llamaindex":
+        from conformal_rag_plugins.llamaindex import ConformalRetriever, calibrate_retriever
+
+        cal = calibrate_retriever(bundle.host, cal_set, confidence_level=0.9, progress=False)
+        retriever = ConformalRetriever(retriever=bundle.host, calibration=cal)
+
+        def retrieve(q: str) -> list[tuple[str, dict]]:
+            return [(n.node.node_id, n.node.metadata) for n in retriever.retrieve(q)]
+    else:
+        from conformal_rag_plugins.langchain import ConformalRetriever, calibrate_retriever
+
+        cal = calibrate_retriever(bundle.host, cal_set, confidence_level=0.9, progress=False)
+        retriever = ConformalRetriever(retriever=bundle.host, calibration=cal)
+
+        def retrieve(q: str) -> list[tuple[str, dict]]:
+            return [(d.id, d.metadata) for d in retriever.invoke(q)]
+
+    assert cal.n_calibration_ == N_CALIBRATION and 0 < cal.threshold_ < float("inf")
+    # the same passages in an in-process Chroma give the same pools, hence the same threshold (up to the float32
+    # rounding of distances on the HTTP route: ~3e-8 after LangChain's z-score fusion)
+    from conformal_rag_plugins.local.chroma import chroma_client as local_client
+
+    local = build_host(framework, "hybrid", entries, client=local_client())
+    local_obs = collect_observations(cal_set, local.fetch, progress=False)
+    assert cal.threshold_ == pytest.approx(conformal_quantile([o.score("relative") for o in local_obs], 0.1), rel=1e-6)
+
+    hits = 0
+    for ex in held_out:
+        got = retrieve(ex.question)
+        assert got and all(m["conformal_threshold"] == cal.threshold_ for _, m in got)
+        assert all(m["conformal_guaranteed"] for _, m in got)
+        hits += any(i in ex.gold_ids for i, _ in got)
+    assert hits / len(held_out) >= 0.75, hits  # ~0.9 expected; 3 sd of a 40-question binomial is 0.14
