@@ -26,7 +26,14 @@ from ..core.errors import InfiniteThresholdWarning
 from ..core.generation_scores import generation_score
 from ..core.retrieval_scores import candidate_nonconformity, nonconformity
 
-__all__ = ["METHODS", "PreparedQuestion", "evaluate_abstention", "evaluate_methods", "prepare_rows"]
+__all__ = [
+    "METHODS",
+    "PreparedQuestion",
+    "evaluate_abstention",
+    "evaluate_methods",
+    "optimise_split",
+    "prepare_rows",
+]
 
 METHODS = ("bonferroni", "bonferroni-bo", "hmp", "hmp-bo", "bonferroni-pac", "bonferroni-bo-pac")
 
@@ -237,3 +244,44 @@ def evaluate_abstention(
                 }
             )
     return rows
+
+
+def optimise_split(
+    optimisation: Sequence[PreparedQuestion],
+    alpha: float,
+    *,
+    method: str = "bonferroni",
+    delta: float = 0.1,
+    bo_calls: int = 15,
+    random_state: int = 0,
+) -> dict[str, Any]:
+    """Choose the split of alpha (Bonferroni/PAC) or the HMP weight by BO on an optimisation split only.
+
+    Returns ``{"alpha_retrieval": ...}`` or ``{"hmp_weight": ...}`` plus the objective values
+    (mean semantic clusters on the optimisation split for BO's choice and for the equal split).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InfiniteThresholdWarning)
+        if method == "hmp":
+            res = optimize_hmp_weight(
+                lambda w: _mean_sem(_rule("hmp", optimisation, alpha, w=w), optimisation),
+                n_calls=bo_calls,
+                random_state=random_state,
+            )
+            choice: dict[str, Any] = {"hmp_weight": res.value}
+        else:
+            rule_name = "bonferroni-pac" if method == "pac" else "bonferroni"
+            res = optimize_alpha_split(
+                lambda ar, ag: _mean_sem(_rule(rule_name, optimisation, alpha, a_ret=ar, delta=delta), optimisation),
+                alpha,
+                n_calls=bo_calls,
+                random_state=random_state,
+            )
+            choice = {"alpha_retrieval": res.alpha_ret}
+    return {
+        **choice,
+        "bo_objective": res.objective,
+        "equal_split_objective": res.baseline_objective,
+        "source": res.source,
+        "n_optimisation": len(optimisation),
+    }

@@ -25,7 +25,8 @@ def build_rows(
 ) -> list[dict[str, Any]]:
     """For each question: the host pool, and answers sampled from the top chunks and the gold chunk.
 
-    ``fetch(question) -> CandidatePool``. Unanswerable questions get the reference
+    ``fetch(question) -> CandidatePool``; chunk texts come from the pool, and from ``texts``
+    for gold chunks outside it. Unanswerable questions get the reference
     ``"I don't know"``, so an abstaining answer counts as correct for them.
     """
     from tqdm.auto import tqdm
@@ -35,8 +36,9 @@ def build_rows(
         got = fetch(ex.question)
         chunk_ids = list(dict.fromkeys([*(c for c in got.ids[:top] if c is not None), *ex.gold_ids]))
         samples, tokens = {}, {}
+        pool_texts = dict(zip(got.ids, got.texts, strict=True))
         for cid in chunk_ids:
-            drawn = asyncio.run(sample(ex.question, texts[cid]))
+            drawn = asyncio.run(sample(ex.question, pool_texts[cid] if cid in pool_texts else texts[cid]))
             samples[cid] = [s.text for s in drawn]
             tokens[cid] = [sum(s.prompt_tokens for s in drawn), sum(s.completion_tokens for s in drawn)]
         rows.append(

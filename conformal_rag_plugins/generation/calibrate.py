@@ -12,7 +12,7 @@ from ..calibration.retrieval import RetrievalCalibration
 from ..core.validation import check_alpha
 from .engine import SampleFn, acalibrate_generation, coverage_report
 
-__all__ = ["DEFAULT_CLUSTERING", "acalibrate_end_to_end", "gold_text_lookup"]
+__all__ = ["DEFAULT_CLUSTERING", "acalibrate_end_to_end", "bo_choice", "gold_text_lookup"]
 
 logger = logging.getLogger("conformal_rag_plugins")
 DEFAULT_CLUSTERING: dict[str, Any] = {"method": "rougeL", "tau": 0.7}
@@ -45,6 +45,7 @@ async def acalibrate_end_to_end(
     clustering: dict[str, Any] | None = None,
     match_threshold: float = 0.3,
     progress: bool = True,
+    optimisation: dict[str, Any] | None = None,
 ) -> AnswerSetCalibration:
     """Score the generator on each example's gold chunk and combine with the retrieval stage."""
     alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
@@ -70,6 +71,30 @@ async def acalibrate_end_to_end(
         n_samples=n_samples,
         model=model,
         clustering={**clustering, "match": "rouge1", "match_threshold": match_threshold},
+        optimisation=optimisation,
     )
     logger.warning("Generator stage: %s", coverage_report(scores, cal.alpha_generation_))
     return cal
+
+
+def bo_choice(
+    optimisation_examples: Sequence[CalibrationExample],
+    fetch: Callable[[str], Any],
+    texts: Mapping[str, str],
+    sample: SampleFn,
+    *,
+    confidence_level: float,
+    method: str,
+    n_samples: int,
+    delta: float | None,
+    bo_calls: int,
+    progress: bool,
+) -> dict[str, Any]:
+    """Sample the optimisation questions' top chunks and pick the split of alpha by BO on them only."""
+    from ..apps.answer_eval import optimise_split, prepare_rows
+    from ..apps.sample_rows import build_rows
+
+    alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
+    rows = build_rows(optimisation_examples, fetch, texts, sample, progress=progress)
+    prepared = prepare_rows(rows, n_samples=n_samples)
+    return optimise_split(prepared, round(alpha, 12), method=method, delta=delta or 0.1, bo_calls=bo_calls)
