@@ -46,6 +46,7 @@ async def acalibrate_end_to_end(
     match_threshold: float = 0.3,
     progress: bool = True,
     optimisation: dict[str, Any] | None = None,
+    embed: Any = None,
 ) -> AnswerSetCalibration:
     """Score the generator on each example's gold chunk and combine with the retrieval stage."""
     alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
@@ -59,6 +60,7 @@ async def acalibrate_end_to_end(
         clustering=clustering,
         match_threshold=match_threshold,
         progress=progress,
+        embed=embed,
     )
     cal = AnswerSetCalibration.from_stages(
         retrieval,

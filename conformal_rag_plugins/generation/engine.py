@@ -64,9 +64,24 @@ class AnswerSetResult:
         return asdict(self)
 
 
-def _clustering_kwargs(calibration: AnswerSetCalibration, equivalence: Any = None) -> dict[str, Any]:
-    cfg = calibration.clustering_
-    return {"method": equivalence or cfg.get("method", "rougeL"), "tau": cfg.get("tau")}
+EmbedFn = Callable[[list[str]], Any]
+
+
+def clustering_kwargs(clustering: dict[str, Any], equivalence: Any = None, embed: EmbedFn | None = None) -> dict:
+    """Keyword arguments for :func:`cluster_answers` from a calibration's clustering record.
+
+    ``method="embedding"`` needs ``embed`` (the host embedding model's batch call).
+    """
+    method = equivalence or clustering.get("method", "rougeL")
+    if method == "embedding" and embed is None:
+        raise CalibrationError(
+            "This calibration clusters answers by embedding cosine: pass the host embedding model "
+            "(embed_model=... / embeddings=...)."
+        )
+    out: dict[str, Any] = {"method": method, "tau": clustering.get("tau")}
+    if embed is not None:
+        out["embed"] = lambda texts: np.asarray(embed(list(texts)), dtype=float)
+    return out
 
 
 async def abuild_answer_set(
@@ -76,6 +91,7 @@ async def abuild_answer_set(
     sample: SampleFn,
     *,
     equivalence: Any = None,
+    embed: EmbedFn | None = None,
 ) -> AnswerSetResult:
     """Sample every chunk the rule can keep, cluster, and apply the end-to-end rule."""
     rule = calibration.rule()
@@ -84,7 +100,7 @@ async def abuild_answer_set(
     keep = rule.retrieval_mask(nonconf) if chunks else np.zeros(0, dtype=bool)
     todo = [c for c, k in zip(chunks, keep, strict=True) if k]
     sampled = await asyncio.gather(*(sample(question, c.text) for c in todo))
-    kwargs = _clustering_kwargs(calibration, equivalence)
+    kwargs = clustering_kwargs(calibration.clustering_, equivalence, embed)
     clusters = {
         c.chunk_id: cluster_answers(
             [s.text for s in got], n_samples=calibration.n_samples_, chunk_id=c.chunk_id, **kwargs
@@ -139,6 +155,7 @@ async def acalibrate_generation(
     match: str = "rouge1",
     match_threshold: float = 0.3,
     progress: bool = True,
+    embed: EmbedFn | None = None,
 ) -> list[float]:
     """Generator-stage scores: ``-confidence`` of the cluster matching a reference, ``+inf`` if none.
 
@@ -159,10 +176,7 @@ async def acalibrate_generation(
             raise CalibrationError(f"No text found for the gold chunk(s) {ex.gold_ids} of {ex.question!r}.")
         got = await sample(ex.question, text)
         clusters = cluster_answers(
-            [s.text for s in got],
-            n_samples=n_samples,
-            method=clustering.get("method", "rougeL"),
-            tau=clustering.get("tau"),
+            [s.text for s in got], n_samples=n_samples, **clustering_kwargs(clustering, None, embed)
         )
         scores.append(generation_score(clusters, ex.answers, match=match, threshold=match_threshold))
     return scores

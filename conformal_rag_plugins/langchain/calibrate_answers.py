@@ -38,6 +38,7 @@ def calibrate_answer_sets(
     match_threshold: float = 0.3,
     cache: SampleCache | None = None,
     max_concurrency: int = 4,
+    embeddings: Any = None,
     optimise_split: bool = False,
     optimisation_fraction: float = 0.3,
     bo_calls: int = 15,
@@ -94,5 +95,6 @@ def calibrate_answer_sets(
             match_threshold=match_threshold,
             progress=progress,
             optimisation=optimisation,
+            embed=embeddings.embed_documents if embeddings is not None else None,
         )
     )

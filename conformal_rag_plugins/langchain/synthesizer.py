@@ -60,6 +60,7 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
     retries: int = 2
     cache: SampleCache | None = None
     equivalence: Any = None
+    embeddings: Any = None
     _sampler: LangChainSampler = PrivateAttr()
 
     @model_validator(mode="after")
@@ -107,7 +108,12 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
         question, docs = self._parse(input)
         chunks = _chunks(docs, self.calibration.retrieval_.score_family_)
         return await abuild_answer_set(
-            self.calibration, question, chunks, self._sampler.asample, equivalence=self.equivalence
+            self.calibration,
+            question,
+            chunks,
+            self._sampler.asample,
+            equivalence=self.equivalence,
+            embed=self.embeddings.embed_documents if self.embeddings is not None else None,
         )
 
     def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AnswerSetResult:

@@ -38,6 +38,7 @@ def calibrate_answer_sets(
     match_threshold: float = 0.3,
     cache: SampleCache | None = None,
     max_concurrency: int = 4,
+    embed_model: Any = None,
     optimise_split: bool = False,
     optimisation_fraction: float = 0.3,
     bo_calls: int = 15,
@@ -109,5 +110,6 @@ def calibrate_answer_sets(
             match_threshold=match_threshold,
             progress=progress,
             optimisation=optimisation,
+            embed=embed_model.get_text_embedding_batch if embed_model is not None else None,
         )
     )

@@ -55,6 +55,8 @@ class ConformalAnswerSetSynthesizer(BaseSynthesizer):
     cache : SampleCache, optional
     equivalence : callable, optional
         Replaces the calibrated clustering rule (e.g. a bidirectional NLI check).
+    embed_model : BaseEmbedding, optional
+        Required when the calibration clusters by embedding cosine (``clustering={"method": "embedding"}``).
 
     Examples
     --------
@@ -76,6 +78,7 @@ class ConformalAnswerSetSynthesizer(BaseSynthesizer):
         retries: int = 2,
         cache: SampleCache | None = None,
         equivalence: Any = None,
+        embed_model: Any = None,
         completion_prompt: PromptTemplate | None = None,
         chat_prompt: ChatPromptTemplate | None = None,
         **kwargs: Any,
@@ -96,6 +99,7 @@ class ConformalAnswerSetSynthesizer(BaseSynthesizer):
         super().__init__(llm=llm, **kwargs)
         self.calibration = calibration
         self.equivalence = equivalence
+        self.embed_model = embed_model
         self.sampler = LlamaIndexSampler(
             llm,
             n_samples=m,
@@ -118,7 +122,12 @@ class ConformalAnswerSetSynthesizer(BaseSynthesizer):
 
     async def _aresult(self, query_str: str, chunks: list[ChunkInput]) -> AnswerSetResult:
         return await abuild_answer_set(
-            self.calibration, query_str, chunks, self.sampler.asample, equivalence=self.equivalence
+            self.calibration,
+            query_str,
+            chunks,
+            self.sampler.asample,
+            equivalence=self.equivalence,
+            embed=self.embed_model.get_text_embedding_batch if self.embed_model is not None else None,
         )
 
     def _response(self, result: AnswerSetResult, nodes: Sequence[NodeWithScore]) -> Response:

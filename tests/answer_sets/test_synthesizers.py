@@ -143,3 +143,17 @@ def test_answer_set_calibration_json_roundtrip(toy_calibration: AnswerSetCalibra
 
     with pytest.raises(CalibrationIntegrityError):
         AnswerSetCalibration.load(path)
+
+
+def test_embedding_clustering_needs_and_uses_the_host_embeddings(toy_calibration: AnswerSetCalibration) -> None:
+    from dataclasses import replace
+
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    cal = replace(toy_calibration, clustering_={"method": "embedding", "tau": 0.9})
+    llm = FakeListChatModel(responses=["Rollo", "Rollo", "Rollo", "Paris"])
+    with pytest.raises(CalibrationError, match="embedding"):
+        LCSynth(llm=llm, calibration=cal).invoke({"question": "Who?", "context": _docs()[:1]})
+    synth = LCSynth(llm=llm, calibration=cal, embeddings=DeterministicFakeEmbedding(size=16))
+    result = synth.invoke({"question": "Who?", "context": _docs()[:1]})
+    assert [(a["text"], a["confidence"]) for a in result.answers] == [("Rollo", 0.75)]
