@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..calibration.answer_sets import AnswerSetCalibration
-from ..calibration.examples import CalibrationExample
+from ..calibration.examples import CalibrationExample, split_examples
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.validation import check_alpha
 from .engine import SampleFn, acalibrate_generation, coverage_report
 
-__all__ = ["DEFAULT_CLUSTERING", "acalibrate_end_to_end", "bo_choice", "gold_text_lookup"]
+__all__ = [
+    "DEFAULT_CLUSTERING",
+    "HostHooks",
+    "acalibrate_end_to_end",
+    "bo_choice",
+    "calibrate_stages",
+    "gold_text_lookup",
+]
 
 logger = logging.getLogger("conformal_rag_plugins")
 DEFAULT_CLUSTERING: dict[str, Any] = {"method": "rougeL", "tau": 0.7}
@@ -100,3 +108,78 @@ def bo_choice(
     rows = build_rows(optimisation_examples, fetch, texts, sample, progress=progress)
     prepared = prepare_rows(rows, n_samples=n_samples)
     return optimise_split(prepared, round(alpha, 12), method=method, delta=delta or 0.1, bo_calls=bo_calls)
+
+
+@dataclass(frozen=True)
+class HostHooks:
+    """What a framework adapter supplies to :func:`calibrate_stages`."""
+
+    fetch: Callable[[str], Any]
+    texts_for: Callable[[list[str]], dict[str, str]]
+    calibrate_retrieval: Callable[[list[CalibrationExample]], RetrievalCalibration]
+    sample: SampleFn
+    model: str
+    run: Callable[[Any], Any]
+
+
+def calibrate_stages(
+    hooks: HostHooks,
+    examples: Sequence[CalibrationExample],
+    *,
+    retrieval_calibration: RetrievalCalibration | None,
+    confidence_level: float,
+    method: str,
+    alpha_retrieval: float | None,
+    delta: float | None,
+    hmp_weight: float | None,
+    n_samples: int,
+    clustering: dict[str, Any] | None,
+    match_threshold: float,
+    optimise_split: bool,
+    optimisation_fraction: float,
+    bo_calls: int,
+    random_state: int,
+    progress: bool,
+    embed: Any,
+) -> AnswerSetCalibration:
+    """The body of both frameworks' ``calibrate_answer_sets`` (optional BO split, then both stages)."""
+    examples = list(examples)
+    optimisation = None
+    if optimise_split:
+        opt, examples = split_examples(examples, (optimisation_fraction, 1 - optimisation_fraction), seed=random_state)
+        optimisation = bo_choice(
+            [ex for ex in opt if ex.answers and not ex.is_impossible],
+            hooks.fetch,
+            hooks.texts_for(sorted({g for ex in opt for g in ex.gold_ids})),
+            hooks.sample,
+            confidence_level=confidence_level,
+            method=method,
+            n_samples=n_samples,
+            delta=delta,
+            bo_calls=bo_calls,
+            progress=progress,
+        )
+        alpha_retrieval = optimisation.get("alpha_retrieval", alpha_retrieval)
+        hmp_weight = optimisation.get("hmp_weight", hmp_weight)
+    retrieval = retrieval_calibration or hooks.calibrate_retrieval(examples)
+    texts = hooks.texts_for(sorted({g for ex in examples for g in ex.gold_ids}))
+    return hooks.run(
+        acalibrate_end_to_end(
+            retrieval,
+            examples,
+            gold_text_lookup(texts),
+            hooks.sample,
+            confidence_level=confidence_level,
+            n_samples=n_samples,
+            model=hooks.model,
+            method=method,
+            alpha_retrieval=alpha_retrieval,
+            delta=delta,
+            hmp_weight=hmp_weight,
+            clustering=clustering,
+            match_threshold=match_threshold,
+            progress=progress,
+            optimisation=optimisation,
+            embed=embed,
+        )
+    )

@@ -9,10 +9,10 @@ from llama_index.core.async_utils import asyncio_run
 from llama_index.core.base.llms.base import BaseLLM
 
 from ..calibration.answer_sets import AnswerSetCalibration
-from ..calibration.examples import CalibrationExample, split_examples
+from ..calibration.examples import CalibrationExample
 from ..calibration.retrieval import RetrievalCalibration
 from ..generation import SampleCache
-from ..generation.calibrate import acalibrate_end_to_end, bo_choice, gold_text_lookup
+from ..generation.calibrate import HostHooks, calibrate_stages
 from .calibrate import calibrate_retriever, resolve_host
 from .host import pool_from_nodes, texts_by_id
 from .sampling import LlamaIndexSampler, model_id
@@ -69,47 +69,34 @@ def calibrate_answer_sets(
     >>> cal.save("answer_sets.json")  # doctest: +SKIP
     """
     retriever, _ = resolve_host(host, pool_size)
-    examples = list(examples)
     sampler = LlamaIndexSampler(llm, n_samples=n_samples, max_concurrency=max_concurrency, cache=cache)
-    optimisation = None
-    if optimise_split:
-        opt, examples = split_examples(examples, (optimisation_fraction, 1 - optimisation_fraction), seed=random_state)
-        texts = texts_by_id(retriever, sorted({g for ex in opt for g in ex.gold_ids}))
-        optimisation = bo_choice(
-            [ex for ex in opt if ex.answers and not ex.is_impossible],
-            lambda q: pool_from_nodes(retriever.retrieve(q))[0],
-            texts,
-            sampler.asample,
-            confidence_level=confidence_level,
-            method=method,
-            n_samples=n_samples,
-            delta=delta,
-            bo_calls=bo_calls,
-            progress=progress,
-        )
-        alpha_retrieval = optimisation.get("alpha_retrieval", alpha_retrieval)
-        hmp_weight = optimisation.get("hmp_weight", hmp_weight)
-    retrieval = retrieval_calibration or calibrate_retriever(
-        retriever, examples, confidence_level=confidence_level, score=score, progress=progress
+    hooks = HostHooks(
+        fetch=lambda q: pool_from_nodes(retriever.retrieve(q))[0],
+        texts_for=lambda ids: texts_by_id(retriever, ids),
+        calibrate_retrieval=lambda exs: calibrate_retriever(
+            retriever, exs, confidence_level=confidence_level, score=score, progress=progress
+        ),
+        sample=sampler.asample,
+        model=model_id(llm),
+        run=asyncio_run,
     )
-    texts = texts_by_id(retriever, sorted({g for ex in examples for g in ex.gold_ids}))
-    return asyncio_run(
-        acalibrate_end_to_end(
-            retrieval,
-            examples,
-            gold_text_lookup(texts),
-            sampler.asample,
-            confidence_level=confidence_level,
-            n_samples=n_samples,
-            model=model_id(llm),
-            method=method,
-            alpha_retrieval=alpha_retrieval,
-            delta=delta,
-            hmp_weight=hmp_weight,
-            clustering=clustering,
-            match_threshold=match_threshold,
-            progress=progress,
-            optimisation=optimisation,
-            embed=embed_model.get_text_embedding_batch if embed_model is not None else None,
-        )
+    embed = embed_model.get_text_embedding_batch if embed_model is not None else None
+    return calibrate_stages(
+        hooks,
+        examples,
+        retrieval_calibration=retrieval_calibration,
+        confidence_level=confidence_level,
+        method=method,
+        alpha_retrieval=alpha_retrieval,
+        delta=delta,
+        hmp_weight=hmp_weight,
+        n_samples=n_samples,
+        clustering=clustering,
+        match_threshold=match_threshold,
+        optimise_split=optimise_split,
+        optimisation_fraction=optimisation_fraction,
+        bo_calls=bo_calls,
+        random_state=random_state,
+        progress=progress,
+        embed=embed,
     )
