@@ -1,4 +1,4 @@
-"""The ``conformal-rag`` command: ``demo`` and ``evaluate``."""
+"""The ``conformal-rag`` command: ``demo``, ``evaluate``, ``generate-calibration`` and ``label``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,17 @@ def _offline_env() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _chunk_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--chunk-size",
+        type=int,
+        default=None,
+        help="tokens per chunk, counted with the embedding model's tokenizer (default: its window, 254)",
+    )
+    p.add_argument("--chunk-overlap", type=int, default=None, help="overlapping tokens between chunks (default 25)")
+    p.add_argument("--no-chunking", action="store_true", help="index entries whole (MiniLM truncates long ones)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="conformal-rag", description="Conformal prediction for RAG.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -32,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--answer-alpha", type=float, default=0.6, help="end-to-end alpha of the answer sets")
     d.add_argument("--answer-alpha-retrieval", type=float, default=0.1, help="retrieval share of --answer-alpha")
     d.add_argument("--samples", type=int, default=5, help="answers sampled per chunk")
+    _chunk_args(d)
 
     e = sub.add_parser("evaluate", help="repeated-split coverage and set size on corpus/qa JSONL")
     e.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
@@ -39,17 +51,47 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--alpha", type=float, action="append", required=True, help="target miscoverage (repeatable)")
     e.add_argument("--trials", type=int, default=100)
     e.add_argument("--seed", type=int, default=0)
-    e.add_argument("--score", choices=["similarity", "rank", "relative", "auto"], default="relative")
+    e.add_argument(
+        "--score",
+        choices=["similarity", "rank", "relative", "auto"],
+        default=None,
+        help="score family (default: auto with --fusion tuned, else relative)",
+    )
     e.add_argument("--pac-delta", type=float, default=None)
     e.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
     e.add_argument("--framework", choices=["llamaindex", "langchain"], default="llamaindex")
     e.add_argument("--pool-size", type=int, default=50)
+    e.add_argument(
+        "--fusion",
+        default="tuned",
+        help="hybrid fusion: 'tuned' (method and dense weight chosen on optimisation splits) or METHOD:WEIGHT "
+        "such as zscore:0.5 or minmax:0.3",
+    )
+    _chunk_args(e)
     e.add_argument("--json", dest="json_out", required=True, help="output JSON path")
     e.add_argument("--answers", action="store_true", help="evaluate end-to-end answer sets instead of retrieval")
     e.add_argument("--llm", choices=["local", "openai"], default="local", help="with --answers")
     e.add_argument("--samples", type=int, default=6, help="answers sampled per chunk (with --answers)")
     e.add_argument("--max-questions", type=int, default=100, help="answerable questions used (with --answers)")
+
+    from .apps import generate, label
+
+    generate.register(sub)
+    label.register(sub)
     return p
+
+
+def _print_evaluate_notes(report: dict) -> None:
+    chunking = report.get("chunking")
+    if chunking:
+        gold = chunking["gold"]
+        print(
+            f"chunking: {chunking['n_entries']} entries -> {chunking['n_chunks']} chunks "
+            f"({chunking['n_split_entries']} split, largest {chunking['max_chunk_tokens']} tokens); gold: "
+            f"{gold['n_answer_in_chunk']} answer-in-chunk, {gold['n_fallback']} all-chunks fallback"
+        )
+    for alpha, tuning in (report.get("tuning") or {}).items():
+        print(f"tuned hybrid at alpha={alpha}: most often chose {tuning['most_chosen']} {tuning['choices']}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,7 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .core.errors import ConformalError
 
     try:
-        if args.command == "demo":
+        if getattr(args, "handler", None) is not None:
+            args.handler(args)
+        elif args.command == "demo":
             from .apps.demo import run_demo
 
             run_demo(
@@ -72,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 answer_alpha=args.answer_alpha,
                 answer_alpha_retrieval=args.answer_alpha_retrieval,
                 n_samples=args.samples,
+                chunking=not args.no_chunking,
+                chunk_size=args.chunk_size,
+                chunk_overlap=args.chunk_overlap,
             )
         elif args.answers:
             from .apps.evaluate_answers import run_evaluate_answers
@@ -118,6 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 retriever=args.retriever,
                 framework=args.framework,
                 pool_size=args.pool_size,
+                fusion=args.fusion,
+                chunking=not args.no_chunking,
+                chunk_size=args.chunk_size,
+                chunk_overlap=args.chunk_overlap,
                 json_out=args.json_out,
             )
             print(
@@ -134,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ],
                 )
             )
+            _print_evaluate_notes(report)
             print(json.dumps({k: v for k, v in report.items() if k != "results"}))
     except ConformalError as exc:
         print(f"conformal-rag: error: {exc}", file=sys.stderr)

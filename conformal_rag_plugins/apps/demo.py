@@ -8,14 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..calibration.driver import collect_observations
+from ..calibration.driver import CandidatePool, collect_observations
 from ..calibration.examples import split_examples
 from ..core.baselines import conflare_threshold
 from ..core.retrieval_eval import PoolObservation
 from ..local.chroma import chroma_client
 from ..local.corpus import bundled_corpus, bundled_questions
 from ..local.encoder import default_cache_dir
-from .hosts import build_host
+from .chunked import chunk_corpus
+from .hosts import corpus_key
 from .tables import markdown_table
 
 __all__ = ["run_demo"]
@@ -41,11 +42,16 @@ def run_demo(
     answer_alpha_retrieval: float = 0.1,
     answer_questions: int = 30,
     n_samples: int = 5,
+    chunking: bool = True,
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
 ) -> dict[str, object]:
     """Index, calibrate on half the questions, evaluate on the other half, and print."""
     from llama_index.core.schema import MetadataMode
 
-    from ..llamaindex import ConformalRetriever, calibrate_retriever
+    from ..llamaindex import ConformalRetriever, calibrate_hybrid_retriever
+    from ..llamaindex.host import pool_from_nodes
+    from ..llamaindex.stack import build_chroma_index
 
     persist = Path(persist_dir) if persist_dir else default_cache_dir() / "chroma"
     out = Path(out)
@@ -54,17 +60,38 @@ def run_demo(
     questions = list(bundled_questions(True))
     print(f"Corpus: {len(entries)} passages (SQuAD 2.0 dev subset + distractors, CC BY-SA 4.0)")
     print(f"Questions: {len(questions)} answerable; Chroma index at {persist}")
-    bundle = build_host(
-        "llamaindex", "hybrid", entries, pool_size=pool_size, client=chroma_client(persist), show_progress=True
+    if chunking:
+        chunked = chunk_corpus("llamaindex", entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+        entries, questions = list(chunked.chunks), chunked.questions
+        info = chunked.report()
+        print(
+            f"Chunking (SentenceSplitter, <= {info['chunk_size']} MiniLM tokens): {info['n_split_entries']} long "
+            f"passage(s) split, {info['n_chunks']} chunks; gold: {info['gold']['n_answer_in_chunk']} questions "
+            f"answer-in-chunk, {info['gold']['n_fallback']} all-chunks fallback"
+        )
+    index, nodes = build_chroma_index(
+        entries,
+        client=chroma_client(persist),
+        collection_name=f"crp-llamaindex-{corpus_key(entries)}",
+        show_progress=True,
     )
     cal_q, test_q = split_examples(questions, (0.5, 0.5), seed=seed)
 
-    print(f"\nCalibrating at alpha={alpha} on {len(cal_q)} questions (hybrid BM25 + MiniLM, LlamaIndex)...")
-    cal = calibrate_retriever(bundle.host, cal_q, confidence_level=1 - alpha, score="relative")
+    print(
+        f"\nCalibrating at alpha={alpha} on {len(cal_q)} questions (hybrid BM25 + MiniLM, LlamaIndex): fusion "
+        "setting and score family chosen on a 30% optimisation part, threshold on the disjoint rest..."
+    )
+    host, cal = calibrate_hybrid_retriever(
+        index, nodes, cal_q, confidence_level=1 - alpha, pool_size=pool_size, progress=False
+    )
     path = cal.save(out / "calibration.json")
-    print(f"  {cal.summary()}\n  saved to {path}")
+    chosen = f"{cal.selection_['fusion_method']}:{cal.selection_['dense_weight']:g}"
+    print(f"  chosen: fusion {chosen}, score {cal.score_family_}\n  {cal.summary()}\n  saved to {path}")
 
-    retriever = ConformalRetriever(retriever=bundle.host, calibration=cal)
+    def fetch(q: str) -> CandidatePool:
+        return pool_from_nodes(host.retrieve(q))[0]
+
+    retriever = ConformalRetriever(retriever=host, calibration=cal)
     covered, sizes = [], []
     for ex in test_q:
         nodes = retriever.retrieve(ex.question)
@@ -72,14 +99,14 @@ def run_demo(
         sizes.append(len(nodes))
     rows = [
         {
-            "method": "ConformalRetriever (relative, split)",
+            "method": f"ConformalRetriever ({cal.score_family_}, tuned hybrid {chosen})",
             "coverage": float(np.mean(covered)),
             "mean_set_size": float(np.mean(sizes)),
         }
     ]
 
-    cal_obs = collect_observations(cal_q, bundle.fetch, progress=False)
-    test_obs = collect_observations(test_q, bundle.fetch, progress=False)
+    cal_obs = collect_observations(cal_q, fetch, progress=False)
+    test_obs = collect_observations(test_q, fetch, progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from ..core.quantile import conformal_quantile
@@ -112,7 +139,7 @@ def run_demo(
     result: dict[str, object] = {"rows": rows, "calibration": str(path)}
     if answers:
         result["answer_sets"] = _answer_sets(
-            bundle.host, cal, cal_q[:answer_questions], test_q[:3], out, answer_alpha, answer_alpha_retrieval, n_samples
+            host, cal, cal_q[:answer_questions], test_q[:3], out, answer_alpha, answer_alpha_retrieval, n_samples
         )
     return result
 

@@ -9,58 +9,155 @@ from pathlib import Path
 from typing import Any
 
 from ..calibration.driver import collect_observations
-from ..calibration.examples import load_corpus, load_qa
-from ..core.retrieval_eval import evaluate_splits
+from ..calibration.examples import CalibrationExample, CorpusEntry, load_corpus, load_qa
+from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig
+from ..core.fusion import DEFAULT_DENSE_WEIGHT
+from ..core.retrieval_eval import PoolObservation, evaluate_splits
+from ..core.retrieval_scores import SCORE_FAMILIES
+from ..core.tuning import evaluate_tuned_splits
 from ..core.validation import check_alpha
-from .hosts import build_host
+from .chunked import chunk_corpus
+from .hosts import build_hosts
 
-__all__ = ["run_evaluate"]
+__all__ = ["DEFAULT_FUSION", "evaluate_observations", "run_evaluate"]
+
+#: The fixed fusion setting used when a hybrid host is not tuned, and as the baseline when it is.
+DEFAULT_FUSION = FusionConfig("zscore", DEFAULT_DENSE_WEIGHT)
+
+
+def evaluate_observations(
+    observations: dict[FusionConfig | None, list[PoolObservation]],
+    alphas: Sequence[float],
+    *,
+    tuned: bool,
+    score: str,
+    trials: int,
+    seed: int,
+    pac_delta: float | None = None,
+    topk: Sequence[int] = (1, 5, 10),
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Rows for every alpha, plus the tuning choices when ``tuned``.
+
+    Fixed hosts: ``split`` (and ``pac``), ``topk@k``, ``conflare`` on the fixed
+    configuration (:data:`DEFAULT_FUSION` for a tuned hybrid). Tuned hybrids add a
+    ``tuned`` row whose configuration and family are chosen inside every trial on
+    an optimisation part of the calibration half.
+    """
+    base = observations.get(DEFAULT_FUSION, observations.get(None))
+    if base is None:
+        base = next(iter(observations.values()))
+    fixed_family = "relative" if score == "auto" and tuned else score
+    rows: list[dict[str, Any]] = []
+    tuning: dict[str, Any] = {}
+    for alpha in alphas:
+        for summary in evaluate_splits(
+            base, alpha, family=fixed_family, trials=trials, seed=seed, pac_delta=pac_delta, topk=topk
+        ):
+            rows.append(summary.as_row())
+        if tuned:
+            families = SCORE_FAMILIES if score == "auto" else (score,)
+            by_key = {c.key: obs for c, obs in observations.items() if c is not None}
+            summary, choices = evaluate_tuned_splits(by_key, alpha, families=families, trials=trials, seed=seed)
+            rows.append(summary.as_row())
+            tuning[f"{alpha:g}"] = {
+                "most_chosen": choices.most_common(1)[0][0],
+                "choices": dict(choices.most_common()),
+            }
+    return rows, tuning
+
+
+def _fusion_grid(retriever: str, fusion: str) -> tuple[list[FusionConfig], bool]:
+    if retriever != "hybrid":
+        return [DEFAULT_FUSION], False
+    if fusion == "tuned":
+        grid = list(DEFAULT_FUSION_GRID)
+        if DEFAULT_FUSION not in grid:
+            grid.append(DEFAULT_FUSION)
+        return grid, True
+    return [FusionConfig.parse(fusion)], False
 
 
 def run_evaluate(
-    corpus: Sequence[str | Path],
-    qa: str | Path,
+    corpus: Sequence[str | Path] | Sequence[CorpusEntry],
+    qa: str | Path | Sequence[CalibrationExample],
     alphas: Sequence[float],
     *,
     trials: int = 100,
     seed: int = 0,
-    score: str = "relative",
+    score: str | None = None,
     pac_delta: float | None = None,
     retriever: str = "hybrid",
     framework: str = "llamaindex",
     pool_size: int = 50,
+    fusion: str = "tuned",
+    chunking: bool = True,
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
     json_out: str | Path | None = None,
     progress: bool = True,
+    client: Any = None,
 ) -> dict[str, Any]:
-    """Run the evaluation and return (and optionally write) the JSON report."""
+    """Run the evaluation and return (and optionally write) the JSON report.
+
+    Parameters
+    ----------
+    corpus : paths of corpus JSONL files, or corpus entries
+    qa : path of a SQuAD-style qa JSONL, or examples
+    alphas : sequence of float
+    score : str, optional
+        Score family; default ``auto`` for a tuned hybrid (chosen with the fusion
+        setting), else ``relative``.
+    fusion : str, default "tuned"
+        ``"tuned"`` searches :data:`~conformal_rag_plugins.calibration.tuning.DEFAULT_FUSION_GRID`
+        on optimisation splits; ``"zscore:0.5"`` etc. fixes the hybrid setting.
+    chunking : bool, default True
+        Split entries longer than the embedding window (``chunk_size``/``chunk_overlap``
+        in MiniLM tokens) and move gold ids onto chunks.
+
+    Examples
+    --------
+    >>> report = run_evaluate(["corpus.jsonl"], "qa.jsonl", [0.1], trials=20)  # doctest: +SKIP
+    >>> report["tuning"]["0.1"]["most_chosen"]  # doctest: +SKIP
+    'zscore:0.5|relative'
+    """
     alphas = [check_alpha(a) for a in alphas]
-    entries = load_corpus(*corpus)
-    questions = load_qa(qa, answerable_only=True)
+    grid, tuned = _fusion_grid(retriever, fusion)
+    score = score or ("auto" if tuned else "relative")
+    entries = load_corpus(*corpus) if corpus and isinstance(corpus[0], str | Path) else list(corpus)  # type: ignore[arg-type]
+    questions = load_qa(qa, answerable_only=True) if isinstance(qa, str | Path) else list(qa)
+    chunk_report: dict[str, Any] | None = None
+    if chunking:
+        chunked = chunk_corpus(framework, entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+        entries, questions, chunk_report = list(chunked.chunks), chunked.questions, chunked.report()
     t0 = time.perf_counter()
-    bundle = build_host(framework, retriever, entries, pool_size=pool_size)
+    bundles = build_hosts(framework, retriever, entries, grid=grid, pool_size=pool_size, client=client)
     t_index = time.perf_counter() - t0
     t0 = time.perf_counter()
-    observations = collect_observations(questions, bundle.fetch, progress=progress)
+    observations = {
+        c: collect_observations(questions, b.fetch, progress=progress and i == 0)  # one bar is enough
+        for i, (c, b) in enumerate(bundles.items())
+    }
     t_query = time.perf_counter() - t0
-    results = []
-    for alpha in alphas:
-        summaries = evaluate_splits(
-            observations, alpha, family=score, trials=trials, seed=seed, pac_delta=pac_delta, topk=(1, 5, 10)
-        )
-        results.extend(s.as_row() for s in summaries)
-    misses = sum(1 for o in observations if not o.gold_positions)
+    rows, tuning = evaluate_observations(
+        observations, alphas, tuned=tuned, score=score, trials=trials, seed=seed, pac_delta=pac_delta
+    )
+    base = observations.get(DEFAULT_FUSION, observations.get(None)) or next(iter(observations.values()))
     report = {
         "n_questions": len(questions),
         "n_corpus": len(entries),
         "framework": framework,
         "retriever": retriever,
         "score": score,
+        "fusion": "tuned" if tuned else (grid[0].key if retriever == "hybrid" else None),
+        "fusion_grid": [c.key for c in grid] if tuned else None,
         "pool_size": pool_size,
-        "n_pool_misses": misses,
-        "recall_at_1": sum(1 for o in observations if 0 in o.gold_positions) / max(1, len(observations)),
+        "chunking": chunk_report,
+        "n_pool_misses": sum(1 for o in base if not o.gold_positions),
+        "recall_at_1": sum(1 for o in base if 0 in o.gold_positions) / max(1, len(base)),
         "seconds_index": round(t_index, 2),
         "seconds_queries": round(t_query, 2),
-        "results": results,
+        "tuning": tuning or None,
+        "results": rows,
     }
     if json_out is not None:
         Path(json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

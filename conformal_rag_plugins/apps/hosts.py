@@ -9,9 +9,10 @@ from typing import Any
 
 from ..calibration.driver import CandidatePool
 from ..calibration.examples import CorpusEntry
+from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 
-__all__ = ["FRAMEWORKS", "RETRIEVERS", "HostBundle", "build_host", "corpus_key"]
+__all__ = ["FRAMEWORKS", "RETRIEVERS", "HostBundle", "build_host", "build_hosts", "corpus_key"]
 
 FRAMEWORKS = ("llamaindex", "langchain")
 RETRIEVERS = ("dense", "bm25", "hybrid")
@@ -26,6 +27,7 @@ class HostBundle:
     host: Any
     pool_size: int
     fetch: Callable[[str], CandidatePool]
+    fusion: FusionConfig | None = None
 
 
 def corpus_key(entries: Sequence[CorpusEntry]) -> str:
@@ -38,6 +40,79 @@ def corpus_key(entries: Sequence[CorpusEntry]) -> str:
     return h.hexdigest()[:12]
 
 
+def _llamaindex_hosts(
+    kind: str, entries: Sequence[CorpusEntry], grid: Sequence[FusionConfig], pool_size: int, client: Any, progress: bool
+) -> dict[FusionConfig | None, HostBundle]:
+    from ..llamaindex.host import pool_from_nodes
+    from ..llamaindex.stack import build_chroma_index
+    from ..llamaindex.tuning import hybrid_retrievers
+
+    name = f"crp-llamaindex-{corpus_key(entries)}"
+    index, nodes = build_chroma_index(entries, client=client, collection_name=name, show_progress=progress)
+    hosts: dict[FusionConfig | None, Any]
+    if kind == "dense":
+        hosts = {None: index.as_retriever(similarity_top_k=pool_size)}
+    elif kind == "bm25":
+        from llama_index.retrievers.bm25 import BM25Retriever
+
+        hosts = {None: BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=pool_size)}
+    else:
+        hosts = dict(hybrid_retrievers(index, nodes, grid, pool_size=pool_size))
+
+    def bundle(config: FusionConfig | None, host: Any) -> HostBundle:
+        return HostBundle("llamaindex", kind, host, pool_size, lambda q: pool_from_nodes(host.retrieve(q))[0], config)
+
+    return {c: bundle(c, h) for c, h in hosts.items()}
+
+
+def _langchain_hosts(
+    kind: str, entries: Sequence[CorpusEntry], grid: Sequence[FusionConfig], pool_size: int, client: Any
+) -> dict[FusionConfig | None, HostBundle]:
+    from ..langchain.host import fetch_pool
+    from ..langchain.stack import build_chroma_vectorstore
+    from ..langchain.tuning import hybrid_retrievers
+
+    store = build_chroma_vectorstore(entries, client=client, collection_name=f"crp-langchain-{corpus_key(entries)}")
+    hosts: dict[FusionConfig | None, Any]
+    if kind == "dense":
+        hosts = {None: store}
+    elif kind == "bm25":
+        hosts = {
+            None: next(
+                iter(hybrid_retrievers(store, entries, [FusionConfig("zscore", 0.0)], pool_size=pool_size).values())
+            )
+        }
+    else:
+        hosts = dict(hybrid_retrievers(store, entries, grid, pool_size=pool_size))
+
+    def bundle(config: FusionConfig | None, host: Any) -> HostBundle:
+        return HostBundle("langchain", kind, host, pool_size, lambda q: fetch_pool(host, q, pool_size)[0], config)
+
+    return {c: bundle(c, h) for c, h in hosts.items()}
+
+
+def build_hosts(
+    framework: str,
+    kind: str,
+    entries: Sequence[CorpusEntry],
+    *,
+    grid: Sequence[FusionConfig] = DEFAULT_FUSION_GRID,
+    pool_size: int = 50,
+    client: Any = None,
+    show_progress: bool = False,
+) -> dict[FusionConfig | None, HostBundle]:
+    """Index ``entries`` once and build one host per fusion configuration.
+
+    Dense and BM25 hosts have no fusion setting: the result is ``{None: bundle}``.
+    Hybrid hosts share the index and the BM25 side.
+    """
+    if framework not in FRAMEWORKS or kind not in RETRIEVERS:
+        raise ValueError(f"framework must be one of {FRAMEWORKS} and retriever one of {RETRIEVERS}.")
+    if framework == "llamaindex":
+        return _llamaindex_hosts(kind, entries, grid, pool_size, client, show_progress)
+    return _langchain_hosts(kind, entries, grid, pool_size, client)
+
+
 def build_host(
     framework: str,
     kind: str,
@@ -46,35 +121,15 @@ def build_host(
     pool_size: int = 50,
     client: Any = None,
     dense_weight: float = DEFAULT_DENSE_WEIGHT,
+    fusion: FusionConfig | None = None,
     show_progress: bool = False,
 ) -> HostBundle:
-    """Index ``entries`` in Chroma (embeddings cached) and wrap the chosen retriever."""
-    if framework not in FRAMEWORKS or kind not in RETRIEVERS:
-        raise ValueError(f"framework must be one of {FRAMEWORKS} and retriever one of {RETRIEVERS}.")
-    name = f"crp-{framework}-{corpus_key(entries)}"
-    if framework == "llamaindex":
-        from ..llamaindex.host import pool_from_nodes
-        from ..llamaindex.stack import build_chroma_index, build_hybrid_retriever
+    """Index ``entries`` in Chroma (embeddings cached) and wrap the chosen retriever.
 
-        index, nodes = build_chroma_index(entries, client=client, collection_name=name, show_progress=show_progress)
-        if kind == "dense":
-            host: Any = index.as_retriever(similarity_top_k=pool_size)
-        elif kind == "bm25":
-            from llama_index.retrievers.bm25 import BM25Retriever
-
-            host = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=pool_size)
-        else:
-            host = build_hybrid_retriever(index, nodes, pool_size=pool_size, dense_weight=dense_weight)
-        return HostBundle(framework, kind, host, pool_size, lambda q: pool_from_nodes(host.retrieve(q))[0])
-
-    from ..langchain.host import fetch_pool
-    from ..langchain.stack import build_chroma_vectorstore
-    from ..langchain.stack import build_hybrid_retriever as lc_hybrid
-
-    store = build_chroma_vectorstore(entries, client=client, collection_name=name)
-    if kind == "dense":
-        host = store
-    else:
-        weight = 0.0 if kind == "bm25" else dense_weight
-        host = lc_hybrid(store, entries, pool_size=pool_size, dense_weight=weight)
-    return HostBundle(framework, kind, host, pool_size, lambda q: fetch_pool(host, q, pool_size)[0])
+    A hybrid host uses ``fusion`` (default z-score with ``dense_weight``).
+    """
+    config = fusion or FusionConfig("zscore", dense_weight)
+    hosts = build_hosts(
+        framework, kind, entries, grid=[config], pool_size=pool_size, client=client, show_progress=show_progress
+    )
+    return next(iter(hosts.values()))

@@ -15,14 +15,19 @@ from .examples import (
 from .fingerprint import Fingerprint
 from .matching import gold_positions
 from .retrieval import SCHEMA_VERSION, RetrievalCalibration
+from .tuning import DEFAULT_FUSION_GRID, FusionConfig, TunedCalibration, calibrate_tuned
 
 __all__ = [
+    "DEFAULT_FUSION_GRID",
     "SCHEMA_VERSION",
     "CalibrationExample",
     "CorpusEntry",
     "Fingerprint",
+    "FusionConfig",
     "RetrievalCalibration",
     "RetrievalConformalizer",
+    "TunedCalibration",
+    "calibrate_tuned",
     "gold_positions",
     "load_corpus",
     "load_examples",

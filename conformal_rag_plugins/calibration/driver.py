@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +23,10 @@ from .fingerprint import Fingerprint
 from .matching import gold_positions
 from .retrieval import RetrievalCalibration
 
-__all__ = ["CandidatePool", "calibrate_from_pools", "check_gold_ids", "collect_observations"]
+__all__ = ["CandidatePool", "calibrate_from_pools", "check_gold_ids", "collect_observations", "label_counts"]
+
+#: Example metadata keys whose values are counted into ``RetrievalCalibration.labels_``.
+LABEL_KEYS = ("gold_rule", "label_rule")
 
 logger = logging.getLogger("conformal_rag_plugins")
 
@@ -61,6 +66,23 @@ def check_gold_ids(examples: Sequence[CalibrationExample], known_ids: Collection
         )
 
 
+def label_counts(examples: Sequence[CalibrationExample]) -> dict[str, dict[str, int]]:
+    """Count how the gold labels were made (``metadata["gold_rule"]`` / ``["label_rule"]``).
+
+    Examples
+    --------
+    >>> ex = [CalibrationExample("q", gold_ids=("a",), metadata={"gold_rule": "answer-in-chunk"})] * 2
+    >>> label_counts(ex)
+    {'gold_rule': {'answer-in-chunk': 2}}
+    """
+    out: dict[str, dict[str, int]] = {}
+    for key in LABEL_KEYS:
+        counts = Counter(str(ex.metadata[key]) for ex in examples if key in ex.metadata)
+        if counts:
+            out[key] = dict(sorted(counts.items()))
+    return out
+
+
 def collect_observations(
     examples: Sequence[CalibrationExample],
     fetch_pool: Callable[[str], CandidatePool],
@@ -96,8 +118,9 @@ def calibrate_from_pools(
     delta: float | None,
     random_state: int,
     strict: bool,
+    labels: dict[str, Any] | None = None,
 ) -> RetrievalCalibration:
-    """Run the conformalizer and log how many misses were kept."""
+    """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses."""
     cal = (
         RetrievalConformalizer(
             confidence_level,
@@ -110,6 +133,15 @@ def calibrate_from_pools(
         .conformalize(observations, fingerprint=fingerprint, pool_size=pool_size)
         .calibration_
     )
+    if labels:
+        cal = replace(cal, labels_=dict(labels))
+        fallback = labels.get("gold_rule", {}).get("all-chunks-fallback", 0)
+        if fallback:
+            logger.warning(
+                "%d calibration question(s) had no chunk containing a reference answer; every chunk of "
+                "their document counts as gold (all-chunks-fallback).",
+                fallback,
+            )
     if cal.n_misses_:
         logger.warning(
             "%d of %d calibration questions had no gold chunk in the top-%d pool; they are kept as misses "

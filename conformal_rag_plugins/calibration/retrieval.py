@@ -48,7 +48,11 @@ class RetrievalCalibration:
     fingerprint_ : Fingerprint
     created_at_ : str
     selection_ : dict
-        How ``auto`` chose the family, if it did.
+        How ``auto`` or a tuned host chose the family (and host configuration), if they did.
+    labels_ : dict
+        How the calibration labels were made: counts of ``metadata["gold_rule"]``
+        (chunk-level gold: ``answer-in-chunk``, ``all-chunks-fallback``, ``unsplit``) and of
+        ``metadata["label_rule"]`` (LLM-judge labels), when the examples carry them.
     """
 
     threshold_: float
@@ -63,6 +67,7 @@ class RetrievalCalibration:
     delta_: float | None = None
     created_at_: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
     selection_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    labels_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def confidence_level_(self) -> float:
@@ -93,6 +98,7 @@ class RetrievalCalibration:
             "fingerprint": self.fingerprint_.to_dict(),
             "created_at": self.created_at_,
             "selection": self.selection_,
+            "labels": self.labels_,
         }
         return with_checksum(payload)
 
@@ -114,6 +120,7 @@ class RetrievalCalibration:
                 delta_=data.get("delta"),
                 created_at_=str(data["created_at"]),
                 selection_=dict(data.get("selection") or {}),
+                labels_=dict(data.get("labels") or {}),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationIntegrityError(f"Calibration file is missing or mangles a field: {exc}.") from exc

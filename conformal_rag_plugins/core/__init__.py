@@ -5,6 +5,7 @@ The threshold of every set is computed in :mod:`conformal_rag_plugins.core.quant
 
 from __future__ import annotations
 
+from .adaptive import geometric_schedule, is_no_answer
 from .answer_metrics import (
     AnswerSetMetrics,
     AnswerSetReport,
@@ -53,6 +54,7 @@ from .quantile import (
 from .retrieval_eval import PoolObservation, TrialSummary, choose_family, evaluate_splits
 from .retrieval_scores import SCORE_FAMILIES, candidate_nonconformity, keep_mask, nonconformity, set_size
 from .selection import SetDecision, check_k_bounds, decide_set
+from .tuning import TuningChoice, choose_configuration, evaluate_tuned_splits
 from .validation import check_alpha, check_scores
 
 __all__ = [
@@ -76,6 +78,7 @@ __all__ = [
     "SetDecision",
     "SetSizes",
     "TrialSummary",
+    "TuningChoice",
     "answer_matches",
     "binom_cdf",
     "bonferroni_thresholds",
@@ -83,6 +86,7 @@ __all__ = [
     "check_alpha",
     "check_k_bounds",
     "check_scores",
+    "choose_configuration",
     "choose_family",
     "cluster_answers",
     "conflare_keep",
@@ -98,10 +102,13 @@ __all__ = [
     "evaluate_answer_set",
     "evaluate_answer_sets",
     "evaluate_splits",
+    "evaluate_tuned_splits",
     "generation_score",
     "generator_set",
+    "geometric_schedule",
     "harmonic_mean_rule",
     "is_abstention",
+    "is_no_answer",
     "keep_mask",
     "merge_clusters",
     "min_calibration_size",

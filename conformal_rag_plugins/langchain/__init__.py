@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .adaptive import AdaptiveContextSynthesizer
 from .calibrate import calibrate_retriever
 from .calibrate_answers import calibrate_answer_sets
 from .embedding import MiniLMEmbeddings
@@ -9,13 +10,16 @@ from .fingerprint import fingerprint_of
 from .fusion import ScoredFusionRetriever
 from .retriever import ConformalRetriever
 from .synthesizer import ConformalAnswerSetSynthesizer
+from .tuning import calibrate_hybrid_retriever
 
 __all__ = [
+    "AdaptiveContextSynthesizer",
     "ConformalAnswerSetSynthesizer",
     "ConformalRetriever",
     "MiniLMEmbeddings",
     "ScoredFusionRetriever",
     "calibrate_answer_sets",
+    "calibrate_hybrid_retriever",
     "calibrate_retriever",
     "fingerprint_of",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
-from ..calibration.driver import calibrate_from_pools, check_gold_ids, collect_observations
+from ..calibration.driver import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.examples import CalibrationExample
 from ..calibration.retrieval import RetrievalCalibration
 from .fingerprint import fingerprint_of
@@ -83,4 +83,5 @@ def calibrate_retriever(
         delta=delta,
         random_state=random_state,
         strict=strict,
+        labels=label_counts(examples),
     )

@@ -7,11 +7,20 @@ from typing import Any
 
 from ..calibration.examples import CorpusEntry
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
+from ..local.bm25 import BM25Index
 from ..local.chroma import add_in_batches, chroma_client, get_collection
 from .embedding import MiniLMEmbeddings
 from .fusion import ScoredFusionRetriever
 
 __all__ = ["build_chroma_vectorstore", "build_hybrid_retriever"]
+
+
+def _metadata(entry: CorpusEntry) -> dict[str, str]:
+    meta = {"title": entry.title or ""}
+    parent = getattr(entry, "parent_id", None)
+    if parent and parent != entry.id:  # a chunk of a longer entry
+        meta["parent_id"] = parent
+    return meta
 
 
 def build_chroma_vectorstore(
@@ -42,7 +51,7 @@ def build_chroma_vectorstore(
             [e.id for e in todo],
             vectors,
             [e.text for e in todo],
-            [{"title": e.title} if e.title else {"title": ""} for e in todo],
+            [_metadata(e) for e in todo],
         )
     return Chroma(client=client, collection_name=collection_name, embedding_function=embeddings)
 
@@ -54,13 +63,16 @@ def build_hybrid_retriever(
     pool_size: int = 50,
     dense_weight: float = DEFAULT_DENSE_WEIGHT,
     method: str = "zscore",
+    bm25: BM25Index | None = None,
 ) -> ScoredFusionRetriever:
-    """Dense + BM25 fusion that keeps scores in ``metadata['score']``."""
-    return ScoredFusionRetriever.from_vectorstore(
-        store,
-        [e.id for e in entries],
-        [e.text for e in entries],
-        k=pool_size,
-        weight=dense_weight,
-        method=method,
-    )
+    """Dense + BM25 fusion that keeps scores in ``metadata['score']``.
+
+    Pass a prebuilt ``bm25`` index to share it between several fusion settings.
+
+    Examples
+    --------
+    >>> hybrid = build_hybrid_retriever(store, entries, dense_weight=0.3, method="minmax")  # doctest: +SKIP
+    """
+    if bm25 is None:
+        bm25 = BM25Index([e.id for e in entries], [e.text for e in entries])
+    return ScoredFusionRetriever(vectorstore=store, bm25=bm25, k=pool_size, weight=dense_weight, method=method)

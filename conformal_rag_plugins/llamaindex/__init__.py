@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from .adaptive import AdaptiveContextSynthesizer
 from .calibrate import calibrate_retriever
 from .calibrate_answers import calibrate_answer_sets
 from .embedding import MiniLMEmbedding
 from .fingerprint import fingerprint_of
 from .retriever import ConformalRetriever
 from .synthesizer import ConformalAnswerSetSynthesizer
+from .tuning import calibrate_hybrid_retriever
 
 __all__ = [
+    "AdaptiveContextSynthesizer",
     "ConformalAnswerSetSynthesizer",
     "ConformalRetriever",
     "MiniLMEmbedding",
     "calibrate_answer_sets",
+    "calibrate_hybrid_retriever",
     "calibrate_retriever",
     "fingerprint_of",
 ]

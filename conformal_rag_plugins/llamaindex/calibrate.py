@@ -7,7 +7,7 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 
-from ..calibration.driver import calibrate_from_pools, check_gold_ids, collect_observations
+from ..calibration.driver import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.examples import CalibrationExample
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
@@ -91,4 +91,5 @@ def calibrate_retriever(
         delta=delta,
         random_state=random_state,
         strict=strict,
+        labels=label_counts(examples),
     )

@@ -14,12 +14,37 @@ from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..local.chroma import chroma_client, get_collection
 from .embedding import MiniLMEmbedding
 
-__all__ = ["build_chroma_index", "build_hybrid_retriever", "nodes_from_entries"]
+__all__ = ["FUSION_MODES", "build_chroma_index", "build_hybrid_retriever", "nodes_from_entries"]
+
+
+def _node(entry: CorpusEntry) -> TextNode:
+    metadata: dict[str, Any] = {"title": entry.title} if entry.title else {}
+    parent = getattr(entry, "parent_id", None)
+    if parent and parent != entry.id:  # a chunk of a longer entry: keep its document id, but do not embed it
+        metadata["parent_id"] = parent
+    return TextNode(
+        id_=entry.id,
+        text=entry.text,
+        metadata=metadata,
+        excluded_embed_metadata_keys=["parent_id"],
+        excluded_llm_metadata_keys=["parent_id"],
+    )
 
 
 def nodes_from_entries(entries: Sequence[CorpusEntry]) -> list[TextNode]:
-    """One ``TextNode`` per entry, with the entry id as node id."""
-    return [TextNode(id_=e.id, text=e.text, metadata={"title": e.title} if e.title else {}) for e in entries]
+    """One ``TextNode`` per entry (or chunk), with the entry id as node id.
+
+    A :class:`~conformal_rag_plugins.calibration.chunks.Chunk` of a longer entry also
+    records ``metadata["parent_id"]`` (excluded from the embedded and LLM text).
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.calibration.chunks import Chunk
+    >>> node = nodes_from_entries([Chunk("d::chunk0", "Rollo.", parent_id="d")])[0]
+    >>> node.node_id, node.metadata
+    ('d::chunk0', {'parent_id': 'd'})
+    """
+    return [_node(e) for e in entries]
 
 
 def build_chroma_index(
@@ -52,6 +77,10 @@ def build_chroma_index(
     return index, nodes
 
 
+#: LlamaIndex ``FUSION_MODES`` for the library's fusion method names.
+FUSION_MODES = {"zscore": "dist_based_score", "minmax": "relative_score"}
+
+
 def build_hybrid_retriever(
     index: VectorStoreIndex,
     nodes: Sequence[TextNode],
@@ -59,17 +88,27 @@ def build_hybrid_retriever(
     pool_size: int = 50,
     dense_weight: float = DEFAULT_DENSE_WEIGHT,
     mode: str = "dist_based_score",
+    bm25: Any = None,
 ) -> QueryFusionRetriever:
     """``QueryFusionRetriever`` over the dense index and ``BM25Retriever`` (no LLM call).
 
     ``dist_based_score`` scales each retriever's scores by mean +/- 3 std (a z-score
-    style fusion); ``relative_score`` is min-max.
+    style fusion); ``relative_score`` is min-max. ``mode`` also accepts the library's
+    names ``"zscore"`` / ``"minmax"``. Pass a prebuilt ``bm25`` retriever to share it
+    between several fusion settings.
+
+    Examples
+    --------
+    >>> index, nodes = build_chroma_index(bundled_corpus())  # doctest: +SKIP
+    >>> hybrid = build_hybrid_retriever(index, nodes, dense_weight=0.3, mode="minmax")  # doctest: +SKIP
     """
     from llama_index.core.llms import MockLLM
     from llama_index.retrievers.bm25 import BM25Retriever
 
+    mode = FUSION_MODES.get(mode, mode)
     dense = index.as_retriever(similarity_top_k=pool_size)
-    bm25 = BM25Retriever.from_defaults(nodes=list(nodes), similarity_top_k=pool_size)
+    if bm25 is None:
+        bm25 = BM25Retriever.from_defaults(nodes=list(nodes), similarity_top_k=pool_size)
     return QueryFusionRetriever(
         [dense, bm25],
         mode=mode,

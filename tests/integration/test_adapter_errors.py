@@ -69,19 +69,32 @@ def test_langchain_calibration_on_llamaindex_index(lc_store_calibration, li_inde
         LIRetriever(index=li_index, calibration=lc_store_calibration)
 
 
-def test_chroma_calibration_on_simple_vector_store(li_index_calibration, squad_entries):
+def test_chroma_and_simple_vector_store_calibrations_do_not_mix(
+    li_index, li_index_calibration, squad_entries, squad_questions
+):
     """Same embeddings, same passages, other store class: SimpleVectorStore reports raw cosine, not exp(-d)."""
     from llama_index.core import VectorStoreIndex
 
     from conformal_rag_plugins.llamaindex import MiniLMEmbedding
     from conformal_rag_plugins.llamaindex.stack import nodes_from_entries
 
-    simple = VectorStoreIndex(nodes_from_entries(squad_entries[:40]), embed_model=MiniLMEmbedding())
+    entries = squad_entries[:40]
+    simple = VectorStoreIndex(nodes_from_entries(entries), embed_model=MiniLMEmbedding())
     assert type(simple.vector_store).__name__ == "SimpleVectorStore"
     with pytest.raises(FingerprintMismatchError) as info:
         LIRetriever(index=simple, calibration=li_index_calibration)
     assert "store: calibrated with 'ChromaVectorStore', used with 'SimpleVectorStore'" in str(info.value)
     LIRetriever(index=simple, calibration=li_index_calibration, check_fingerprint=False)  # explicit opt-out works
+    # a calibration made on the in-memory index works there and is refused on the Chroma index
+    ids = {e.id for e in entries}
+    examples = [q for q in squad_questions if set(q.gold_ids) <= ids]
+    with pytest.raises(CalibrationError, match=BAD_ID):  # the gold-id check also reads SimpleVectorStore
+        li_calibrate(simple, _with_bad_id(examples), progress=False)
+    own = li_calibrate(simple, examples, confidence_level=0.9, progress=False)
+    assert own.fingerprint_.score_scale == "cosine" and own.n_calibration_ == len(examples) == 99
+    assert LIRetriever(index=simple, calibration=own).retrieve(examples[0].question)
+    with pytest.raises(FingerprintMismatchError, match="SimpleVectorStore"):
+        LIRetriever(index=li_index, calibration=own)
 
 
 def test_dense_versus_hybrid_host(li_hybrid_calibration, lc_hybrid_calibration, li_index_calibration, host_factory):

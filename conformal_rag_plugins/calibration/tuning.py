@@ -1,0 +1,196 @@
+"""Tune a hybrid host (fusion method and dense weight) and the score family, then calibrate.
+
+Protocol (framework-neutral; the adapters ``llamaindex/tuning.py`` and
+``langchain/tuning.py`` only build one host per configuration):
+
+1. split the labelled questions, with a seed, into an *optimisation* part and a
+   disjoint *calibration* part;
+2. query every candidate host on the optimisation part only, and choose the
+   (configuration, score family) with the smallest mean conformal set there
+   (:func:`~conformal_rag_plugins.core.tuning.choose_configuration`);
+3. query only the chosen host on the calibration part and compute the threshold
+   there. The calibration part is never seen by step 2, so the usual
+   split-conformal guarantee holds for the chosen host.
+
+The chosen host's fingerprint (fusion method, weights, pool size) goes into the
+calibration, so a retriever with another fusion setting is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from ..core.errors import CalibrationError
+from ..core.quantile import min_calibration_size
+from ..core.retrieval_scores import SCORE_FAMILIES
+from ..core.tuning import choose_configuration
+from ..core.validation import check_alpha
+from .driver import CandidatePool, calibrate_from_pools, collect_observations, label_counts
+from .examples import CalibrationExample, split_examples
+from .fingerprint import Fingerprint
+from .retrieval import RetrievalCalibration
+
+__all__ = ["DEFAULT_FUSION_GRID", "FUSION_METHODS", "FusionConfig", "TunedCalibration", "calibrate_tuned"]
+
+#: Fusion methods: ``zscore`` (LlamaIndex ``dist_based_score``) and ``minmax`` (``relative_score``).
+FUSION_METHODS = ("zscore", "minmax")
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    """One hybrid setting: score normalisation ``method`` and the dense retriever's ``weight``.
+
+    The lexical (BM25) retriever gets ``1 - weight``.
+
+    Examples
+    --------
+    >>> FusionConfig("minmax", 0.3).key
+    'minmax:0.3'
+    >>> FusionConfig.parse("zscore:0.5")
+    FusionConfig(method='zscore', weight=0.5)
+    """
+
+    method: str
+    weight: float
+
+    def __post_init__(self) -> None:
+        if self.method not in FUSION_METHODS:
+            raise CalibrationError(f"Fusion method must be one of {FUSION_METHODS}, got {self.method!r}.")
+        if not 0.0 <= float(self.weight) <= 1.0:
+            raise CalibrationError(f"Fusion weight must be in [0, 1], got {self.weight}.")
+
+    @property
+    def key(self) -> str:
+        """``"method:weight"``, as in reports and the CLI."""
+        return f"{self.method}:{self.weight:g}"
+
+    @classmethod
+    def parse(cls, text: str) -> FusionConfig:
+        """Inverse of :attr:`key`."""
+        method, sep, weight = text.partition(":")
+        if not sep:
+            raise CalibrationError(f"Expected 'method:weight' such as 'zscore:0.5', got {text!r}.")
+        try:
+            value = float(weight)
+        except ValueError as exc:
+            raise CalibrationError(f"Bad fusion weight in {text!r}.") from exc
+        return cls(method.strip(), value)
+
+
+#: The small grid searched by default: both normalisations, dense weight 0.3 / 0.5 / 0.7.
+DEFAULT_FUSION_GRID: tuple[FusionConfig, ...] = tuple(
+    FusionConfig(m, w) for m in FUSION_METHODS for w in (0.3, 0.5, 0.7)
+)
+
+
+@dataclass(frozen=True)
+class TunedCalibration:
+    """The chosen configuration and the calibration made with it.
+
+    Attributes
+    ----------
+    config : FusionConfig
+    calibration : RetrievalCalibration
+        ``selection_`` holds the rule, the seed, the split sizes and every
+        candidate's mean set size on the optimisation split.
+    """
+
+    config: FusionConfig
+    calibration: RetrievalCalibration
+
+
+def calibrate_tuned(
+    examples: Sequence[CalibrationExample],
+    fetchers: Mapping[FusionConfig, Callable[[str], CandidatePool]],
+    fingerprints: Callable[[FusionConfig], Fingerprint],
+    *,
+    pool_size: int,
+    confidence_level: float = 0.9,
+    score: str = "auto",
+    method: str = "split",
+    delta: float | None = None,
+    optimisation_fraction: float = 0.3,
+    random_state: int = 0,
+    strict: bool = False,
+    progress: bool = True,
+) -> TunedCalibration:
+    """Choose the configuration (and family) on an optimisation split, calibrate on the rest.
+
+    Parameters
+    ----------
+    examples : sequence of CalibrationExample
+    fetchers : mapping of FusionConfig to callable
+        ``fetch(question) -> CandidatePool`` of the host built with each configuration.
+    fingerprints : callable
+        ``fingerprints(config) -> Fingerprint`` of that host.
+    pool_size : int
+    confidence_level : float, default 0.9
+    score : {"auto", "relative", "similarity", "rank"}, default "auto"
+        ``auto`` chooses the family together with the configuration; a named family
+        tunes the configuration only.
+    method : {"split", "pac"}; delta : float, for PAC.
+    optimisation_fraction : float, default 0.3
+    random_state : int
+        Seed of the optimisation/calibration split.
+
+    Returns
+    -------
+    TunedCalibration
+
+    Raises
+    ------
+    CalibrationError
+        Empty grid, or a calibration part too small for the finite-sample rank.
+
+    Examples
+    --------
+    >>> tuned = calibrate_tuned(examples, fetchers, fingerprint_of, pool_size=50)  # doctest: +SKIP
+    >>> tuned.config.key, tuned.calibration.selection_["rule"]  # doctest: +SKIP
+    ('zscore:0.5', 'tuned-hybrid')
+    """
+    if not fetchers:
+        raise CalibrationError("The fusion grid is empty; pass at least one FusionConfig.")
+    alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
+    alpha = check_alpha(round(alpha, 12))
+    if not 0.0 < optimisation_fraction < 1.0:
+        raise CalibrationError(f"optimisation_fraction must be in (0, 1), got {optimisation_fraction}.")
+    families = SCORE_FAMILIES if score == "auto" else (score,)
+    if score != "auto" and score not in SCORE_FAMILIES:
+        raise CalibrationError(f"score must be 'auto' or one of {SCORE_FAMILIES}, got {score!r}.")
+    examples = list(examples)
+    opt, cal = split_examples(examples, (optimisation_fraction, 1.0 - optimisation_fraction), seed=random_state)
+    need = min_calibration_size(alpha)
+    if len(cal) < need or not opt:
+        raise CalibrationError(
+            f"{len(examples)} questions leave {len(opt)} for tuning and {len(cal)} for calibration; alpha={alpha:g} "
+            f"needs at least {need} calibration questions after the optimisation split. Label more questions "
+            "or lower confidence_level."
+        )
+    configs = list(fetchers)
+    observed = {c.key: collect_observations(opt, fetchers[c], progress=progress) for c in configs}
+    choice = choose_configuration(observed, alpha, families=families)
+    config = next(c for c in configs if c.key == choice.config)
+    calibration = calibrate_from_pools(
+        collect_observations(cal, fetchers[config], progress=progress),
+        fingerprint=fingerprints(config),
+        pool_size=pool_size,
+        confidence_level=confidence_level,
+        score=choice.family,
+        method=method,
+        delta=delta,
+        random_state=random_state,
+        strict=strict,
+        labels=label_counts(examples),
+    )
+    selection = {
+        "rule": "tuned-hybrid",
+        "objective": "mean set size on the optimisation split",
+        "seed": random_state,
+        "n_optimisation": len(opt),
+        "fusion_method": config.method,
+        "dense_weight": config.weight,
+        "chosen": choice.family,
+        "grid": choice.mean_sizes,
+    }
+    return TunedCalibration(config, replace(calibration, selection_=selection))

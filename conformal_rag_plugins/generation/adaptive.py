@@ -1,0 +1,216 @@
+"""Framework-neutral adaptive RAG inside a conformal set (geometric context growth).
+
+Each round prompts the LLM with the top ``schedule[r]`` chunks of the conformal set (best
+first, every round sees the top chunks so far: Pathway's "overlapping prompts") and stops at
+the first answer that is not a "no answer" (:func:`~conformal_rag_plugins.core.adaptive.is_no_answer`).
+When every round declines, the result abstains after the LLM has seen the whole set.
+Adapters supply ``complete(context) -> awaitable Sample``: one greedy call on the joined context.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..core.adaptive import geometric_schedule, is_no_answer
+from ..core.errors import ConformalError
+from .prompts import IDK
+from .samples import Sample
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "DEFAULT_SEPARATOR",
+    "AdaptiveResult",
+    "AdaptiveRound",
+    "CompleteFn",
+    "EstimateFn",
+    "aadaptive_answer",
+    "approx_token_count",
+    "join_chunks",
+]
+
+CompleteFn = Callable[[str], Awaitable[Sample]]
+# (context, sample) -> (prompt_tokens, completion_tokens, source) when the provider reported no usage.
+EstimateFn = Callable[[str, Sample], tuple[int, int, str]]
+
+DEFAULT_SEPARATOR = "\n"
+# The usual rule of thumb for English text with BPE tokenizers (about four characters per token).
+CHARS_PER_TOKEN = 4.0
+
+
+def join_chunks(chunks: Sequence[str], separator: str = DEFAULT_SEPARATOR) -> str:
+    """The context string of one round: the chunks in score order, joined.
+
+    Examples
+    --------
+    >>> join_chunks(["Rollo led the Norse.", "Paris is in France."])
+    'Rollo led the Norse.\\nParis is in France.'
+    """
+    return separator.join(chunks)
+
+
+def approx_token_count(text: str) -> int:
+    """Approximate token count, ``ceil(len(text) / 4)`` (0 for empty text).
+
+    Used only when neither the provider nor the model's own tokenizer gives a count; it is
+    close for English text and BPE tokenizers, and off for other scripts.
+
+    Examples
+    --------
+    >>> approx_token_count("Rollo led the Norse.")
+    5
+    """
+    return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
+
+
+@dataclass(frozen=True)
+class AdaptiveRound:
+    """One round: context size, answer, whether it declined, and what it cost.
+
+    ``token_source`` is ``"reported"`` (the provider's usage), the estimator's label (e.g.
+    ``"tokenizer"`` or ``"approximate"``) when the provider reported nothing, or ``"none"``
+    for a failed call.
+    """
+
+    size: int
+    answer: str
+    no_answer: bool
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    token_source: str = "reported"
+    failed: bool = False
+
+
+@dataclass
+class AdaptiveResult:
+    """Outcome of adaptive answering over one conformal set.
+
+    ``answer`` is the first answer that did not decline, else "I don't know"
+    (``abstained=True``, after a round that showed the whole set). ``chunks_used`` is the
+    final context size, ``chunk_ids`` the ids of those chunks (when given). Tokens are summed
+    over rounds; ``token_source`` says where the counts come from (``"reported"``, an
+    estimator label, ``"mixed"`` or ``"none"`` when no call was made).
+    """
+
+    question: str
+    answer: str
+    abstained: bool
+    rounds: int
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    chunks_used: int
+    schedule: list[int]
+    round_answers: list[str]
+    token_source: str = "none"
+    chunk_ids: list[str] = field(default_factory=list)
+    history: list[AdaptiveRound] = field(default_factory=list)
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens over all rounds."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (rounds in ``history`` as dicts)."""
+        return asdict(self)
+
+
+def _accounting(sample: Sample, context: str, estimate: EstimateFn | None) -> tuple[int, int, str]:
+    if sample.failed:
+        return 0, 0, "none"
+    if sample.prompt_tokens or sample.completion_tokens or estimate is None:
+        return sample.prompt_tokens, sample.completion_tokens, "reported"
+    return estimate(context, sample)
+
+
+def _overall_source(history: Sequence[AdaptiveRound]) -> str:
+    sources = {r.token_source for r in history if r.token_source != "none"}
+    if not sources:
+        return "none"
+    return sources.pop() if len(sources) == 1 else "mixed"
+
+
+async def aadaptive_answer(
+    question: str,
+    chunks: Sequence[str],
+    complete: CompleteFn,
+    *,
+    initial: int = 1,
+    factor: float = 2.0,
+    max_rounds: int | None = None,
+    chunk_ids: Sequence[str] | None = None,
+    separator: str = DEFAULT_SEPARATOR,
+    estimate: EstimateFn | None = None,
+) -> AdaptiveResult:
+    """Answer with a geometrically growing context over the conformal set ``chunks``.
+
+    Parameters
+    ----------
+    question : str
+        Recorded in the result (``complete`` already knows it).
+    chunks : sequence of str
+        The conformal set's chunk texts, best first.
+    complete : async callable ``(context: str) -> Sample``
+        One LLM call on the joined context of a round (:func:`join_chunks`).
+    initial, factor, max_rounds
+        The :func:`~conformal_rag_plugins.core.adaptive.geometric_schedule` parameters.
+    chunk_ids : sequence of str, optional
+        Ids aligned with ``chunks``; the result lists those of the final context.
+    separator : str, default "\\n"
+        Joins the chunks of a round's context.
+    estimate : callable ``(context, sample) -> (prompt_tokens, completion_tokens, source)``, optional
+        Token counts for a sample whose provider reported none (both counts zero).
+
+    Returns
+    -------
+    AdaptiveResult
+        An empty ``chunks`` abstains at once with no call.
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> async def complete(context):
+    ...     return Sample("Rollo" if "Rollo" in context else "I don't know", 10, 1)
+    >>> chunks = ["Paris is in France.", "Rollo led the Norse.", "Far away."]
+    >>> result = asyncio.run(aadaptive_answer("Who led the Norse?", chunks, complete))
+    >>> result.answer, result.rounds, result.chunks_used, result.round_answers
+    ('Rollo', 2, 2, ["I don't know", 'Rollo'])
+    >>> result.prompt_tokens, result.schedule
+    (20, [1, 2, 3])
+    """
+    ids = None if chunk_ids is None else [str(i) for i in chunk_ids]
+    if ids is not None and len(ids) != len(chunks):
+        raise ConformalError(f"chunk_ids has {len(ids)} ids for {len(chunks)} chunks.")
+    schedule = geometric_schedule(len(chunks), initial=initial, factor=factor, max_rounds=max_rounds)
+    history: list[AdaptiveRound] = []
+    answer: str | None = None
+    for size in schedule:
+        context = join_chunks(chunks[:size], separator)
+        sample = await complete(context)
+        prompt_tokens, completion_tokens, source = _accounting(sample, context, estimate)
+        declined = sample.failed or is_no_answer(sample.text)
+        history.append(
+            AdaptiveRound(size, sample.text, declined, prompt_tokens, completion_tokens, source, sample.failed)
+        )
+        if not declined:
+            answer = sample.text
+            break
+    used = history[-1].size if history else 0
+    return AdaptiveResult(
+        question=question,
+        answer=IDK if answer is None else answer,
+        abstained=answer is None,
+        rounds=len(history),
+        llm_calls=len(history),
+        prompt_tokens=sum(r.prompt_tokens for r in history),
+        completion_tokens=sum(r.completion_tokens for r in history),
+        chunks_used=used,
+        schedule=schedule,
+        round_answers=[r.answer for r in history],
+        token_source=_overall_source(history),
+        chunk_ids=[] if ids is None else ids[:used],
+        history=history,
+    )

@@ -1,0 +1,166 @@
+"""LangChain Runnable that answers with a geometrically growing context inside the conformal set."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
+from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from pydantic import ConfigDict, PrivateAttr, model_validator
+
+from ..core.adaptive import geometric_schedule
+from ..generation import Sample, SampleCache
+from ..generation.adaptive import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
+from .host import doc_id
+from .sampling import LangChainSampler
+from .synthesizer import ConformalAnswerSetSynthesizer, _run
+
+__all__ = ["AdaptiveContextSynthesizer"]
+
+
+def _parse(value: Any) -> tuple[str, list[Document]]:
+    """``{"question", "documents"}`` or the answer-set synthesizer's ``{"question", "context"}``."""
+    if isinstance(value, dict) and "documents" in value and "context" not in value:
+        value = {**value, "context": value["documents"]}
+    question, docs = ConformalAnswerSetSynthesizer._parse(value)
+    return question, [d if isinstance(d, Document) else Document(page_content=str(d)) for d in docs]
+
+
+def _ordered(docs: Sequence[Document]) -> list[Document]:
+    """Best first: a stable sort by ``metadata["score"]`` when every document has one, else input order."""
+    if all("score" in d.metadata for d in docs):
+        return sorted(docs, key=lambda d: -float(d.metadata["score"]))
+    return list(docs)
+
+
+def _own_tokenizer(model: BaseLanguageModel) -> bool:
+    """Whether the model counts tokens with its own tokenizer (the default downloads GPT-2's)."""
+    overridden = type(model).get_num_tokens is not BaseLanguageModel.get_num_tokens
+    return overridden or getattr(model, "custom_get_token_ids", None) is not None
+
+
+class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveResult]):
+    """Adaptive RAG over the conformal set as an LCEL Runnable: 1, 2, 4, ... top documents until the LLM answers.
+
+    Input ``{"question": str, "documents": list[Document]}`` (``"context"`` is accepted too, as
+    for :class:`~conformal_rag_plugins.langchain.ConformalAnswerSetSynthesizer`); documents are
+    ordered by ``metadata["score"]`` (best first) when they all carry one, else kept in the
+    retriever's order. Round ``r`` calls the model once with the ``schedule[r]`` best documents
+    (overlapping prompts) and stops at the first answer that is not "I don't know"; the last
+    round shows the whole set, so an abstention means the model saw every document.
+
+    The output is an :class:`~conformal_rag_plugins.generation.adaptive.AdaptiveResult`
+    (``answer``, ``abstained``, ``rounds``, ``llm_calls``, ``prompt_tokens``,
+    ``completion_tokens``, ``chunks_used``, ``schedule``, ``round_answers``, ``chunk_ids``).
+    Token counts are ``"reported"`` from ``AIMessage.usage_metadata`` or
+    ``LLMResult.llm_output["token_usage"]`` when present; otherwise ``"tokenizer"`` (the model's
+    own ``get_num_tokens``, e.g. llama-cpp's, on the formatted prompt and the answer line) or
+    ``"approximate"`` (``ceil(characters / 4)``) when the model has no tokenizer of its own.
+
+    Parameters
+    ----------
+    llm : BaseLanguageModel
+        One call per round with the model's own decoding settings (use ``temperature=0`` for
+        greedy answers). Chat models get the chat prompt, completion LLMs the few-shot prompt.
+    initial, factor, max_rounds
+        The geometric schedule (the last round always shows the whole set).
+    separator : str, default "\\n"
+        Joins a round's documents into the prompt's ``{context}``.
+    completion_prompt, chat_prompt : optional
+        Replace the default prompts (variables ``{context}`` and ``{question}``).
+
+    Examples
+    --------
+    >>> from langchain_core.language_models import FakeListChatModel
+    >>> synth = AdaptiveContextSynthesizer(llm=FakeListChatModel(responses=["I don't know", "Rollo"]))
+    >>> docs = [Document("Paris is in France."), Document("Rollo led the Norse."), Document("Far away.")]
+    >>> result = synth.invoke({"question": "Who led the Norse?", "documents": docs})
+    >>> result.answer, result.rounds, result.chunks_used
+    ('Rollo', 2, 2)
+    >>> chain = {"documents": retriever, "question": RunnablePassthrough()} | synth  # doctest: +SKIP
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    llm: BaseLanguageModel
+    initial: int = 1
+    factor: float = 2.0
+    max_rounds: int | None = None
+    separator: str = DEFAULT_SEPARATOR
+    timeout: float | None = 120.0
+    retries: int = 2
+    cache: SampleCache | None = None
+    completion_prompt: PromptTemplate | None = None
+    chat_prompt: ChatPromptTemplate | None = None
+    _sampler: LangChainSampler = PrivateAttr()
+
+    def __init__(self, **data: Any) -> None:
+        # validate the schedule here, so a bad value raises ConformalError rather than pydantic's ValidationError
+        fields = type(self).model_fields
+        geometric_schedule(
+            1,
+            initial=data.get("initial", fields["initial"].default),
+            factor=data.get("factor", fields["factor"].default),
+            max_rounds=data.get("max_rounds", fields["max_rounds"].default),
+        )
+        super().__init__(**data)
+
+    @model_validator(mode="after")
+    def _setup(self) -> AdaptiveContextSynthesizer:
+        self._sampler = LangChainSampler(
+            self.llm,
+            n_samples=1,
+            completion_prompt=self.completion_prompt,
+            chat_prompt=self.chat_prompt,
+            max_concurrency=1,
+            timeout=self.timeout,
+            retries=self.retries,
+            cache=self.cache,
+        )
+        return self
+
+    @property
+    def sampler(self) -> LangChainSampler:
+        """The single-call sampler (its ``completion_prompt`` / ``chat_prompt`` can be replaced)."""
+        return self._sampler
+
+    def _estimate(self, question: str, context: str, sample: Sample) -> tuple[int, int, str]:
+        prompt = self._sampler.prompt.invoke({"context": context, "question": question}).to_string()
+        if _own_tokenizer(self.llm):
+            try:
+                return self.llm.get_num_tokens(prompt), self.llm.get_num_tokens(sample.text), "tokenizer"
+            except Exception:  # a tokenizer that cannot run offline: fall back to the estimate
+                pass
+        return approx_token_count(prompt), approx_token_count(sample.text), "approximate"
+
+    async def _arun(self, value: dict[str, Any]) -> AdaptiveResult:
+        question, docs = _parse(value)
+        ordered = _ordered(docs)
+
+        async def complete(context: str) -> Sample:
+            return (await self._sampler.asample(question, context))[0]
+
+        return await aadaptive_answer(
+            question,
+            [d.page_content for d in ordered],
+            complete,
+            initial=self.initial,
+            factor=self.factor,
+            max_rounds=self.max_rounds,
+            chunk_ids=[doc_id(d) or f"doc-{i}" for i, d in enumerate(ordered)],
+            separator=self.separator,
+            estimate=lambda context, sample: self._estimate(question, context, sample),
+        )
+
+    async def ainvoke(
+        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AdaptiveResult:
+        """Adaptive answer for one question and its conformal set."""
+        return await self._acall_with_config(self._arun, input, config, run_type="chain")
+
+    def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AdaptiveResult:
+        """Sync :meth:`ainvoke`."""
+        return self._call_with_config(lambda value: _run(self._arun(value)), input, config, run_type="chain")

@@ -1,0 +1,179 @@
+"""LlamaIndex ``BaseSynthesizer`` that answers with a geometrically growing context inside the conformal set."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.async_utils import asyncio_run
+from llama_index.core.base.llms.base import BaseLLM
+from llama_index.core.base.response.schema import Response
+from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.response_synthesizers.base import BaseSynthesizer
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
+
+from ..core.adaptive import geometric_schedule
+from ..generation import Sample, SampleCache
+from ..generation.adaptive import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
+from .sampling import LlamaIndexSampler
+
+__all__ = ["AdaptiveContextSynthesizer"]
+
+
+def _ordered(nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+    """Best first: a stable sort by score when every node has one, else the retriever's order."""
+    if all(n.score is not None for n in nodes):
+        return sorted(nodes, key=lambda n: -float(n.score))  # type: ignore[arg-type]
+    return list(nodes)
+
+
+class AdaptiveContextSynthesizer(BaseSynthesizer):
+    """Adaptive RAG over the conformal set: 1, 2, 4, ... top chunks until the LLM answers.
+
+    Round ``r`` prompts the LLM once with the ``schedule[r]`` best nodes (overlapping prompts:
+    each round repeats the best chunks and adds the next ones) and stops at the first answer
+    that is not "I don't know" (:func:`~conformal_rag_plugins.core.adaptive.is_no_answer`).
+    The schedule (:func:`~conformal_rag_plugins.core.adaptive.geometric_schedule`) always ends
+    with the whole retrieved set, so an abstention ("I don't know") means the LLM saw every
+    chunk the conformal retriever kept. An empty set abstains with no call, never "Empty Response".
+
+    ``Response.source_nodes`` are the nodes of the final round's context (the answer's
+    lineage), then any ``additional_source_nodes``. ``Response.metadata`` holds ``rounds``,
+    ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``chunks_used``, ``set_size``,
+    ``abstained``, ``schedule``, ``round_answers``, ``chunk_ids``, ``history`` and
+    ``token_source``: ``"reported"`` when the LLM returned usage (llama-cpp's ``raw["usage"]``,
+    OpenAI-compatible servers), else ``"approximate"`` (``ceil(characters / 4)`` of the formatted
+    prompt and of the answer), ``"mixed"`` if rounds differ.
+
+    Parameters
+    ----------
+    llm : LlamaIndex LLM
+        One call per round, decoded as the LLM is configured: pass a greedy LLM
+        (``temperature=0``) for Pathway's behaviour. Base models get the few-shot completion
+        prompt, chat models the chat prompt (override with
+        ``update_prompts({"completion_prompt": ..., "chat_prompt": ...})``).
+    initial, factor, max_rounds
+        Schedule: ``initial`` chunks first, times ``factor`` per round, at most ``max_rounds``
+        rounds (the last one always shows the whole set).
+    separator : str, default "\\n"
+        Joins a round's chunks into the prompt's ``{context}``.
+    timeout, retries, cache
+        As in :class:`~conformal_rag_plugins.llamaindex.sampling.LlamaIndexSampler`; a call that
+        still fails counts as a "no answer" round.
+
+    Examples
+    --------
+    >>> from llama_index.core.llms import MockLLM
+    >>> synth = AdaptiveContextSynthesizer(llm=MockLLM(max_tokens=2))
+    >>> synth.get_response("Who led the Norse?", ["Rollo led the Norse.", "Paris is in France."])
+    'text text'
+    >>> engine = RetrieverQueryEngine(  # doctest: +SKIP
+    ...     retriever=ConformalRetriever(index=index, calibration=cal),
+    ...     response_synthesizer=AdaptiveContextSynthesizer(llm=local_llm(temperature=0.0)),
+    ... )
+    >>> engine.query("Who was the Norse leader?").metadata["rounds"]  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        llm: BaseLLM,
+        *,
+        initial: int = 1,
+        factor: float = 2.0,
+        max_rounds: int | None = None,
+        separator: str = DEFAULT_SEPARATOR,
+        timeout: float | None = 120.0,
+        retries: int = 2,
+        cache: SampleCache | None = None,
+        completion_prompt: PromptTemplate | None = None,
+        chat_prompt: ChatPromptTemplate | None = None,
+        **kwargs: Any,
+    ) -> None:
+        geometric_schedule(1, initial=initial, factor=factor, max_rounds=max_rounds)  # validates early
+        super().__init__(llm=llm, **kwargs)
+        self.initial = initial
+        self.factor = factor
+        self.max_rounds = max_rounds
+        self.separator = separator
+        self.sampler = LlamaIndexSampler(
+            llm,
+            n_samples=1,
+            completion_prompt=completion_prompt,
+            chat_prompt=chat_prompt,
+            max_concurrency=1,
+            timeout=timeout,
+            retries=retries,
+            cache=cache,
+        )
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"completion_prompt": self.sampler.completion_prompt, "chat_prompt": self.sampler.chat_prompt}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "completion_prompt" in prompts:
+            self.sampler.completion_prompt = prompts["completion_prompt"]  # type: ignore[assignment]
+        if "chat_prompt" in prompts:
+            self.sampler.chat_prompt = prompts["chat_prompt"]  # type: ignore[assignment]
+
+    def _prompt_text(self, question: str, context: str) -> str:
+        if self.sampler.is_chat:
+            messages = self.sampler.chat_prompt.format_messages(context=context, question=question)
+            return "\n".join(str(m.content or "") for m in messages)
+        return self.sampler.completion_prompt.format(context=context, question=question)
+
+    async def _aresult(self, question: str, texts: Sequence[str], ids: Sequence[str]) -> AdaptiveResult:
+        async def complete(context: str) -> Sample:
+            return (await self.sampler.asample(question, context))[0]
+
+        def estimate(context: str, sample: Sample) -> tuple[int, int, str]:
+            prompt = self._prompt_text(question, context)
+            return approx_token_count(prompt), approx_token_count(sample.text), "approximate"
+
+        return await aadaptive_answer(
+            question,
+            texts,
+            complete,
+            initial=self.initial,
+            factor=self.factor,
+            max_rounds=self.max_rounds,
+            chunk_ids=ids,
+            separator=self.separator,
+            estimate=estimate,
+        )
+
+    async def asynthesize(
+        self,
+        query: QueryType,
+        nodes: list[NodeWithScore],
+        additional_source_nodes: Sequence[NodeWithScore] | None = None,
+        **response_kwargs: Any,
+    ) -> Response:
+        """Answer ``query`` from ``nodes`` (best first by score) with a growing context; empty -> abstain."""
+        query_str = query.query_str if isinstance(query, QueryBundle) else str(query)
+        ordered = _ordered(nodes)
+        texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in ordered]
+        result = await self._aresult(query_str, texts, [n.node.node_id for n in ordered])
+        meta = result.to_dict()
+        meta["set_size"] = len(ordered)
+        sources = ordered[: result.chunks_used] + list(additional_source_nodes or [])
+        return Response(response=result.answer, source_nodes=sources, metadata=meta)
+
+    def synthesize(
+        self,
+        query: QueryType,
+        nodes: list[NodeWithScore],
+        additional_source_nodes: Sequence[NodeWithScore] | None = None,
+        **response_kwargs: Any,
+    ) -> Response:
+        """Sync :meth:`asynthesize`."""
+        return asyncio_run(self.asynthesize(query, nodes, additional_source_nodes, **response_kwargs))
+
+    async def aget_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
+        """Answer from raw text chunks taken as already in score order (best first)."""
+        ids = [f"chunk-{i}" for i in range(len(text_chunks))]
+        return (await self._aresult(query_str, list(text_chunks), ids)).answer
+
+    def get_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
+        """Sync :meth:`aget_response`."""
+        return asyncio_run(self.aget_response(query_str, text_chunks, **response_kwargs))
