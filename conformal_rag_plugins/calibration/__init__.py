@@ -13,8 +13,11 @@ from .examples import (
     split_examples,
 )
 from .fingerprint import Fingerprint
+from .judge import LabelReport, LLMJudge, alabel_examples, label_examples
 from .matching import gold_positions
+from .question_gen import GenerationReport, agenerate_questions, sample_chunks
 from .retrieval import SCHEMA_VERSION, RetrievalCalibration
+from .text_folder import load_text_folder
 from .tuning import DEFAULT_FUSION_GRID, FusionConfig, TunedCalibration, calibrate_tuned
 
 __all__ = [
@@ -24,14 +27,22 @@ __all__ = [
     "CorpusEntry",
     "Fingerprint",
     "FusionConfig",
+    "GenerationReport",
+    "LLMJudge",
+    "LabelReport",
     "RetrievalCalibration",
     "RetrievalConformalizer",
     "TunedCalibration",
+    "agenerate_questions",
+    "alabel_examples",
     "calibrate_tuned",
     "gold_positions",
+    "label_examples",
     "load_corpus",
     "load_examples",
     "load_qa",
+    "load_text_folder",
+    "sample_chunks",
     "save_examples",
     "split_examples",
 ]

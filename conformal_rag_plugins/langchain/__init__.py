@@ -8,6 +8,8 @@ from .calibrate_answers import calibrate_answer_sets
 from .embedding import MiniLMEmbeddings
 from .fingerprint import fingerprint_of
 from .fusion import ScoredFusionRetriever
+from .judge import label_with_judge
+from .question_gen import generate_calibration_questions
 from .retriever import ConformalRetriever
 from .synthesizer import ConformalAnswerSetSynthesizer
 from .tuning import calibrate_hybrid_retriever
@@ -22,4 +24,6 @@ __all__ = [
     "calibrate_hybrid_retriever",
     "calibrate_retriever",
     "fingerprint_of",
+    "generate_calibration_questions",
+    "label_with_judge",
 ]

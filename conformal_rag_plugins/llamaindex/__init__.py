@@ -7,6 +7,8 @@ from .calibrate import calibrate_retriever
 from .calibrate_answers import calibrate_answer_sets
 from .embedding import MiniLMEmbedding
 from .fingerprint import fingerprint_of
+from .judge import label_with_judge
+from .question_gen import generate_calibration_questions
 from .retriever import ConformalRetriever
 from .synthesizer import ConformalAnswerSetSynthesizer
 from .tuning import calibrate_hybrid_retriever
@@ -20,4 +22,6 @@ __all__ = [
     "calibrate_hybrid_retriever",
     "calibrate_retriever",
     "fingerprint_of",
+    "generate_calibration_questions",
+    "label_with_judge",
 ]

@@ -1,0 +1,108 @@
+"""Shared inputs of ``conformal-rag generate-calibration`` and ``label``: corpus, chunks, the LLM."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..calibration.chunks import Chunk
+from ..calibration.examples import CorpusEntry
+from ..core.errors import ConformalError
+
+__all__ = ["LLM_KINDS", "add_corpus_arguments", "build_llm", "cache_setting", "load_chunks"]
+
+LLM_KINDS = ("local", "openai")
+
+
+def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--corpus``/``--docs``, the chunking, ``--framework``, ``--llm`` and the cache options."""
+    parser.add_argument("--corpus", action="append", help="corpus JSONL {id, text, title?} (repeatable)")
+    parser.add_argument("--docs", help="a folder of text files (instead of --corpus)")
+    parser.add_argument("--glob", default="*.txt", help="files of --docs to read (default *.txt; **/*.txt recurses)")
+    parser.add_argument("--chunk-size", type=int, default=None, help="MiniLM tokens per chunk (default 254)")
+    parser.add_argument("--chunk-overlap", type=int, default=None, help="tokens of overlap (default 25)")
+    parser.add_argument("--framework", choices=["llamaindex", "langchain"], default="llamaindex")
+    parser.add_argument("--llm", choices=LLM_KINDS, default="local", help="local Gemma 3 270M, or OpenAI(-compatible)")
+    parser.add_argument("--cache", default=None, help="SQLite cache of LLM outputs (default ~/.cache/conformal-rag)")
+    parser.add_argument("--no-cache", action="store_true", help="do not cache LLM outputs")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def cache_setting(args: argparse.Namespace) -> str | bool:
+    """The ``cache=`` argument of the adapters from ``--cache`` / ``--no-cache``.
+
+    Examples
+    --------
+    >>> cache_setting(argparse.Namespace(no_cache=False, cache=None)), cache_setting(argparse.Namespace(no_cache=True))
+    (True, False)
+    """
+    if args.no_cache:
+        return False
+    return args.cache if args.cache else True
+
+
+def load_chunks(
+    framework: str,
+    corpus: Sequence[str | Path] | None,
+    docs: str | Path | None,
+    *,
+    glob: str = "*.txt",
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+) -> list[Chunk]:
+    """Read ``--corpus`` files or a ``--docs`` folder and chunk long entries with the framework's splitter.
+
+    Generation and labelling must use the same chunking, so that the chunk ids match.
+
+    Examples
+    --------
+    >>> chunks = load_chunks("llamaindex", ["corpus.jsonl"], None, chunk_size=128)  # doctest: +SKIP
+    """
+    if bool(corpus) == bool(docs):
+        raise ConformalError("Pass the corpus as --corpus FILE.jsonl (repeatable) or as --docs FOLDER (one of them).")
+    entries: list[CorpusEntry]
+    if docs:
+        from ..calibration.text_folder import load_text_folder
+
+        entries = load_text_folder(docs, glob)
+    else:
+        from ..calibration.examples import load_corpus
+
+        entries = load_corpus(*(corpus or ()))
+    if framework == "llamaindex":
+        from ..llamaindex.chunking import chunk_entries
+    else:
+        from ..langchain.chunking import chunk_entries
+    return chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+
+
+def build_llm(framework: str, kind: str, *, temperature: float, max_tokens: int) -> Any:
+    """The framework's local Gemma 3 270M, or its OpenAI(-compatible) client (``default_llm``).
+
+    Examples
+    --------
+    >>> llm = build_llm("llamaindex", "local", temperature=0.0, max_tokens=4)  # doctest: +SKIP
+    """
+    if kind not in LLM_KINDS:
+        raise ConformalError(f"--llm must be one of {LLM_KINDS}, got {kind!r}.")
+    if kind == "openai":
+        from ..local.llm import openai_settings
+
+        if openai_settings() is None:
+            raise ConformalError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible server).")
+    if framework == "llamaindex":
+        from ..llamaindex import llm as li_llm
+
+        if kind == "local":
+            return li_llm.local_llm(temperature=temperature, max_new_tokens=max_tokens)
+        model = li_llm.default_llm(temperature=temperature)
+    else:
+        from ..langchain import llm as lc_llm
+
+        if kind == "local":
+            return lc_llm.local_llm(temperature=temperature, max_tokens=max_tokens)
+        model = lc_llm.default_llm(temperature=temperature)
+    model.max_tokens = max_tokens  # default_llm's 32 tokens are too few for a JSON question
+    return model

@@ -1,0 +1,106 @@
+"""``conformal-rag generate-calibration``: questions from your own chunks with an LLM (CONFLARE step 1)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import calibration_inputs
+
+__all__ = ["GENERATION_MAX_TOKENS", "GENERATION_TEMPERATURE", "register", "run_generate"]
+
+#: Sampling temperature of the question writer (some variety between retries).
+GENERATION_TEMPERATURE = 0.7
+#: Enough for one ``{"question", "answer"}`` object.
+GENERATION_MAX_TOKENS = 96
+
+
+def register(sub: Any) -> None:
+    """Add the ``generate-calibration`` sub-command to the ``conformal-rag`` parser."""
+    p = sub.add_parser("generate-calibration", help="generate calibration questions from your chunks with an LLM")
+    calibration_inputs.add_corpus_arguments(p)
+    p.add_argument("--n", type=int, default=100, help="questions to generate (one per sampled chunk)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--topic", default=None, help="topic of interest, inserted into the prompt")
+    p.add_argument("--max-retries", type=int, default=2, help="further attempts per chunk after a bad output")
+    p.add_argument("--out", required=True, help="calibration questions JSONL to write")
+    p.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> None:
+    report = run_generate(
+        args.corpus,
+        args.docs,
+        n=args.n,
+        out=args.out,
+        llm=args.llm,
+        framework=args.framework,
+        seed=args.seed,
+        topic=args.topic,
+        glob=args.glob,
+        chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap,
+        max_retries=args.max_retries,
+        cache=calibration_inputs.cache_setting(args),
+        progress=not args.quiet,
+    )
+    print(report.summary())
+    print(f"wrote {report.n_generated} questions to {args.out}")
+
+
+def run_generate(
+    corpus: Sequence[str | Path] | None,
+    docs: str | Path | None,
+    *,
+    n: int,
+    out: str | Path,
+    llm: str = "local",
+    framework: str = "llamaindex",
+    seed: int = 0,
+    topic: str | None = None,
+    glob: str = "*.txt",
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+    max_retries: int = 2,
+    cache: str | bool = True,
+    progress: bool = True,
+) -> Any:
+    """Chunk the corpus, generate ``n`` questions with the framework's LLM, save them as JSONL.
+
+    Returns the :class:`~conformal_rag_plugins.calibration.question_gen.GenerationReport`.
+    A corpus with fewer usable chunks than ``n`` fails before the LLM is loaded.
+
+    Examples
+    --------
+    >>> report = run_generate(None, "my_docs/", n=100, out="questions.jsonl")  # doctest: +SKIP
+    >>> print(report.summary())  # doctest: +SKIP
+    """
+    from ..calibration.examples import save_examples
+    from ..calibration.question_gen import sample_chunks
+
+    chunks = calibration_inputs.load_chunks(
+        framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
+    )
+    sample_chunks(chunks, n, seed)  # fail fast when the corpus is too small
+    model = calibration_inputs.build_llm(
+        framework, llm, temperature=GENERATION_TEMPERATURE, max_tokens=GENERATION_MAX_TOKENS
+    )
+    if framework == "llamaindex":
+        from ..llamaindex.question_gen import generate_calibration_questions
+    else:
+        from ..langchain.question_gen import generate_calibration_questions
+    examples, report = generate_calibration_questions(
+        chunks,
+        model,
+        n,
+        seed=seed,
+        topic=topic,
+        cache=cache,
+        max_retries=max_retries,
+        max_concurrency=1 if llm == "local" else 4,
+        progress=progress,
+    )
+    save_examples(examples, out)
+    return report

@@ -1,0 +1,114 @@
+"""``conformal-rag label``: find each question's gold chunk with an LLM judge over the host retriever."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import calibration_inputs
+
+__all__ = ["JUDGE_MAX_TOKENS", "register", "run_label"]
+
+#: A yes/no answer.
+JUDGE_MAX_TOKENS = 4
+
+
+def register(sub: Any) -> None:
+    """Add the ``label`` sub-command to the ``conformal-rag`` parser."""
+    p = sub.add_parser("label", help="label calibration questions with an LLM judge over the host retriever")
+    calibration_inputs.add_corpus_arguments(p)
+    p.add_argument("--questions", required=True, help="questions JSONL (from generate-calibration)")
+    p.add_argument("--out", required=True, help="labelled calibration JSONL to write")
+    p.add_argument("--budget", type=int, default=5, help="chunks judged per question at most")
+    p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
+    p.add_argument("--pool-size", type=int, default=50)
+    p.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> None:
+    report = run_label(
+        args.corpus,
+        args.docs,
+        questions=args.questions,
+        out=args.out,
+        budget=args.budget,
+        llm=args.llm,
+        framework=args.framework,
+        retriever=args.retriever,
+        pool_size=args.pool_size,
+        glob=args.glob,
+        chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap,
+        cache=calibration_inputs.cache_setting(args),
+        progress=not args.quiet,
+    )
+    print(report.summary())
+    print(f"wrote {report.n} labelled questions to {args.out}")
+
+
+def run_label(
+    corpus: Sequence[str | Path] | None,
+    docs: str | Path | None,
+    *,
+    questions: str | Path,
+    out: str | Path,
+    budget: int = 5,
+    llm: str = "local",
+    framework: str = "llamaindex",
+    retriever: str = "hybrid",
+    pool_size: int = 50,
+    glob: str = "*.txt",
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+    cache: str | bool = True,
+    progress: bool = True,
+) -> Any:
+    """Index the chunked corpus in the chosen host, label the questions with the judge, save JSONL.
+
+    Returns the :class:`~conformal_rag_plugins.calibration.judge.LabelReport`. The corpus
+    must be chunked as it was for ``generate-calibration`` (same ``chunk_size``/``chunk_overlap``).
+
+    Examples
+    --------
+    >>> report = run_label(None, "my_docs/", questions="questions.jsonl", out="labelled.jsonl")  # doctest: +SKIP
+    >>> print(report.summary())  # doctest: +SKIP
+    """
+    from ..calibration.examples import load_examples, save_examples
+    from ..core.errors import CalibrationError
+    from .hosts import build_host
+
+    if budget < 0:
+        raise CalibrationError(f"--budget must be >= 0, got {budget}.")
+    examples = load_examples(questions)
+    if not examples:
+        raise CalibrationError(f"{questions} holds no questions.")
+    chunks = calibration_inputs.load_chunks(
+        framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
+    )
+    ids = {c.id for c in chunks}
+    unknown = sorted({s for ex in examples if (s := ex.metadata.get("source_chunk_id")) and s not in ids})
+    if unknown:
+        raise CalibrationError(
+            f"{len(unknown)} source chunk id(s) of the questions are not in this corpus, e.g. {unknown[0]!r}; "
+            "pass the corpus and --chunk-size/--chunk-overlap used by generate-calibration."
+        )
+    bundle = build_host(framework, retriever, chunks, pool_size=pool_size)
+    model = calibration_inputs.build_llm(framework, llm, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+    if framework == "llamaindex":
+        from ..llamaindex.judge import label_with_judge
+    else:
+        from ..langchain.judge import label_with_judge
+    labelled, report = label_with_judge(
+        bundle.host,
+        examples,
+        model,
+        budget,
+        pool_size=pool_size,
+        cache=cache,
+        max_concurrency=1 if llm == "local" else 4,
+        progress=progress,
+    )
+    save_examples(labelled, out)
+    return report

@@ -1,0 +1,116 @@
+"""Turn a LangChain model and its prompt templates into ``render`` / ``complete`` callables.
+
+The framework-neutral calibration code (question generation, the judge) works on a prompt
+*string* and an async ``complete(prompt) -> str``. A completion model (``BaseLLM``) gets the
+``PromptTemplate`` and ``ainvoke(str)``; a chat model (``BaseChatModel``) gets the
+``ChatPromptTemplate``, whose formatted messages travel as a JSON string (also the cache
+key, via ``messages_to_dict``) and are rebuilt for ``ainvoke(messages)``.
+
+The default templates come from :mod:`conformal_rag_plugins.calibration.llm_prompts`,
+with their literal JSON braces escaped for LangChain's f-string format.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel, BaseLanguageModel
+from langchain_core.messages import messages_from_dict, messages_to_dict
+from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
+
+from ..calibration.llm_prompts import to_fstring
+from ..core.errors import ConformalError
+
+__all__ = ["chat_template", "completion_template", "is_chat", "prompt_caller"]
+
+Render = Callable[[Mapping[str, str]], str]
+Complete = Callable[[str], Awaitable[str]]
+
+
+def is_chat(model: Any) -> bool:
+    """Whether the model is a chat model (``BaseChatModel``).
+
+    Examples
+    --------
+    >>> from langchain_core.language_models import FakeListChatModel, FakeListLLM
+    >>> is_chat(FakeListChatModel(responses=["x"])), is_chat(FakeListLLM(responses=["x"]))
+    (True, False)
+    """
+    return isinstance(model, BaseChatModel)
+
+
+def completion_template(
+    prompt: PromptTemplate | str | None, default: str, variables: Collection[str]
+) -> PromptTemplate:
+    """The user's completion prompt (a ``str`` is an f-string template), or ``default``."""
+    if prompt is None:
+        return PromptTemplate.from_template(to_fstring(default, variables))
+    return PromptTemplate.from_template(prompt) if isinstance(prompt, str) else prompt
+
+
+def chat_template(
+    prompt: ChatPromptTemplate | None, system: str, user: str, variables: Collection[str]
+) -> ChatPromptTemplate:
+    """The user's chat prompt, or a system + human ``ChatPromptTemplate``."""
+    if prompt is not None:
+        return prompt
+    return ChatPromptTemplate.from_messages(
+        [("system", to_fstring(system, variables)), ("human", to_fstring(user, variables))]
+    )
+
+
+def _check_vars(prompt: PromptTemplate | ChatPromptTemplate, allowed: Collection[str]) -> None:
+    unknown = sorted(set(prompt.input_variables) - set(allowed))
+    if unknown:
+        raise ConformalError(f"Unknown prompt variable(s) {unknown}; the prompt can use {sorted(allowed)}.")
+
+
+def _pick(prompt: PromptTemplate | ChatPromptTemplate, values: Mapping[str, str]) -> dict[str, str]:
+    return {k: values[k] for k in prompt.input_variables}
+
+
+def prompt_caller(
+    model: Any,
+    completion_prompt: PromptTemplate,
+    chat_prompt: ChatPromptTemplate,
+    variables: Collection[str],
+) -> tuple[Render, Complete]:
+    """``render(values) -> prompt text`` and ``complete(prompt text) -> output`` for ``model``.
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> from langchain_core.language_models import FakeListChatModel
+    >>> plain = completion_template(None, "Q: {question}", ["question"])
+    >>> chat = chat_template(None, "Be brief.", "Q: {question}", ["question"])
+    >>> render, complete = prompt_caller(FakeListChatModel(responses=["yes"]), plain, chat, ["question"])
+    >>> asyncio.run(complete(render({"question": "Who?"})))
+    'yes'
+    """
+    if not isinstance(model, BaseLanguageModel):
+        raise ConformalError(f"Expected a LangChain BaseLLM or BaseChatModel, got {type(model).__name__}.")
+    if is_chat(model):
+        _check_vars(chat_prompt, variables)
+
+        def render_chat(values: Mapping[str, str]) -> str:
+            messages = chat_prompt.format_messages(**_pick(chat_prompt, values))
+            return json.dumps(messages_to_dict(messages), ensure_ascii=False)
+
+        async def complete_chat(text: str) -> str:
+            out = await model.ainvoke(messages_from_dict(json.loads(text)))
+            return str(out.content)
+
+        return render_chat, complete_chat
+
+    _check_vars(completion_prompt, variables)
+
+    def render_completion(values: Mapping[str, str]) -> str:
+        return completion_prompt.format(**_pick(completion_prompt, values))
+
+    async def complete_text(text: str) -> str:
+        out = await model.ainvoke(text)
+        return out if isinstance(out, str) else str(getattr(out, "content", out))
+
+    return render_completion, complete_text

@@ -1,0 +1,104 @@
+"""Turn a LlamaIndex LLM and its prompt templates into ``render`` / ``complete`` callables.
+
+The framework-neutral calibration code (question generation, the judge) works on a prompt
+*string* and an async ``complete(prompt) -> str``. A base model gets the completion
+``PromptTemplate`` and ``acomplete(prompt, formatted=True)``; a chat model
+(``llm.metadata.is_chat_model``) gets the ``ChatPromptTemplate``, whose formatted messages
+travel as a JSON string (also the cache key) and are rebuilt for ``achat``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from typing import Any
+
+from llama_index.core.llms import ChatMessage, MessageRole
+from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
+
+from ..core.errors import ConformalError
+
+__all__ = ["chat_template", "completion_template", "is_chat", "prompt_caller"]
+
+Render = Callable[[Mapping[str, str]], str]
+Complete = Callable[[str], Awaitable[str]]
+
+
+def is_chat(llm: Any) -> bool:
+    """Whether the LLM is a chat model (``llm.metadata.is_chat_model``).
+
+    Examples
+    --------
+    >>> from llama_index.core.llms import MockLLM
+    >>> is_chat(MockLLM())
+    False
+    """
+    return bool(getattr(getattr(llm, "metadata", None), "is_chat_model", False))
+
+
+def completion_template(prompt: PromptTemplate | str | None, default: str) -> PromptTemplate:
+    """The user's completion prompt, or ``default`` as a ``PromptTemplate``."""
+    if prompt is None:
+        return PromptTemplate(default)
+    return PromptTemplate(prompt) if isinstance(prompt, str) else prompt
+
+
+def chat_template(prompt: ChatPromptTemplate | None, system: str, user: str) -> ChatPromptTemplate:
+    """The user's chat prompt, or a system + user ``ChatPromptTemplate``."""
+    if prompt is not None:
+        return prompt
+    return ChatPromptTemplate(
+        [ChatMessage(role=MessageRole.SYSTEM, content=system), ChatMessage(role=MessageRole.USER, content=user)]
+    )
+
+
+def _check_vars(template_vars: Collection[str], allowed: Collection[str]) -> None:
+    unknown = sorted(set(template_vars) - set(allowed))
+    if unknown:
+        raise ConformalError(f"Unknown prompt variable(s) {unknown}; the prompt can use {sorted(allowed)}.")
+
+
+def prompt_caller(
+    llm: Any,
+    completion_prompt: PromptTemplate,
+    chat_prompt: ChatPromptTemplate,
+    variables: Collection[str],
+) -> tuple[Render, Complete]:
+    """``render(values) -> prompt text`` and ``complete(prompt text) -> output`` for ``llm``.
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> from llama_index.core.llms import MockLLM
+    >>> render, complete = prompt_caller(MockLLM(), PromptTemplate("Q: {question}"), chat_template(None, "", ""),
+    ...                                  ["question"])
+    >>> render({"question": "Who?"})
+    'Q: Who?'
+    >>> asyncio.run(complete("Q: Who?"))
+    'Q: Who?'
+    """
+    if not (hasattr(llm, "acomplete") and hasattr(llm, "achat")):
+        raise ConformalError(f"Expected a LlamaIndex LLM (with acomplete/achat), got {type(llm).__name__}.")
+    if is_chat(llm):
+        _check_vars(chat_prompt.template_vars, variables)
+
+        def render_chat(values: Mapping[str, str]) -> str:
+            messages = chat_prompt.format_messages(**values)
+            return json.dumps([{"role": m.role.value, "content": m.content} for m in messages], ensure_ascii=False)
+
+        async def complete_chat(text: str) -> str:
+            messages = [ChatMessage(role=MessageRole(d["role"]), content=d["content"]) for d in json.loads(text)]
+            response = await llm.achat(messages)
+            return str(response.message.content or "")
+
+        return render_chat, complete_chat
+
+    _check_vars(completion_prompt.template_vars, variables)
+
+    def render_completion(values: Mapping[str, str]) -> str:
+        return completion_prompt.format(**values)
+
+    async def complete_text(text: str) -> str:
+        return (await llm.acomplete(text, formatted=True)).text
+
+    return render_completion, complete_text
