@@ -9,6 +9,7 @@ from ..calibration.examples import CorpusEntry
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..local.bm25 import BM25Index
 from ..local.chroma import add_in_batches, chroma_client, get_collection
+from ..local.tokens import warn_if_truncated
 from .embedding import MiniLMEmbeddings
 from .fusion import ScoredFusionRetriever
 
@@ -44,6 +45,8 @@ def build_chroma_vectorstore(
     ids = [e.id for e in entries]
     have = set(collection.get(ids=ids, include=[])["ids"])
     todo = [e for e in entries if e.id not in have]
+    if todo and isinstance(embeddings, MiniLMEmbeddings):
+        warn_if_truncated([e.text for e in todo])
     if todo:
         vectors = embeddings.embed_documents([e.text for e in todo])
         add_in_batches(

@@ -12,6 +12,7 @@ from llama_index.core.schema import TextNode
 from ..calibration.examples import CorpusEntry
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..local.chroma import chroma_client, get_collection
+from ..local.tokens import warn_if_truncated
 from .embedding import MiniLMEmbedding
 
 __all__ = ["FUSION_MODES", "build_chroma_index", "build_hybrid_retriever", "nodes_from_entries"]
@@ -70,6 +71,8 @@ def build_chroma_index(
     nodes = nodes_from_entries(entries)
     have = set(collection.get(ids=[n.node_id for n in nodes], include=[])["ids"])
     todo = [n for n in nodes if n.node_id not in have]
+    if todo and isinstance(embed_model, MiniLMEmbedding):
+        warn_if_truncated([n.get_content() for n in todo])
     if todo:
         context = StorageContext.from_defaults(vector_store=store)
         VectorStoreIndex(todo, storage_context=context, embed_model=embed_model, show_progress=show_progress)

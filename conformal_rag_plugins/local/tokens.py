@@ -26,6 +26,7 @@ __all__ = [
     "embedding_max_seq_length",
     "embedding_tokenizer",
     "token_ids",
+    "warn_if_truncated",
 ]
 
 #: Special tokens the encoder adds around every input (``[CLS]`` ... ``[SEP]``).
@@ -130,3 +131,27 @@ def default_chunk_overlap() -> int:
     25
     """
     return default_chunk_size() // 10
+
+
+def warn_if_truncated(texts: list[str], *, stacklevel: int = 3) -> int:
+    """Warn when texts exceed the MiniLM window (they would be silently truncated); return how many do.
+
+    Examples
+    --------
+    >>> warn_if_truncated(["short text"])
+    0
+    """
+    import warnings
+
+    window = default_chunk_size()
+    over = [n for n in (count_tokens(t) for t in texts) if n > window]
+    if over:
+        warnings.warn(
+            f"{len(over)} of {len(texts)} texts are longer than the {window}-token window of all-MiniLM-L6-v2 "
+            f"(longest {max(over)} tokens); the embedding ignores everything past the window. Split them first "
+            "with conformal_rag_plugins.llamaindex.chunking.chunk_entries (or the LangChain one) and move the gold "
+            "labels with calibration.chunk_gold.map_gold_to_chunks.",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+    return len(over)

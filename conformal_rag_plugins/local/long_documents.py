@@ -1,0 +1,106 @@
+"""Long documents built from the bundled SQuAD subset, for the long-document tests and benchmark.
+
+Consecutive paragraphs of one article are joined into one document (default 6
+paragraphs, about 520 words or 670 MiniLM tokens on average, 2.6 times what the embedding
+model reads). Distractor passages, which carry no title, are joined in runs of the
+same length in file order (they come from consecutive paragraphs of their articles).
+Question gold ids move from the paragraph to its document, so the chunk-level gold
+(:func:`~conformal_rag_plugins.calibration.chunk_gold.map_gold_to_chunks`) has to find
+the answer again inside the chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ..calibration.examples import CalibrationExample, CorpusEntry
+
+__all__ = ["DEFAULT_PARAGRAPHS_PER_DOCUMENT", "bundled_long_documents", "join_paragraphs", "relabel_to_documents"]
+
+#: Paragraphs joined per long document.
+DEFAULT_PARAGRAPHS_PER_DOCUMENT = 6
+
+
+def join_paragraphs(
+    entries: Sequence[CorpusEntry], per_document: int = DEFAULT_PARAGRAPHS_PER_DOCUMENT
+) -> tuple[list[CorpusEntry], dict[str, str]]:
+    """Join runs of ``per_document`` consecutive paragraphs with the same title.
+
+    Parameters
+    ----------
+    entries : sequence of CorpusEntry
+        Paragraphs in document order.
+    per_document : int
+        Paragraphs per document; a title's last run may be shorter.
+
+    Returns
+    -------
+    documents : list of CorpusEntry
+        Ids ``"{first paragraph id}+{n}"``; paragraphs separated by a blank line.
+    parent : dict
+        Paragraph id -> document id.
+
+    Examples
+    --------
+    >>> paras = [CorpusEntry(f"A#{i}", f"p{i}.", "A") for i in range(3)] + [CorpusEntry("B#0", "q.", "B")]
+    >>> docs, parent = join_paragraphs(paras, per_document=2)
+    >>> [(d.id, d.text) for d in docs]
+    [('A#0+2', 'p0.\\n\\np1.'), ('A#2+1', 'p2.'), ('B#0+1', 'q.')]
+    >>> parent["A#1"]
+    'A#0+2'
+    """
+    if per_document < 1:
+        raise ValueError(f"per_document must be positive, got {per_document}.")
+    documents: list[CorpusEntry] = []
+    parent: dict[str, str] = {}
+    run: list[CorpusEntry] = []
+
+    def flush() -> None:
+        if run:
+            doc_id = f"{run[0].id}+{len(run)}"
+            documents.append(CorpusEntry(doc_id, "\n\n".join(e.text.strip() for e in run), run[0].title))
+            parent.update({e.id: doc_id for e in run})
+            run.clear()
+
+    for entry in entries:
+        if run and (entry.title != run[0].title or len(run) == per_document):
+            flush()
+        run.append(entry)
+    flush()
+    return documents, parent
+
+
+def relabel_to_documents(
+    questions: Sequence[CalibrationExample], parent: dict[str, str]
+) -> list[CalibrationExample]:
+    """Replace paragraph gold ids by their document ids (gold texts are dropped, answers kept).
+
+    Examples
+    --------
+    >>> ex = CalibrationExample("Who?", gold_ids=("A#1",), answers=("Rollo",))
+    >>> relabel_to_documents([ex], {"A#1": "A#0+2"})[0].gold_ids
+    ('A#0+2',)
+    """
+    out = []
+    for q in questions:
+        ids = tuple(dict.fromkeys(parent.get(g, g) for g in q.gold_ids))
+        out.append(replace(q, gold_ids=ids, gold_texts=()))
+    return out
+
+
+def bundled_long_documents(
+    per_document: int = DEFAULT_PARAGRAPHS_PER_DOCUMENT,
+) -> tuple[list[CorpusEntry], list[CalibrationExample]]:
+    """The bundled corpus as long documents, and the 705 answerable questions labelled with them.
+
+    Examples
+    --------
+    >>> docs, questions = bundled_long_documents()
+    >>> len(docs), len(questions), questions[0].gold_ids
+    (199, 705, ('Normans#0+6',))
+    """
+    from .corpus import bundled_corpus, bundled_questions
+
+    documents, parent = join_paragraphs(bundled_corpus(), per_document)
+    return documents, relabel_to_documents(bundled_questions(True), parent)
