@@ -74,10 +74,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--samples", type=int, default=6, help="answers sampled per chunk (with --answers)")
     e.add_argument("--max-questions", type=int, default=100, help="answerable questions used (with --answers)")
 
-    from .apps import generate, label
+    from .apps import calibrate_cmd, generate, label
 
     generate.register(sub)
     label.register(sub)
+    calibrate_cmd.register(sub)
     return p
 
 

@@ -31,7 +31,7 @@ from .examples import CalibrationExample, split_examples
 from .fingerprint import Fingerprint
 from .retrieval import RetrievalCalibration
 
-__all__ = ["DEFAULT_FUSION_GRID", "FUSION_METHODS", "FusionConfig", "TunedCalibration", "calibrate_tuned"]
+__all__ = ["DEFAULT_FUSION_GRID", "FUSION_METHODS", "FusionConfig", "TunedCalibration", "calibrate_tuned", "fusion_of"]
 
 #: Fusion methods: ``zscore`` (LlamaIndex ``dist_based_score``) and ``minmax`` (``relative_score``).
 FUSION_METHODS = ("zscore", "minmax")
@@ -194,3 +194,25 @@ def calibrate_tuned(
         "grid": choice.mean_sizes,
     }
     return TunedCalibration(config, replace(calibration, selection_=selection))
+
+
+def fusion_of(calibration: RetrievalCalibration) -> FusionConfig:
+    """The fusion setting a tuned-hybrid calibration chose.
+
+    Raises
+    ------
+    CalibrationError
+        The calibration was not made by :func:`calibrate_tuned`.
+
+    Examples
+    --------
+    >>> fusion_of(cal).key  # doctest: +SKIP
+    'zscore:0.5'
+    """
+    sel = calibration.selection_
+    if sel.get("rule") != "tuned-hybrid":
+        raise CalibrationError(
+            "This calibration was not made by calibrate_hybrid_retriever (no tuned fusion setting in selection_); "
+            "build its host as it was calibrated."
+        )
+    return FusionConfig(str(sel["fusion_method"]), float(sel["dense_weight"]))

@@ -15,12 +15,12 @@ from langchain_core.vectorstores import VectorStore
 from ..calibration.driver import CandidatePool, check_gold_ids
 from ..calibration.examples import CalibrationExample, CorpusEntry
 from ..calibration.retrieval import RetrievalCalibration
-from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned
+from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
 from ..local.bm25 import BM25Index
 from .fusion import ScoredFusionRetriever
 from .host import doc_id, existing_ids, fetch_pool
 
-__all__ = ["calibrate_hybrid_retriever", "hybrid_retrievers"]
+__all__ = ["calibrate_hybrid_retriever", "hybrid_from_calibration", "hybrid_retrievers"]
 
 
 def _ids_texts(corpus: Sequence[CorpusEntry | Document]) -> tuple[list[str], list[str]]:
@@ -123,3 +123,18 @@ def calibrate_hybrid_retriever(
         progress=progress,
     )
     return hosts[tuned.config], tuned.calibration
+
+
+def hybrid_from_calibration(
+    vectorstore: VectorStore, corpus: Sequence[CorpusEntry | Document], calibration: RetrievalCalibration
+) -> ScoredFusionRetriever:
+    """Rebuild the tuned host a calibration was made with (its fusion setting and pool size).
+
+    Examples
+    --------
+    >>> cal = RetrievalCalibration.load("calibration.json")  # doctest: +SKIP
+    >>> host = hybrid_from_calibration(store, entries, cal)  # doctest: +SKIP
+    >>> retriever = ConformalRetriever(retriever=host, calibration=cal)  # doctest: +SKIP
+    """
+    config = fusion_of(calibration)
+    return next(iter(hybrid_retrievers(vectorstore, corpus, [config], pool_size=calibration.pool_size_).values()))

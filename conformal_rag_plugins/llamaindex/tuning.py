@@ -16,13 +16,13 @@ from llama_index.core.schema import BaseNode
 from ..calibration.driver import CandidatePool, check_gold_ids
 from ..calibration.examples import CalibrationExample
 from ..calibration.retrieval import RetrievalCalibration
-from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned
+from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
 from .calibrate import DEFAULT_POOL_SIZE
 from .fingerprint import fingerprint_of
 from .host import existing_ids, pool_from_nodes
 from .stack import build_hybrid_retriever
 
-__all__ = ["calibrate_hybrid_retriever", "hybrid_retrievers"]
+__all__ = ["calibrate_hybrid_retriever", "hybrid_from_calibration", "hybrid_retrievers"]
 
 
 def hybrid_retrievers(
@@ -117,3 +117,20 @@ def calibrate_hybrid_retriever(
         progress=progress,
     )
     return hosts[tuned.config], tuned.calibration
+
+
+def hybrid_from_calibration(
+    index: VectorStoreIndex, nodes: Sequence[BaseNode], calibration: RetrievalCalibration
+) -> QueryFusionRetriever:
+    """Rebuild the tuned host a calibration was made with (its fusion setting and pool size).
+
+    Examples
+    --------
+    >>> cal = RetrievalCalibration.load("calibration.json")  # doctest: +SKIP
+    >>> host = hybrid_from_calibration(index, nodes, cal)  # doctest: +SKIP
+    >>> retriever = ConformalRetriever(retriever=host, calibration=cal)  # doctest: +SKIP
+    """
+    config = fusion_of(calibration)
+    return build_hybrid_retriever(
+        index, nodes, pool_size=calibration.pool_size_, dense_weight=config.weight, mode=config.method
+    )

@@ -1,0 +1,181 @@
+"""``conformal-rag calibrate``: labelled questions + corpus -> a saved retrieval calibration.
+
+The last step of the label-free route (``generate-calibration`` -> ``label`` ->
+``calibrate``). The chunks are indexed in a persistent Chroma directory so the same
+index can be opened from Python, and a hybrid host is tuned (fusion setting and score
+family chosen on an optimisation split) unless ``--fusion`` fixes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from . import calibration_inputs
+
+__all__ = ["register", "run_calibrate"]
+
+
+def register(sub: Any) -> None:
+    """Add the ``calibrate`` sub-command to the ``conformal-rag`` parser."""
+    p = sub.add_parser("calibrate", help="calibrate a conformal retriever on labelled questions and save the JSON")
+    calibration_inputs.add_corpus_arguments(p)
+    p.add_argument("--questions", required=True, help="labelled calibration JSONL (from label)")
+    p.add_argument("--out", required=True, help="calibration JSON to write")
+    p.add_argument("--alpha", type=float, default=0.1, help="target miscoverage (confidence level 1 - alpha)")
+    p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
+    p.add_argument("--fusion", default="tuned", help="'tuned' or METHOD:WEIGHT such as zscore:0.5 (hybrid only)")
+    p.add_argument("--score", choices=["auto", "relative", "similarity", "rank"], default=None)
+    p.add_argument("--pool-size", type=int, default=50)
+    p.add_argument("--persist-dir", default=None, help="Chroma directory (default ~/.cache/conformal-rag/chroma)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the optimisation/calibration split")
+    p.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> None:
+    cal = run_calibrate(
+        args.corpus,
+        args.docs,
+        questions=args.questions,
+        out=args.out,
+        alpha=args.alpha,
+        framework=args.framework,
+        retriever=args.retriever,
+        fusion=args.fusion,
+        score=args.score,
+        pool_size=args.pool_size,
+        persist_dir=args.persist_dir,
+        glob=args.glob,
+        chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap,
+        seed=args.seed,
+        progress=not args.quiet,
+    )
+    print(cal.summary())
+    if cal.labels_:
+        print(f"labels: {cal.labels_}")
+    if cal.selection_.get("rule") == "tuned-hybrid":
+        sel = cal.selection_
+        print(f"tuned: fusion {sel['fusion_method']}:{sel['dense_weight']:g}, score {cal.score_family_}")
+    print(f"wrote {args.out}")
+
+
+def run_calibrate(
+    corpus: Any,
+    docs: str | Path | None,
+    *,
+    questions: str | Path,
+    out: str | Path,
+    alpha: float = 0.1,
+    framework: str = "llamaindex",
+    retriever: str = "hybrid",
+    fusion: str = "tuned",
+    score: str | None = None,
+    pool_size: int = 50,
+    persist_dir: str | Path | None = None,
+    glob: str = "*.txt",
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> Any:
+    """Index the chunked corpus, calibrate on the labelled questions, save and return the calibration.
+
+    Gold ids may name whole documents: they are moved onto the chunks that hold a reference
+    answer (:func:`~conformal_rag_plugins.calibration.chunk_gold.map_gold_to_chunks`), and the
+    calibration records how (``labels_``).
+
+    Examples
+    --------
+    >>> cal = run_calibrate(None, "my_docs/", questions="labelled.jsonl", out="calibration.json")  # doctest: +SKIP
+    """
+    from ..calibration.chunk_gold import map_gold_to_chunks
+    from ..calibration.examples import load_examples
+    from ..calibration.tuning import FusionConfig
+    from ..core.errors import CalibrationError
+    from ..core.validation import check_alpha
+    from ..local.chroma import chroma_client
+    from ..local.encoder import default_cache_dir
+    from .hosts import build_hosts
+
+    alpha = check_alpha(alpha)
+    examples = load_examples(questions)
+    if not examples:
+        raise CalibrationError(f"{questions} holds no labelled questions.")
+    chunks = calibration_inputs.load_chunks(
+        framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
+    )
+    examples, _ = map_gold_to_chunks(examples, chunks)  # document-level gold -> the chunks holding the answer
+    client = chroma_client(Path(persist_dir) if persist_dir else default_cache_dir() / "chroma")
+    tuned = retriever == "hybrid" and fusion == "tuned"
+    grid = None if tuned else [FusionConfig.parse(fusion) if retriever == "hybrid" else FusionConfig("zscore", 0.5)]
+    family = score or ("auto" if tuned else "relative")
+    if tuned:
+        cal = _tuned(framework, chunks, examples, client, 1 - alpha, family, pool_size, seed, progress)
+    else:
+        bundle = next(
+            iter(build_hosts(framework, retriever, chunks, grid=grid, pool_size=pool_size, client=client).values())
+        )
+        if framework == "llamaindex":
+            from ..llamaindex.calibrate import calibrate_retriever
+        else:
+            from ..langchain.calibrate import calibrate_retriever
+        cal = calibrate_retriever(
+            bundle.host,
+            examples,
+            confidence_level=1 - alpha,
+            score=family,
+            pool_size=pool_size,
+            random_state=seed,
+            progress=progress,
+        )
+    cal.save(out)
+    return cal
+
+
+def _tuned(
+    framework: str,
+    chunks: Any,
+    examples: Any,
+    client: Any,
+    level: float,
+    family: str,
+    pool: int,
+    seed: int,
+    progress: bool,
+) -> Any:
+    from .hosts import corpus_key
+
+    name = f"crp-{framework}-{corpus_key(chunks)}"
+    if framework == "llamaindex":
+        from ..llamaindex.stack import build_chroma_index
+        from ..llamaindex.tuning import calibrate_hybrid_retriever
+
+        index, nodes = build_chroma_index(chunks, client=client, collection_name=name)
+        _, cal = calibrate_hybrid_retriever(
+            index,
+            nodes,
+            examples,
+            confidence_level=level,
+            score=family,
+            pool_size=pool,
+            random_state=seed,
+            progress=progress,
+        )
+        return cal
+    from ..langchain.stack import build_chroma_vectorstore
+    from ..langchain.tuning import calibrate_hybrid_retriever as lc_calibrate
+
+    store = build_chroma_vectorstore(chunks, client=client, collection_name=name)
+    _, cal = lc_calibrate(
+        store,
+        chunks,
+        examples,
+        confidence_level=level,
+        score=family,
+        pool_size=pool,
+        random_state=seed,
+        progress=progress,
+    )
+    return cal
