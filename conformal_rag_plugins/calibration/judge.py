@@ -33,6 +33,7 @@ from typing import Any
 from ..core.errors import CalibrationError
 from ..generation.kv_cache import JsonCache
 from ..generation.retry import call_with_retries
+from ..generation.run_sync import run_sync
 from .examples import CalibrationExample
 from .llm_prompts import JUDGE_FEW_SHOT_TEMPLATE, fill
 
@@ -338,7 +339,7 @@ def label_examples(
     progress: bool = False,
 ) -> tuple[list[CalibrationExample], LabelReport]:
     """Synchronous :func:`alabel_examples` (runs its own event loop)."""
-    return asyncio.run(
+    return run_sync(
         alabel_examples(
             examples,
             rank,

@@ -3,13 +3,47 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Awaitable, Callable
 
 from .cache import SampleCache
 from .retry import call_with_retries
 from .samples import Sample
 
-__all__ = ["draw_samples"]
+__all__ = ["ConcurrencyLimit", "draw_samples"]
+
+
+class ConcurrencyLimit:
+    """At most ``max_concurrency`` LLM calls at once, shared by every draw of one sampler.
+
+    A sampler draws the samples of several chunks (and questions) concurrently; one limit per
+    sampler keeps the total number of calls in flight at ``max_concurrency``, which matters for a
+    local model that is not thread-safe. ``asyncio.Semaphore`` binds to one event loop, so one
+    semaphore is kept per running loop.
+
+    Examples
+    --------
+    >>> limit = ConcurrencyLimit(1)
+    >>> async def two_semaphores():
+    ...     return limit.semaphore() is limit.semaphore()
+    >>> asyncio.run(two_semaphores())
+    True
+    """
+
+    def __init__(self, max_concurrency: int) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}.")
+        self.max_concurrency = max_concurrency
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def semaphore(self) -> asyncio.Semaphore:
+        """The semaphore of the running event loop."""
+        loop = asyncio.get_running_loop()
+        if loop not in self._by_loop:
+            self._by_loop[loop] = asyncio.Semaphore(self.max_concurrency)
+        return self._by_loop[loop]
 
 
 async def draw_samples(
@@ -21,8 +55,12 @@ async def draw_samples(
     timeout: float | None,
     cache: SampleCache | None = None,
     key: str | None = None,
+    limit: ConcurrencyLimit | None = None,
 ) -> list[Sample]:
     """Run ``call_once`` ``n`` times (at most ``max_concurrency`` at once); failures become empty samples.
+
+    Pass the sampler's ``limit`` to share the bound with its other draws. The timeout covers each
+    call, not the wait for a free slot.
 
     With a ``cache`` and ``key``, a hit returns the stored samples without calling the LLM, and a
     fresh draw is stored unless every call failed.
@@ -36,14 +74,11 @@ async def draw_samples(
     """
     if cache is not None and key is not None and (hit := cache.get(key)) is not None:
         return hit
-    semaphore = asyncio.Semaphore(max_concurrency)
-
-    async def guarded() -> Sample:
-        async with semaphore:
-            return await call_once()
+    semaphore = (limit or ConcurrencyLimit(max_concurrency)).semaphore()
 
     async def one() -> Sample:
-        got = await call_with_retries(guarded, retries=retries, timeout=timeout)
+        async with semaphore:
+            got = await call_with_retries(call_once, retries=retries, timeout=timeout)
         return got if got is not None else Sample("", failed=True)
 
     samples = list(await asyncio.gather(*(one() for _ in range(n))))

@@ -14,9 +14,10 @@ from pydantic import ConfigDict, PrivateAttr, model_validator
 from ..core.adaptive import geometric_schedule
 from ..generation import Sample, SampleCache
 from ..generation.adaptive import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
+from ..generation.run_sync import run_sync
 from .host import doc_id
 from .sampling import LangChainSampler
-from .synthesizer import ConformalAnswerSetSynthesizer, _run
+from .synthesizer import ConformalAnswerSetSynthesizer
 
 __all__ = ["AdaptiveContextSynthesizer"]
 
@@ -163,4 +164,4 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
 
     def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AdaptiveResult:
         """Sync :meth:`ainvoke`."""
-        return self._call_with_config(lambda value: _run(self._arun(value)), input, config, run_type="chain")
+        return self._call_with_config(lambda value: run_sync(self._arun(value)), input, config, run_type="chain")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +12,7 @@ from ..calibration.examples import CalibrationExample
 from ..calibration.retrieval import RetrievalCalibration
 from ..generation import SampleCache
 from ..generation.calibrate import HostHooks, calibrate_stages
+from ..generation.run_sync import run_sync
 from .calibrate import calibrate_retriever
 from .host import Host, fetch_pool, texts_by_id
 from .sampling import LangChainSampler, model_id
@@ -63,7 +63,7 @@ def calibrate_answer_sets(
         ),
         sample=sampler.asample,
         model=model_id(llm),
-        run=asyncio.run,
+        run=run_sync,
     )
     embed = embeddings.embed_documents if embeddings is not None else None
     return calibrate_stages(

@@ -5,7 +5,6 @@ Thin adapter over :mod:`conformal_rag_plugins.calibration.judge`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from ..calibration.llm_prompts import (
     JUDGE_VARIABLES,
 )
 from ..generation.kv_cache import JsonCache, open_cache
+from ..generation.run_sync import run_sync
 from .calibrate import _pool_size_of
 from .host import Host, afetch_pool
 from .llm_calls import chat_template, completion_template, prompt_caller
@@ -117,7 +117,7 @@ def label_with_judge(
     >>> labelled, report = label_with_judge(vectorstore, examples, llm, budget=5)  # doctest: +SKIP
     >>> calibration = calibrate_retriever(vectorstore, labelled, confidence_level=0.9)  # doctest: +SKIP
     """
-    return asyncio.run(
+    return run_sync(
         alabel_with_judge(
             host,
             examples,

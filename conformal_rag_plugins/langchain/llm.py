@@ -30,6 +30,7 @@ def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2
         temperature=temperature,
         max_tokens=max_tokens,
         n_ctx=2048,
+        n_batch=512,  # LlamaCpp's default of 8 tokens per batch makes prompt evaluation several times slower
         n_threads=n_threads,
         stop=["\n"],
         verbose=False,

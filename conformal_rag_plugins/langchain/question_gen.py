@@ -5,7 +5,6 @@ Thin adapter over :mod:`conformal_rag_plugins.calibration.question_gen`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from ..calibration.llm_prompts import (
 from ..calibration.question_gen import DEFAULT_MIN_WORDS, GenerationReport, agenerate_questions
 from ..core.errors import ConformalError
 from ..generation.kv_cache import JsonCache, open_cache
+from ..generation.run_sync import run_sync
 from .host import doc_id
 from .llm_calls import chat_template, completion_template, prompt_caller
 from .sampling import model_id
@@ -155,7 +155,7 @@ def generate_calibration_questions(
     >>> examples[0].question, examples[0].gold_ids
     ('Who led the Normans?', ('d1',))
     """
-    return asyncio.run(
+    return run_sync(
         agenerate_calibration_questions(
             documents,
             llm,

@@ -15,7 +15,7 @@ from ..generation import (
     Sample,
     SampleCache,
 )
-from ..generation.draw import draw_samples
+from ..generation.draw import ConcurrencyLimit, draw_samples
 
 __all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LangChainSampler", "model_id"]
 
@@ -85,6 +85,7 @@ class LangChainSampler:
         self.timeout = timeout
         self.retries = retries
         self.cache = cache
+        self._limit = ConcurrencyLimit(max_concurrency)
 
     @property
     def prompt(self) -> PromptTemplate | ChatPromptTemplate:
@@ -116,4 +117,5 @@ class LangChainSampler:
             timeout=self.timeout,
             cache=self.cache,
             key=key,
+            limit=self._limit,
         )

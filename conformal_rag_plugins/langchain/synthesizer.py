@@ -15,6 +15,7 @@ from ..core.errors import CalibrationError, ConformalError
 from ..core.retrieval_scores import candidate_nonconformity
 from ..generation import SampleCache
 from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set
+from ..generation.run_sync import run_sync
 from .host import doc_id
 from .sampling import LangChainSampler
 
@@ -118,16 +119,4 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
 
     def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AnswerSetResult:
         """Sync :meth:`ainvoke`."""
-        return self._call_with_config(lambda value: _run(self.ainvoke(value)), input, config, run_type="chain")
-
-
-def _run(coro: Any) -> Any:
-    import asyncio
-    import concurrent.futures
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return self._call_with_config(lambda value: run_sync(self.ainvoke(value)), input, config, run_type="chain")

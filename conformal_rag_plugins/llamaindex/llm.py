@@ -16,8 +16,11 @@ def _completion_mode() -> bool:
     return os.environ.get(COMPLETION_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def local_llm(temperature: float = 1.0, max_new_tokens: int = 24, n_threads: int = 2) -> Any:
+def local_llm(temperature: float = 1.0, max_new_tokens: int = 24, n_threads: int = 2, n_ctx: int = 2048) -> Any:
     """``LlamaCPP`` over the bundled Gemma 3 270M base model, stopping at a newline.
+
+    ``n_ctx`` is the context window in tokens (prompt plus answer); raise it for prompts with many
+    chunks (Gemma 3 270M was trained up to 32k tokens; the KV cache grows with it).
 
     Examples
     --------
@@ -31,9 +34,9 @@ def local_llm(temperature: float = 1.0, max_new_tokens: int = 24, n_threads: int
         model_path=str(gemma_model_path()),
         temperature=temperature,
         max_new_tokens=max_new_tokens,
-        context_window=2048,
+        context_window=n_ctx,
         generate_kwargs={"stop": ["\n"]},
-        model_kwargs={"n_threads": n_threads, "n_ctx": 2048},
+        model_kwargs={"n_threads": n_threads, "n_ctx": n_ctx},
         verbose=False,
     )
 

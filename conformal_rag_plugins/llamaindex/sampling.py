@@ -15,7 +15,7 @@ from ..generation import (
     Sample,
     SampleCache,
 )
-from ..generation.draw import draw_samples
+from ..generation.draw import ConcurrencyLimit, draw_samples
 
 __all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LlamaIndexSampler", "model_id"]
 
@@ -80,6 +80,7 @@ class LlamaIndexSampler:
         self.timeout = timeout
         self.retries = retries
         self.cache = cache
+        self._limit = ConcurrencyLimit(max_concurrency)
         self.max_concurrency = max_concurrency
 
     @property
@@ -120,4 +121,5 @@ class LlamaIndexSampler:
             timeout=self.timeout,
             cache=self.cache,
             key=key,
+            limit=self._limit,
         )

@@ -71,9 +71,7 @@ def join_paragraphs(
     return documents, parent
 
 
-def relabel_to_documents(
-    questions: Sequence[CalibrationExample], parent: dict[str, str]
-) -> list[CalibrationExample]:
+def relabel_to_documents(questions: Sequence[CalibrationExample], parent: dict[str, str]) -> list[CalibrationExample]:
     """Replace paragraph gold ids by their document ids (gold texts are dropped, answers kept).
 
     Examples
