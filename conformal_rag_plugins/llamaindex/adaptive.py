@@ -9,14 +9,13 @@ from llama_index.core.async_utils import asyncio_run
 from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.response.schema import Response
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
-from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
 
 from ..core.adaptive import geometric_schedule
 from ..generation import Sample, SampleCache
 from ..generation.adaptive import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
-from .sampling import LlamaIndexSampler
+from .sampling import LlamaIndexSampler, SamplerPrompts
 
 __all__ = ["AdaptiveContextSynthesizer"]
 
@@ -28,7 +27,7 @@ def _ordered(nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
     return list(nodes)
 
 
-class AdaptiveContextSynthesizer(BaseSynthesizer):
+class AdaptiveContextSynthesizer(SamplerPrompts, BaseSynthesizer):
     """Adaptive RAG over the conformal set: 1, 2, 4, ... top chunks until the LLM answers.
 
     Round ``r`` prompts the LLM once with the ``schedule[r]`` best nodes (overlapping prompts:
@@ -106,15 +105,6 @@ class AdaptiveContextSynthesizer(BaseSynthesizer):
             retries=retries,
             cache=cache,
         )
-
-    def _get_prompts(self) -> PromptDictType:
-        return {"completion_prompt": self.sampler.completion_prompt, "chat_prompt": self.sampler.chat_prompt}
-
-    def _update_prompts(self, prompts: PromptDictType) -> None:
-        if "completion_prompt" in prompts:
-            self.sampler.completion_prompt = prompts["completion_prompt"]  # type: ignore[assignment]
-        if "chat_prompt" in prompts:
-            self.sampler.chat_prompt = prompts["chat_prompt"]  # type: ignore[assignment]
 
     def _prompt_text(self, question: str, context: str) -> str:
         if self.sampler.is_chat:

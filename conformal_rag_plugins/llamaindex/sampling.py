@@ -7,6 +7,7 @@ from typing import Any
 from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType
 
 from ..generation import (
     CHAT_SYSTEM_PROMPT,
@@ -17,7 +18,7 @@ from ..generation import (
 )
 from ..generation.draw import ConcurrencyLimit, draw_samples
 
-__all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LlamaIndexSampler", "model_id"]
+__all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LlamaIndexSampler", "SamplerPrompts", "model_id"]
 
 DEFAULT_COMPLETION_PROMPT = PromptTemplate(FEW_SHOT_TEMPLATE)
 DEFAULT_CHAT_PROMPT = ChatPromptTemplate(
@@ -123,3 +124,22 @@ class LlamaIndexSampler:
             key=key,
             limit=self._limit,
         )
+
+
+class SamplerPrompts:
+    """``get_prompts`` / ``update_prompts`` over ``self.sampler``'s two templates, for synthesizers.
+
+    Put it before ``BaseSynthesizer`` in the bases; the prompt keys are ``completion_prompt``
+    (base models) and ``chat_prompt`` (chat models).
+    """
+
+    sampler: LlamaIndexSampler
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"completion_prompt": self.sampler.completion_prompt, "chat_prompt": self.sampler.chat_prompt}
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        if "completion_prompt" in prompts:
+            self.sampler.completion_prompt = prompts["completion_prompt"]  # type: ignore[assignment]
+        if "chat_prompt" in prompts:
+            self.sampler.chat_prompt = prompts["chat_prompt"]  # type: ignore[assignment]

@@ -9,7 +9,6 @@ from llama_index.core.async_utils import asyncio_run
 from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.response.schema import Response
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
-from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
 
@@ -18,7 +17,7 @@ from ..core.errors import CalibrationError
 from ..core.retrieval_scores import candidate_nonconformity
 from ..generation import SampleCache
 from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set
-from .sampling import LlamaIndexSampler
+from .sampling import LlamaIndexSampler, SamplerPrompts
 
 __all__ = ["ConformalAnswerSetSynthesizer"]
 
@@ -35,7 +34,7 @@ def _chunks(nodes: Sequence[NodeWithScore], family: str) -> list[ChunkInput]:
     ]
 
 
-class ConformalAnswerSetSynthesizer(BaseSynthesizer):
+class ConformalAnswerSetSynthesizer(SamplerPrompts, BaseSynthesizer):
     """Sample answers per retrieved chunk, cluster them, and keep a calibrated answer set.
 
     The returned ``Response.response`` is the best-supported answer or "I don't know";
@@ -110,15 +109,6 @@ class ConformalAnswerSetSynthesizer(BaseSynthesizer):
             retries=retries,
             cache=cache,
         )
-
-    def _get_prompts(self) -> PromptDictType:
-        return {"completion_prompt": self.sampler.completion_prompt, "chat_prompt": self.sampler.chat_prompt}
-
-    def _update_prompts(self, prompts: PromptDictType) -> None:
-        if "completion_prompt" in prompts:
-            self.sampler.completion_prompt = prompts["completion_prompt"]  # type: ignore[assignment]
-        if "chat_prompt" in prompts:
-            self.sampler.chat_prompt = prompts["chat_prompt"]  # type: ignore[assignment]
 
     async def _aresult(self, query_str: str, chunks: list[ChunkInput]) -> AnswerSetResult:
         return await abuild_answer_set(
