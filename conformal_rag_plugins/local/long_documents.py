@@ -11,12 +11,20 @@ the answer again inside the chunks.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from ..calibration.examples import CalibrationExample, CorpusEntry
 
-__all__ = ["DEFAULT_PARAGRAPHS_PER_DOCUMENT", "bundled_long_documents", "join_paragraphs", "relabel_to_documents"]
+__all__ = [
+    "DEFAULT_PARAGRAPHS_PER_DOCUMENT",
+    "bundled_long_documents",
+    "join_paragraphs",
+    "relabel_to_documents",
+    "write_long_documents",
+]
 
 #: Paragraphs joined per long document.
 DEFAULT_PARAGRAPHS_PER_DOCUMENT = 6
@@ -102,3 +110,33 @@ def bundled_long_documents(
 
     documents, parent = join_paragraphs(bundled_corpus(), per_document)
     return documents, relabel_to_documents(bundled_questions(True), parent)
+
+
+def write_long_documents(out_dir: str | Path, per_document: int = DEFAULT_PARAGRAPHS_PER_DOCUMENT) -> tuple[Path, Path]:
+    """Write :func:`bundled_long_documents` as the corpus and qa JSONL files ``conformal-rag evaluate`` reads.
+
+    Returns
+    -------
+    corpus_path, qa_path : Path
+        ``long_corpus.jsonl`` (``id``, ``text``, ``title``) and ``long_qa.jsonl`` (SQuAD-style,
+        ``context_id`` = the document id) in ``out_dir``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> corpus, qa = write_long_documents(tempfile.mkdtemp())
+    >>> sum(1 for _ in corpus.open()), sum(1 for _ in qa.open())
+    (199, 705)
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    documents, questions = bundled_long_documents(per_document)
+    corpus_path, qa_path = out / "long_corpus.jsonl", out / "long_qa.jsonl"
+    with corpus_path.open("w", encoding="utf-8") as f:
+        for d in documents:
+            f.write(json.dumps({"id": d.id, "text": d.text, "title": d.title}, ensure_ascii=False) + "\n")
+    with qa_path.open("w", encoding="utf-8") as f:
+        for q in questions:
+            row = {"id": q.id, "question": q.question, "answers": list(q.answers), "context_id": q.gold_ids[0]}
+            f.write(json.dumps(row | {"is_impossible": False}, ensure_ascii=False) + "\n")
+    return corpus_path, qa_path

@@ -56,3 +56,37 @@ def test_evaluate_writes_the_documented_json(tmp_path, capsys) -> None:
 def test_bad_alpha_is_a_clear_error(tmp_path, capsys) -> None:
     assert main(_args(tmp_path, "--alpha", "1.5")) == 2
     assert "strictly between 0 and 1" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_evaluate_on_long_documents_chunks_and_covers(tmp_path, capsys) -> None:
+    """Issue 5's done criterion as a user runs it: long documents through ``conformal-rag evaluate``."""
+    from conformal_rag_plugins.local.long_documents import write_long_documents
+
+    corpus, qa = write_long_documents(tmp_path / "long")
+    code = main(
+        [
+            "evaluate",
+            "--corpus",
+            str(corpus),
+            "--qa",
+            str(qa),
+            "--alpha",
+            "0.1",
+            "--trials",
+            "30",
+            "--seed",
+            "5",
+            "--json",
+            str(tmp_path / "long.json"),
+        ]
+    )
+    assert code == 0
+    report = json.loads((tmp_path / "long.json").read_text())
+    chunking = report["chunking"]
+    assert chunking["n_entries"] == 199 and chunking["max_chunk_tokens"] <= 254
+    tuned = next(r for r in report["results"] if r["method"] == "tuned")
+    # 30 trials of ~247 calibration and 353 test questions: 3 SE of the mean coverage is about 0.01
+    assert tuned["mean_coverage"] >= 0.9 - 0.02, tuned
+    assert tuned["mean_set_size"] <= 2.5, tuned  # the short passages need about 1.3 at this alpha
+    assert "tuned" in capsys.readouterr().out
