@@ -6,6 +6,11 @@ import os
 from collections.abc import Callable
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run (fixed seeds, as for the statistical tests).
+settings.register_profile("repo", derandomize=True)
+settings.load_profile("repo")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

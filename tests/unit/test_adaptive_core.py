@@ -54,9 +54,10 @@ def test_schedule_length_is_logarithmic_and_cost_linear(n, initial, factor) -> N
     if n <= initial:
         assert sizes == [n]
         return
-    # one round per power of the factor needed to reach n, plus the first round
-    expected = 1 + math.ceil(math.log(n / initial, factor) - 1e-9)
+    # one round per power of the factor needed to reach n (sizes are rounded up), plus the first round
+    expected = 1 + next(k for k in itertools.count() if math.ceil(initial * factor**k - 1e-9) >= n)
     assert len(sizes) == expected
+    assert len(sizes) <= 1 + math.ceil(math.log(n / initial, factor) - 1e-9)  # logarithmic in n
     # every round but the last costs less than factor / (factor - 1) times the whole set (+ rounding)
     assert sum(sizes[:-1]) <= n * factor / (factor - 1) + len(sizes)
 
