@@ -1,11 +1,14 @@
 """Collect real answer samples from the local Gemma 3 270M for answer-set calibration and tests.
 
-For a seeded subset of the bundled SQuAD questions, the script retrieves the top chunks with the
-default hybrid LlamaIndex host and samples ``M`` answers per (question, chunk) with the few-shot
-completion prompt. The gold chunk is always sampled too, so the generator stage can be calibrated.
-Samples go through the on-disk sample cache, so an interrupted run resumes.
+For a seeded subset of the bundled SQuAD questions, the script retrieves the top-``pool`` chunks
+with the dense MiniLM + Chroma host (LlamaIndex scale, exp(-distance)) and samples ``M`` answers
+per (question, chunk) with the few-shot completion prompt, for **every** chunk of the pool, for the
+LangChain dense host's top-``pool`` as well (the same ranking up to float noise), and for the gold
+chunk that defines the retrieval score. Any retrieval set of either framework with that pool size
+is then fully sampled, so set sizes are exact and a sample-replay LLM can drive the shipped
+synthesizers. Samples go through the on-disk sample cache, so an interrupted run resumes.
 
-Writes ``benchmarks/data/squad_gemma_samples.jsonl`` (CC BY-SA 4.0 questions and passages; the
+Writes ``benchmarks/data/squad_gemma_pool_samples.jsonl`` (CC BY-SA 4.0 questions and passages; the
 answers are model outputs). One line per question::
 
     {"id", "question", "answers", "gold_ids", "pool": [{"id", "score"}...],
@@ -13,7 +16,7 @@ answers are model outputs). One line per question::
 
 Usage::
 
-    .venv/bin/python benchmarks/collect_samples.py --questions 240 --samples 8 --top 3
+    .venv/bin/python benchmarks/collect_samples.py --questions 200 --samples 6 --pool 6
 """
 
 from __future__ import annotations
@@ -34,24 +37,26 @@ from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.encoder import default_cache_dir
 
-OUT = Path(__file__).resolve().parent / "data" / "squad_gemma_samples.jsonl"
+OUT = Path(__file__).resolve().parent / "data" / "squad_gemma_pool_samples.jsonl"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=int, default=240)
-    parser.add_argument("--samples", type=int, default=8)
-    parser.add_argument("--top", type=int, default=3)
-    parser.add_argument("--pool", type=int, default=10, help="pool scores stored per question")
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--samples", type=int, default=6)
+    parser.add_argument("--pool", type=int, default=6, help="pool chunks sampled (and scores stored) per question")
+    parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     entries = list(bundled_corpus())
     texts = {e.id: e.text for e in entries}
     questions = split_examples(list(bundled_questions(True)), (1.0,), seed=0)[0][: args.questions]
-    bundle = build_host("llamaindex", "hybrid", entries, pool_size=50, client=chroma_client())
+    client = chroma_client()
+    bundle = build_host("llamaindex", "dense", entries, pool_size=args.pool, client=client)
+    other = build_host("langchain", "dense", entries, pool_size=args.pool, client=client)
     sampler = LlamaIndexSampler(
-        local_llm(temperature=1.0),
+        local_llm(temperature=1.0, n_threads=args.threads),
         n_samples=args.samples,
         max_concurrency=1,
         cache=SampleCache(default_cache_dir() / "samples.sqlite"),
@@ -65,8 +70,8 @@ def main() -> None:
                 bundle.fetch,
                 texts,
                 sampler.asample,
-                top=args.top,
                 pool=args.pool,
+                extra_ids=lambda ex: [c for c in other.fetch(ex.question).ids if c is not None],
                 progress=False,
             ):
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -73,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--llm", choices=["local", "openai"], default="local", help="with --answers")
     e.add_argument("--samples", type=int, default=6, help="answers sampled per chunk (with --answers)")
     e.add_argument("--max-questions", type=int, default=100, help="answerable questions used (with --answers)")
+    e.add_argument(
+        "--answer-pool",
+        type=int,
+        default=10,
+        help="with --answers: candidates per question, every one of them sampled, so that any retrieval set is "
+        "fully sampled and set sizes are exact (gold beyond it counts as a retrieval miss)",
+    )
 
     from .apps import calibrate_cmd, generate, label
 
@@ -132,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 llm=args.llm,
                 samples=args.samples,
                 max_questions=args.max_questions,
+                answer_pool=args.answer_pool,
                 trials=args.trials,
                 seed=args.seed,
                 json_out=args.json_out,
@@ -147,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "mean_set_size_sem",
                         "abstention_rate",
                         "hallucination_rate",
+                        "frac_trials_guaranteed",
                     ],
                 )
             )

@@ -10,21 +10,16 @@ weight) and a disjoint part for the final thresholds.
 
 from __future__ import annotations
 
-import math
-import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..core.answer_metrics import evaluate_answer_set
-from ..core.bo import optimize_alpha_split, optimize_hmp_weight
-from ..core.clustering import AnswerCluster, cluster_answers
-from ..core.combination import bonferroni_thresholds, decide_end_to_end, harmonic_mean_rule, pac_thresholds
-from ..core.errors import InfiniteThresholdWarning
+from ..core.clustering import cluster_answers
 from ..core.generation_scores import generation_score
 from ..core.retrieval_scores import candidate_nonconformity, nonconformity
+from ..generation.split_optimisation import SplitQuestion, answer_sets, choose_split, make_rule
 
 __all__ = [
     "METHODS",
@@ -33,23 +28,34 @@ __all__ = [
     "evaluate_methods",
     "optimise_split",
     "prepare_rows",
+    "sampled_pool_size",
 ]
 
 METHODS = ("bonferroni", "bonferroni-bo", "hmp", "hmp-bo", "bonferroni-pac", "bonferroni-bo-pac")
 
+PreparedQuestion = SplitQuestion
+"""One question with clustered samples and both stages' calibration scores (old name)."""
 
-@dataclass(frozen=True)
-class PreparedQuestion:
-    """One question with clustered samples and both stages' calibration scores."""
 
-    id: str
-    answers: tuple[str, ...]
-    chunk_ids: tuple[str, ...]
-    chunk_nonconformity: np.ndarray
-    clusters: dict[str, list[AnswerCluster]]
-    r_ret: float
-    r_gen: float
-    tokens: tuple[int, int]
+def sampled_pool_size(rows: Sequence[dict[str, Any]], pool: int | None = None) -> int:
+    """The largest pool every row has fully sampled (capped at ``pool``).
+
+    Rows sampled only for a few top chunks (older sample files) get a correspondingly small
+    pool: candidates beyond it count as outside the pool, so set sizes stay exact.
+    """
+    sizes = []
+    for row in rows:
+        n = 0
+        for p in row["pool"]:
+            if p["id"] not in row["samples"]:
+                break
+            n += 1
+        sizes.append(n)
+    size = min(sizes) if sizes else 0
+    size = size if pool is None else min(size, int(pool))
+    if size < 1:
+        raise ValueError("No row has its top pool chunk sampled: answer-set evaluation needs every pool chunk sampled.")
+    return size
 
 
 def prepare_rows(
@@ -59,65 +65,41 @@ def prepare_rows(
     n_samples: int | None = None,
     method: str = "rougeL",
     tau: float = 0.7,
-) -> list[PreparedQuestion]:
-    """Cluster every (question, chunk) sample list once and compute the calibration scores."""
+    pool: int | None = None,
+) -> list[SplitQuestion]:
+    """Cluster every (question, chunk) sample list once and compute both stages' calibration scores.
+
+    The pool is the top ``sampled_pool_size(rows, pool)`` candidates of every row (all of
+    them sampled); the generator score is taken on the gold chunk that defines the
+    retrieval score (the best-ranked gold in the pool, else the first gold chunk).
+    """
+    size = sampled_pool_size(rows, pool)
     out = []
     for row in rows:
-        ids = [p["id"] for p in row["pool"]]
-        scores = np.array([p["score"] for p in row["pool"]], dtype=float)
-        gold = [i for i, cid in enumerate(ids) if cid in set(row["gold_ids"])]
-        nonconf = candidate_nonconformity(family, scores)
-        sampled = [cid for cid in ids if cid in row["samples"]]  # chunks whose answers were sampled
+        ids = [p["id"] for p in row["pool"]][:size]
+        scores = np.array([p["score"] for p in row["pool"]], dtype=float)[:size]
+        gold_set = set(row["gold_ids"])
+        gold = [i for i, cid in enumerate(ids) if cid in gold_set]
         clusters = {
             cid: cluster_answers(row["samples"][cid], method=method, tau=tau, n_samples=n_samples, chunk_id=cid)
             for cid in row["samples"]
         }
-        gold_id = row["gold_ids"][0]
+        gold_id = ids[gold[0]] if gold else row["gold_ids"][0]
         tokens = row.get("tokens", {})
         out.append(
-            PreparedQuestion(
+            SplitQuestion(
                 id=row["id"],
+                question=row.get("question", ""),
                 answers=tuple(row["answers"]),
-                chunk_ids=tuple(sampled),
-                chunk_nonconformity=np.array([nonconf[ids.index(c)] for c in sampled]),
-                clusters=clusters,
+                chunk_ids=tuple(ids),
+                chunk_nonconformity=candidate_nonconformity(family, scores),
                 r_ret=nonconformity(family, scores, gold),
                 r_gen=generation_score(clusters[gold_id], row["answers"]),
+                clusters=clusters,
                 tokens=tuple(int(sum(v[k] for v in tokens.values())) for k in (0, 1)) if tokens else (0, 0),
             )
         )
     return out
-
-
-def _sets(rule: Any, questions: Sequence[PreparedQuestion]) -> list[list[AnswerCluster]]:
-    sets = []
-    for q in questions:
-        decision = decide_end_to_end(rule, q.chunk_ids, q.chunk_nonconformity, q.clusters)
-        sets.append(decision.answer_set(method="rougeL"))
-    return sets
-
-
-def _mean_sem(rule: Any, questions: Sequence[PreparedQuestion]) -> float:
-    return float(np.mean([len(s) for s in _sets(rule, questions)]))
-
-
-def _rule(
-    method: str,
-    cal: Sequence[PreparedQuestion],
-    alpha: float,
-    *,
-    a_ret: float | None = None,
-    w: float = 0.5,
-    delta: float = 0.1,
-) -> Any:
-    ret = [q.r_ret for q in cal]
-    gen = [q.r_gen for q in cal]
-    if method.startswith("hmp"):
-        return harmonic_mean_rule(ret, gen, alpha, w_ret=w)
-    a_ret = alpha / 2 if a_ret is None else a_ret
-    if method.endswith("pac"):
-        return pac_thresholds(ret, gen, alpha, delta, epsilon_ret=a_ret, epsilon_gen=alpha - a_ret)
-    return bonferroni_thresholds(ret, gen, alpha, alpha_ret=a_ret, alpha_gen=alpha - a_ret)
 
 
 def evaluate_methods(
@@ -129,8 +111,16 @@ def evaluate_methods(
     seed: int = 0,
     delta: float = 0.1,
     bo_calls: int = 12,
+    merge: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows ``{"alpha", "method", "mean_coverage", "mean_set_size_{ans,ext,rou,sem}", ...}``."""
+    """Rows ``{"alpha", "method", "mean_coverage", "mean_set_size_{ans,ext,rou,sem}", ...}``.
+
+    ``finite_thresholds`` (and its clearer twin ``frac_trials_guaranteed``) is the share of
+    trials whose rule is guaranteed: both thresholds finite for Bonferroni/PAC, and for HMP
+    a missed stage rejected (HMP has no thresholds, but the same failure mode).
+    BO variants choose on half of the calibration half, penalising non-guaranteed splits.
+    """
+    penalty = float(max(len(q.chunk_ids) for q in questions) * max(1, _m(questions)))
     rng = np.random.default_rng(seed)
     n = len(questions)
     rows = []
@@ -142,44 +132,34 @@ def evaluate_methods(
         opt, final = cal[: len(cal) // 2], cal[len(cal) // 2 :]
         for alpha in alphas:
             for method in methods:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", InfiniteThresholdWarning)
-                    extra: dict[str, float] = {}
-                    if "-bo" in method and method.startswith("hmp"):
-                        res = optimize_hmp_weight(
-                            lambda w, a=alpha, o=opt: _mean_sem(_rule("hmp", o, a, w=w), o), n_calls=bo_calls
-                        )
-                        rule = _rule(method, final, alpha, w=res.value)
-                        extra = {
-                            "w_ret": res.value,
-                            "bo_objective": res.objective,
-                            "equal_objective": res.baseline_objective,
-                        }
-                    elif "-bo" in method:
-                        res = optimize_alpha_split(
-                            lambda ar, ag, a=alpha, m=method, o=opt: _mean_sem(
-                                _rule(m, o, a, a_ret=ar, delta=delta), o
-                            ),
-                            alpha,
-                            n_calls=bo_calls,
-                        )
-                        rule = _rule(method, final, alpha, a_ret=res.alpha_ret, delta=delta)
-                        extra = {
-                            "alpha_ret": res.alpha_ret,
-                            "bo_objective": res.objective,
-                            "equal_objective": res.baseline_objective,
-                        }
-                    else:
-                        rule = _rule(method, cal, alpha, delta=delta)
-                metrics = [evaluate_answer_set(s, q.answers) for s, q in zip(_sets(rule, test), test, strict=True)]
+                extra: dict[str, float] = {}
+                if "-bo" in method:
+                    choice = choose_split(
+                        opt,
+                        alpha,
+                        method=method.replace("-bo", ""),
+                        penalty=penalty,
+                        merge=merge,
+                        delta=delta,
+                        bo_calls=bo_calls,
+                    )
+                    a_ret, w = choice.get("alpha_retrieval"), choice.get("hmp_weight", 0.5)
+                    rule = make_rule(
+                        method, [q.r_ret for q in final], [q.r_gen for q in final], alpha, a_ret=a_ret, w=w, delta=delta
+                    )
+                    extra = {"bo_objective": choice["bo_objective"], "equal_objective": choice["equal_split_objective"]}
+                    extra |= {"w_ret": w} if method.startswith("hmp") else {"alpha_ret": float(a_ret)}
+                else:
+                    rule = make_rule(method, [q.r_ret for q in cal], [q.r_gen for q in cal], alpha, delta=delta)
+                sets = answer_sets(rule, test, merge=merge)
+                metrics = [evaluate_answer_set(s, q.answers) for s, q in zip(sets, test, strict=True)]
                 entry = acc.setdefault((alpha, method), {})
                 entry.setdefault("coverage", []).append(float(np.mean([m.covered for m in metrics])))
                 for k in ("ans", "ext", "rou", "sem"):
                     entry.setdefault(k, []).append(float(np.mean([getattr(m.sizes, k) for m in metrics])))
                 entry.setdefault("abstention", []).append(float(np.mean([m.abstains for m in metrics])))
                 entry.setdefault("hallucination", []).append(float(np.mean([m.hallucinates for m in metrics])))
-                finite = [math.isfinite(getattr(rule, "q_gen", 0.0)), math.isfinite(getattr(rule, "q_ret", 0.0))]
-                entry.setdefault("finite", []).append(float(all(finite)))
+                entry.setdefault("finite", []).append(float(rule.guaranteed))
                 for k, v in extra.items():
                     entry.setdefault(k, []).append(v)
     for (alpha, method), e in acc.items():
@@ -197,6 +177,7 @@ def evaluate_methods(
             "abstention_rate": float(np.mean(e["abstention"])),
             "hallucination_rate": float(np.mean(e["hallucination"])),
             "finite_thresholds": float(np.mean(e["finite"])),
+            "frac_trials_guaranteed": float(np.mean(e["finite"])),
             "trials": len(cov),
         }
         for k in ("alpha_ret", "w_ret", "bo_objective", "equal_objective"):
@@ -222,12 +203,9 @@ def evaluate_abstention(
     rows = []
     for alpha in alphas:
         for method in methods:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", InfiniteThresholdWarning)
-                rule = _rule(method, calibration, alpha, delta=delta)
-            metrics = [
-                evaluate_answer_set(s, q.answers) for s, q in zip(_sets(rule, unanswerable), unanswerable, strict=True)
-            ]
+            rule = make_rule(method, [q.r_ret for q in calibration], [q.r_gen for q in calibration], alpha, delta=delta)
+            sets = answer_sets(rule, unanswerable)
+            metrics = [evaluate_answer_set(s, q.answers) for s, q in zip(sets, unanswerable, strict=True)]
             rows.append(
                 {
                     "subset": "unanswerable",
@@ -260,28 +238,12 @@ def optimise_split(
     Returns ``{"alpha_retrieval": ...}`` or ``{"hmp_weight": ...}`` plus the objective values
     (mean semantic clusters on the optimisation split for BO's choice and for the equal split).
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InfiniteThresholdWarning)
-        if method == "hmp":
-            res = optimize_hmp_weight(
-                lambda w: _mean_sem(_rule("hmp", optimisation, alpha, w=w), optimisation),
-                n_calls=bo_calls,
-                random_state=random_state,
-            )
-            choice: dict[str, Any] = {"hmp_weight": res.value}
-        else:
-            rule_name = "bonferroni-pac" if method == "pac" else "bonferroni"
-            res = optimize_alpha_split(
-                lambda ar, ag: _mean_sem(_rule(rule_name, optimisation, alpha, a_ret=ar, delta=delta), optimisation),
-                alpha,
-                n_calls=bo_calls,
-                random_state=random_state,
-            )
-            choice = {"alpha_retrieval": res.alpha_ret}
-    return {
-        **choice,
-        "bo_objective": res.objective,
-        "equal_split_objective": res.baseline_objective,
-        "source": res.source,
-        "n_optimisation": len(optimisation),
-    }
+    penalty = float(max(len(q.chunk_ids) for q in optimisation) * max(1, _m(optimisation)))
+    return choose_split(
+        optimisation, alpha, method=method, penalty=penalty, delta=delta, bo_calls=bo_calls, random_state=random_state
+    )
+
+
+def _m(questions: Sequence[PreparedQuestion]) -> int:
+    """M, the samples per chunk (the largest cluster member count seen)."""
+    return max((sum(c.count for c in cl) for q in questions for cl in q.clusters.values()), default=1)

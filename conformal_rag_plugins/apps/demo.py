@@ -175,11 +175,7 @@ def _answer_sets(
     as_path = as_cal.save(out / "answer_sets.json")
     print(f"  {as_cal.summary()}\n  saved to {as_path}")
     if not as_cal.guaranteed_:
-        print(
-            f"  NOTE: the generator's coverage ceiling ({as_cal.coverage_ceiling_:.2f}) is below 1-alpha_gen "
-            f"({1 - as_cal.alpha_generation_:.2f}): this LLM cannot reach the target, so the sets below keep every "
-            "sampled answer and are marked guaranteed=False."
-        )
+        print(f"  NOTE: {as_cal.reason_} The sets below are marked guaranteed=False.")
     engine = RetrieverQueryEngine(
         retriever=ConformalRetriever(retriever=host, calibration=as_cal),
         response_synthesizer=ConformalAnswerSetSynthesizer(llm=llm, calibration=as_cal, cache=cache, max_concurrency=1),

@@ -38,12 +38,20 @@ def run_evaluate_answers(
     llm: str = "local",
     samples: int = 6,
     max_questions: int = 100,
+    answer_pool: int = 10,
     trials: int = 20,
     seed: int = 0,
     json_out: str | Path | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Sample (cached), then evaluate every method at every alpha; unanswerable questions get own rows."""
+    """Sample (cached), then evaluate every method at every alpha; unanswerable questions get own rows.
+
+    Every one of the top ``answer_pool`` candidates of each question is sampled, so any
+    retrieval set is fully sampled: set sizes are exact, and the chunks are chosen without
+    looking at the gold. The retrieval stage uses that pool (gold beyond it is a miss).
+    """
+    if answer_pool < 1:
+        raise SystemExit(f"--answer-pool must be >= 1, got {answer_pool}.")
     from ..llamaindex.sampling import LlamaIndexSampler, model_id
 
     alphas = [check_alpha(a) for a in alphas]
@@ -60,8 +68,9 @@ def run_evaluate_answers(
         max_concurrency=1 if llm == "local" else 4,
         cache=SampleCache(default_cache_dir() / "samples.sqlite"),
     )
-    rows = build_rows(answerable + impossible, bundle.fetch, texts, sampler.asample, progress=progress)
-    prepared = prepare_rows(rows, n_samples=samples)
+    questions = answerable + impossible
+    rows = build_rows(questions, bundle.fetch, texts, sampler.asample, pool=answer_pool, progress=progress)
+    prepared = prepare_rows(rows, n_samples=samples, pool=answer_pool)
     ans = [p for p, r in zip(prepared, rows, strict=True) if not r["is_impossible"]]
     imp = [p for p, r in zip(prepared, rows, strict=True) if r["is_impossible"]]
     results = evaluate_methods(ans, alphas, methods=METHODS, trials=trials, seed=seed)
@@ -73,6 +82,7 @@ def run_evaluate_answers(
         "n_unanswerable": len(imp),
         "llm": model_id(model),
         "samples": samples,
+        "answer_pool": answer_pool,
         "coverage_ceiling": sum(math.isfinite(q.r_gen) for q in ans) / max(1, len(ans)),
         "results": results,
     }

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..calibration.examples import CalibrationExample
+from ..calibration.matching import gold_positions
 from ..generation.engine import SampleFn
 from ..generation.prompts import IDK
+from ..runtime.run_sync import run_sync
 
 __all__ = ["build_rows"]
 
@@ -19,38 +20,57 @@ def build_rows(
     texts: Mapping[str, str],
     sample: SampleFn,
     *,
-    top: int = 2,
     pool: int = 10,
+    extra_ids: Callable[[CalibrationExample], Sequence[str]] | None = None,
     progress: bool = True,
+    top: int | None = None,
 ) -> list[dict[str, Any]]:
-    """For each question: the host pool, and answers sampled from the top chunks and the gold chunk.
+    """For each question: the host's top-``pool`` candidates, and answers sampled from *every* one of them.
 
-    ``fetch(question) -> CandidatePool``; chunk texts come from the pool, and from ``texts``
-    for gold chunks outside it. Unanswerable questions get the reference
-    ``"I don't know"``, so an abstaining answer counts as correct for them.
+    Every chunk of the pool is sampled, so that any retrieval set a threshold can choose
+    (at most the whole pool) has its answers: set sizes are then exact, not lower bounds,
+    and the chunks are chosen without looking at the gold. The gold chunk that defines the
+    retrieval score (the best-ranked gold in the pool, else the first gold chunk) is
+    sampled too; ``extra_ids(example)`` adds more chunk ids (for example another
+    framework's pool). ``top`` is the old name of ``pool``.
+
+    ``fetch(question) -> CandidatePool``; chunk texts come from the pool, and from
+    ``texts`` for chunks outside it. Unanswerable questions get the reference
+    ``"I don't know"``, so an abstaining answer counts as correct for them. Rows carry
+    ``logprobs`` (mean token log-probability per sample) when the model reported them.
     """
     from tqdm.auto import tqdm
 
+    size = int(top if top is not None else pool)
+    if size < 1:
+        raise ValueError(f"pool must be >= 1, got {size}.")
     rows = []
     for ex in tqdm(questions, desc="sampling", unit="q", disable=not progress):
         got = fetch(ex.question)
-        chunk_ids = list(dict.fromkeys([*(c for c in got.ids[:top] if c is not None), *ex.gold_ids]))
-        samples, tokens = {}, {}
+        ids = [c for c in got.ids[:size] if c is not None]
+        positions = gold_positions(ex, got.ids[:size], got.texts[:size])
+        gold_id = got.ids[positions[0]] if positions else (ex.gold_ids[0] if ex.gold_ids else None)
+        wanted = [*ids, *([gold_id] if gold_id else []), *(extra_ids(ex) if extra_ids else ())]
+        chunk_ids = list(dict.fromkeys(wanted))
+        samples, tokens, logprobs = {}, {}, {}
         pool_texts = dict(zip(got.ids, got.texts, strict=True))
         for cid in chunk_ids:
-            drawn = asyncio.run(sample(ex.question, pool_texts[cid] if cid in pool_texts else texts[cid]))
+            drawn = run_sync(sample(ex.question, pool_texts[cid] if cid in pool_texts else texts[cid]))
             samples[cid] = [s.text for s in drawn]
             tokens[cid] = [sum(s.prompt_tokens for s in drawn), sum(s.completion_tokens for s in drawn)]
-        rows.append(
-            {
-                "id": ex.id,
-                "question": ex.question,
-                "answers": list(ex.answers) if not ex.is_impossible else [IDK],
-                "is_impossible": ex.is_impossible,
-                "gold_ids": list(ex.gold_ids),
-                "pool": [{"id": c, "score": float(s)} for c, s in zip(got.ids[:pool], got.scores[:pool], strict=True)],
-                "samples": samples,
-                "tokens": tokens,
-            }
-        )
+            if any(s.logprob is not None for s in drawn):
+                logprobs[cid] = [s.logprob for s in drawn]
+        row = {
+            "id": ex.id,
+            "question": ex.question,
+            "answers": list(ex.answers) if not ex.is_impossible else [IDK],
+            "is_impossible": ex.is_impossible,
+            "gold_ids": list(ex.gold_ids),
+            "pool": [{"id": c, "score": float(s)} for c, s in zip(got.ids[:size], got.scores[:size], strict=True)],
+            "samples": samples,
+            "tokens": tokens,
+        }
+        if logprobs:
+            row["logprobs"] = logprobs
+        rows.append(row)
     return rows

@@ -24,17 +24,121 @@ from ..core.combination import (
     harmonic_mean_rule,
     pac_thresholds,
 )
-from ..core.errors import CalibrationError, InfiniteThresholdWarning
-from ..core.quantile import conformal_quantile
+from ..core.errors import CalibrationError, CalibrationIntegrityError, InfiniteThresholdWarning
+from ..core.quantile import conformal_quantile, min_calibration_size, pac_rank
 from ..core.validation import check_alpha
 from .jsonio import decode_float, encode_float, read_checked, verify, with_checksum
 from .retrieval import RetrievalCalibration
 
-__all__ = ["ANSWER_SET_METHODS", "AnswerSetCalibration"]
+__all__ = ["ANSWER_SET_METHODS", "AnswerSetCalibration", "check_answer_set_request", "min_answer_set_questions"]
 
 SCHEMA_VERSION = 1
 _KIND = "conformal_rag_plugins.answer_set_calibration"
 ANSWER_SET_METHODS = ("bonferroni", "pac", "hmp")
+
+
+def _smallest(ok: Any, limit: int = 10**7) -> int | None:
+    """Smallest n >= 1 with ok(n), for a monotone predicate (None when beyond ``limit``)."""
+    hi = 1
+    while not ok(hi):
+        hi *= 2
+        if hi > limit:
+            return None
+    lo = hi // 2 + 1 if hi > 1 else 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def min_answer_set_questions(
+    alpha: float,
+    *,
+    method: str = "bonferroni",
+    alpha_retrieval: float | None = None,
+    delta: float | None = None,
+    delta_retrieval: float | None = None,
+    hmp_weight: float | None = None,
+) -> int | None:
+    """Fewest calibration questions for which the rule can be guaranteed at all (no misses at all).
+
+    Bonferroni: both stage ranks ``ceil((n+1)(1-alpha_i))`` must be ``<= n``; PAC: both
+    PAC ranks must exist; HMP: a miss p-value ``1/(n+1)`` must be rejected in each stage.
+
+    Examples
+    --------
+    >>> min_answer_set_questions(0.2)
+    9
+    >>> min_answer_set_questions(0.2, method="hmp")  # 1/(n+1) <= 0.1 / (2 - 0.1)
+    18
+    """
+    alpha = check_alpha(alpha)
+    if method == "hmp":
+        from ..core.combination import harmonic_mean_rule
+
+        w = 0.5 if hmp_weight is None else float(hmp_weight)
+        return _smallest(lambda n: harmonic_mean_rule([0.0] * n, [0.0] * n, alpha, w_ret=w).guaranteed)
+    a_ret = alpha / 2 if alpha_retrieval is None else float(alpha_retrieval)
+    a_gen = alpha - a_ret
+    if method == "pac":
+        d = float(delta or 0.1)
+        d_ret = d / 2 if delta_retrieval is None else float(delta_retrieval)
+        return _smallest(lambda n: pac_rank(n, a_ret, d_ret) is not None and pac_rank(n, a_gen, d - d_ret) is not None)
+    return max(min_calibration_size(a_ret), min_calibration_size(a_gen))
+
+
+def check_answer_set_request(
+    alpha: float,
+    *,
+    method: str,
+    alpha_retrieval: float | None,
+    delta: float | None,
+    hmp_weight: float | None,
+    n_samples: int,
+    n_questions: int | None = None,
+) -> None:
+    """Refuse, with a clear error, an answer-set calibration request that cannot work (before any LLM call).
+
+    Examples
+    --------
+    >>> check_answer_set_request(0.2, method="bonferroni", alpha_retrieval=0.25, delta=None, hmp_weight=None,
+    ...                          n_samples=6)
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.CalibrationError: alpha_retrieval must lie strictly between 0 and alpha = 0.2 ...
+    """
+    alpha = check_alpha(alpha)
+    if method not in ANSWER_SET_METHODS:
+        raise CalibrationError(f"method must be one of {ANSWER_SET_METHODS}, got {method!r}.")
+    if alpha_retrieval is not None and method != "hmp":
+        a = float(alpha_retrieval)
+        if not (0.0 < a < alpha) or math.isnan(a):
+            raise CalibrationError(
+                f"alpha_retrieval must lie strictly between 0 and alpha = {alpha:g} (1 - confidence_level); got "
+                f"{alpha_retrieval!r}. The generator gets alpha - alpha_retrieval."
+            )
+    if method == "pac":
+        if delta is None:
+            raise CalibrationError("method='pac' needs delta, e.g. delta=0.1.")
+        check_alpha(delta, "delta")
+    if hmp_weight is not None and not (0.0 < float(hmp_weight) < 1.0):
+        raise CalibrationError(f"hmp_weight must lie strictly between 0 and 1, got {hmp_weight!r}.")
+    if int(n_samples) < 1:
+        raise CalibrationError(f"n_samples must be >= 1, got {n_samples!r}.")
+    if n_questions is not None:
+        need = min_answer_set_questions(
+            alpha, method=method, alpha_retrieval=alpha_retrieval, delta=delta, hmp_weight=hmp_weight
+        )
+        if need is None or n_questions < need:
+            raise CalibrationError(
+                f"{n_questions} calibration questions are too few for {method} at alpha = {alpha:g}"
+                + (f" (alpha_retrieval = {alpha_retrieval:g})" if alpha_retrieval is not None else "")
+                + f": even without a single miss the thresholds would be +inf. Use at least {need} questions "
+                "(after any optimisation split), or a larger alpha."
+            )
 
 
 @dataclass(frozen=True)
@@ -67,12 +171,29 @@ class AnswerSetCalibration:
     generation_threshold_: float = math.inf
     created_at_: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
     optimisation_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    question_ids_: tuple[str, ...] = field(default=(), compare=False, hash=False)
 
     def __post_init__(self) -> None:
         check_alpha(self.alpha_)
         if self.method_ not in ANSWER_SET_METHODS:
             raise CalibrationError(f"method must be one of {ANSWER_SET_METHODS}, got {self.method_!r}.")
+        if self.question_ids_:
+            if len(self.question_ids_) != len(self.generation_scores_):
+                raise CalibrationError(
+                    f"{len(self.generation_scores_)} generator scores but {len(self.question_ids_)} question ids."
+                )
+            if tuple(self.retrieval_.question_ids_) != tuple(self.question_ids_):
+                raise CalibrationError(
+                    "The generator and retrieval stages were calibrated on different questions "
+                    f"({len(self.question_ids_)} vs {len(self.retrieval_.question_ids_)} recorded); both stages "
+                    "must use the same questions for the union bound to hold."
+                )
         if self.method_ in ("bonferroni", "pac"):
+            if not (0.0 < self.alpha_retrieval_ < self.alpha_):
+                raise CalibrationError(
+                    f"alpha_retrieval must lie strictly between 0 and alpha = {self.alpha_:g}, got "
+                    f"{self.alpha_retrieval_!r}."
+                )
             check_alpha(self.alpha_retrieval_, "alpha_retrieval")
             check_alpha(self.alpha_generation_, "alpha_generation")
             if abs(self.alpha_retrieval_ + self.alpha_generation_ - self.alpha_) > 1e-9:
@@ -97,10 +218,30 @@ class AnswerSetCalibration:
 
     @property
     def guaranteed_(self) -> bool:
-        """False when a stage threshold is +inf (the set cannot be made to cover)."""
-        if self.method_ == "hmp":
-            return self.coverage_ceiling_ > 0
-        return math.isfinite(self.retrieval_threshold_) and math.isfinite(self.generation_threshold_)
+        """Whether the end-to-end guarantee holds: the rule rejects a pair missed in either stage.
+
+        Bonferroni and PAC: both stage thresholds are finite. HMP: a retrieval miss and a
+        generator miss (p-value ``(1 + m) / (n + 1)``) would each be rejected even with the
+        other stage's p-value at 1 (:attr:`HarmonicMeanRule.guaranteed`).
+        """
+        return bool(self.rule().guaranteed)
+
+    @property
+    def reason_(self) -> str:
+        """Why the calibration is not guaranteed (empty when it is)."""
+        return str(self.rule().reason)
+
+    @property
+    def generator_reachable_(self) -> bool:
+        """Whether the generator stage can be calibrated at its level with this LLM.
+
+        Bonferroni/PAC: the generator threshold is finite. HMP: a generator miss is
+        rejected. A coverage ceiling above ``1 - alpha_generation`` is necessary, not enough.
+        """
+        rule = self.rule()
+        if isinstance(rule, HarmonicMeanRule):
+            return not bool(rule.include_pvalues(1.0, rule.miss_pvalues[1]))
+        return math.isfinite(rule.q_gen)
 
     def retrieval_stage(self) -> RetrievalCalibration:
         """The retrieval calibration with this split's retrieval threshold.
@@ -149,6 +290,7 @@ class AnswerSetCalibration:
         model: str,
         clustering: dict[str, Any],
         optimisation: dict[str, Any] | None = None,
+        question_ids: Sequence[str] | None = None,
     ) -> AnswerSetCalibration:
         """Combine the two stages' calibration scores.
 
@@ -164,7 +306,13 @@ class AnswerSetCalibration:
             "model_": model,
             "clustering_": clustering,
             "optimisation_": optimisation or {},
+            "question_ids_": tuple(question_ids or ()),
         }
+        if len(gen) != len(retrieval.scores_):
+            raise CalibrationError(
+                f"{len(gen)} generator scores but {len(retrieval.scores_)} retrieval scores: both stages must be "
+                "calibrated on the same questions."
+            )
         if method == "hmp":
             w = 0.5 if hmp_weight is None else float(hmp_weight)
             a_ret = alpha * w / 2
@@ -230,13 +378,52 @@ class AnswerSetCalibration:
                 "clustering": self.clustering_,
                 "created_at": self.created_at_,
                 "optimisation": self.optimisation_,
+                "question_ids": list(self.question_ids_),
+                "guaranteed": self.guaranteed_,
             }
         )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AnswerSetCalibration:
-        """Validate and rebuild."""
+        """Validate, rebuild, and check the stored thresholds against the stored scores.
+
+        Raises
+        ------
+        CalibrationIntegrityError
+            A field is missing or mangled, or the stored thresholds disagree with
+            those recomputed from the stored scores, level and method.
+        """
         verify(data, _KIND, SCHEMA_VERSION)
+        try:
+            cal = cls._build(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, CalibrationIntegrityError):
+                raise
+            raise CalibrationIntegrityError(f"Answer-set calibration file is inconsistent: {exc}") from exc
+        fresh = cls.from_stages(
+            cal.retrieval_,
+            cal.generation_scores_,
+            alpha=cal.alpha_,
+            method=cal.method_,
+            alpha_retrieval=cal.alpha_retrieval_,
+            delta=cal.delta_,
+            delta_retrieval=cal.delta_retrieval_,
+            hmp_weight=cal.hmp_weight_,
+            n_samples=cal.n_samples_,
+            model=cal.model_,
+            clustering=cal.clustering_,
+        )
+        for name in ("retrieval_threshold_", "generation_threshold_", "alpha_generation_"):
+            stored, again = getattr(cal, name), getattr(fresh, name)
+            if not (stored == again or (math.isfinite(stored) and abs(stored - again) <= 1e-9 * max(1.0, abs(again)))):
+                raise CalibrationIntegrityError(
+                    f"The stored {name.rstrip('_')} {stored!r} disagrees with {again!r} recomputed from the stored "
+                    "scores, level and method: the file was edited or corrupted."
+                )
+        return cal
+
+    @classmethod
+    def _build(cls, data: dict[str, Any]) -> AnswerSetCalibration:
         return cls(
             retrieval_=RetrievalCalibration.from_dict(data["retrieval"]),
             generation_scores_=tuple(decode_float(s) for s in data["generation_scores"]),
@@ -255,6 +442,7 @@ class AnswerSetCalibration:
             generation_threshold_=decode_float(data["generation_threshold"]),
             created_at_=str(data["created_at"]),
             optimisation_=dict(data.get("optimisation") or {}),
+            question_ids_=tuple(str(q) for q in data.get("question_ids") or ()),
         )
 
     def save(self, path: str | Path) -> Path:

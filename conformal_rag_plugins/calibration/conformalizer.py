@@ -136,6 +136,7 @@ class RetrievalConformalizer:
             fingerprint_=fingerprint,
             delta_=self.delta if self.method == "pac" else None,
             selection_=selection,
+            question_ids_=tuple(str(o.question_id) for o in obs) if all(o.question_id for o in obs) else (),
         )
         return self
 

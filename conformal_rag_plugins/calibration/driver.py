@@ -103,7 +103,9 @@ def collect_observations(
     observations = []
     for ex in tqdm(examples, desc="calibrating", unit="q", disable=not progress):
         pool = fetch_pool(ex.question)
-        observations.append(PoolObservation(pool.scores, gold_positions(ex, pool.ids, pool.texts)))
+        observations.append(
+            PoolObservation(pool.scores, gold_positions(ex, pool.ids, pool.texts), question_id=ex.digest)
+        )
     return observations
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "load_corpus",
     "load_examples",
     "load_qa",
+    "question_digest",
     "save_examples",
     "split_examples",
 ]
@@ -66,6 +67,11 @@ class CalibrationExample:
             else:
                 object.__setattr__(self, name, tuple(value))
 
+    @property
+    def digest(self) -> str:
+        """:func:`question_digest` of this example (recorded in calibrations)."""
+        return question_digest(self)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         data = asdict(self)
@@ -89,6 +95,26 @@ class CalibrationExample:
             is_impossible=bool(data.get("is_impossible", False)),
             metadata=meta,
         )
+
+
+def question_digest(example: CalibrationExample) -> str:
+    """A short, stable digest of an example's id and question (16 hex digits of SHA-256).
+
+    Calibrations record the digests of their questions (not the questions), so that
+    the two stages of an answer-set calibration can be checked to use the same
+    questions and a Bayesian-optimisation split can be checked to be disjoint from them.
+
+    Examples
+    --------
+    >>> question_digest(CalibrationExample("Who?", id="q1"))
+    '...'
+    >>> len(question_digest(CalibrationExample("Who?")))
+    16
+    """
+    import hashlib
+
+    text = f"{example.id or ''}\x1f{example.question.strip()}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

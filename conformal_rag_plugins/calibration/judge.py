@@ -31,9 +31,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.errors import CalibrationError
-from ..generation.kv_cache import JsonCache
-from ..generation.retry import call_with_retries
-from ..generation.run_sync import run_sync
+from ..runtime.kv_cache import JsonCache
+from ..runtime.retry import call_with_retries
+from ..runtime.run_sync import run_sync
 from .examples import CalibrationExample
 from .llm_prompts import JUDGE_FEW_SHOT_TEMPLATE, fill
 

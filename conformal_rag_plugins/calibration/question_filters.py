@@ -36,7 +36,7 @@ import re
 from typing import Any
 
 from ..core.normalize import normalize_answer
-from ..generation.json_output import parse_json_object
+from ..runtime.json_output import parse_json_object
 from .chunk_gold import answer_in_text
 
 __all__ = [

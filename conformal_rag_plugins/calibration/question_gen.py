@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 from ..core.errors import CalibrationError
 from ..core.normalize import normalize_answer
-from ..generation.kv_cache import JsonCache
-from ..generation.retry import call_with_retries
+from ..runtime.kv_cache import JsonCache
+from ..runtime.retry import call_with_retries
 from .examples import CalibrationExample, CorpusEntry
 from .llm_prompts import QUESTION_FEW_SHOT_TEMPLATE, fill, topic_instruction
 from .question_filters import REASON_DUPLICATE, check_generated

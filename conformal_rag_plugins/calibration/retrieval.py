@@ -49,6 +49,10 @@ class RetrievalCalibration:
     created_at_ : str
     selection_ : dict
         How ``auto`` or a tuned host chose the family (and host configuration), if they did.
+    question_ids_ : tuple of str
+        :func:`~conformal_rag_plugins.calibration.examples.question_digest` of each
+        calibration question, aligned with ``scores_`` (empty for calibrations built from
+        bare observations or saved before this field existed).
     labels_ : dict
         How the calibration labels were made: counts of ``metadata["gold_rule"]``
         (chunk-level gold: ``answer-in-chunk``, ``all-chunks-fallback``, ``unsplit``) and of
@@ -68,6 +72,13 @@ class RetrievalCalibration:
     created_at_: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
     selection_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     labels_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    question_ids_: tuple[str, ...] = field(default=(), compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.question_ids_ and len(self.question_ids_) != len(self.scores_):
+            raise CalibrationIntegrityError(
+                f"The calibration records {len(self.question_ids_)} question ids for {len(self.scores_)} scores."
+            )
 
     @property
     def confidence_level_(self) -> float:
@@ -99,6 +110,7 @@ class RetrievalCalibration:
             "created_at": self.created_at_,
             "selection": self.selection_,
             "labels": self.labels_,
+            "question_ids": list(self.question_ids_),
         }
         return with_checksum(payload)
 
@@ -121,6 +133,7 @@ class RetrievalCalibration:
                 created_at_=str(data["created_at"]),
                 selection_=dict(data.get("selection") or {}),
                 labels_=dict(data.get("labels") or {}),
+                question_ids_=tuple(str(q) for q in data.get("question_ids") or ()),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationIntegrityError(f"Calibration file is missing or mangles a field: {exc}.") from exc

@@ -121,6 +121,7 @@ def _scorer(rouge_type: str):  # pragma: no cover - trivial cache
     return rouge_scorer.RougeScorer([rouge_type], tokenizer=_Tokenizer())
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def rouge_f1(a: str, b: str, rouge_type: str = "rouge1") -> float:
     """ROUGE F1 between two answers on SQuAD-normalised tokens (symmetric).
 

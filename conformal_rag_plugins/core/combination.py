@@ -117,8 +117,47 @@ def _as_array(values: Sequence[float] | np.ndarray | float) -> np.ndarray:
 # --------------------------------------------------------------------------- threshold rules
 
 
+def _infinite_reason(q_ret: float, q_gen: float) -> str:
+    stages = [name for name, q in (("retrieval", q_ret), ("generator", q_gen)) if not math.isfinite(q)]
+    if not stages:
+        return ""
+    return (
+        f"The {' and '.join(stages)} threshold is +inf: the set keeps every candidate of that stage, but a "
+        "miss there (gold chunk outside the pool, or no correct sampled answer) cannot be in any set, so "
+        "coverage 1 - alpha is not guaranteed. Use more calibration questions, a larger pool, a stronger LLM "
+        "or a larger alpha."
+    )
+
+
+class _StageThresholds:
+    """Shared by the threshold rules: the retrieval mask, the pair test and the guarantee flag."""
+
+    q_ret: float
+    q_gen: float
+
+    @property
+    def guaranteed(self) -> bool:
+        """False when a stage threshold is ``+inf``: a miss in that stage would then count as kept."""
+        return math.isfinite(self.q_ret) and math.isfinite(self.q_gen)
+
+    @property
+    def reason(self) -> str:
+        """Why the set is not guaranteed (empty when it is)."""
+        return _infinite_reason(self.q_ret, self.q_gen)
+
+    def retrieval_mask(self, r_ret: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Chunks kept by the retrieval stage (``r_ret <= q_ret``)."""
+        return _as_array(r_ret) <= self.q_ret
+
+    def include(
+        self, r_ret: Sequence[float] | np.ndarray | float, r_gen: Sequence[float] | np.ndarray | float
+    ) -> np.ndarray:
+        """Elementwise: is the pair (chunk score ``r_ret``, cluster score ``r_gen``) in the set?"""
+        return (_as_array(r_ret) <= self.q_ret) & (_as_array(r_gen) <= self.q_gen)
+
+
 @dataclass(frozen=True)
-class BonferroniThresholds:
+class BonferroniThresholds(_StageThresholds):
     """Bonferroni (union-bound) thresholds of the two stages.
 
     Attributes
@@ -143,19 +182,9 @@ class BonferroniThresholds:
     method: str = field(default="bonferroni", init=False)
     guarantee: str = field(default="finite-sample marginal", init=False)
 
-    def retrieval_mask(self, r_ret: Sequence[float] | np.ndarray) -> np.ndarray:
-        """Chunks kept by the retrieval stage (``r_ret <= q_ret``)."""
-        return _as_array(r_ret) <= self.q_ret
-
-    def include(
-        self, r_ret: Sequence[float] | np.ndarray | float, r_gen: Sequence[float] | np.ndarray | float
-    ) -> np.ndarray:
-        """Elementwise: is the pair (chunk score ``r_ret``, cluster score ``r_gen``) in the set?"""
-        return (_as_array(r_ret) <= self.q_ret) & (_as_array(r_gen) <= self.q_gen)
-
 
 @dataclass(frozen=True)
-class PACThresholds:
+class PACThresholds(_StageThresholds):
     """PAC thresholds: miscoverage ``<= epsilon`` with probability ``>= 1 - delta``.
 
     Examples
@@ -175,16 +204,6 @@ class PACThresholds:
     q_gen: float
     method: str = field(default="pac", init=False)
     guarantee: str = field(default="PAC (training-conditional)", init=False)
-
-    def retrieval_mask(self, r_ret: Sequence[float] | np.ndarray) -> np.ndarray:
-        """Chunks kept by the retrieval stage (``r_ret <= q_ret``)."""
-        return _as_array(r_ret) <= self.q_ret
-
-    def include(
-        self, r_ret: Sequence[float] | np.ndarray | float, r_gen: Sequence[float] | np.ndarray | float
-    ) -> np.ndarray:
-        """Elementwise: is the pair (chunk score ``r_ret``, cluster score ``r_gen``) in the set?"""
-        return (_as_array(r_ret) <= self.q_ret) & (_as_array(r_gen) <= self.q_gen)
 
 
 def bonferroni_thresholds(
@@ -450,6 +469,49 @@ class HarmonicMeanRule:
         room = 1.0 / self.hm_threshold - (1.0 - self.w_ret)
         return self.w_ret / room if room > 0 else math.inf
 
+    @property
+    def miss_pvalues(self) -> tuple[float, float]:
+        """``(1 + m) / (n + 1)`` of each stage: the p-value of a ``+inf`` (missed) score, ties counted.
+
+        ``m`` is the number of calibration misses of that stage.
+        """
+        return (
+            float(self.retrieval_pvalues([math.inf])[0]),
+            float(self.generation_pvalues([math.inf])[0]),
+        )
+
+    @property
+    def guaranteed(self) -> bool:
+        """Whether the rule would reject every pair with a missed stage anyway.
+
+        The validity proof assumes the true (chunk, answer) pair is a candidate. A
+        retrieval miss (gold outside the pool) or a generator miss (no sampled
+        cluster matches) can never be in the set, so the bound holds only if the
+        rule rejects such a pair at its most favourable other p-value (1):
+        ``(1 + m_ret) / (n + 1) <= w_ret alpha / (2 - w_gen alpha)`` and
+        ``(1 + m_gen) / (n + 1) <= w_gen alpha / (2 - w_ret alpha)`` for the
+        finite-sample rule (checked here with the rule itself, not the algebra).
+        """
+        p_ret_miss, p_gen_miss = self.miss_pvalues
+        return not (bool(self.include_pvalues(p_ret_miss, 1.0)) or bool(self.include_pvalues(1.0, p_gen_miss)))
+
+    @property
+    def reason(self) -> str:
+        """Why the set is not guaranteed (empty when it is)."""
+        p_ret_miss, p_gen_miss = self.miss_pvalues
+        stages = []
+        if bool(self.include_pvalues(p_ret_miss, 1.0)):
+            stages.append(f"retrieval (miss p-value {p_ret_miss:.3g})")
+        if bool(self.include_pvalues(1.0, p_gen_miss)):
+            stages.append(f"generator (miss p-value {p_gen_miss:.3g})")
+        if not stages:
+            return ""
+        return (
+            f"The harmonic-mean rule would accept a missed {' and '.join(stages)} pair at alpha={self.alpha:g}, "
+            "but a miss cannot be in any set: coverage 1 - alpha is not guaranteed (the HMP analogue of a +inf "
+            "threshold). Use more calibration questions, a larger pool, a stronger LLM or a larger alpha."
+        )
+
     def retrieval_pvalues(self, r_ret: Sequence[float] | np.ndarray | float) -> np.ndarray:
         """Conformal p-values of chunk nonconformity scores."""
         return conformal_pvalues(self.ret_calibration, np.atleast_1d(_as_array(r_ret)))
@@ -582,6 +644,10 @@ class EndToEndDecision:
         The chunks kept by the retrieval stage (for HMP, those that could contribute).
     pairs : tuple of IncludedPair
         The included pairs, in retrieval order then cluster order.
+    guaranteed : bool
+        The rule's ``guaranteed``: False when a missed stage would not be rejected.
+    reason : str
+        Why not, when not.
 
     Examples
     --------
@@ -599,6 +665,8 @@ class EndToEndDecision:
     guarantee: str
     retrieval_set: tuple[str, ...]
     pairs: tuple[IncludedPair, ...]
+    guaranteed: bool = True
+    reason: str = ""
 
     def by_chunk(self) -> dict[str, list[AnswerCluster]]:
         """Included clusters per chunk (every retrieval-set chunk appears, maybe with none)."""
@@ -680,4 +748,11 @@ def decide_end_to_end(
             mask = rule.include(np.full(len(clusters), r_ret[idx]), r_gen)
             pairs += [IncludedPair(cid, c) for c, m in zip(clusters, mask, strict=True) if m]
     method = rule.method + ("-asymptotic" if hmp and rule.asymptotic else "")
-    return EndToEndDecision(method=method, guarantee=rule.guarantee, retrieval_set=retrieval_set, pairs=tuple(pairs))
+    return EndToEndDecision(
+        method=method,
+        guarantee=rule.guarantee,
+        retrieval_set=retrieval_set,
+        pairs=tuple(pairs),
+        guaranteed=rule.guaranteed,
+        reason=rule.reason,
+    )

@@ -6,6 +6,7 @@ __all__ = [
     "CalibrationError",
     "CalibrationIntegrityError",
     "ConformalError",
+    "CoverageCeilingWarning",
     "FingerprintMismatchError",
     "GuaranteeCutWarning",
     "InfiniteThresholdWarning",
@@ -39,3 +40,10 @@ class InfiniteThresholdWarning(UserWarning):
 
 class GuaranteeCutWarning(UserWarning):
     """A returned set was cut (``max_k`` or pool size), so the guarantee no longer holds."""
+
+
+class CoverageCeilingWarning(InfiniteThresholdWarning):
+    """An answer-set calibration cannot guarantee its target: too many misses for the requested level.
+
+    The message names the generator's coverage ceiling and the retrieval misses.
+    """

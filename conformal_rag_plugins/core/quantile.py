@@ -165,12 +165,19 @@ def pac_quantile(scores: Iterable[float], epsilon: float, delta: float, *, stric
 def coverage_bounds(n: int, alpha: float) -> tuple[float, float]:
     """Marginal coverage bounds ``(1-alpha, 1-alpha+1/(n+1))`` (upper one without ties).
 
+    When the rank ``ceil((n+1)(1-alpha))`` exceeds ``n`` the threshold is ``+inf``
+    and the set is the whole candidate pool: coverage is then only the chance that
+    the gold is in the pool, which calibration does not bound, so the lower bound
+    is 0 (and the upper 1), never ``(1, 1)``.
+
     Examples
     --------
     >>> coverage_bounds(99, 0.1)
     (0.9, 0.91)
+    >>> coverage_bounds(5, 0.1)
+    (0.0, 1.0)
     """
     k = conformal_rank(n, alpha)
     if k > n:
-        return (1.0, 1.0)
+        return (0.0, 1.0)
     return (1.0 - alpha, min(1.0, 1.0 - alpha + 1.0 / (n + 1)))

@@ -21,10 +21,17 @@ __all__ = ["PoolObservation", "TrialSummary", "choose_family", "evaluate_splits"
 
 @dataclass(frozen=True)
 class PoolObservation:
-    """One question's candidate pool: host scores (best first) and gold positions."""
+    """One question's candidate pool: host scores (best first), gold positions and an optional question id.
+
+    ``question_id`` (a digest of the question, see
+    :func:`~conformal_rag_plugins.calibration.examples.question_digest`) lets a
+    calibration record which questions it used, so that two stages can be checked to
+    share them and an optimisation split to avoid them.
+    """
 
     scores: np.ndarray
     gold_positions: tuple[int, ...]
+    question_id: str | None = None
     _memo: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

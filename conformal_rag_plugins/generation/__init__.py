@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..runtime.retry import call_with_retries
 from .cache import SampleCache
 from .prompts import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE
-from .retry import call_with_retries
 from .samples import Sample
 
 __all__ = [

@@ -1,40 +1,93 @@
-"""Framework-neutral end-to-end calibration: retrieval scores + generator scores -> AnswerSetCalibration."""
+"""Framework-neutral end-to-end calibration: retrieval scores + generator scores -> AnswerSetCalibration.
+
+Both stages are calibrated on the same questions, and the generator of each question on
+the gold chunk that defines its retrieval score (the best-ranked gold chunk in the pool;
+the first gold chunk for a miss). That is what the union bound (Bonferroni, PAC) and the
+harmonic-mean proof need: one true (chunk, answer) pair per question, scored by both stages.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..calibration.answer_sets import AnswerSetCalibration
+from ..calibration.answer_sets import AnswerSetCalibration, check_answer_set_request
 from ..calibration.examples import CalibrationExample, split_examples
 from ..calibration.retrieval import RetrievalCalibration
+from ..core.errors import CalibrationError, CoverageCeilingWarning
 from ..core.validation import check_alpha
 from .engine import SampleFn, acalibrate_generation, coverage_report
+from .gold import GoldChunk, defining_gold, references_of
+from .split_optimisation import optimise_split_on_host
 
 __all__ = [
     "DEFAULT_CLUSTERING",
+    "GoldChunk",
     "HostHooks",
     "acalibrate_end_to_end",
-    "bo_choice",
+    "align_stages",
     "calibrate_stages",
-    "gold_text_lookup",
+    "defining_gold",
+    "references_of",
 ]
 
 logger = logging.getLogger("conformal_rag_plugins")
 DEFAULT_CLUSTERING: dict[str, Any] = {"method": "rougeL", "tau": 0.7}
 
 
-def gold_text_lookup(texts: Mapping[str, str]) -> Callable[[CalibrationExample], str | None]:
-    """``example -> text of its first gold chunk`` (gold texts first, then ids)."""
+def align_stages(
+    retrieval: RetrievalCalibration, examples: Sequence[CalibrationExample]
+) -> tuple[RetrievalCalibration, list[CalibrationExample]]:
+    """Restrict the retrieval stage and the examples to the questions they share, in the same order.
 
-    def find(ex: CalibrationExample) -> str | None:
-        if ex.gold_texts:
-            return ex.gold_texts[0]
-        return next((texts[g] for g in ex.gold_ids if g in texts), None)
-
-    return find
+    The retrieval calibration records a digest of each of its questions
+    (``question_ids_``); the generator is then scored on exactly those questions
+    found among ``examples``, and the retrieval stage keeps only their scores.
+    """
+    if not retrieval.question_ids_:
+        raise CalibrationError(
+            "This retrieval calibration does not record its questions (it was made from bare observations or by "
+            "an older version), so the generator cannot be calibrated on the same questions. Re-calibrate the "
+            "retrieval stage with calibrate_retriever(...) or leave retrieval_calibration=None."
+        )
+    by_digest: dict[str, list[CalibrationExample]] = {}
+    for ex in examples:
+        by_digest.setdefault(ex.digest, []).append(ex)
+    keep_idx, aligned = [], []
+    for i, qid in enumerate(retrieval.question_ids_):
+        bucket = by_digest.get(qid)
+        if bucket:
+            keep_idx.append(i)
+            aligned.append(bucket.pop(0))
+    if not aligned:
+        raise CalibrationError(
+            "None of the examples were used to calibrate retrieval_calibration: both stages must be calibrated on "
+            "the same questions. Pass the examples the retrieval calibration was made with."
+        )
+    dropped_ret = len(retrieval.question_ids_) - len(aligned)
+    dropped_ex = len(examples) - len(aligned)
+    if dropped_ret or dropped_ex:
+        logger.warning(
+            "Both stages use the %d questions they share: %d retrieval-calibration question(s) are not among the "
+            "examples and %d example(s) are not in the retrieval calibration.",
+            len(aligned),
+            dropped_ret,
+            dropped_ex,
+        )
+    if dropped_ret:
+        scores = tuple(retrieval.scores_[i] for i in keep_idx)
+        retrieval = replace(
+            retrieval,
+            scores_=scores,
+            question_ids_=tuple(retrieval.question_ids_[i] for i in keep_idx),
+            n_calibration_=len(scores),
+            n_misses_=sum(1 for s in scores if math.isinf(s)),
+        )
+    return retrieval, aligned
 
 
 async def acalibrate_end_to_end(
@@ -56,12 +109,21 @@ async def acalibrate_end_to_end(
     optimisation: dict[str, Any] | None = None,
     embed: Any = None,
 ) -> AnswerSetCalibration:
-    """Score the generator on each example's gold chunk and combine with the retrieval stage."""
+    """Score the generator on each example (aligned with ``retrieval``) and combine the stages.
+
+    ``examples`` must be the retrieval calibration's questions in its order (see
+    :func:`align_stages`); ``gold_text(example)`` gives the text of the chunk that
+    defines the example's retrieval score.
+    """
     alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
     clustering = dict(clustering or DEFAULT_CLUSTERING)
-    answerable = [ex for ex in examples if ex.answers and not ex.is_impossible]
+    if retrieval.question_ids_ and [ex.digest for ex in examples] != list(retrieval.question_ids_):
+        raise CalibrationError(
+            "The generator examples are not the retrieval calibration's questions in its order: both stages must "
+            "be calibrated on the same questions (use align_stages)."
+        )
     scores = await acalibrate_generation(
-        answerable,
+        examples,
         gold_text,
         sample,
         n_samples=n_samples,
@@ -69,6 +131,7 @@ async def acalibrate_end_to_end(
         match_threshold=match_threshold,
         progress=progress,
         embed=embed,
+        references=references_of,
     )
     cal = AnswerSetCalibration.from_stages(
         retrieval,
@@ -82,32 +145,18 @@ async def acalibrate_end_to_end(
         model=model,
         clustering={**clustering, "match": "rouge1", "match_threshold": match_threshold},
         optimisation=optimisation,
+        question_ids=[ex.digest for ex in examples],
     )
-    logger.warning("Generator stage: %s", coverage_report(scores, cal.alpha_generation_))
+    report = coverage_report(scores, cal.alpha_generation_, threshold_finite=cal.generator_reachable_)
+    logger.warning("Generator stage: %s", report)
+    if not cal.guaranteed_:
+        warnings.warn(
+            f"{cal.reason_} (generator coverage ceiling {cal.coverage_ceiling_:.2f}, retrieval misses "
+            f"{cal.retrieval_.n_misses_} of {cal.retrieval_.n_calibration_}).",
+            CoverageCeilingWarning,
+            stacklevel=2,
+        )
     return cal
-
-
-def bo_choice(
-    optimisation_examples: Sequence[CalibrationExample],
-    fetch: Callable[[str], Any],
-    texts: Mapping[str, str],
-    sample: SampleFn,
-    *,
-    confidence_level: float,
-    method: str,
-    n_samples: int,
-    delta: float | None,
-    bo_calls: int,
-    progress: bool,
-) -> dict[str, Any]:
-    """Sample the optimisation questions' top chunks and pick the split of alpha by BO on them only."""
-    from ..apps.answer_eval import optimise_split, prepare_rows
-    from ..apps.sample_rows import build_rows
-
-    alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
-    rows = build_rows(optimisation_examples, fetch, texts, sample, progress=progress)
-    prepared = prepare_rows(rows, n_samples=n_samples)
-    return optimise_split(prepared, round(alpha, 12), method=method, delta=delta or 0.1, bo_calls=bo_calls)
 
 
 @dataclass(frozen=True)
@@ -142,32 +191,79 @@ def calibrate_stages(
     progress: bool,
     embed: Any,
 ) -> AnswerSetCalibration:
-    """The body of both frameworks' ``calibrate_answer_sets`` (optional BO split, then both stages)."""
+    """The body of both frameworks' ``calibrate_answer_sets`` (optional BO split, then both stages).
+
+    Every request is checked before any LLM call (:func:`check_answer_set_request`).
+    With ``optimise_split`` a seeded ``optimisation_fraction`` of the examples chooses the
+    split of alpha (or the HMP weight) and is never used for the final thresholds; a
+    ``retrieval_calibration`` given by the user must not contain any of those questions.
+    """
     examples = list(examples)
-    optimisation = None
+    if not examples:
+        raise CalibrationError("No calibration examples were given; pass labelled questions.")
+    clustering = dict(clustering or DEFAULT_CLUSTERING)
+    alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
+    opt: list[CalibrationExample] = []
     if optimise_split:
+        if not 0.0 < optimisation_fraction < 1.0:
+            raise CalibrationError(f"optimisation_fraction must lie in (0, 1), got {optimisation_fraction!r}.")
         opt, examples = split_examples(examples, (optimisation_fraction, 1 - optimisation_fraction), seed=random_state)
-        optimisation = bo_choice(
-            [ex for ex in opt if ex.answers and not ex.is_impossible],
+    check_answer_set_request(
+        round(alpha, 12),
+        method=method,
+        alpha_retrieval=None if optimise_split else alpha_retrieval,
+        delta=delta,
+        hmp_weight=None if optimise_split else hmp_weight,
+        n_samples=n_samples,
+        n_questions=len(examples),
+    )
+    if retrieval_calibration is not None and opt:
+        used = set(retrieval_calibration.question_ids_)
+        if not used:
+            raise CalibrationError(
+                "optimise_split=True with a retrieval_calibration that does not record its questions: the "
+                "optimisation questions cannot be checked to be disjoint from it. Re-calibrate the retrieval stage "
+                "with this version, or pass retrieval_calibration=None."
+            )
+        overlap = sum(1 for ex in opt if ex.digest in used)
+        if overlap:
+            raise CalibrationError(
+                f"{overlap} of the {len(opt)} optimisation questions were used to calibrate retrieval_calibration: "
+                "the split of alpha would be tuned on calibration data, which voids the guarantee. Calibrate the "
+                "retrieval stage on questions disjoint from the optimisation split (same random_state and "
+                "optimisation_fraction), or pass retrieval_calibration=None."
+            )
+    retrieval = retrieval_calibration or hooks.calibrate_retrieval(examples)
+    retrieval, aligned = align_stages(retrieval, examples)
+    optimisation = None
+    if opt:
+        optimisation = optimise_split_on_host(
+            opt,
             hooks.fetch,
-            hooks.texts_for(sorted({g for ex in opt for g in ex.gold_ids})),
+            hooks.texts_for,
             hooks.sample,
-            confidence_level=confidence_level,
+            hooks.run,
+            alpha=round(alpha, 12),
             method=method,
+            family=retrieval.score_family_,
+            pool_size=retrieval.pool_size_,
             n_samples=n_samples,
+            clustering=clustering,
+            match_threshold=match_threshold,
             delta=delta,
             bo_calls=bo_calls,
+            random_state=random_state,
+            embed=embed,
             progress=progress,
         )
         alpha_retrieval = optimisation.get("alpha_retrieval", alpha_retrieval)
         hmp_weight = optimisation.get("hmp_weight", hmp_weight)
-    retrieval = retrieval_calibration or hooks.calibrate_retrieval(examples)
-    texts = hooks.texts_for(sorted({g for ex in examples for g in ex.gold_ids}))
+    gold = {ex.digest: defining_gold(ex, hooks.fetch(ex.question), hooks.texts_for) for ex in aligned}
     return hooks.run(
         acalibrate_end_to_end(
             retrieval,
-            examples,
-            gold_text_lookup(texts),
+            aligned,
+            lambda ex: gold[ex.digest].text,
             hooks.sample,
             confidence_level=confidence_level,
             n_samples=n_samples,

@@ -6,8 +6,8 @@ import asyncio
 import weakref
 from collections.abc import Awaitable, Callable
 
+from ..runtime.retry import call_with_retries
 from .cache import SampleCache
-from .retry import call_with_retries
 from .samples import Sample
 
 __all__ = ["ConcurrencyLimit", "draw_samples"]

@@ -10,7 +10,11 @@ __all__ = ["Sample"]
 
 @dataclass(frozen=True)
 class Sample:
-    """A sampled answer (first line, stripped) and the tokens it cost.
+    """A sampled answer (first line, stripped), the tokens it cost, and its likelihood when known.
+
+    ``logprob`` is the mean token log-probability of the completion as the model
+    reported it (llama.cpp and OpenAI ``logprobs``), or ``None`` when the model does
+    not report one.
 
     Examples
     --------
@@ -22,12 +26,15 @@ class Sample:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     failed: bool = False
+    logprob: float | None = None
 
     @classmethod
-    def clean(cls, raw: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> Sample:
+    def clean(
+        cls, raw: str, prompt_tokens: int = 0, completion_tokens: int = 0, logprob: float | None = None
+    ) -> Sample:
         """Keep the first non-empty line of a completion."""
         lines = [ln.strip() for ln in (raw or "").splitlines() if ln.strip()]
-        return cls(lines[0] if lines else "", int(prompt_tokens or 0), int(completion_tokens or 0))
+        return cls(lines[0] if lines else "", int(prompt_tokens or 0), int(completion_tokens or 0), logprob=logprob)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
@@ -41,4 +48,5 @@ class Sample:
             int(data.get("prompt_tokens", 0)),
             int(data.get("completion_tokens", 0)),
             bool(data.get("failed", False)),
+            None if data.get("logprob") is None else float(data["logprob"]),
         )

@@ -14,7 +14,7 @@ from pydantic import ConfigDict, PrivateAttr, model_validator
 from ..core.adaptive import geometric_schedule
 from ..generation import Sample, SampleCache
 from ..generation.adaptive import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
-from ..generation.run_sync import run_sync
+from ..runtime.run_sync import run_sync
 from .host import doc_id
 from .sampling import LangChainSampler
 from .synthesizer import ConformalAnswerSetSynthesizer

@@ -12,7 +12,7 @@ from ..calibration.examples import CalibrationExample
 from ..calibration.retrieval import RetrievalCalibration
 from ..generation import SampleCache
 from ..generation.calibrate import HostHooks, calibrate_stages
-from ..generation.run_sync import run_sync
+from ..runtime.run_sync import run_sync
 from .calibrate import calibrate_retriever
 from .host import Host, fetch_pool, texts_by_id
 from .sampling import LangChainSampler, model_id

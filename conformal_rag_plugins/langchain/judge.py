@@ -19,8 +19,8 @@ from ..calibration.llm_prompts import (
     JUDGE_FEW_SHOT_TEMPLATE,
     JUDGE_VARIABLES,
 )
-from ..generation.kv_cache import JsonCache, open_cache
-from ..generation.run_sync import run_sync
+from ..runtime.kv_cache import JsonCache, open_cache
+from ..runtime.run_sync import run_sync
 from .calibrate import _pool_size_of
 from .host import Host, afetch_pool
 from .llm_calls import chat_template, completion_template, prompt_caller

@@ -22,8 +22,8 @@ from ..calibration.llm_prompts import (
 )
 from ..calibration.question_gen import DEFAULT_MIN_WORDS, GenerationReport, agenerate_questions
 from ..core.errors import ConformalError
-from ..generation.kv_cache import JsonCache, open_cache
-from ..generation.run_sync import run_sync
+from ..runtime.kv_cache import JsonCache, open_cache
+from ..runtime.run_sync import run_sync
 from .host import doc_id
 from .llm_calls import chat_template, completion_template, prompt_caller
 from .sampling import model_id

@@ -12,29 +12,19 @@ from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from ..calibration.answer_sets import AnswerSetCalibration
 from ..core.errors import CalibrationError, ConformalError
-from ..core.retrieval_scores import candidate_nonconformity
 from ..generation import SampleCache
-from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set
-from ..generation.run_sync import run_sync
+from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
+from ..runtime.run_sync import run_sync
 from .host import doc_id
 from .sampling import LangChainSampler
 
 __all__ = ["ConformalAnswerSetSynthesizer"]
 
 
-def _chunks(docs: Sequence[Document], family: str) -> list[ChunkInput]:
-    def score(d: Document) -> float:
-        return float(d.metadata.get("score", 0.0))
-
-    ordered = sorted(docs, key=lambda d: -score(d))
-    if ordered and all("conformal_nonconformity" in d.metadata for d in ordered):
-        nonconf = [float(d.metadata["conformal_nonconformity"]) for d in ordered]
-    else:
-        nonconf = candidate_nonconformity(family, [score(d) for d in ordered]).tolist()
-    return [
-        ChunkInput(doc_id(d) or f"doc-{i}", d.page_content, r)
-        for i, (d, r) in enumerate(zip(ordered, nonconf, strict=True))
-    ]
+def _chunks(docs: Sequence[Document], calibration: AnswerSetCalibration) -> tuple[list[ChunkInput], str]:
+    return chunks_from_metadata(
+        [(doc_id(d) or f"doc-{i}", d.page_content, d.metadata) for i, d in enumerate(docs)], calibration
+    )
 
 
 class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerSetResult]):
@@ -107,7 +97,7 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
     ) -> AnswerSetResult:
         """Answer set for one question."""
         question, docs = self._parse(input)
-        chunks = _chunks(docs, self.calibration.retrieval_.score_family_)
+        chunks, cut_reason = _chunks(docs, self.calibration)
         return await abuild_answer_set(
             self.calibration,
             question,
@@ -115,6 +105,7 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
             self._sampler.asample,
             equivalence=self.equivalence,
             embed=self.embeddings.embed_documents if self.embeddings is not None else None,
+            cut_reason=cut_reason,
         )
 
     def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AnswerSetResult:

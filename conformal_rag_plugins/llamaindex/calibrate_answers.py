@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.async_utils import asyncio_run
 from llama_index.core.base.llms.base import BaseLLM
 
 from ..calibration.answer_sets import AnswerSetCalibration
@@ -13,6 +12,7 @@ from ..calibration.examples import CalibrationExample
 from ..calibration.retrieval import RetrievalCalibration
 from ..generation import SampleCache
 from ..generation.calibrate import HostHooks, calibrate_stages
+from ..runtime.run_sync import run_sync
 from .calibrate import calibrate_retriever, resolve_host
 from .host import pool_from_nodes, texts_by_id
 from .sampling import LlamaIndexSampler, model_id
@@ -78,7 +78,7 @@ def calibrate_answer_sets(
         ),
         sample=sampler.asample,
         model=model_id(llm),
-        run=asyncio_run,
+        run=run_sync,
     )
     embed = embed_model.get_text_embedding_batch if embed_model is not None else None
     return calibrate_stages(

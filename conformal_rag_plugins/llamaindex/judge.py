@@ -20,7 +20,7 @@ from ..calibration.llm_prompts import (
     JUDGE_FEW_SHOT_TEMPLATE,
     JUDGE_VARIABLES,
 )
-from ..generation.kv_cache import JsonCache, open_cache
+from ..runtime.kv_cache import JsonCache, open_cache
 from .calibrate import resolve_host
 from .host import pool_from_nodes
 from .llm_calls import chat_template, completion_template, prompt_caller

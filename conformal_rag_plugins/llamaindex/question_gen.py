@@ -23,7 +23,7 @@ from ..calibration.llm_prompts import (
 )
 from ..calibration.question_gen import DEFAULT_MIN_WORDS, GenerationReport, agenerate_questions
 from ..core.errors import ConformalError
-from ..generation.kv_cache import JsonCache, open_cache
+from ..runtime.kv_cache import JsonCache, open_cache
 from .llm_calls import chat_template, completion_template, prompt_caller
 from .sampling import model_id
 

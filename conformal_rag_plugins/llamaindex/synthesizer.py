@@ -14,24 +14,18 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Qu
 
 from ..calibration.answer_sets import AnswerSetCalibration
 from ..core.errors import CalibrationError
-from ..core.retrieval_scores import candidate_nonconformity
 from ..generation import SampleCache
-from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set
+from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
 from .sampling import LlamaIndexSampler, SamplerPrompts
 
 __all__ = ["ConformalAnswerSetSynthesizer"]
 
 
-def _chunks(nodes: Sequence[NodeWithScore], family: str) -> list[ChunkInput]:
-    ordered = sorted(nodes, key=lambda n: -(n.score or 0.0))
-    if ordered and all("conformal_nonconformity" in n.node.metadata for n in ordered):
-        nonconf = [float(n.node.metadata["conformal_nonconformity"]) for n in ordered]
-    else:  # nodes from another retriever: score them like ConformalRetriever would
-        nonconf = candidate_nonconformity(family, [n.score or 0.0 for n in ordered]).tolist()
-    return [
-        ChunkInput(n.node.node_id, n.node.get_content(metadata_mode=MetadataMode.NONE), r)
-        for n, r in zip(ordered, nonconf, strict=True)
-    ]
+def _chunks(nodes: Sequence[NodeWithScore], calibration: AnswerSetCalibration) -> tuple[list[ChunkInput], str]:
+    return chunks_from_metadata(
+        [(n.node.node_id, n.node.get_content(metadata_mode=MetadataMode.NONE), n.node.metadata) for n in nodes],
+        calibration,
+    )
 
 
 class ConformalAnswerSetSynthesizer(SamplerPrompts, BaseSynthesizer):
@@ -52,8 +46,10 @@ class ConformalAnswerSetSynthesizer(SamplerPrompts, BaseSynthesizer):
     n_samples : int, optional
         Defaults to the calibration's M; another value would void the guarantee.
     cache : SampleCache, optional
-    equivalence : callable, optional
-        Replaces the calibrated clustering rule (e.g. a bidirectional NLI check).
+    equivalence : str, optional
+        Must equal the calibrated clustering method (another rule changes the cluster
+        confidences the threshold was calibrated on, so it is refused); calibrate with
+        ``clustering={"method": ...}`` instead.
     embed_model : BaseEmbedding, optional
         Required when the calibration clusters by embedding cosine (``clustering={"method": "embedding"}``).
 
@@ -110,7 +106,7 @@ class ConformalAnswerSetSynthesizer(SamplerPrompts, BaseSynthesizer):
             cache=cache,
         )
 
-    async def _aresult(self, query_str: str, chunks: list[ChunkInput]) -> AnswerSetResult:
+    async def _aresult(self, query_str: str, chunks: list[ChunkInput], cut_reason: str = "") -> AnswerSetResult:
         return await abuild_answer_set(
             self.calibration,
             query_str,
@@ -118,6 +114,7 @@ class ConformalAnswerSetSynthesizer(SamplerPrompts, BaseSynthesizer):
             self.sampler.asample,
             equivalence=self.equivalence,
             embed=self.embed_model.get_text_embedding_batch if self.embed_model is not None else None,
+            cut_reason=cut_reason,
         )
 
     def _response(self, result: AnswerSetResult, nodes: Sequence[NodeWithScore]) -> Response:
@@ -134,8 +131,8 @@ class ConformalAnswerSetSynthesizer(SamplerPrompts, BaseSynthesizer):
     ) -> Response:
         """Build the answer set for ``query`` from the retrieved ``nodes`` (empty -> abstain)."""
         query_str = query.query_str if isinstance(query, QueryBundle) else str(query)
-        family = self.calibration.retrieval_.score_family_
-        result = await self._aresult(query_str, _chunks(nodes, family))
+        chunks, cut_reason = _chunks(nodes, self.calibration)
+        result = await self._aresult(query_str, chunks, cut_reason)
         return self._response(result, list(nodes) + list(additional_source_nodes or []))
 
     def synthesize(
@@ -149,9 +146,9 @@ class ConformalAnswerSetSynthesizer(SamplerPrompts, BaseSynthesizer):
         return asyncio_run(self.asynthesize(query, nodes, additional_source_nodes, **response_kwargs))
 
     async def aget_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
-        """Answer from raw text chunks (no retrieval scores: every chunk counts as retrieved)."""
-        chunks = [ChunkInput(f"chunk-{i}", t, 0.0) for i, t in enumerate(text_chunks)]
-        return (await self._aresult(query_str, chunks)).response
+        """Answer from raw text chunks (no retrieval scores: every chunk counts as retrieved, not guaranteed)."""
+        chunks = [ChunkInput(f"chunk-{i}", t, 0.0, guaranteed=False) for i, t in enumerate(text_chunks)]
+        return (await self._aresult(query_str, chunks, "raw text chunks carry no retrieval scores")).response
 
     def get_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
         """Sync :meth:`aget_response`."""

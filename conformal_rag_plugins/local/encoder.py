@@ -18,15 +18,9 @@ import numpy as np
 
 __all__ = ["MODEL_NAME", "MiniLMEncoder", "default_cache_dir", "get_encoder"]
 
+from ..runtime.paths import default_cache_dir
+
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-def default_cache_dir() -> Path:
-    """``$CONFORMAL_RAG_CACHE`` or ``~/.cache/conformal-rag``."""
-    root = os.environ.get("CONFORMAL_RAG_CACHE") or os.path.join(Path.home(), ".cache", "conformal-rag")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 class MiniLMEncoder:

@@ -90,3 +90,18 @@ def test_evaluate_on_long_documents_chunks_and_covers(tmp_path, capsys) -> None:
     assert tuned["mean_coverage"] >= 0.9 - 0.02, tuned
     assert tuned["mean_set_size"] <= 2.5, tuned  # the short passages need about 1.3 at this alpha
     assert "tuned" in capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_evaluate_answers_samples_the_whole_answer_pool_and_reports_the_guarantee(tmp_path) -> None:
+    """``evaluate --answers`` with the local Gemma: every pool chunk sampled, guarantee flags per method."""
+    args = _args(tmp_path, "--answers", "--alpha", "0.7", "--trials", "3", "--samples", "2")
+    code = main([*args, "--max-questions", "12", "--answer-pool", "3"])
+    assert code == 0
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report["answer_pool"] == 3 and report["n_questions"] == 12
+    answerable = [r for r in report["results"] if r["subset"] == "answerable"]
+    assert {r["method"] for r in answerable} >= {"bonferroni", "hmp", "bonferroni-bo", "hmp-bo"}
+    for row in answerable:
+        assert 0.0 <= row["frac_trials_guaranteed"] <= 1.0
+        assert row["finite_thresholds"] == row["frac_trials_guaranteed"]  # old field kept, now honest for HMP

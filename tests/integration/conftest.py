@@ -56,29 +56,11 @@ def lc_hybrid_calibration(host_factory, dropin_examples):
 
 
 @pytest.fixture(scope="session")
-def li_index(host_factory, squad_entries, chroma_memory_client):
-    """The LlamaIndex ``VectorStoreIndex`` over the Chroma collection that the dense/hybrid hosts use."""
-    from conformal_rag_plugins.apps.hosts import corpus_key
-    from conformal_rag_plugins.llamaindex.stack import build_chroma_index
-
-    host_factory("llamaindex", "dense")  # fills the collection once (embeddings cached on disk)
-    name = f"crp-llamaindex-{corpus_key(squad_entries)}"
-    index, _ = build_chroma_index(squad_entries, client=chroma_memory_client, collection_name=name)
-    return index
-
-
-@pytest.fixture(scope="session")
 def li_index_calibration(li_index, dropin_examples):
     """A calibration made on the ``VectorStoreIndex`` itself (150 questions, pool 50)."""
     from conformal_rag_plugins.llamaindex import calibrate_retriever
 
     return calibrate_retriever(li_index, dropin_examples[:150], confidence_level=CONFIDENCE, progress=False)
-
-
-@pytest.fixture(scope="session")
-def lc_store(host_factory):
-    """The ``langchain_chroma.Chroma`` store of the bundled corpus (the dense host)."""
-    return host_factory("langchain", "dense").host
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformal_rag_plugins.generation.json_output import iter_balanced_objects, parse_json_object
+from conformal_rag_plugins.runtime.json_output import iter_balanced_objects, parse_json_object
 
 
 def test_plain_object() -> None:

@@ -200,8 +200,8 @@ def test_coverage_bounds():
     lo, hi = coverage_bounds(19, 0.05)
     assert lo == pytest.approx(0.95)
     assert hi == pytest.approx(1.0)
-    # rank exceeds n: everything is included, coverage is 1
-    assert coverage_bounds(5, 0.1) == (1.0, 1.0)
+    # rank exceeds n: the whole pool is returned, and coverage is only the chance the gold is in it
+    assert coverage_bounds(5, 0.1) == (0.0, 1.0)
     # the exact coverage k/(n+1) always lies inside the bounds
     for n in (9, 10, 50, 99, 100, 1000):
         for alpha in (0.05, 0.1, 0.2):

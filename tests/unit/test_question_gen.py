@@ -18,7 +18,7 @@ from conformal_rag_plugins.calibration.question_gen import (
     stratified_order,
 )
 from conformal_rag_plugins.core.errors import CalibrationError
-from conformal_rag_plugins.generation.kv_cache import JsonCache
+from conformal_rag_plugins.runtime.kv_cache import JsonCache
 
 NORMANS = (
     "The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, a region "

@@ -7,8 +7,8 @@ import asyncio
 from langchain_core.documents import Document
 from langchain_core.language_models import FakeListLLM
 
-from conformal_rag_plugins.generation.run_sync import run_sync
 from conformal_rag_plugins.langchain import generate_calibration_questions
+from conformal_rag_plugins.runtime.run_sync import run_sync
 
 
 async def _double(x: int) -> int:

@@ -1,0 +1,24 @@
+"""Small runtime pieces every layer may use: cache paths, retries, run-sync, JSON caches, JSON parsing of LLM output.
+
+This package imports nothing else from the library, so ``core``, ``calibration``,
+``generation``, the adapters and the command line can all depend on it without cycles.
+"""
+
+from __future__ import annotations
+
+from .json_output import iter_balanced_objects, parse_json_object
+from .kv_cache import JsonCache, default_cache_path, open_cache
+from .paths import default_cache_dir
+from .retry import call_with_retries
+from .run_sync import run_sync
+
+__all__ = [
+    "JsonCache",
+    "call_with_retries",
+    "default_cache_dir",
+    "default_cache_path",
+    "iter_balanced_objects",
+    "open_cache",
+    "parse_json_object",
+    "run_sync",
+]

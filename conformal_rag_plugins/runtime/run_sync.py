@@ -1,0 +1,34 @@
+"""Run a coroutine to completion from synchronous code, also inside Jupyter's running event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["run_sync"]
+
+T = TypeVar("T")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coro)``, or the same on a worker thread when a loop is already running.
+
+    Plain ``asyncio.run`` refuses to start inside a running loop (a notebook cell, an async
+    web handler); there the coroutine gets its own loop on a short-lived thread, and this
+    call blocks until it is done.
+
+    Examples
+    --------
+    >>> async def two() -> int:
+    ...     return 2
+    >>> run_sync(two())
+    2
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
