@@ -80,6 +80,13 @@ def _parser() -> argparse.ArgumentParser:
         help="with --answers: candidates per question, every one of them sampled, so that any retrieval set is "
         "fully sampled and set sizes are exact (gold beyond it counts as a retrieval miss)",
     )
+    e.add_argument(
+        "--generator-score",
+        choices=["frequency", "likelihood"],
+        default="frequency",
+        help="with --answers: cluster confidence, sample frequency or frequency with ties broken by the LLM's "
+        "token likelihood (samples the LLM with logprobs)",
+    )
 
     from .apps import calibrate_cmd, generate, label
 
@@ -140,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 samples=args.samples,
                 max_questions=args.max_questions,
                 answer_pool=args.answer_pool,
+                generator_score=args.generator_score,
                 trials=args.trials,
                 seed=args.seed,
                 json_out=args.json_out,

@@ -66,8 +66,12 @@ def prepare_rows(
     method: str = "rougeL",
     tau: float = 0.7,
     pool: int | None = None,
+    generator_score: str = "frequency",
 ) -> list[SplitQuestion]:
     """Cluster every (question, chunk) sample list once and compute both stages' calibration scores.
+
+    ``generator_score="likelihood"`` breaks frequency ties with the rows' ``logprobs``
+    (mean token log-probability per sample), which every sampled answer then needs.
 
     The pool is the top ``sampled_pool_size(rows, pool)`` candidates of every row (all of
     them sampled); the generator score is taken on the gold chunk that defines the
@@ -80,8 +84,17 @@ def prepare_rows(
         scores = np.array([p["score"] for p in row["pool"]], dtype=float)[:size]
         gold_set = set(row["gold_ids"])
         gold = [i for i, cid in enumerate(ids) if cid in gold_set]
+        logprobs = row.get("logprobs", {})
         clusters = {
-            cid: cluster_answers(row["samples"][cid], method=method, tau=tau, n_samples=n_samples, chunk_id=cid)
+            cid: cluster_answers(
+                row["samples"][cid],
+                method=method,
+                tau=tau,
+                n_samples=n_samples,
+                chunk_id=cid,
+                logprobs=logprobs.get(cid),
+                score=generator_score,
+            )
             for cid in row["samples"]
         }
         gold_id = ids[gold[0]] if gold else row["gold_ids"][0]

@@ -152,14 +152,18 @@ def _answer_sets(
 
     from ..generation import SampleCache
     from ..llamaindex import ConformalAnswerSetSynthesizer, ConformalRetriever, calibrate_answer_sets
-    from ..llamaindex.llm import default_llm
+    from ..llamaindex.llm import default_llm, local_llm
+    from ..local.llm import openai_settings
 
-    llm = default_llm(temperature=1.0)
+    # the local model reports its token log-probabilities, which break the ties of the frequency score
+    local = openai_settings() is None
+    llm = local_llm(temperature=1.0, logprobs=True) if local else default_llm(temperature=1.0)
+    generator_score = "likelihood" if local else "frequency"
     cache = SampleCache(default_cache_dir() / "samples.sqlite")
     print(
         f"\nAnswer sets (alpha={alpha} end to end, Bonferroni: {alpha_retrieval} retrieval + "
         f"{alpha - alpha_retrieval:.2g} generation, M={n_samples} samples per chunk, "
-        f"{type(llm).__name__}); calibrating the generator on {len(cal_q)} questions..."
+        f"{type(llm).__name__}, {generator_score} score); calibrating the generator on {len(cal_q)} questions..."
     )
     as_cal = calibrate_answer_sets(
         host,
@@ -171,6 +175,7 @@ def _answer_sets(
         retrieval_calibration=retrieval_cal,
         cache=cache,
         max_concurrency=1,
+        generator_score=generator_score,
     )
     as_path = as_cal.save(out / "answer_sets.json")
     print(f"  {as_cal.summary()}\n  saved to {as_path}")
@@ -189,6 +194,8 @@ def _answer_sets(
             f"  response: {response.response!r}  abstained={meta.get('abstained')} "
             f"guaranteed={meta.get('guaranteed')} chunks={meta.get('retrieval_set')}"
         )
+        kept, sampled = len(meta.get("answer_set", [])), meta.get("extra", {}).get("sampled_clusters")
+        print(f"  keeps {kept} of the {sampled} distinct answers sampled ({meta.get('llm_calls')} samples)")
         for a in meta.get("answer_set", []):
             print(f"    {a['confidence']:.2f}  {a['text']!r}  from {', '.join(a['chunk_ids'])}")
         shown.append(meta)

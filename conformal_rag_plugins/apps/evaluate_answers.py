@@ -19,15 +19,18 @@ from .sample_rows import build_rows
 __all__ = ["run_evaluate_answers"]
 
 
-def _llm(kind: str) -> Any:
+def _llm(kind: str, logprobs: bool = False) -> Any:
     from ..llamaindex.llm import default_llm, local_llm
     from ..local.llm import openai_settings
 
     if kind == "openai":
         if openai_settings() is None:
             raise SystemExit("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible server).")
-        return default_llm(temperature=1.0)
-    return local_llm(temperature=1.0)
+        llm = default_llm(temperature=1.0)
+        if logprobs:
+            llm.logprobs = True  # OpenAI(-like): report token logprobs
+        return llm
+    return local_llm(temperature=1.0, logprobs=logprobs)
 
 
 def run_evaluate_answers(
@@ -39,6 +42,7 @@ def run_evaluate_answers(
     samples: int = 6,
     max_questions: int = 100,
     answer_pool: int = 10,
+    generator_score: str = "frequency",
     trials: int = 20,
     seed: int = 0,
     json_out: str | Path | None = None,
@@ -49,6 +53,7 @@ def run_evaluate_answers(
     Every one of the top ``answer_pool`` candidates of each question is sampled, so any
     retrieval set is fully sampled: set sizes are exact, and the chunks are chosen without
     looking at the gold. The retrieval stage uses that pool (gold beyond it is a miss).
+    ``generator_score="likelihood"`` samples with token logprobs and breaks frequency ties with them.
     """
     if answer_pool < 1:
         raise SystemExit(f"--answer-pool must be >= 1, got {answer_pool}.")
@@ -61,7 +66,7 @@ def run_evaluate_answers(
     answerable = [q for q in everything if not q.is_impossible][:max_questions]
     impossible = [q for q in everything if q.is_impossible][: max(1, max_questions // 4)]
     bundle = build_host("llamaindex", "hybrid", entries, pool_size=50)
-    model = _llm(llm)
+    model = _llm(llm, logprobs=generator_score == "likelihood")
     sampler = LlamaIndexSampler(
         model,
         n_samples=samples,
@@ -70,7 +75,7 @@ def run_evaluate_answers(
     )
     questions = answerable + impossible
     rows = build_rows(questions, bundle.fetch, texts, sampler.asample, pool=answer_pool, progress=progress)
-    prepared = prepare_rows(rows, n_samples=samples, pool=answer_pool)
+    prepared = prepare_rows(rows, n_samples=samples, pool=answer_pool, generator_score=generator_score)
     ans = [p for p, r in zip(prepared, rows, strict=True) if not r["is_impossible"]]
     imp = [p for p, r in zip(prepared, rows, strict=True) if r["is_impossible"]]
     results = evaluate_methods(ans, alphas, methods=METHODS, trials=trials, seed=seed)
@@ -83,6 +88,7 @@ def run_evaluate_answers(
         "llm": model_id(model),
         "samples": samples,
         "answer_pool": answer_pool,
+        "generator_score": generator_score,
         "coverage_ceiling": sum(math.isfinite(q.r_gen) for q in ans) / max(1, len(ans)),
         "results": results,
     }

@@ -22,13 +22,21 @@ empty or failed samples, see :func:`~.normalize.is_abstention`) are never
 compared with real answers: they form one cluster of their own, which a set
 may contain like any other answer.
 
-The confidence of a cluster is ``count / M``, and its nonconformity score is
-``-confidence``.
+The confidence of a cluster is ``count / M`` (``score="frequency"``, TRAQ), and its
+nonconformity score is ``-confidence``. With ``M`` samples the frequency takes only
+``M + 1`` values, so calibration thresholds tie and a set keeps every cluster of the
+threshold's frequency. ``score="likelihood"`` breaks those ties with the model's own
+likelihood: ``(count + rho / 2) / (M + 1)``, where ``rho`` is the geometric-mean token
+probability of the cluster's samples (``exp`` of the mean of their mean token
+log-probabilities). Since ``0 < rho <= 1``, a cluster with more samples always scores
+higher; the likelihood only orders clusters of equal frequency. Either score is a fixed
+function of the samples, so it is calibrated, and valid, exactly like the other.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,6 +47,7 @@ from .normalize import is_abstention, normalize_answer
 
 __all__ = [
     "CLUSTER_METHODS",
+    "GENERATOR_SCORES",
     "AnswerCluster",
     "Equivalence",
     "cluster_answers",
@@ -51,6 +60,8 @@ Equivalence = Callable[[str, str], bool]
 
 Method = str | Equivalence
 CLUSTER_METHODS: tuple[str, ...] = ("rougeL", "rouge1", "exact", "embedding")
+GENERATOR_SCORES: tuple[str, ...] = ("frequency", "likelihood")
+"""Cluster confidence: sample frequency (TRAQ), or frequency with ties broken by likelihood."""
 _DEFAULT_TAU = {"rougeL": 0.7, "rouge1": 0.7, "embedding": 0.9}
 
 
@@ -72,6 +83,9 @@ class AnswerCluster:
     support : tuple of (str, float)
         ``(chunk id, confidence in that chunk)`` pairs, best chunk first. Empty
         when the chunk is not known.
+    likelihood : float or None
+        Geometric-mean token probability of the members (``exp`` of the mean of
+        their mean token log-probabilities), when the model reported them.
 
     Examples
     --------
@@ -85,6 +99,7 @@ class AnswerCluster:
     confidence: float
     abstention: bool = False
     support: tuple[tuple[str, float], ...] = ()
+    likelihood: float | None = None
 
     @property
     def count(self) -> int:
@@ -234,6 +249,8 @@ def cluster_answers(
     n_samples: int | None = None,
     chunk_id: str | None = None,
     abstention: Callable[[str | None], bool] = is_abstention,
+    logprobs: Sequence[float | None] | None = None,
+    score: str = "frequency",
 ) -> list[AnswerCluster]:
     """Cluster the ``M`` sampled answers of one (question, chunk) pair.
 
@@ -254,11 +271,17 @@ def cluster_answers(
         Recorded in each cluster's ``support``.
     abstention : callable, default :func:`is_abstention`
         Which answers are "I don't know".
+    logprobs : sequence of float or None, optional
+        Mean token log-probability of each answer, as the model reported it
+        (``None`` for a failed or empty sample).
+    score : {"frequency", "likelihood"}, default "frequency"
+        The cluster confidence (see the module docstring). ``"likelihood"`` needs
+        ``logprobs`` for every non-empty answer.
 
     Returns
     -------
     list of AnswerCluster
-        Sorted by decreasing count, ties by first appearance (deterministic).
+        Sorted by decreasing confidence (count, then likelihood), ties by first appearance.
 
     Examples
     --------
@@ -267,16 +290,21 @@ def cluster_answers(
     [('Paris', 2, 0.4), ('In Paris', 1, 0.2), ('Lyon', 1, 0.2), ("I don't know", 1, 0.2)]
     >>> [c.count for c in cluster_answers(["Paris", "Paris, France", "in Paris France"], method="rouge1", tau=0.6)]
     [2, 1]
+    >>> cl = cluster_answers(["Lyon", "Paris", "Nice"], method="exact", logprobs=[-2.0, -0.1, -3.0], score="likelihood")
+    >>> [(c.representative, round(c.confidence, 3)) for c in cl]
+    [('Paris', 0.363), ('Lyon', 0.267), ('Nice', 0.256)]
     """
     texts = ["" if a is None else str(a).strip() for a in answers]
     m = len(texts) if n_samples is None else int(n_samples)
     if m < len(texts) or m < 1:
         raise ConformalError(f"n_samples (M = {m}) must be >= 1 and >= the {len(texts)} answers given.")
     abstain = [abstention(a) for a in answers]
+    lps = _check_logprobs(texts, logprobs, score)
     groups = _greedy(texts, abstain, method, tau, embed)
     clusters = []
     for g in groups:
-        conf = len(g) / m
+        rho = _likelihood([lps[i] for i in g])
+        conf = len(g) / m if score == "frequency" else (len(g) + 0.5 * (rho or 0.0)) / (m + 1)
         clusters.append(
             AnswerCluster(
                 representative=texts[g[0]],
@@ -284,10 +312,39 @@ def cluster_answers(
                 confidence=conf,
                 abstention=abstain[g[0]],
                 support=() if chunk_id is None else ((str(chunk_id), conf),),
+                likelihood=rho,
             )
         )
-    order = sorted(range(len(clusters)), key=lambda k: (-clusters[k].count, groups[k][0]))
+    order = sorted(range(len(clusters)), key=lambda k: (-clusters[k].confidence, groups[k][0]))
     return [clusters[k] for k in order]
+
+
+def _check_logprobs(texts: Sequence[str], logprobs: Sequence[float | None] | None, score: str) -> list[float | None]:
+    if score not in GENERATOR_SCORES:
+        raise ConformalError(f"score must be one of {GENERATOR_SCORES}, got {score!r}.")
+    if logprobs is None:
+        lps: list[float | None] = [None] * len(texts)
+    else:
+        lps = [None if v is None else float(v) for v in logprobs]
+        if len(lps) != len(texts):
+            raise ConformalError(f"Got {len(lps)} logprobs for {len(texts)} answers.")
+        if any(v is not None and (math.isnan(v) or v > 1e-9) for v in lps):
+            raise ConformalError("logprobs must be mean token log-probabilities (<= 0, not NaN).")
+    if score == "likelihood":
+        missing = [t for t, v in zip(texts, lps, strict=True) if t and v is None]
+        if missing:
+            raise ConformalError(
+                f"score='likelihood' needs the token log-probability of every sampled answer, but {len(missing)} "
+                f"answer(s) came without one (e.g. {missing[0]!r}): the LLM does not report logprobs. Enable them "
+                "(llama.cpp: local_llm(logprobs=True); OpenAI: logprobs=True), or calibrate with the frequency score."
+            )
+    return lps
+
+
+def _likelihood(logprobs: Sequence[float | None]) -> float | None:
+    """Geometric-mean token probability of a cluster's samples (``None`` when none is known)."""
+    known = [v for v in logprobs if v is not None]
+    return float(math.exp(min(0.0, sum(known) / len(known)))) if known else None
 
 
 def merge_clusters(
@@ -352,6 +409,7 @@ def merge_clusters(
                 confidence=max(items[k][1].confidence for k in g),
                 abstention=head.abstention,
                 support=support,
+                likelihood=max((items[k][1].likelihood for k in g if items[k][1].likelihood is not None), default=None),
             )
         )
     return merged  # groups start at decreasing-confidence items, so this is already sorted

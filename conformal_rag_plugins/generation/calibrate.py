@@ -18,6 +18,7 @@ from typing import Any
 from ..calibration.answer_sets import AnswerSetCalibration, check_answer_set_request
 from ..calibration.examples import CalibrationExample, split_examples
 from ..calibration.retrieval import RetrievalCalibration
+from ..core.clustering import GENERATOR_SCORES
 from ..core.errors import CalibrationError, CoverageCeilingWarning
 from ..core.validation import check_alpha
 from .engine import SampleFn, acalibrate_generation, coverage_report
@@ -33,10 +34,27 @@ __all__ = [
     "calibrate_stages",
     "defining_gold",
     "references_of",
+    "with_generator_score",
 ]
 
 logger = logging.getLogger("conformal_rag_plugins")
 DEFAULT_CLUSTERING: dict[str, Any] = {"method": "rougeL", "tau": 0.7}
+
+
+def with_generator_score(clustering: dict[str, Any] | None, generator_score: str | None) -> dict[str, Any]:
+    """The clustering record with its generator score (``"frequency"`` unless set), checked.
+
+    Examples
+    --------
+    >>> with_generator_score(None, "likelihood")
+    {'method': 'rougeL', 'tau': 0.7, 'score': 'likelihood'}
+    """
+    out = dict(clustering or DEFAULT_CLUSTERING)
+    score = generator_score or out.get("score", "frequency")
+    if score not in GENERATOR_SCORES:
+        raise CalibrationError(f"generator_score must be one of {GENERATOR_SCORES}, got {score!r}.")
+    out["score"] = score
+    return out
 
 
 def align_stages(
@@ -190,6 +208,7 @@ def calibrate_stages(
     random_state: int,
     progress: bool,
     embed: Any,
+    generator_score: str | None = None,
 ) -> AnswerSetCalibration:
     """The body of both frameworks' ``calibrate_answer_sets`` (optional BO split, then both stages).
 
@@ -201,7 +220,7 @@ def calibrate_stages(
     examples = list(examples)
     if not examples:
         raise CalibrationError("No calibration examples were given; pass labelled questions.")
-    clustering = dict(clustering or DEFAULT_CLUSTERING)
+    clustering = with_generator_score(clustering, generator_score)
     alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
     opt: list[CalibrationExample] = []
     if optimise_split:

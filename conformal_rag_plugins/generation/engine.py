@@ -16,7 +16,7 @@ import numpy as np
 
 from ..calibration.answer_sets import AnswerSetCalibration
 from ..calibration.examples import CalibrationExample
-from ..core.clustering import cluster_answers
+from ..core.clustering import cluster_answers, merge_clusters
 from ..core.combination import decide_end_to_end
 from ..core.errors import CalibrationError, ConformalError
 from ..core.generation_scores import generation_score
@@ -144,6 +144,24 @@ class AnswerSetResult:
 EmbedFn = Callable[[list[str]], Any]
 
 
+def generator_score(clustering: Mapping[str, Any]) -> str:
+    """The cluster confidence a calibration's clustering record asks for (``"frequency"`` if unset)."""
+    return str(clustering.get("score", "frequency"))
+
+
+def cluster_samples(
+    samples: Sequence[Sample], clustering: Mapping[str, Any], kwargs: Mapping[str, Any], **extra: Any
+) -> list:
+    """Cluster one (question, chunk)'s samples with the calibration's method and generator score."""
+    return cluster_answers(
+        [s.text for s in samples],
+        logprobs=[s.logprob for s in samples],
+        score=generator_score(clustering),
+        **kwargs,
+        **extra,
+    )
+
+
 def clustering_kwargs(clustering: dict[str, Any], equivalence: Any = None, embed: EmbedFn | None = None) -> dict:
     """Keyword arguments for :func:`cluster_answers` from a calibration's clustering record.
 
@@ -186,13 +204,14 @@ async def abuild_answer_set(
     sampled = await asyncio.gather(*(sample(question, c.text) for c in todo))
     kwargs = clustering_kwargs(calibration.clustering_, equivalence, embed)
     clusters = {
-        c.chunk_id: cluster_answers(
-            [s.text for s in got], n_samples=calibration.n_samples_, chunk_id=c.chunk_id, **kwargs
+        c.chunk_id: cluster_samples(
+            got, calibration.clustering_, kwargs, n_samples=calibration.n_samples_, chunk_id=c.chunk_id
         )
         for c, got in zip(todo, sampled, strict=True)
     }
     decision = decide_end_to_end(rule, ids, nonconf, clusters)
     merged = decision.answer_set(**kwargs)
+    sampled_clusters = len(merge_clusters(clusters, **kwargs)) if clusters else 0
     answers = [
         {
             "text": a.representative,
@@ -215,7 +234,7 @@ async def abuild_answer_set(
     all_samples = [s for got in sampled for s in got]
     return AnswerSetResult(
         question=question,
-        response=real[0].representative if real else IDK,
+        response=_best(real).representative if real else IDK,
         answers=answers,
         abstained=not real,
         guaranteed=guaranteed,
@@ -226,7 +245,13 @@ async def abuild_answer_set(
         prompt_tokens=sum(s.prompt_tokens for s in all_samples),
         completion_tokens=sum(s.completion_tokens for s in all_samples),
         reason=reason,
+        extra={"sampled_clusters": sampled_clusters},
     )
+
+
+def _best(answers: Sequence[Any]) -> Any:
+    """The most confident answer; among equal confidences, the most likely (then the first)."""
+    return max(answers, key=lambda a: (a.confidence, -math.inf if a.likelihood is None else a.likelihood))
 
 
 async def acalibrate_generation(
@@ -265,7 +290,7 @@ async def acalibrate_generation(
         if text is None:
             raise CalibrationError(f"No text found for the gold chunk(s) {ex.gold_ids} of {ex.question!r}.")
         got = await sample(ex.question, text)
-        clusters = cluster_answers([s.text for s in got], n_samples=n_samples, **kwargs)
+        clusters = cluster_samples(got, clustering, kwargs, n_samples=n_samples)
         scores.append(generation_score(clusters, refs(ex), match=match, threshold=match_threshold))
     return scores
 

@@ -1,11 +1,64 @@
-"""One sampled answer with its token counts."""
+"""One sampled answer with its token counts and likelihood, and reading logprobs off LLM responses."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Sample"]
+__all__ = ["Sample", "mean_logprob"]
+
+
+def _get(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _token_values(logprobs: Any) -> list[float] | None:
+    """Token log-probabilities from one choice's ``logprobs`` in any of the usual shapes."""
+    if logprobs is None:
+        return None
+    if isinstance(logprobs, list | tuple):  # OpenAI chat ``content``: one {"token", "logprob"} per token
+        values = [_get(t, "logprob") for t in logprobs if not isinstance(t, list | tuple)]
+        return [float(v) for v in values if v is not None] or None
+    tokens = _get(logprobs, "token_logprobs")  # llama.cpp and OpenAI completions
+    if tokens is not None:
+        return [float(v) for v in tokens if v is not None] or None
+    content = _get(logprobs, "content")  # OpenAI chat completions
+    if content is not None:
+        return _token_values(list(content))
+    return None
+
+
+def mean_logprob(response: Any) -> float | None:
+    """Mean token log-probability of a completion, from whatever the LLM client returned.
+
+    Understands llama.cpp / OpenAI completion payloads (``choices[0].logprobs.token_logprobs``),
+    OpenAI chat payloads (``choices[0].logprobs.content[*].logprob``) and a bare ``logprobs``
+    object of either shape (LangChain's ``generation_info`` / ``response_metadata``). Returns
+    ``None`` when the model reported none.
+
+    Examples
+    --------
+    >>> mean_logprob({"choices": [{"text": " 1889", "logprobs": {"token_logprobs": [-0.5, -0.1]}}]})
+    -0.3
+    >>> mean_logprob({"content": [{"token": "1889", "logprob": -0.2}]})
+    -0.2
+    >>> mean_logprob({"choices": [{"text": "x"}]}) is None
+    True
+    """
+    if response is None:
+        return None
+    choices = _get(response, "choices")
+    if choices:
+        return mean_logprob(_get(choices[0], "logprobs"))
+    values = _token_values(response)
+    if not values:
+        return None
+    out = sum(values) / len(values)
+    return out if math.isfinite(out) else None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import numpy as np
 from ..calibration.examples import CalibrationExample
 from ..calibration.matching import gold_positions
 from ..core.bo import optimize_alpha_split, optimize_hmp_weight
-from ..core.clustering import AnswerCluster, cluster_answers
+from ..core.clustering import AnswerCluster
 from ..core.combination import (
     Rule,
     bonferroni_thresholds,
@@ -35,7 +35,7 @@ from ..core.combination import (
 from ..core.errors import ConformalError, InfiniteThresholdWarning
 from ..core.generation_scores import generation_score
 from ..core.retrieval_scores import candidate_nonconformity, nonconformity
-from .engine import SampleFn, clustering_kwargs
+from .engine import SampleFn, cluster_samples, clustering_kwargs
 from .gold import defining_gold, references_of
 
 __all__ = [
@@ -214,7 +214,7 @@ def optimise_split_on_host(
 
     def clusters_of(question: str, text: str, cid: str | None) -> list[AnswerCluster]:
         got = run(sample(question, text))
-        return cluster_answers([s.text for s in got], n_samples=n_samples, chunk_id=cid, **kwargs)
+        return cluster_samples(got, clustering, kwargs, n_samples=n_samples, chunk_id=cid)
 
     questions = []
     for ex in tqdm(examples, desc="optimisation split", unit="q", disable=not progress):

@@ -16,8 +16,12 @@ def _completion_mode() -> bool:
     return os.environ.get(COMPLETION_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2) -> Any:
+def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2, *, logprobs: bool = False) -> Any:
     """``langchain_community`` ``LlamaCpp`` over the bundled Gemma 3 270M base model.
+
+    ``logprobs=True`` returns a :class:`~.llamacpp_logprobs.LlamaCppWithLogprobs` whose generations
+    report their token log-probabilities (for the ``"likelihood"`` generator score); llama.cpp then
+    keeps the logits of every position, which costs memory and prompt time.
 
     Examples
     --------
@@ -25,7 +29,10 @@ def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2
     """
     from langchain_community.llms import LlamaCpp
 
-    return LlamaCpp(
+    from .llamacpp_logprobs import LlamaCppWithLogprobs
+
+    cls = LlamaCppWithLogprobs if logprobs else LlamaCpp
+    return cls(
         model_path=str(gemma_model_path()),
         temperature=temperature,
         max_tokens=max_tokens,
@@ -34,6 +41,7 @@ def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2
         n_threads=n_threads,
         stop=["\n"],
         verbose=False,
+        **({"logits_all": True, "logprobs": 1} if logprobs else {}),
     )
 
 

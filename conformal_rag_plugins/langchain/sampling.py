@@ -14,6 +14,7 @@ from ..generation import (
     FEW_SHOT_TEMPLATE,
     Sample,
     SampleCache,
+    mean_logprob,
 )
 from ..generation.draw import ConcurrencyLimit, draw_samples
 
@@ -26,25 +27,30 @@ DEFAULT_CHAT_PROMPT = ChatPromptTemplate.from_messages([("system", CHAT_SYSTEM_P
 def model_id(model: Any) -> str:
     """A stable identifier of the model for cache keys and calibration records."""
     name = getattr(model, "model_name", None) or getattr(model, "model", None) or getattr(model, "model_path", None)
-    return f"{type(model).__name__}:{name}"
+    kwargs = getattr(model, "generate_kwargs", None) or {}
+    logprobs = getattr(model, "logprobs", None) or (kwargs.get("logprobs") if isinstance(kwargs, dict) else None)
+    # samples drawn with logprobs carry a likelihood, so they must not share cache entries with those without
+    return f"{type(model).__name__}:{name}" + ("+logprobs" if logprobs else "")
 
 
 def _to_sample(out: Any) -> Sample:
     if isinstance(out, str):
         return Sample.clean(out)
     usage = getattr(out, "usage_metadata", None) or {}
-    return Sample.clean(str(out.content), usage.get("input_tokens", 0), usage.get("output_tokens", 0))
+    logprob = mean_logprob((getattr(out, "response_metadata", None) or {}).get("logprobs"))
+    return Sample.clean(str(out.content), usage.get("input_tokens", 0), usage.get("output_tokens", 0), logprob=logprob)
 
 
 def _llm_result_sample(result: LLMResult) -> Sample:
-    """A completion LLM's first generation, with the token usage the provider reported (if any).
+    """A completion LLM's first generation, with the token usage and logprobs the provider reported (if any).
 
     ``ainvoke`` on a completion LLM returns a bare string and drops usage, which OpenAI-compatible
     servers report in ``llm_output["token_usage"]``.
     """
     gen = result.generations[0][0]
     usage = (result.llm_output or {}).get("token_usage") or {}
-    return Sample.clean(gen.text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+    logprob = mean_logprob((gen.generation_info or {}).get("logprobs"))
+    return Sample.clean(gen.text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), logprob=logprob)
 
 
 class LangChainSampler:

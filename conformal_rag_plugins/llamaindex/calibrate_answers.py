@@ -35,6 +35,7 @@ def calibrate_answer_sets(
     pool_size: int | None = None,
     retrieval_calibration: RetrievalCalibration | None = None,
     clustering: dict[str, Any] | None = None,
+    generator_score: str | None = None,
     match_threshold: float = 0.3,
     cache: SampleCache | None = None,
     max_concurrency: int = 4,
@@ -59,6 +60,10 @@ def calibrate_answer_sets(
         ``optimisation_fraction`` of the examples (their top chunks are sampled), then
         calibrate both stages on the disjoint rest (unless ``retrieval_calibration`` is given,
         which must then not include the optimisation questions).
+    generator_score : {"frequency", "likelihood"}, optional
+        The cluster confidence: sample frequency (default), or frequency with ties broken
+        by the LLM's own token likelihood (smaller sets; the LLM must report logprobs, e.g.
+        ``local_llm(logprobs=True)``). Recorded in ``clustering_["score"]`` and used at query time.
     method : {"bonferroni", "pac", "hmp"}
         ``alpha_retrieval`` splits alpha for Bonferroni/PAC (default equal); ``delta`` for
         PAC; ``hmp_weight`` (retrieval weight) for the harmonic-mean rule.
@@ -92,6 +97,7 @@ def calibrate_answer_sets(
         hmp_weight=hmp_weight,
         n_samples=n_samples,
         clustering=clustering,
+        generator_score=generator_score,
         match_threshold=match_threshold,
         optimise_split=optimise_split,
         optimisation_fraction=optimisation_fraction,

@@ -16,11 +16,21 @@ def _completion_mode() -> bool:
     return os.environ.get(COMPLETION_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def local_llm(temperature: float = 1.0, max_new_tokens: int = 24, n_threads: int = 2, n_ctx: int = 2048) -> Any:
+def local_llm(
+    temperature: float = 1.0,
+    max_new_tokens: int = 24,
+    n_threads: int = 2,
+    n_ctx: int = 2048,
+    *,
+    logprobs: bool = False,
+) -> Any:
     """``LlamaCPP`` over the bundled Gemma 3 270M base model, stopping at a newline.
 
     ``n_ctx`` is the context window in tokens (prompt plus answer); raise it for prompts with many
     chunks (Gemma 3 270M was trained up to 32k tokens; the KV cache grows with it).
+    ``logprobs=True`` makes every completion report its token log-probabilities, which the
+    ``"likelihood"`` generator score needs; llama.cpp then keeps the logits of every position
+    (``logits_all``), which costs memory (``n_ctx`` x vocabulary floats) and prompt time.
 
     Examples
     --------
@@ -35,8 +45,8 @@ def local_llm(temperature: float = 1.0, max_new_tokens: int = 24, n_threads: int
         temperature=temperature,
         max_new_tokens=max_new_tokens,
         context_window=n_ctx,
-        generate_kwargs={"stop": ["\n"]},
-        model_kwargs={"n_threads": n_threads, "n_ctx": n_ctx},
+        generate_kwargs={"stop": ["\n"], **({"logprobs": 1} if logprobs else {})},
+        model_kwargs={"n_threads": n_threads, "n_ctx": n_ctx, **({"logits_all": True} if logprobs else {})},
         verbose=False,
     )
 

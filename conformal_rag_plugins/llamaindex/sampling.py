@@ -15,6 +15,7 @@ from ..generation import (
     FEW_SHOT_TEMPLATE,
     Sample,
     SampleCache,
+    mean_logprob,
 )
 from ..generation.draw import ConcurrencyLimit, draw_samples
 
@@ -32,7 +33,10 @@ DEFAULT_CHAT_PROMPT = ChatPromptTemplate(
 def model_id(llm: Any) -> str:
     """A stable identifier of the LLM for cache keys and calibration records."""
     name = getattr(llm, "model", None) or getattr(llm, "model_path", None) or getattr(llm, "model_name", None)
-    return f"{type(llm).__name__}:{name}"
+    kwargs = getattr(llm, "generate_kwargs", None) or {}
+    logprobs = getattr(llm, "logprobs", None) or (kwargs.get("logprobs") if isinstance(kwargs, dict) else None)
+    # samples drawn with logprobs carry a likelihood, so they must not share cache entries with those without
+    return f"{type(llm).__name__}:{name}" + ("+logprobs" if logprobs else "")
 
 
 def _usage(raw: Any) -> tuple[int, int]:
@@ -109,10 +113,10 @@ class LlamaIndexSampler:
             if self.is_chat:
                 messages = self.chat_prompt.format_messages(context=context, question=question)
                 resp = await self.llm.achat(messages)
-                return Sample.clean(str(resp.message.content or ""), *_usage(resp.raw))
+                return Sample.clean(str(resp.message.content or ""), *_usage(resp.raw), logprob=mean_logprob(resp.raw))
             prompt = self.completion_prompt.format(context=context, question=question)
             resp = await self.llm.acomplete(prompt, formatted=True)
-            return Sample.clean(resp.text, *_usage(resp.raw))
+            return Sample.clean(resp.text, *_usage(resp.raw), logprob=mean_logprob(resp.raw))
 
         return await draw_samples(
             call,

@@ -105,3 +105,15 @@ def test_evaluate_answers_samples_the_whole_answer_pool_and_reports_the_guarante
     for row in answerable:
         assert 0.0 <= row["frac_trials_guaranteed"] <= 1.0
         assert row["finite_thresholds"] == row["frac_trials_guaranteed"]  # old field kept, now honest for HMP
+
+
+@pytest.mark.integration
+def test_evaluate_answers_with_the_likelihood_score(tmp_path) -> None:
+    """``--generator-score likelihood`` samples Gemma with logprobs and reports the score it used."""
+    args = _args(tmp_path, "--answers", "--alpha", "0.7", "--trials", "2", "--samples", "2")
+    code = main([*args, "--max-questions", "6", "--answer-pool", "2", "--generator-score", "likelihood"])
+    assert code == 0
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report["generator_score"] == "likelihood" and report["n_questions"] == 6
+    answerable = [r for r in report["results"] if r["subset"] == "answerable"]
+    assert answerable and all(0.0 <= r["mean_coverage"] <= 1.0 for r in answerable)

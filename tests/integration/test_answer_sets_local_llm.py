@@ -92,3 +92,32 @@ def test_langchain_local_llm_answer_sets(host_factory, squad_questions, tmp_path
     result = chain.invoke(squad_questions[20].question)
     assert result.llm_calls == M * len(result.retrieval_set) and result.retrieval_set
     assert result.abstained or result.response in {a["text"] for a in result.answers}
+
+
+@pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
+def test_local_llm_reports_logprobs_for_the_likelihood_score(framework: str) -> None:
+    """``local_llm(logprobs=True)`` gives every sample Gemma's own mean token log-probability."""
+    from conformal_rag_plugins.core.clustering import cluster_answers
+    from conformal_rag_plugins.runtime.run_sync import run_sync
+
+    context = "The Normans gave their name to Normandy, a region in France, in the 10th and 11th centuries."
+    question = "In what country is Normandy located?"
+    if framework == "llamaindex":
+        from conformal_rag_plugins.llamaindex.llm import local_llm
+        from conformal_rag_plugins.llamaindex.sampling import LlamaIndexSampler as Sampler
+        from conformal_rag_plugins.llamaindex.sampling import model_id
+
+        llm = local_llm(temperature=1.0, max_new_tokens=12, n_ctx=512, logprobs=True)
+    else:
+        from conformal_rag_plugins.langchain.llm import local_llm
+        from conformal_rag_plugins.langchain.sampling import LangChainSampler as Sampler
+        from conformal_rag_plugins.langchain.sampling import model_id
+
+        llm = local_llm(temperature=1.0, max_tokens=12, logprobs=True)
+    got = run_sync(Sampler(llm, n_samples=3, max_concurrency=1).asample(question, context))
+    assert model_id(llm).endswith("+logprobs")
+    real = [s for s in got if s.text]
+    assert real, got
+    assert all(s.logprob is not None and -20.0 < s.logprob <= 0.0 for s in real), got
+    clusters = cluster_answers([s.text for s in got], logprobs=[s.logprob for s in got], score="likelihood")
+    assert all(0.0 < c.confidence < 1.0 for c in clusters)

@@ -7,6 +7,11 @@ the context out of the few-shot prompt and return those answers in their sampled
 the synthesizers and ``calibrate_answer_sets`` run unchanged on real model outputs. A request
 for a (question, chunk) that was never sampled is recorded in ``unknown`` (the test asserts
 there is none) instead of being answered with something made up.
+
+Each answer also carries Gemma's mean token log-probability given the prompt
+(``benchmarks/score_logprobs.py``, teacher forcing), and the replay models report it the way
+llama.cpp does (``choices[0].logprobs.token_logprobs`` for LlamaIndex, ``generation_info``
+for LangChain), so the ``"likelihood"`` generator score runs through the samplers' real parsing.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 import pytest
 from langchain_core.language_models.llms import LLM
+from langchain_core.outputs import Generation, LLMResult
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
 from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
@@ -32,11 +38,13 @@ def load_rows() -> list[dict[str, Any]]:
 
 
 class ReplayTable:
-    """``(question, context) -> the M sampled answers``, replayed in order, thread-safe."""
+    """``(question, context) -> the M sampled answers and their logprobs``, replayed in order, thread-safe."""
 
     def __init__(self, rows: list[dict[str, Any]], texts: dict[str, str]) -> None:
         self.table = {
-            (row["question"].strip(), texts[cid].strip()): list(answers)
+            (row["question"].strip(), texts[cid].strip()): list(
+                zip(answers, row.get("logprobs", {}).get(cid, [None] * len(answers)), strict=True)
+            )
             for row in rows
             for cid, answers in row["samples"].items()
         }
@@ -50,16 +58,22 @@ class ReplayTable:
         context = head.rpartition("Context: ")[2]
         return question.removesuffix("Answer:").strip(), context.strip()
 
-    def next(self, prompt: str) -> str:
+    def next(self, prompt: str) -> tuple[str, float | None]:
         key = self.parse(prompt)
         with self._lock:
             answers = self.table.get(key)
             if answers is None:
                 self.unknown.append(key)
-                return ""
+                return "", None
             i = self.calls[key]
             self.calls[key] = i + 1
         return answers[i % len(answers)]
+
+
+def llama_cpp_payload(text: str, logprob: float | None) -> dict[str, Any]:
+    """A completion as llama.cpp reports it (one pseudo-token carrying the mean log-probability)."""
+    logprobs = None if logprob is None else {"tokens": [text], "token_logprobs": [logprob]}
+    return {"choices": [{"text": text, "logprobs": logprobs}]}
 
 
 class LlamaIndexReplay(CustomLLM):
@@ -79,7 +93,8 @@ class LlamaIndexReplay(CustomLLM):
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return CompletionResponse(text=" " + self._table.next(prompt))
+        text, logprob = self._table.next(prompt)
+        return CompletionResponse(text=" " + text, raw=llama_cpp_payload(" " + text, logprob))
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
@@ -98,7 +113,18 @@ class LangChainReplay(LLM):
         return "replay"
 
     def _call(self, prompt: str, stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any) -> str:
-        return " " + self.table.next(prompt)
+        return " " + self.table.next(prompt)[0]
+
+    def _generate(self, prompts: list[str], stop=None, run_manager: Any = None, **kwargs: Any) -> LLMResult:
+        out = []
+        for prompt in prompts:
+            text, logprob = self.table.next(prompt)
+            payload = llama_cpp_payload(" " + text, logprob)["choices"][0]
+            out.append([Generation(text=payload["text"], generation_info={"logprobs": payload["logprobs"]})])
+        return LLMResult(generations=out)
+
+    async def _agenerate(self, prompts: list[str], stop=None, run_manager: Any = None, **kwargs: Any) -> LLMResult:
+        return self._generate(prompts, stop, None, **kwargs)
 
 
 @pytest.fixture(scope="session")

@@ -25,15 +25,26 @@ enough for the negative control to show):
 * end to end: an answer supported by that chunk and matching a reference is in the set with
   probability >= 1 - alpha (the union bound), and so is some correct answer.
 
-A negative control runs the same trials with the threshold rank without the (n+1) correction and
-must fail the same check (on these data: retrieval coverage 0.73 against 0.81 for the right rule,
-by simulation over 4,000 splits). A generator calibrated on another chunk than the one that defines
-the retrieval score (the pool chunk where the LLM does best) cannot be caught here: with M = 6 the
-frequency score ties so heavily (38% of the questions at 1/6, 31% misses) that the generator threshold
-keeps every cluster either way (coverage 0.63 against 0.67, target 0.5); the tie-breaking score of
-issue 9 part 4 is what would make that stage sharp. ``tests/answer_sets/test_guarantee_holes.py``
-checks that the generator is calibrated on the right chunk. A size check is one that keeping every
-candidate fails.
+Both generator scores run: the cluster frequency (TRAQ) and the frequency with ties broken by
+Gemma's own likelihood (the replayed samples carry their mean token log-probabilities).
+
+Negative controls run the same trials with a wrong rule and must fail the same check:
+
+* the threshold rank without the (n+1) correction fails the retrieval claim (on these data:
+  retrieval coverage 0.73 against 0.81 for the right rule, by simulation over 4,000 splits);
+* a generator calibrated on another chunk than the one that defines the retrieval score (the pool
+  chunk where the LLM does best) fails the generator claim with the likelihood score, while the
+  right chunk passes it. This check reads the generator threshold straight off the calibration
+  (40 calibration questions, every other question as test, no synthesizer call), where the
+  Beta sd of the threshold is small enough to see the gap (simulated over 3,000 splits: 0.51 for
+  the right chunk, 0.44 for the wrong one, target 0.5). With the frequency score it cannot be
+  caught: with M = 6 the frequency ties so heavily (38% of the questions at 1/6, 31% misses) that
+  the generator threshold keeps every cluster either way (0.67 against 0.64), which is exactly
+  the waste the likelihood score removes.
+
+``tests/answer_sets/test_guarantee_holes.py`` checks that the generator is calibrated on the right
+chunk. The size checks are ones that keeping every candidate fails, and the likelihood score must
+keep fewer clusters than the frequency score on the same splits.
 """
 
 from __future__ import annotations
@@ -50,6 +61,8 @@ from conformal_rag_plugins.calibration.matching import gold_positions
 from conformal_rag_plugins.core.clustering import cluster_answers, merge_clusters
 from conformal_rag_plugins.core.generation_scores import answer_matches, generation_score
 from conformal_rag_plugins.core.quantile import conformal_rank
+from conformal_rag_plugins.generation import calibrate as calibrate_module
+from conformal_rag_plugins.generation.gold import GoldChunk
 
 pytestmark = pytest.mark.statistical
 
@@ -57,7 +70,12 @@ ALPHA, ALPHA_RET = 0.7, 0.2
 ALPHA_GEN = ALPHA - ALPHA_RET
 M, POOL = 6, 6
 N_CAL, N_TEST = 10, 30
-TRIALS = {"llamaindex": 150, "langchain": 80}  # the LlamaIndex count gives the negative control its power
+TRIALS = 70  # per framework and generator score, for the claims of the right rule
+CONTROL_TRIALS = 150  # the negative controls need more power
+SCORES = ("frequency", "likelihood")
+# the wrong-chunk control checks the generator claim from the calibration alone (no synthesizer call), on
+# every question outside the calibration, with a calibration large enough for its Beta sd to be small
+WRONG_CHUNK_N_CAL = 40
 SCORE = "similarity"  # continuous: `relative` puts ~60% of the questions on a tie at 0 (gold ranked first)
 CLUSTERING = {"method": "rougeL", "tau": 0.7}
 SEED = 20261123
@@ -69,9 +87,9 @@ def _beta_var(n: int, alpha: float) -> float:
     return k * (n + 1 - k) / ((n + 1) ** 2 * (n + 2))
 
 
-def tolerance(alpha_stages: tuple[float, ...], target: float, trials: int) -> float:
+def tolerance(alpha_stages: tuple[float, ...], target: float, trials: int, n_cal: int, n_test: int) -> float:
     """Three standard errors of the mean over ``trials`` splits (sds of the stages add up: union bound)."""
-    sd = sum(math.sqrt(_beta_var(N_CAL, a)) for a in alpha_stages) + math.sqrt(target * (1 - target) / N_TEST)
+    sd = sum(math.sqrt(_beta_var(n_cal, a)) for a in alpha_stages) + math.sqrt(target * (1 - target) / n_test)
     return 3 * sd / math.sqrt(trials)
 
 
@@ -83,7 +101,13 @@ class Question:
     everything: int  # semantic clusters when every pool chunk's every answer is kept
 
 
-def _questions(rows, pool_of) -> list[Question]:
+def _clusters(row, cid: str, generator_score: str, **kw):
+    return cluster_answers(
+        row["samples"][cid], n_samples=M, logprobs=row["logprobs"][cid], score=generator_score, **CLUSTERING, **kw
+    )
+
+
+def _questions(rows, pool_of, generator_score: str) -> list[Question]:
     out = []
     for row in rows:
         ex = CalibrationExample(
@@ -92,15 +116,29 @@ def _questions(rows, pool_of) -> list[Question]:
         ids, texts = pool_of(ex.question)
         pos = gold_positions(ex, ids, texts)
         gold = ids[pos[0]] if pos else ex.gold_ids[0]
-        clusters = cluster_answers(row["samples"][gold], n_samples=M, **CLUSTERING)
-        per_chunk = {c: cluster_answers(row["samples"][c], n_samples=M, chunk_id=c, **CLUSTERING) for c in ids}
-        out.append(Question(ex, gold, generation_score(clusters, ex.answers), len(merge_clusters(per_chunk))))
+        r_gen = generation_score(_clusters(row, gold, generator_score), ex.answers)
+        per_chunk = {c: _clusters(row, c, "frequency", chunk_id=c) for c in ids}
+        out.append(Question(ex, gold, r_gen, len(merge_clusters(per_chunk))))
     return out
 
 
+def best_chunk_for_the_llm(rows, generator_score: str):
+    """A wrong ``defining_gold``: the pool (or gold) chunk whose samples score best, not the retrieval-defining one."""
+    by_question = {row["question"]: row for row in rows}
+
+    def wrong(example, pool, texts):
+        row = by_question[example.question]
+        candidates = [c for c in pool.ids if c in row["samples"]] + [c for c in row["gold_ids"] if c in row["samples"]]
+        best = min(candidates, key=lambda c: generation_score(_clusters(row, c, generator_score), example.answers))
+        text = dict(zip(pool.ids, pool.texts, strict=True)).get(best) or texts([best])[best]
+        return GoldChunk(best, text)
+
+    return wrong
+
+
 def check(stats: dict[str, float]) -> list[str]:
-    """The claims that fail (empty when all hold within tolerance)."""
-    trials = int(stats["trials"])
+    """The claims that fail (empty when all hold within tolerance); only the claims measured are checked."""
+    trials, n_cal, n_test = (int(stats[k]) for k in ("trials", "n_cal", "n_test"))
     failed = []
     for name, target, stages in (
         ("retrieval", 1 - ALPHA_RET, (ALPHA_RET,)),
@@ -108,7 +146,9 @@ def check(stats: dict[str, float]) -> list[str]:
         ("pair", 1 - ALPHA, (ALPHA_RET, ALPHA_GEN)),
         ("any", 1 - ALPHA, (ALPHA_RET, ALPHA_GEN)),
     ):
-        tol = tolerance(stages, target, trials)
+        if name not in stats:
+            continue
+        tol = tolerance(stages, target, trials, n_cal, n_test)
         if stats[name] < target - tol:
             failed.append(f"{name}: {stats[name]:.3f} < {target:.2f} - {tol:.3f}")
     return failed
@@ -117,8 +157,9 @@ def check(stats: dict[str, float]) -> list[str]:
 class Harness:
     """Runs the trials through one framework's public classes."""
 
-    def __init__(self, framework: str, host, llm, questions: list[Question]) -> None:
+    def __init__(self, framework: str, host, llm, questions: list[Question], generator_score: str) -> None:
         self.framework, self.host, self.llm, self.questions = framework, host, llm, questions
+        self.generator_score = generator_score
 
     def calibrate(self, examples):
         if self.framework == "llamaindex":
@@ -135,6 +176,7 @@ class Harness:
             pool_size=POOL,
             score=SCORE,
             clustering=CLUSTERING,
+            generator_score=self.generator_score,
             max_concurrency=1,
             progress=False,
         )
@@ -168,17 +210,24 @@ class Harness:
             out.append(meta)
         return out
 
-    def run(self, seed: int = SEED) -> dict[str, float]:
-        trials = TRIALS[self.framework]
+    def run(
+        self, trials: int = TRIALS, *, n_cal: int = N_CAL, n_test: int = N_TEST, answer: bool = True, seed: int = SEED
+    ) -> dict[str, float]:
+        """Mean over ``trials`` random splits; ``answer=False`` checks the generator claim from the calibration only."""
         rng = np.random.default_rng(seed)
         acc: dict[str, list[float]] = {}
         for _ in range(trials):
             perm = rng.permutation(len(self.questions))
-            cal = [self.questions[i] for i in perm[:N_CAL]]
-            test = [self.questions[i] for i in perm[N_CAL : N_CAL + N_TEST]]
+            cal = [self.questions[i] for i in perm[:n_cal]]
+            test = [self.questions[i] for i in perm[n_cal : n_cal + n_test]]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 calibration = self.calibrate([q.example for q in cal])
+                if not answer:
+                    # a generator miss (no correct sample) is never covered, even by a +inf threshold
+                    covered = [math.isfinite(q.r_gen) and q.r_gen <= calibration.generation_threshold_ for q in test]
+                    acc.setdefault("generator", []).append(float(np.mean(covered)))
+                    continue
                 metas = self.answer(calibration, [q.example.question for q in test])
             rows = {"retrieval": [], "generator": [], "pair": [], "any": [], "size": [], "everything": []}
             for q, meta in zip(test, metas, strict=True):
@@ -194,7 +243,7 @@ class Harness:
             for k, v in rows.items():
                 acc.setdefault(k, []).append(float(np.mean(v)))
             acc.setdefault("guaranteed", []).append(float(calibration.guaranteed_))
-        return {k: float(np.mean(v)) for k, v in acc.items()} | {"trials": trials}
+        return {k: float(np.mean(v)) for k, v in acc.items()} | {"trials": trials, "n_cal": n_cal, "n_test": n_test}
 
 
 @pytest.fixture(scope="module")
@@ -211,33 +260,64 @@ def harnesses(li_index, lc_store, replay_rows, li_replay_llm, lc_replay_llm):
         pool, _ = fetch_pool(lc_store, q, POOL)
         return list(pool.ids), list(pool.texts)
 
+    pools = {"llamaindex": (li_index, li_replay_llm, li_pool), "langchain": (lc_store, lc_replay_llm, lc_pool)}
     return {
-        "llamaindex": Harness("llamaindex", li_index, li_replay_llm, _questions(replay_rows, li_pool)),
-        "langchain": Harness("langchain", lc_store, lc_replay_llm, _questions(replay_rows, lc_pool)),
+        (name, score): Harness(name, host, llm, _questions(replay_rows, pool_of, score), score)
+        for name, (host, llm, pool_of) in pools.items()
+        for score in SCORES
     }
 
 
 @pytest.fixture(scope="module")
 def shipped(harnesses):
-    return {name: h.run() for name, h in harnesses.items()}
+    return {key: h.run() for key, h in harnesses.items()}
 
 
+@pytest.mark.parametrize("generator_score", SCORES)
 @pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
-def test_shipped_answer_sets_cover_end_to_end(shipped, replay_table, framework: str) -> None:
-    stats = shipped[framework]
+def test_shipped_answer_sets_cover_end_to_end(shipped, replay_table, framework: str, generator_score: str) -> None:
+    stats = shipped[framework, generator_score]
     assert replay_table.unknown == [], "a synthesizer asked for a chunk that was never sampled"
     assert check(stats) == [], stats
     assert stats["any"] >= stats["pair"]
-    # with 15 calibration questions some draws hold too many misses for a finite threshold: flagged, not hidden
+    # with 10 calibration questions some draws hold too many misses for a finite threshold: flagged, not hidden
     assert 0.5 <= stats["guaranteed"] < 1.0, stats
     # a size check that keeping every candidate (size == everything) fails
     assert stats["size"] <= 0.75 * stats["everything"], stats
+
+
+@pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
+def test_likelihood_keeps_fewer_answers_than_frequency(shipped, framework: str) -> None:
+    """Same splits, same guarantee: breaking the frequency ties must shrink the sets."""
+    freq, tie = shipped[framework, "frequency"], shipped[framework, "likelihood"]
+    assert tie["size"] < 0.9 * freq["size"], (freq, tie)
 
 
 def test_negative_control_without_the_n_plus_one_correction(harnesses, monkeypatch) -> None:
     from conformal_rag_plugins.core import quantile
 
     monkeypatch.setattr(quantile, "conformal_rank", lambda n, alpha: math.ceil(n * (1 - alpha)))
-    stats = harnesses["llamaindex"].run()
+    stats = harnesses["llamaindex", "frequency"].run(CONTROL_TRIALS)
     failed = check(stats)
     assert any(f.startswith("retrieval") for f in failed), (stats, failed)
+
+
+@pytest.mark.parametrize("wrong", [False, True], ids=["defining-chunk", "another-chunk"])
+def test_generator_claim_and_negative_control_calibrated_on_another_chunk(
+    harnesses, replay_rows, monkeypatch, wrong: bool
+) -> None:
+    """The generator stage, calibrated through ``calibrate_answer_sets``, covers the retrieval-defining chunk.
+
+    Calibrated instead on the chunk where the LLM does best (mismatched stages), the same check fails
+    (on these data, by simulation over 3,000 splits: coverage 0.51 against 0.44, target 0.5).
+    """
+    if wrong:
+        monkeypatch.setattr(calibrate_module, "defining_gold", best_chunk_for_the_llm(replay_rows, "likelihood"))
+    harness = harnesses["llamaindex", "likelihood"]
+    n_test = len(harness.questions) - WRONG_CHUNK_N_CAL
+    stats = harness.run(CONTROL_TRIALS, n_cal=WRONG_CHUNK_N_CAL, n_test=n_test, answer=False)
+    failed = check(stats)
+    if wrong:
+        assert any(f.startswith("generator") for f in failed), (stats, failed)
+    else:
+        assert failed == [], stats
