@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_community.llms import LlamaCpp
 from langchain_core.outputs import Generation, LLMResult
 from langchain_core.runnables.config import run_in_executor
 
+from ..local.logprobs import continuation_logprob
+
 __all__ = ["LlamaCppWithLogprobs"]
 
 
 class LlamaCppWithLogprobs(LlamaCpp):
-    """``langchain_community`` ``LlamaCpp`` that keeps ``choices[0].logprobs`` in ``generation_info``.
+    """``langchain_community`` ``LlamaCpp`` whose generations report their mean token log-probability.
 
-    The stock class returns only the text of a non-streaming completion, so the
-    ``"likelihood"`` generator score cannot see the model's own log-probabilities. Build it
-    with ``logits_all=True, logprobs=1`` (as :func:`~.llm.local_llm` does with
-    ``logprobs=True``).
+    ``generation_info["logprobs"]`` holds it in llama.cpp's format, scored by teacher forcing
+    on the prompt already in the KV cache
+    (:func:`~conformal_rag_plugins.local.logprobs.continuation_logprob`); the stock class
+    returns only the text. Built by :func:`~.llm.local_llm` with ``logprobs=True``.
     """
+
+    reports_logprobs: ClassVar[bool] = True
 
     def _generate(
         self, prompts: list[str], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
@@ -26,8 +30,10 @@ class LlamaCppWithLogprobs(LlamaCpp):
         generations = []
         for prompt in prompts:
             result = self.client(prompt=prompt, **{**self._get_parameters(stop), **kwargs})
-            choice = result["choices"][0]
-            generations.append([Generation(text=choice["text"], generation_info={"logprobs": choice.get("logprobs")})])
+            text = result["choices"][0]["text"]
+            logprob = continuation_logprob(self.client, prompt, text)
+            info = {"logprobs": None if logprob is None else {"tokens": [text], "token_logprobs": [logprob]}}
+            generations.append([Generation(text=text, generation_info=info)])
         return LLMResult(generations=generations)
 
     async def _agenerate(

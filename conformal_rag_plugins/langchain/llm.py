@@ -20,8 +20,8 @@ def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2
     """``langchain_community`` ``LlamaCpp`` over the bundled Gemma 3 270M base model.
 
     ``logprobs=True`` returns a :class:`~.llamacpp_logprobs.LlamaCppWithLogprobs` whose generations
-    report their token log-probabilities (for the ``"likelihood"`` generator score); llama.cpp then
-    keeps the logits of every position, which costs memory and prompt time.
+    report their mean token log-probability (for the ``"likelihood"`` generator score), scored on the
+    cached prompt at a few milliseconds per token.
 
     Examples
     --------
@@ -41,7 +41,6 @@ def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2
         n_threads=n_threads,
         stop=["\n"],
         verbose=False,
-        **({"logits_all": True, "logprobs": 1} if logprobs else {}),
     )
 
 

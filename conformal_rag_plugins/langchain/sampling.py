@@ -28,7 +28,11 @@ def model_id(model: Any) -> str:
     """A stable identifier of the model for cache keys and calibration records."""
     name = getattr(model, "model_name", None) or getattr(model, "model", None) or getattr(model, "model_path", None)
     kwargs = getattr(model, "generate_kwargs", None) or {}
-    logprobs = getattr(model, "logprobs", None) or (kwargs.get("logprobs") if isinstance(kwargs, dict) else None)
+    logprobs = (
+        getattr(model, "reports_logprobs", False)
+        or getattr(model, "logprobs", None)
+        or (kwargs.get("logprobs") if isinstance(kwargs, dict) else None)
+    )
     # samples drawn with logprobs carry a likelihood, so they must not share cache entries with those without
     return f"{type(model).__name__}:{name}" + ("+logprobs" if logprobs else "")
 

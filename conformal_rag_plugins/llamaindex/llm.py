@@ -28,9 +28,9 @@ def local_llm(
 
     ``n_ctx`` is the context window in tokens (prompt plus answer); raise it for prompts with many
     chunks (Gemma 3 270M was trained up to 32k tokens; the KV cache grows with it).
-    ``logprobs=True`` makes every completion report its token log-probabilities, which the
-    ``"likelihood"`` generator score needs; llama.cpp then keeps the logits of every position
-    (``logits_all``), which costs memory (``n_ctx`` x vocabulary floats) and prompt time.
+    ``logprobs=True`` returns a :class:`~.llamacpp_logprobs.LlamaCPPWithLogprobs`, whose completions
+    report their mean token log-probability (scored on the cached prompt, a few milliseconds per
+    token), which the ``"likelihood"`` generator score needs.
 
     Examples
     --------
@@ -40,13 +40,15 @@ def local_llm(
     """
     from llama_index.llms.llama_cpp import LlamaCPP
 
-    return LlamaCPP(
+    from .llamacpp_logprobs import LlamaCPPWithLogprobs
+
+    return (LlamaCPPWithLogprobs if logprobs else LlamaCPP)(
         model_path=str(gemma_model_path()),
         temperature=temperature,
         max_new_tokens=max_new_tokens,
         context_window=n_ctx,
-        generate_kwargs={"stop": ["\n"], **({"logprobs": 1} if logprobs else {})},
-        model_kwargs={"n_threads": n_threads, "n_ctx": n_ctx, **({"logits_all": True} if logprobs else {})},
+        generate_kwargs={"stop": ["\n"]},
+        model_kwargs={"n_threads": n_threads, "n_ctx": n_ctx},
         verbose=False,
     )
 

@@ -34,7 +34,11 @@ def model_id(llm: Any) -> str:
     """A stable identifier of the LLM for cache keys and calibration records."""
     name = getattr(llm, "model", None) or getattr(llm, "model_path", None) or getattr(llm, "model_name", None)
     kwargs = getattr(llm, "generate_kwargs", None) or {}
-    logprobs = getattr(llm, "logprobs", None) or (kwargs.get("logprobs") if isinstance(kwargs, dict) else None)
+    logprobs = (
+        getattr(llm, "reports_logprobs", False)
+        or getattr(llm, "logprobs", None)
+        or (kwargs.get("logprobs") if isinstance(kwargs, dict) else None)
+    )
     # samples drawn with logprobs carry a likelihood, so they must not share cache entries with those without
     return f"{type(llm).__name__}:{name}" + ("+logprobs" if logprobs else "")
 
