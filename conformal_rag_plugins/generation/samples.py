@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Sample", "mean_logprob"]
+__all__ = ["Sample", "mean_logprob", "reports_logprobs"]
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -30,6 +30,26 @@ def _token_values(logprobs: Any) -> list[float] | None:
     if content is not None:
         return _token_values(list(content))
     return None
+
+
+def reports_logprobs(model: Any) -> bool:
+    """Whether an LLM client is set up to report token logprobs (for cache keys and model ids).
+
+    True for the project's llama.cpp wrappers (``reports_logprobs``), OpenAI clients with
+    ``logprobs=True`` and llama.cpp ``generate_kwargs={"logprobs": ...}``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> reports_logprobs(SimpleNamespace(logprobs=True)), reports_logprobs(SimpleNamespace())
+    (True, False)
+    """
+    kwargs = getattr(model, "generate_kwargs", None)
+    return bool(
+        getattr(model, "reports_logprobs", False)
+        or getattr(model, "logprobs", None)
+        or (kwargs.get("logprobs") if isinstance(kwargs, dict) else None)
+    )
 
 
 def mean_logprob(response: Any) -> float | None:

@@ -15,6 +15,7 @@ from ..generation import (
     Sample,
     SampleCache,
     mean_logprob,
+    reports_logprobs,
 )
 from ..generation.draw import ConcurrencyLimit, draw_samples
 
@@ -27,14 +28,8 @@ DEFAULT_CHAT_PROMPT = ChatPromptTemplate.from_messages([("system", CHAT_SYSTEM_P
 def model_id(model: Any) -> str:
     """A stable identifier of the model for cache keys and calibration records."""
     name = getattr(model, "model_name", None) or getattr(model, "model", None) or getattr(model, "model_path", None)
-    kwargs = getattr(model, "generate_kwargs", None) or {}
-    logprobs = (
-        getattr(model, "reports_logprobs", False)
-        or getattr(model, "logprobs", None)
-        or (kwargs.get("logprobs") if isinstance(kwargs, dict) else None)
-    )
     # samples drawn with logprobs carry a likelihood, so they must not share cache entries with those without
-    return f"{type(model).__name__}:{name}" + ("+logprobs" if logprobs else "")
+    return f"{type(model).__name__}:{name}" + ("+logprobs" if reports_logprobs(model) else "")
 
 
 def _to_sample(out: Any) -> Sample:

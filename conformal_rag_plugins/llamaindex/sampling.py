@@ -16,6 +16,7 @@ from ..generation import (
     Sample,
     SampleCache,
     mean_logprob,
+    reports_logprobs,
 )
 from ..generation.draw import ConcurrencyLimit, draw_samples
 
@@ -33,14 +34,8 @@ DEFAULT_CHAT_PROMPT = ChatPromptTemplate(
 def model_id(llm: Any) -> str:
     """A stable identifier of the LLM for cache keys and calibration records."""
     name = getattr(llm, "model", None) or getattr(llm, "model_path", None) or getattr(llm, "model_name", None)
-    kwargs = getattr(llm, "generate_kwargs", None) or {}
-    logprobs = (
-        getattr(llm, "reports_logprobs", False)
-        or getattr(llm, "logprobs", None)
-        or (kwargs.get("logprobs") if isinstance(kwargs, dict) else None)
-    )
     # samples drawn with logprobs carry a likelihood, so they must not share cache entries with those without
-    return f"{type(llm).__name__}:{name}" + ("+logprobs" if logprobs else "")
+    return f"{type(llm).__name__}:{name}" + ("+logprobs" if reports_logprobs(llm) else "")
 
 
 def _usage(raw: Any) -> tuple[int, int]:
