@@ -109,8 +109,37 @@ def _print_evaluate_notes(report: dict) -> None:
         print(f"tuned hybrid at alpha={alpha}: most often chose {tuning['most_chosen']} {tuning['choices']}")
 
 
+def _one_line(message: str) -> str:
+    """Collapse a message onto one line (file contents quoted in errors may hold newlines)."""
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
+def _os_error_message(exc: OSError) -> str:
+    """``path: reason`` for an unreadable input or unwritable output (no ``[Errno N]`` noise)."""
+    if exc.filename is None:
+        return str(exc)
+    reason = exc.strerror or str(exc)
+    if exc.filename2 is not None:
+        return f"{exc.filename} -> {exc.filename2}: {reason}"
+    return f"{exc.filename}: {reason}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script."""
+    """Entry point of the console script.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success; 2 on a usage or input error, reported as one line
+        ``conformal-rag: error: <message>`` on stderr (any
+        :class:`~conformal_rag_plugins.core.errors.ConformalError`, or an :class:`OSError` naming
+        the file, such as a missing input or an output folder that does not exist).
+    """
     _offline_env()
     args = _parser().parse_args(argv)
     from .core.errors import ConformalError
@@ -206,7 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print_evaluate_notes(report)
             print(json.dumps({k: v for k, v in report.items() if k != "results"}))
     except ConformalError as exc:
-        print(f"conformal-rag: error: {exc}", file=sys.stderr)
+        print(f"conformal-rag: error: {_one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"conformal-rag: error: {_one_line(_os_error_message(exc))}", file=sys.stderr)
         return 2
     return 0
 

@@ -89,24 +89,29 @@ def run_calibrate(
     Examples
     --------
     >>> cal = run_calibrate(None, "my_docs/", questions="labelled.jsonl", out="calibration.json")  # doctest: +SKIP
+
+    Bad options, malformed input files (naming file and line), gold ids missing from the
+    corpus and an unwritable ``out`` are refused before anything is indexed; ``out`` is
+    written atomically.
     """
     from ..calibration.chunk_gold import map_gold_to_chunks
-    from ..calibration.examples import load_examples
     from ..calibration.tuning import FusionConfig
-    from ..core.errors import CalibrationError
     from ..core.validation import check_alpha
     from ..local.chroma import chroma_client
     from ..local.encoder import default_cache_dir
+    from ..runtime.atomic import atomic_path
     from .hosts import build_hosts
+    from .input_checks import check_at_least, check_gold_in_corpus, check_outputs, load_questions
 
     alpha = check_alpha(alpha)
-    examples = load_examples(questions)
-    if not examples:
-        raise CalibrationError(f"{questions} holds no labelled questions.")
+    check_at_least("pool_size", pool_size)
+    check_outputs(files=[out], dirs=[persist_dir])
+    examples = load_questions(questions)
     chunks = calibration_inputs.load_chunks(
         framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
     )
     examples, _ = map_gold_to_chunks(examples, chunks)  # document-level gold -> the chunks holding the answer
+    check_gold_in_corpus(examples, {c.id for c in chunks}, questions)
     client = chroma_client(Path(persist_dir) if persist_dir else default_cache_dir() / "chroma")
     tuned = retriever == "hybrid" and fusion == "tuned"
     grid = None if tuned else [FusionConfig.parse(fusion) if retriever == "hybrid" else FusionConfig("zscore", 0.5)]
@@ -130,7 +135,8 @@ def run_calibrate(
             random_state=seed,
             progress=progress,
         )
-    cal.save(out)
+    with atomic_path(out) as tmp:
+        cal.save(tmp)
     return cal
 
 

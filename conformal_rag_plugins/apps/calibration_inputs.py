@@ -9,7 +9,7 @@ from typing import Any
 
 from ..calibration.chunks import Chunk
 from ..calibration.examples import CorpusEntry
-from ..core.errors import ConformalError
+from ..core.errors import ConformalError, InputFileError
 
 __all__ = ["LLM_KINDS", "add_corpus_arguments", "build_llm", "cache_setting", "load_chunks"]
 
@@ -66,7 +66,10 @@ def load_chunks(
     if docs:
         from ..calibration.text_folder import load_text_folder
 
-        entries = load_text_folder(docs, glob)
+        try:
+            entries = load_text_folder(docs, glob)
+        except UnicodeDecodeError as exc:
+            raise InputFileError(_undecodable_file(docs, glob, exc)) from exc
     else:
         from ..calibration.examples import load_corpus
 
@@ -76,6 +79,19 @@ def load_chunks(
     else:
         from ..langchain.chunking import chunk_entries
     return chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+
+
+def _undecodable_file(docs: str | Path, glob: str, exc: UnicodeDecodeError) -> str:
+    """Name the first file of ``--docs`` that is not UTF-8 (``load_text_folder`` does not say which)."""
+    root = Path(docs)
+    for file in sorted(p for p in root.glob(glob) if p.is_file()):
+        data = file.read_bytes()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            line = data.count(b"\n", 0, bad.start) + 1
+            return f"{file}:{line}: not UTF-8 text (byte 0x{data[bad.start]:02x}); --docs files must be UTF-8."
+    return f"{root}: a file matching {glob!r} is not UTF-8 text ({exc.reason})."
 
 
 def build_llm(framework: str, kind: str, *, temperature: float, max_tokens: int) -> Any:

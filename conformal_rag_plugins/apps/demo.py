@@ -15,8 +15,10 @@ from ..core.retrieval_eval import PoolObservation
 from ..local.chroma import chroma_client
 from ..local.corpus import bundled_corpus, bundled_questions
 from ..local.encoder import default_cache_dir
+from ..runtime.atomic import atomic_path
 from .chunked import chunk_corpus
 from .hosts import corpus_key
+from .input_checks import check_at_least, check_outputs
 from .tables import markdown_table
 
 __all__ = ["run_demo"]
@@ -46,13 +48,22 @@ def run_demo(
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
 ) -> dict[str, object]:
-    """Index, calibrate on half the questions, evaluate on the other half, and print."""
+    """Index, calibrate on half the questions, evaluate on the other half, and print.
+
+    ``pool_size`` and the output folders (``out``, ``persist_dir``) are checked before the
+    work starts; the calibration files are written atomically.
+    """
     from llama_index.core.schema import MetadataMode
 
+    from ..core.validation import check_alpha
     from ..llamaindex import ConformalRetriever, calibrate_hybrid_retriever
     from ..llamaindex.host import pool_from_nodes
     from ..llamaindex.stack import build_chroma_index
 
+    alpha = check_alpha(alpha)
+    check_at_least("pool_size", pool_size)
+    check_at_least("samples", n_samples)
+    check_outputs(dirs=[out, persist_dir])
     persist = Path(persist_dir) if persist_dir else default_cache_dir() / "chroma"
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -84,7 +95,9 @@ def run_demo(
     host, cal = calibrate_hybrid_retriever(
         index, nodes, cal_q, confidence_level=1 - alpha, pool_size=pool_size, progress=False
     )
-    path = cal.save(out / "calibration.json")
+    path = out / "calibration.json"
+    with atomic_path(path) as tmp:
+        cal.save(tmp)
     chosen = f"{cal.selection_['fusion_method']}:{cal.selection_['dense_weight']:g}"
     print(f"  chosen: fusion {chosen}, score {cal.score_family_}\n  {cal.summary()}\n  saved to {path}")
 
@@ -177,7 +190,9 @@ def _answer_sets(
         max_concurrency=1,
         generator_score=generator_score,
     )
-    as_path = as_cal.save(out / "answer_sets.json")
+    as_path = out / "answer_sets.json"
+    with atomic_path(as_path) as tmp:
+        as_cal.save(tmp)
     print(f"  {as_cal.summary()}\n  saved to {as_path}")
     if not as_cal.guaranteed_:
         print(f"  NOTE: {as_cal.reason_} The sets below are marked guaranteed=False.")

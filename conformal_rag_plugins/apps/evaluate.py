@@ -11,13 +11,16 @@ from typing import Any
 from ..calibration.driver import collect_observations
 from ..calibration.examples import CalibrationExample, CorpusEntry, load_corpus, load_qa
 from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig
+from ..core.errors import InputFileError
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..core.retrieval_eval import PoolObservation, evaluate_splits
 from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.tuning import evaluate_tuned_splits
 from ..core.validation import check_alpha
+from ..runtime.atomic import atomic_write_text
 from .chunked import chunk_corpus
 from .hosts import build_hosts
+from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
 
 __all__ = ["DEFAULT_FUSION", "evaluate_observations", "run_evaluate"]
 
@@ -119,16 +122,34 @@ def run_evaluate(
     >>> report = run_evaluate(["corpus.jsonl"], "qa.jsonl", [0.1], trials=20)  # doctest: +SKIP
     >>> report["tuning"]["0.1"]["most_chosen"]  # doctest: +SKIP
     'zscore:0.5|relative'
+
+    Raises
+    ------
+    ConformalError
+        Before any indexing: a bad alpha, ``trials`` or ``pool_size`` below 1, a malformed
+        corpus or qa file (:class:`~conformal_rag_plugins.core.errors.InputFileError`, naming
+        file and line), a qa ``context_id`` missing from the corpus, no answerable question.
+    OSError
+        ``json_out`` cannot be written (missing directory, a directory, not writable).
     """
     alphas = [check_alpha(a) for a in alphas]
+    check_at_least("trials", trials)
+    check_at_least("pool_size", pool_size)
+    check_outputs(files=[json_out])
     grid, tuned = _fusion_grid(retriever, fusion)
     score = score or ("auto" if tuned else "relative")
     entries = load_corpus(*corpus) if corpus and isinstance(corpus[0], str | Path) else list(corpus)  # type: ignore[arg-type]
+    if not entries:
+        raise InputFileError("The corpus holds no entries.")
     questions = load_qa(qa, answerable_only=True) if isinstance(qa, str | Path) else list(qa)
+    qa_name = qa if isinstance(qa, str | Path) else "the qa examples"
+    if not questions:
+        raise InputFileError(f"{qa_name}: no answerable questions to evaluate.")
     chunk_report: dict[str, Any] | None = None
     if chunking:
         chunked = chunk_corpus(framework, entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
         entries, questions, chunk_report = list(chunked.chunks), chunked.questions, chunked.report()
+    check_gold_in_corpus(questions, {e.id for e in entries}, qa_name)
     t0 = time.perf_counter()
     bundles = build_hosts(framework, retriever, entries, grid=grid, pool_size=pool_size, client=client)
     t_index = time.perf_counter() - t0
@@ -160,5 +181,5 @@ def run_evaluate(
         "results": rows,
     }
     if json_out is not None:
-        Path(json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
     return report

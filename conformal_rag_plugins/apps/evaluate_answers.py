@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from ..calibration.examples import load_corpus, load_qa, split_examples
+from ..core.errors import ConformalError, InputFileError
 from ..core.validation import check_alpha
 from ..generation import SampleCache
 from ..local.encoder import default_cache_dir
+from ..runtime.atomic import atomic_write_text
 from .answer_eval import METHODS, evaluate_abstention, evaluate_methods, prepare_rows
 from .hosts import build_host
+from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
 from .sample_rows import build_rows
 
 __all__ = ["run_evaluate_answers"]
@@ -25,7 +28,7 @@ def _llm(kind: str, logprobs: bool = False) -> Any:
 
     if kind == "openai":
         if openai_settings() is None:
-            raise SystemExit("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible server).")
+            raise ConformalError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible server).")
         llm = default_llm(temperature=1.0)
         if logprobs:
             llm.logprobs = True  # OpenAI(-like): report token logprobs
@@ -54,17 +57,26 @@ def run_evaluate_answers(
     retrieval set is fully sampled: set sizes are exact, and the chunks are chosen without
     looking at the gold. The retrieval stage uses that pool (gold beyond it is a miss).
     ``generator_score="likelihood"`` samples with token logprobs and breaks frequency ties with them.
+
+    Bad counts, malformed corpus/qa files (naming file and line), qa ids missing from the
+    corpus and unwritable ``json_out`` paths are refused before anything is indexed or sampled.
     """
-    if answer_pool < 1:
-        raise SystemExit(f"--answer-pool must be >= 1, got {answer_pool}.")
     from ..llamaindex.sampling import LlamaIndexSampler, model_id
 
     alphas = [check_alpha(a) for a in alphas]
+    for name, value in (("answer_pool", answer_pool), ("trials", trials), ("samples", samples)):
+        check_at_least(name, value)
+    check_at_least("max_questions", max_questions)
+    check_outputs(files=[json_out])
     entries = load_corpus(*corpus)
     texts = {e.id: e.text for e in entries}
-    everything = split_examples(load_qa(qa), (1.0,), seed=seed)[0]
+    loaded = load_qa(qa)
+    check_gold_in_corpus(loaded, texts, qa)
+    everything = split_examples(loaded, (1.0,), seed=seed)[0]
     answerable = [q for q in everything if not q.is_impossible][:max_questions]
     impossible = [q for q in everything if q.is_impossible][: max(1, max_questions // 4)]
+    if not answerable:
+        raise InputFileError(f"{qa}: no answerable questions to evaluate.")
     bundle = build_host("llamaindex", "hybrid", entries, pool_size=50)
     model = _llm(llm, logprobs=generator_score == "likelihood")
     sampler = LlamaIndexSampler(
@@ -93,5 +105,5 @@ def run_evaluate_answers(
         "results": results,
     }
     if json_out is not None:
-        Path(json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
     return report

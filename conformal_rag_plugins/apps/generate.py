@@ -79,7 +79,11 @@ def run_generate(
     """
     from ..calibration.examples import save_examples
     from ..calibration.question_gen import sample_chunks
+    from ..runtime.atomic import atomic_path
+    from .input_checks import check_at_least, check_outputs
 
+    check_at_least("max_retries", max_retries, 0)
+    check_outputs(files=[out])
     chunks = calibration_inputs.load_chunks(
         framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
     )
@@ -102,5 +106,6 @@ def run_generate(
         max_concurrency=1 if llm == "local" else 4,
         progress=progress,
     )
-    save_examples(examples, out)
+    with atomic_path(out) as tmp:
+        save_examples(examples, tmp)
     return report

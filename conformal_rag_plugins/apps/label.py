@@ -75,15 +75,17 @@ def run_label(
     >>> report = run_label(None, "my_docs/", questions="questions.jsonl", out="labelled.jsonl")  # doctest: +SKIP
     >>> print(report.summary())  # doctest: +SKIP
     """
-    from ..calibration.examples import load_examples, save_examples
+    from ..calibration.examples import save_examples
     from ..core.errors import CalibrationError
+    from ..runtime.atomic import atomic_path
     from .hosts import build_host
+    from .input_checks import check_at_least, check_outputs, load_questions
 
     if budget < 0:
         raise CalibrationError(f"--budget must be >= 0, got {budget}.")
-    examples = load_examples(questions)
-    if not examples:
-        raise CalibrationError(f"{questions} holds no questions.")
+    check_at_least("pool_size", pool_size)
+    check_outputs(files=[out])
+    examples = load_questions(questions)
     chunks = calibration_inputs.load_chunks(
         framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
     )
@@ -110,5 +112,6 @@ def run_label(
         max_concurrency=1 if llm == "local" else 4,
         progress=progress,
     )
-    save_examples(labelled, out)
+    with atomic_path(out) as tmp:
+        save_examples(labelled, tmp)
     return report

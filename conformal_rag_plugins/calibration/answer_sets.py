@@ -27,8 +27,19 @@ from ..core.combination import (
 from ..core.errors import CalibrationError, CalibrationIntegrityError, InfiniteThresholdWarning
 from ..core.quantile import conformal_quantile, min_calibration_size, pac_rank
 from ..core.validation import check_alpha
-from .jsonio import decode_float, encode_float, read_checked, verify, with_checksum
+from .jsonio import (
+    check_signature,
+    decode_float,
+    encode_float,
+    read_checked,
+    resolve_signing_key,
+    sign,
+    verify,
+    with_checksum,
+    write_json,
+)
 from .retrieval import RetrievalCalibration
+from .schema import AnswerSetFile, check_fields
 
 __all__ = ["ANSWER_SET_METHODS", "AnswerSetCalibration", "check_answer_set_request", "min_answer_set_questions"]
 
@@ -249,7 +260,14 @@ class AnswerSetCalibration:
         For HMP the retrieval prefilter is the conformal set at ``alpha * w_ret / 2``,
         a superset of every chunk the combined rule can keep.
         """
-        return replace(self.retrieval_, threshold_=self.retrieval_threshold_, alpha_=self.alpha_retrieval_)
+        pac = self.method_ == "pac"
+        return replace(
+            self.retrieval_,
+            threshold_=self.retrieval_threshold_,
+            alpha_=self.alpha_retrieval_,
+            method_="pac" if pac else "split",
+            delta_=self.delta_retrieval_ if pac else None,
+        )
 
     def rule(self) -> BonferroniThresholds | PACThresholds | HarmonicMeanRule:
         """The combination rule of :mod:`conformal_rag_plugins.core.combination` for this calibration."""
@@ -354,10 +372,10 @@ class AnswerSetCalibration:
         assert isinstance(rule, BonferroniThresholds | PACThresholds)
         return replace(draft, retrieval_threshold_=rule.q_ret, generation_threshold_=rule.q_gen)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict with schema version and checksum."""
-        return with_checksum(
-            {
+    def to_dict(self, *, signing_key: str | bytes | None = None) -> dict[str, Any]:
+        """JSON-ready dict with schema version, checksum and, with an explicit ``signing_key``, a signature."""
+        key = resolve_signing_key(signing_key) if signing_key is not None else None
+        payload = {
                 "kind": _KIND,
                 "schema_version": SCHEMA_VERSION,
                 "retrieval": self.retrieval_.to_dict(),
@@ -380,12 +398,15 @@ class AnswerSetCalibration:
                 "optimisation": self.optimisation_,
                 "question_ids": list(self.question_ids_),
                 "guaranteed": self.guaranteed_,
-            }
-        )
+        }
+        return with_checksum(sign(payload, key))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> AnswerSetCalibration:
+    def from_dict(cls, data: dict[str, Any], *, signing_key: str | bytes | None = None) -> AnswerSetCalibration:
         """Validate, rebuild, and check the stored thresholds against the stored scores.
+
+        Checks kind, schema version, checksum, the signature (with an explicit
+        ``signing_key``), every field of both stages, and both stage thresholds.
 
         Raises
         ------
@@ -394,13 +415,25 @@ class AnswerSetCalibration:
             those recomputed from the stored scores, level and method.
         """
         verify(data, _KIND, SCHEMA_VERSION)
+        if signing_key is not None:
+            check_signature(data, resolve_signing_key(signing_key))
+        check_fields(AnswerSetFile, data, "answer-set calibration")
         try:
             cal = cls._build(data)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, CalibrationIntegrityError):
                 raise
             raise CalibrationIntegrityError(f"Answer-set calibration file is inconsistent: {exc}") from exc
-        fresh = cls.from_stages(
+        try:
+            fresh = cls._recompute(cal)
+        except CalibrationError as exc:
+            raise CalibrationIntegrityError(f"Answer-set calibration file is inconsistent: {exc}") from exc
+        cls._compare(cal, fresh)
+        return cal
+
+    @classmethod
+    def _recompute(cls, cal: AnswerSetCalibration) -> AnswerSetCalibration:
+        return cls.from_stages(
             cal.retrieval_,
             cal.generation_scores_,
             alpha=cal.alpha_,
@@ -413,6 +446,9 @@ class AnswerSetCalibration:
             model=cal.model_,
             clustering=cal.clustering_,
         )
+
+    @staticmethod
+    def _compare(cal: AnswerSetCalibration, fresh: AnswerSetCalibration) -> None:
         for name in ("retrieval_threshold_", "generation_threshold_", "alpha_generation_"):
             stored, again = getattr(cal, name), getattr(fresh, name)
             if not (stored == again or (math.isfinite(stored) and abs(stored - again) <= 1e-9 * max(1.0, abs(again)))):
@@ -420,7 +456,6 @@ class AnswerSetCalibration:
                     f"The stored {name.rstrip('_')} {stored!r} disagrees with {again!r} recomputed from the stored "
                     "scores, level and method: the file was edited or corrupted."
                 )
-        return cal
 
     @classmethod
     def _build(cls, data: dict[str, Any]) -> AnswerSetCalibration:
@@ -445,18 +480,28 @@ class AnswerSetCalibration:
             question_ids_=tuple(str(q) for q in data.get("question_ids") or ()),
         )
 
-    def save(self, path: str | Path) -> Path:
-        """Write JSON (never pickle)."""
-        import json
-
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
-        return path
+    def save(self, path: str | Path, *, signing_key: str | bytes | None = None) -> Path:
+        """Write JSON (never pickle), atomically; signed with ``signing_key`` or ``$CONFORMAL_RAG_SIGNING_KEY``."""
+        return write_json(path, self.to_dict(signing_key=resolve_signing_key(signing_key)))
 
     @classmethod
-    def load(cls, path: str | Path) -> AnswerSetCalibration:
-        """Read a file written by :meth:`save`."""
-        return cls.from_dict(read_checked(path, _KIND, SCHEMA_VERSION))
+    def load(cls, path: str | Path, *, signing_key: str | bytes | None = None) -> AnswerSetCalibration:
+        """Read and verify a file written by :meth:`save`.
+
+        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) a file without a valid
+        signature is refused.
+
+        Raises
+        ------
+        CalibrationIntegrityError
+            The message names the file and what is wrong with it.
+        """
+        try:
+            return cls.from_dict(
+                read_checked(path, _KIND, SCHEMA_VERSION), signing_key=resolve_signing_key(signing_key)
+            )
+        except CalibrationIntegrityError as exc:
+            raise CalibrationIntegrityError(f"{path}: {exc}") from None
 
     def summary(self) -> str:
         """One line for logs and the CLI."""

@@ -32,8 +32,13 @@ class RetrievalConformalizer:
         ``pac`` gives miscoverage <= 1-confidence_level with probability >= 1-delta.
     delta : float, optional
         Required for ``pac``.
-    strict : bool
-        Raise instead of warning when the threshold is +inf.
+    strict : bool, default False
+        What to do when misses (gold outside the pool, score ``+inf``) push the rank
+        onto ``+inf``, or no PAC rank exists: ``False`` returns ``+inf`` (keep the whole
+        pool) with an :class:`InfiniteThresholdWarning`; ``True`` raises
+        :class:`CalibrationError`. Too few calibration points for any finite threshold
+        (``n < min_calibration_size(alpha)``) always raise, whatever ``strict`` says:
+        there is nothing to calibrate.
 
     Examples
     --------

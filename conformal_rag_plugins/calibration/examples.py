@@ -151,8 +151,64 @@ def load_examples(path: str | Path) -> list[CalibrationExample]:
     return [CalibrationExample.from_dict(r) for r in _read_jsonl(path)]
 
 
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "true/false", type(None): "null"}
+
+
+def _json_type(value: Any) -> str:
+    """How a JSON value is named in error messages ("an array", "a number", ...)."""
+    return _JSON_TYPES.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
+
+
+def _read_input_jsonl(path: str | Path, what: str) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of every non-blank line of a user's JSONL file.
+
+    Every problem is an :class:`~conformal_rag_plugins.core.errors.InputFileError` naming the
+    file (and the line): missing file, a directory, unreadable or non-UTF-8 bytes, invalid
+    JSON, a line that is not a JSON object. A UTF-8 byte-order mark is accepted.
+    """
+    from ..core.errors import InputFileError
+
+    if Path(path).is_dir():
+        raise InputFileError(f"{path}: is a directory, not a {what} JSONL file.")
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError as exc:
+        raise InputFileError(f"{path}: no such {what} file.") from exc
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read the {what} file ({exc.strerror or exc}).") from exc
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for lineno, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputFileError(
+                f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                f"the {what} file must be UTF-8 encoded JSONL."
+            ) from exc
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputFileError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}).") from exc
+        if not isinstance(value, dict):
+            raise InputFileError(f"{path}:{lineno}: expected one JSON object per line, got {_json_type(value)}.")
+        rows.append((lineno, value))
+    return rows
+
+
 def load_corpus(*paths: str | Path) -> list[CorpusEntry]:
     """Read one or more corpus JSONL files (``{"id", "text", "title"?}`` per line).
+
+    Raises
+    ------
+    InputFileError
+        (a :class:`~conformal_rag_plugins.core.errors.CalibrationError`) naming the file and
+        line: a missing, unreadable or non-UTF-8 file, invalid JSON, a line that is not an
+        object, a missing ``id``/``text``, a ``text`` that is not a string (``null``), a
+        duplicate id (across files too), or a file with no entries.
 
     Examples
     --------
@@ -160,16 +216,30 @@ def load_corpus(*paths: str | Path) -> list[CorpusEntry]:
     >>> len(load_corpus(*bundled_corpus_paths())) > 1000
     True
     """
+    from ..core.errors import InputFileError
+
     entries: list[CorpusEntry] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     for path in paths:
-        for row in _read_jsonl(path):
+        rows = _read_input_jsonl(path, "corpus")
+        if not rows:
+            raise InputFileError(f"{path}: the corpus file holds no entries.")
+        for lineno, row in rows:
+            where = f"{path}:{lineno}"
             if "id" not in row or "text" not in row:
-                raise CalibrationError(f"{path}: every corpus line needs 'id' and 'text'.")
-            if row["id"] in seen:
-                raise CalibrationError(f"{path}: duplicate corpus id {row['id']!r}.")
-            seen.add(row["id"])
-            entries.append(CorpusEntry(str(row["id"]), str(row["text"]), row.get("title")))
+                raise InputFileError(f"{where}: every corpus line needs 'id' and 'text'.")
+            raw_id, text, title = row["id"], row["text"], row.get("title")
+            if isinstance(raw_id, bool) or not isinstance(raw_id, str | int) or raw_id == "":
+                raise InputFileError(f"{where}: 'id' must be a non-empty string, got {_json_type(raw_id)}.")
+            if not isinstance(text, str):
+                raise InputFileError(f"{where}: 'text' must be a string, got {_json_type(text)}.")
+            if title is not None and not isinstance(title, str):
+                raise InputFileError(f"{where}: 'title' must be a string, got {_json_type(title)}.")
+            entry_id = str(raw_id)
+            if entry_id in seen:
+                raise InputFileError(f"{where}: duplicate corpus id {entry_id!r} (first at {seen[entry_id]}).")
+            seen[entry_id] = where
+            entries.append(CorpusEntry(entry_id, text, title))
     return entries
 
 
@@ -180,17 +250,51 @@ def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[Calibrat
     ----------
     answerable_only : bool
         Skip ``is_impossible`` questions (retrieval evaluation does).
+
+    Raises
+    ------
+    InputFileError
+        (a :class:`~conformal_rag_plugins.core.errors.CalibrationError`) naming the file and
+        line: a missing, unreadable or non-UTF-8 file, invalid JSON, a line that is not an
+        object, a missing or empty ``question``, a ``context_id`` or ``answers`` of the wrong
+        type, a duplicate ``id``, or a file with no questions.
     """
+    from ..core.errors import InputFileError
+
+    rows = _read_input_jsonl(path, "qa")
+    if not rows:
+        raise InputFileError(f"{path}: the qa file holds no questions.")
     out = []
-    for row in _read_jsonl(path):
+    seen: dict[str, int] = {}
+    for lineno, row in rows:
+        where = f"{path}:{lineno}"
+        question = row.get("question")
+        if not isinstance(question, str) or not question.strip():
+            got = "is missing" if "question" not in row else f"must be a non-empty string, got {_json_type(question)}"
+            raise InputFileError(f"{where}: 'question' {got}.")
+        context_id = row.get("context_id")
+        if isinstance(context_id, bool) or not isinstance(context_id, str | int | None):
+            raise InputFileError(f"{where}: 'context_id' must be a string, got {_json_type(context_id)}.")
+        answers = row.get("answers") or ()
+        if isinstance(answers, str):
+            answers = (answers,)
+        if not isinstance(answers, list | tuple) or not all(isinstance(a, str) for a in answers):
+            raise InputFileError(f"{where}: 'answers' must be a list of strings.")
+        qid = row.get("id")
+        if isinstance(qid, bool) or not isinstance(qid, str | int | None):
+            raise InputFileError(f"{where}: 'id' must be a string, got {_json_type(qid)}.")
+        if qid is not None:
+            if qid in seen:
+                raise InputFileError(f"{where}: duplicate question id {qid!r} (first on line {seen[qid]}).")
+            seen[qid] = lineno
         if answerable_only and row.get("is_impossible", False):
             continue
         out.append(
             CalibrationExample(
-                question=row["question"],
-                gold_ids=(row["context_id"],) if row.get("context_id") else (),
-                answers=tuple(row.get("answers") or ()),
-                id=row.get("id"),
+                question=question,
+                gold_ids=(str(context_id),) if context_id not in (None, "") else (),
+                answers=tuple(answers),
+                id=qid,
                 is_impossible=bool(row.get("is_impossible", False)),
                 metadata={k: row[k] for k in ("plausible_answers",) if k in row},
             )

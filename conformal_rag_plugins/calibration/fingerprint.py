@@ -2,12 +2,51 @@
 
 from __future__ import annotations
 
+import hashlib
+import warnings
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ..core.errors import FingerprintMismatchError
+from ..core.errors import CorpusChangedWarning, FingerprintMismatchError
 
-__all__ = ["Fingerprint"]
+__all__ = ["Fingerprint", "check_corpus", "corpus_digest"]
+
+
+def corpus_digest(ids: Iterable[str] | None) -> dict[str, Any]:
+    """Identity of a collection: its size and a SHA-256 of its sorted chunk ids (``{}`` when unknown).
+
+    Examples
+    --------
+    >>> corpus_digest(["b", "a"]) == corpus_digest(["a", "b"])
+    True
+    >>> corpus_digest(["a", "b"])["size"]
+    2
+    """
+    if ids is None:
+        return {}
+    keys = sorted(str(i) for i in ids)
+    return {"size": len(keys), "ids_sha256": hashlib.sha256("\n".join(keys).encode("utf-8")).hexdigest()}
+
+
+def check_corpus(calibrated: dict[str, Any], current: dict[str, Any], *, stacklevel: int = 3) -> bool:
+    """Warn with :class:`CorpusChangedWarning` when both digests are known and differ; return whether they agree.
+
+    Examples
+    --------
+    >>> check_corpus(corpus_digest(["a"]), corpus_digest(["a"]))
+    True
+    """
+    if not calibrated or not current or calibrated == current:
+        return True
+    warnings.warn(
+        f"The host's collection changed since calibration ({calibrated.get('size')} chunks then, "
+        f"{current.get('size')} now, or other ids): the candidate pools differ, so the calibrated coverage may "
+        "not hold. Re-calibrate on the collection you query.",
+        CorpusChangedWarning,
+        stacklevel=stacklevel,
+    )
+    return False
 
 
 @dataclass(frozen=True)

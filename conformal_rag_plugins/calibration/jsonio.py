@@ -1,16 +1,39 @@
-"""JSON helpers shared by the saved calibration objects: +/-inf encoding and checksums."""
+"""JSON helpers shared by the saved calibration objects: +/-inf encoding, checksums and signatures.
+
+A checksum catches accidents; anybody can recompute it. Where calibration files cross
+a trust boundary, sign them: with a key (an argument, or the environment variable
+``CONFORMAL_RAG_SIGNING_KEY``) a file carries an HMAC-SHA256 ``signature`` and a file
+without a valid one is refused.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import CalibrationIntegrityError
+from ..runtime.atomic import atomic_write_text
 
-__all__ = ["decode_float", "encode_float", "read_checked", "verify", "with_checksum"]
+__all__ = [
+    "SIGNING_KEY_ENV",
+    "check_signature",
+    "decode_float",
+    "encode_float",
+    "loads_strict",
+    "read_checked",
+    "resolve_signing_key",
+    "sign",
+    "verify",
+    "with_checksum",
+    "write_json",
+]
+
+SIGNING_KEY_ENV = "CONFORMAL_RAG_SIGNING_KEY"
 
 
 def encode_float(x: float) -> float | str:
@@ -37,9 +60,58 @@ def decode_float(x: float | str) -> float:
     return float(x)
 
 
+def _canonical(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
 def _checksum(payload: dict[str, Any]) -> str:
-    body = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_canonical(payload)).hexdigest()
+
+
+def resolve_signing_key(key: str | bytes | None) -> bytes | None:
+    """The signing key: ``key`` if given, else ``$CONFORMAL_RAG_SIGNING_KEY``, else ``None`` (no signing).
+
+    Examples
+    --------
+    >>> resolve_signing_key("secret")
+    b'secret'
+    """
+    if key is None:
+        key = os.environ.get(SIGNING_KEY_ENV) or None
+    if key is None:
+        return None
+    raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+    if not raw:
+        raise CalibrationIntegrityError("The calibration signing key is empty.")
+    return raw
+
+
+def _hmac(payload: dict[str, Any], key: bytes) -> str:
+    body = {k: v for k, v in payload.items() if k not in ("checksum", "signature")}
+    return hmac.new(key, _canonical(body), hashlib.sha256).hexdigest()
+
+
+def sign(payload: dict[str, Any], key: bytes | None) -> dict[str, Any]:
+    """``payload`` with an HMAC-SHA256 ``signature`` over everything but checksum and signature (if ``key``)."""
+    if key is None:
+        return payload
+    return {**payload, "signature": _hmac(payload, key)}
+
+
+def check_signature(data: dict[str, Any], key: bytes | None) -> None:
+    """Refuse a file without a valid signature when a key is set (constant-time comparison)."""
+    if key is None:
+        return
+    stored = data.get("signature")
+    if not isinstance(stored, str):
+        raise CalibrationIntegrityError(
+            "The calibration is not signed, but a signing key is set (argument or "
+            f"${SIGNING_KEY_ENV}): only signed calibrations are accepted."
+        )
+    if not hmac.compare_digest(stored, _hmac(data, key)):
+        raise CalibrationIntegrityError(
+            "The calibration's signature does not match the signing key: it was edited, or signed with another key."
+        )
 
 
 def with_checksum(payload: dict[str, Any]) -> dict[str, Any]:
@@ -65,12 +137,39 @@ def verify(data: Any, kind: str, schema_version: int) -> dict[str, Any]:
     return data
 
 
+def _no_constant(name: str) -> Any:
+    raise CalibrationIntegrityError(f"the file holds the non-JSON number {name}; a saved calibration never does")
+
+
+def loads_strict(text: str) -> Any:
+    """Parse JSON text, refusing ``NaN``/``Infinity`` literals and nesting too deep to read.
+
+    Examples
+    --------
+    >>> loads_strict('{"alpha": NaN}')
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.CalibrationIntegrityError: the file holds the non-JSON number NaN; ...
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise CalibrationIntegrityError(
+            f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); it is corrupted"
+        ) from None
+    except RecursionError:
+        raise CalibrationIntegrityError("JSON nested too deeply to read; it is corrupted") from None
+
+
 def read_checked(path: str | Path, kind: str, schema_version: int) -> dict[str, Any]:
     """Read and :func:`verify` a calibration file."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise CalibrationIntegrityError(f"{path} is not valid JSON ({exc.msg}); it is corrupted.") from exc
-    except UnicodeDecodeError as exc:  # binary garbage (or a pickle) is corrupted too, not a codec problem
-        raise CalibrationIntegrityError(f"{path} is not UTF-8 JSON; it is corrupted.") from exc
-    return verify(data, kind, schema_version)
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:  # binary garbage (or a pickle) is corrupted too, not a codec problem
+        raise CalibrationIntegrityError("not UTF-8 JSON; it is corrupted") from None
+    return verify(loads_strict(text), kind, schema_version)
+
+
+def write_json(path: str | Path, payload: dict[str, Any]) -> Path:
+    """Write ``payload`` as indented JSON, atomically (:func:`~conformal_rag_plugins.runtime.atomic_write_text`)."""
+    return atomic_write_text(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")

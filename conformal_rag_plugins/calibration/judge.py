@@ -35,7 +35,7 @@ from ..runtime.kv_cache import JsonCache
 from ..runtime.retry import call_with_retries
 from ..runtime.run_sync import run_sync
 from .examples import CalibrationExample
-from .llm_prompts import JUDGE_FEW_SHOT_TEMPLATE, fill
+from .llm_prompts import JUDGE_FEW_SHOT_TEMPLATE, LLMTask, fill
 
 __all__ = [
     "RULE_BUDGET",
@@ -135,12 +135,19 @@ class LLMJudge:
         self.cache_hits = 0
         self.failed_calls = 0
 
+    @classmethod
+    def for_task(cls, task: LLMTask, *, cache: JsonCache | None = None, timeout: float | None = 60.0) -> LLMJudge:
+        """A judge over a framework adapter's :class:`~conformal_rag_plugins.calibration.llm_prompts.LLMTask`."""
+        return cls(task.complete, model=task.model, prompt=task.render, temperature=task.temperature, cache=cache,
+                   timeout=timeout)
+
     async def __call__(self, question: str, answer: str, chunk_text: str) -> bool | None:
         """``True``/``False`` for yes/no, ``None`` for an unparseable output or a failed call."""
         context = " ".join(chunk_text.split())
         text = self.render({"question": question, "answer": answer, "context": context})
         key = JsonCache.key(_CACHE_NAMESPACE, self.model, text, question, answer, chunk_text, self.temperature)
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+        # cache reads and writes may wait on a lock held by another process: keep them off the event loop
+        if self.cache is not None and (hit := await asyncio.to_thread(self.cache.get, key)) is not None:
             self.cache_hits += 1
             return parse_yes_no(hit["text"])
         self.llm_calls += 1
@@ -149,7 +156,7 @@ class LLMJudge:
             self.failed_calls += 1
             return None
         if self.cache is not None:
-            self.cache.put(key, {"text": str(out)})
+            await asyncio.to_thread(self.cache.put, key, {"text": str(out)})  # a failed write only warns
         return parse_yes_no(str(out))
 
 

@@ -305,14 +305,15 @@ async def agenerate_questions(
 
     async def ask(text: str, attempt: int) -> str | None:
         key = JsonCache.key(_CACHE_NAMESPACE, model, text, attempt, temperature)
-        if cache is not None and (hit := cache.get(key)) is not None:
+        # cache reads and writes may wait on a lock held by another process: keep them off the event loop
+        if cache is not None and (hit := await asyncio.to_thread(cache.get, key)) is not None:
             report.cache_hits += 1
             return str(hit["text"])
         async with semaphore:
             report.llm_calls += 1
             out = await call_with_retries(lambda: complete(text), retries=call_retries, timeout=timeout)
         if out is not None and cache is not None:
-            cache.put(key, {"text": str(out)})
+            await asyncio.to_thread(cache.put, key, {"text": str(out)})  # a failed write only warns
         return None if out is None else str(out)
 
     async def one(chunk: CorpusEntry) -> tuple[dict[str, str], int] | None:

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import CalibrationIntegrityError
+from ..core.errors import CalibrationIntegrityError, InfiniteThresholdWarning
+from ..core.quantile import conformal_quantile, pac_quantile
+from ..core.validation import check_pool_size
 from .fingerprint import Fingerprint
+from .jsonio import check_signature, read_checked, resolve_signing_key, sign, verify, with_checksum, write_json
 from .jsonio import decode_float as _dec
 from .jsonio import encode_float as _enc
-from .jsonio import read_checked, verify, with_checksum
+from .schema import RetrievalFile, check_fields
 
 __all__ = ["SCHEMA_VERSION", "RetrievalCalibration"]
 
@@ -57,6 +60,9 @@ class RetrievalCalibration:
         How the calibration labels were made: counts of ``metadata["gold_rule"]``
         (chunk-level gold: ``answer-in-chunk``, ``all-chunks-fallback``, ``unsplit``) and of
         ``metadata["label_rule"]`` (LLM-judge labels), when the examples carry them.
+    corpus_ : dict
+        Digest of the host's collection at calibration time (``size``, ``ids_sha256``),
+        when the host can list its ids; a retriever built on a changed collection warns.
     """
 
     threshold_: float
@@ -73,8 +79,10 @@ class RetrievalCalibration:
     selection_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     labels_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     question_ids_: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    corpus_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        check_pool_size(self.pool_size_)
         if self.question_ids_ and len(self.question_ids_) != len(self.scores_):
             raise CalibrationIntegrityError(
                 f"The calibration records {len(self.question_ids_)} question ids for {len(self.scores_)} scores."
@@ -90,8 +98,43 @@ class RetrievalCalibration:
         """True when every candidate must be returned."""
         return math.isinf(self.threshold_)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict including the schema version and a SHA-256 checksum."""
+    def recomputed_threshold(self) -> float:
+        """The threshold recomputed from ``scores_``, ``alpha_``, ``method_`` and ``delta_`` (``inf`` kept).
+
+        Examples
+        --------
+        >>> from conformal_rag_plugins.calibration import Fingerprint
+        >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+        >>> scores = tuple(i / 10 for i in range(1, 10))
+        >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, scores, fp)
+        >>> cal.recomputed_threshold()
+        0.9
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InfiniteThresholdWarning)
+            if self.method_ == "pac":
+                if self.delta_ is None:
+                    raise CalibrationIntegrityError("A PAC calibration without delta.")
+                return pac_quantile(self.scores_, self.alpha_, self.delta_)
+            return conformal_quantile(self.scores_, self.alpha_)
+
+    def check_threshold(self) -> None:
+        """Raise :class:`CalibrationIntegrityError` unless ``threshold_`` is the one its scores give."""
+        again = self.recomputed_threshold()
+        stored = self.threshold_
+        close = math.isfinite(stored) and math.isfinite(again) and math.isclose(stored, again, rel_tol=1e-12)
+        if not (stored == again or close):
+            raise CalibrationIntegrityError(
+                f"The stored threshold {stored!r} disagrees with {again!r} recomputed from the stored "
+                f"{self.n_calibration_} scores at alpha={self.alpha_} ({self.method_}): the file was edited or "
+                "corrupted. Re-run calibration instead of editing thresholds."
+            )
+
+    def to_dict(self, *, signing_key: str | bytes | None = None) -> dict[str, Any]:
+        """JSON-ready dict with the schema version, a SHA-256 checksum and, with a key, an HMAC signature.
+
+        Unlike :meth:`save`, ``to_dict`` signs only with an explicit ``signing_key``.
+        """
         payload: dict[str, Any] = {
             "kind": _KIND,
             "schema_version": SCHEMA_VERSION,
@@ -112,14 +155,30 @@ class RetrievalCalibration:
             "labels": self.labels_,
             "question_ids": list(self.question_ids_),
         }
-        return with_checksum(payload)
+        if self.corpus_:
+            payload["corpus"] = dict(self.corpus_)
+        key = resolve_signing_key(signing_key) if signing_key is not None else None
+        return with_checksum(sign(payload, key))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RetrievalCalibration:
-        """Validate kind, schema version and checksum, then rebuild."""
+    def from_dict(cls, data: dict[str, Any], *, signing_key: str | bytes | None = None) -> RetrievalCalibration:
+        """Verify and rebuild a dict written by :meth:`to_dict`.
+
+        Checks kind, schema version, checksum, the signature (only with an explicit
+        ``signing_key``), every field's type and range, that the fields agree with each
+        other, and that the stored threshold is the one the stored scores give.
+
+        Raises
+        ------
+        CalibrationIntegrityError
+            Naming every field that is wrong.
+        """
         verify(data, _KIND, SCHEMA_VERSION)
+        if signing_key is not None:
+            check_signature(data, resolve_signing_key(signing_key))
+        check_fields(RetrievalFile, data, "retrieval calibration")
         try:
-            return cls(
+            cal = cls(
                 threshold_=_dec(data["threshold"]),
                 alpha_=float(data["alpha"]),
                 method_=str(data["method"]),
@@ -134,26 +193,46 @@ class RetrievalCalibration:
                 selection_=dict(data.get("selection") or {}),
                 labels_=dict(data.get("labels") or {}),
                 question_ids_=tuple(str(q) for q in data.get("question_ids") or ()),
+                corpus_=dict(data.get("corpus") or {}),
             )
+        except CalibrationIntegrityError:
+            raise
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationIntegrityError(f"Calibration file is missing or mangles a field: {exc}.") from exc
+        cal.check_threshold()
+        return cal
 
-    def save(self, path: str | Path) -> Path:
-        """Write JSON (never pickle) and return the path."""
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
-        return path
+    def save(self, path: str | Path, *, signing_key: str | bytes | None = None) -> Path:
+        """Write JSON (never pickle), atomically, and return the path.
+
+        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) the file carries an HMAC-SHA256 signature.
+        """
+        key = resolve_signing_key(signing_key)
+        return write_json(path, self.to_dict(signing_key=key))
 
     @classmethod
-    def load(cls, path: str | Path, *, expected: Fingerprint | None = None) -> RetrievalCalibration:
-        """Read a file written by :meth:`save`; optionally check its fingerprint.
+    def load(
+        cls, path: str | Path, *, expected: Fingerprint | None = None, signing_key: str | bytes | None = None
+    ) -> RetrievalCalibration:
+        """Read and verify a file written by :meth:`save`; optionally check its fingerprint.
+
+        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) a file without a valid
+        signature is refused.
+
+        Raises
+        ------
+        CalibrationIntegrityError
+            The message names the file and what is wrong with it.
 
         Examples
         --------
         >>> RetrievalCalibration.load("missing.json")  # doctest: +SKIP
         """
-        data = read_checked(path, _KIND, SCHEMA_VERSION)
-        cal = cls.from_dict(data)
+        try:
+            data = read_checked(path, _KIND, SCHEMA_VERSION)
+            cal = cls.from_dict(data, signing_key=resolve_signing_key(signing_key))
+        except CalibrationIntegrityError as exc:
+            raise CalibrationIntegrityError(f"{path}: {exc}") from None
         if expected is not None:
             cal.fingerprint_.check_compatible(expected)
         return cal

@@ -1,4 +1,10 @@
-"""Exact binomial tail, numpy only (no scipy in the core)."""
+"""Exact binomial tail, numpy only (no scipy in the core).
+
+:func:`binom_cdf_all` builds the whole CDF table (``O(n)``). :func:`binom_cdf_last_at_most`
+answers the question the PAC rank asks ("largest ``x`` with ``P(X <= x) <= level``") from a window
+of ``O(sqrt(n))`` terms around the mode, and gives exactly the answer the table would: when a CDF
+value lies within the combined rounding bound of both computations from ``level``, it asks the table.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import math
 
 import numpy as np
 
-__all__ = ["binom_cdf", "binom_cdf_all"]
+__all__ = ["binom_cdf", "binom_cdf_all", "binom_cdf_last_at_most"]
 
 
 def binom_cdf_all(n: int, p: float) -> np.ndarray:
@@ -49,3 +55,108 @@ def binom_cdf(x: int, n: int, p: float) -> float:
     if x >= n:
         return 1.0
     return float(binom_cdf_all(n, p)[x])
+
+
+_U = 2.0**-53  # unit roundoff of float64
+#: Terms left out of the window weigh less than ``exp(-_TAIL)`` times ``min(level, 1 - level)``.
+_TAIL = 42.0
+#: Below this level the table's own terms underflow near the answer: ask the table.
+_MIN_FAST_LEVEL = 1e-250
+
+
+def _last_in_table(n: int, p: float, level: float, x_max: int) -> int:
+    """Largest ``x <= x_max`` with ``binom_cdf_all(n, p)[x] <= level``, or -1 (the reference)."""
+    ok = np.flatnonzero(binom_cdf_all(n, p)[: x_max + 1] <= level)
+    return int(ok[-1]) if ok.size else -1
+
+
+def _last_in_window(n: int, p: float, level: float, x_max: int) -> int | None:
+    """The same answer from the terms around the mode, or ``None`` when it is too close to call.
+
+    The window ``[lo, hi]`` around the mode holds every term heavier than ``exp(-_TAIL) *
+    min(level, 1 - level)`` of the peak (tails beyond it are bounded geometrically: the pmf is
+    log-concave). Its terms come from the exact ratio ``pmf(j) / pmf(j-1)``, so no ``lgamma``
+    of large arguments is needed. The answer is returned only when the CDF on both sides of it
+    stays farther from ``level`` than the rounding of this computation plus that of
+    :func:`binom_cdf_all` (whose log-space cumulative sums lose more, about ``n * u`` per term):
+    then both computations take the same side of ``level`` at ``x`` and ``x + 1``, and both CDFs
+    are non-decreasing, so they agree on the answer.
+    """
+    log_p, log_q = math.log(p), math.log1p(-p)
+    logit = log_p - log_q
+    mode = min(n, int((n + 1) * p))
+    need = _TAIL - math.log(min(level, 1.0 - level))
+    t = math.ceil(math.sqrt(n * p * (1.0 - p) * 2.0 * need)) + 16
+    while True:
+        lo, hi = max(0, mode - t), min(n, mode + t)
+        j = np.arange(lo + 1, hi + 1, dtype=float)
+        # log pmf(j) - log pmf(j-1) = log((n - j + 1) / j) + log(p / (1 - p)), exact up to rounding
+        log_w = np.concatenate(([0.0], np.cumsum(np.log((n - j + 1) / j) + logit)))
+        log_w -= log_w.max()
+        cum = np.cumsum(np.exp(log_w))
+        budget = math.log(cum[-1]) - need
+        covered = True
+        if lo > 0:  # terms below lo shrink at least geometrically with ratio r
+            r = lo * (1.0 - p) / ((n - lo + 1) * p)
+            covered = r < 1.0 and log_w[0] + math.log(r / (1.0 - r)) < budget
+        if covered and hi < n:
+            r = (n - hi) * p / ((hi + 1) * (1.0 - p))
+            covered = r < 1.0 and log_w[-1] + math.log(r / (1.0 - r)) < budget
+        if covered or (lo == 0 and hi == n):
+            break
+        t *= 2
+    cdf = cum / cum[-1]
+    width = hi - lo + 1
+    # Rounding bounds (relative, on CDF values): the table's log terms reach n*(log 2 + |log p| + |log q|)
+    # and its cumulative sums drift by at most one rounding of that per step across the window; ours
+    # stay below `need` plus a step; both sum <= n + width terms; the neglected tails weigh <= e^-_TAIL.
+    table_scale = n * (math.log(2.0) + abs(log_p) + abs(log_q)) + 64.0
+    window_scale = float(-log_w.min()) + math.log(n + 1.0) + abs(logit) + 64.0
+    tol = 4.0 * (width + 8) * _U * (table_scale + window_scale) + 4.0 * (n + width + 64) * _U + 4.0 * math.exp(-_TAIL)
+    x = min(lo + int(np.searchsorted(cdf, level, side="right")) - 1, x_max)
+    if lo <= x and not cdf[x - lo] <= level * (1.0 - tol):
+        return None  # P(X <= x) too close to level
+    if x + 1 <= x_max and not (x + 1 <= hi and cdf[x + 1 - lo] > level * (1.0 + tol)):
+        return None  # P(X <= x + 1) too close to level
+    return x
+
+
+def binom_cdf_last_at_most(n: int, p: float, level: float, x_max: int | None = None) -> int:
+    """Largest ``x <= x_max`` with ``P(X <= x) <= level`` for ``X ~ Binomial(n, p)``, or -1.
+
+    Exactly the answer read from the table :func:`binom_cdf_all` (``cdf[:x_max + 1] <= level``),
+    found from ``O(sqrt(n))`` terms around the mode instead of all ``n + 1``; the table itself
+    is built only when a CDF value lies within rounding of ``level``, or ``level < 1e-250``.
+
+    Parameters
+    ----------
+    n : int
+        Number of trials, ``>= 0``.
+    p : float
+        Success probability.
+    level : float
+        The CDF bound.
+    x_max : int, optional
+        Largest ``x`` considered (default ``n``).
+
+    Returns
+    -------
+    int
+        The largest qualifying ``x``, or -1 when even ``P(X <= 0) > level``.
+
+    Examples
+    --------
+    >>> binom_cdf_last_at_most(100, 0.1, 0.1, x_max=99)
+    5
+    >>> binom_cdf_last_at_most(10, 0.1, 0.1)
+    -1
+    """
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    x_max = n if x_max is None else min(int(x_max), n)
+    if x_max < 0:
+        return -1
+    if not (0.0 < p < 1.0) or not (_MIN_FAST_LEVEL <= level < 1.0):
+        return _last_in_table(n, p, level, x_max)
+    x = _last_in_window(n, p, level, x_max)
+    return _last_in_table(n, p, level, x_max) if x is None else x

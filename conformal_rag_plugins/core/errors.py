@@ -6,10 +6,12 @@ __all__ = [
     "CalibrationError",
     "CalibrationIntegrityError",
     "ConformalError",
+    "CorpusChangedWarning",
     "CoverageCeilingWarning",
     "FingerprintMismatchError",
     "GuaranteeCutWarning",
     "InfiniteThresholdWarning",
+    "InputFileError",
     "NotFittedError",
 ]
 
@@ -30,6 +32,15 @@ class FingerprintMismatchError(ConformalError):
     """A calibration is used with another embedding model, store, distance or scale."""
 
 
+class InputFileError(CalibrationError):
+    """An input file (corpus, qa or questions JSONL, a folder of documents) is missing or malformed.
+
+    The message names the file, and the line for a bad JSONL line (``path:line: ...``). It
+    subclasses :class:`CalibrationError`, which the loaders raised before, so existing
+    ``except CalibrationError`` code keeps working.
+    """
+
+
 class NotFittedError(ConformalError, AttributeError):
     """An estimator was used before it was conformalized."""
 
@@ -46,4 +57,12 @@ class CoverageCeilingWarning(InfiniteThresholdWarning):
     """An answer-set calibration cannot guarantee its target: too many misses for the requested level.
 
     The message names the generator's coverage ceiling and the retrieval misses.
+    """
+
+
+class CorpusChangedWarning(UserWarning):
+    """The host's collection differs from the one the calibration was made on.
+
+    Adding or removing chunks changes the candidate pools, so the calibrated coverage
+    may no longer hold; re-calibrate on the collection you query.
     """

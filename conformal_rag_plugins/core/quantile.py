@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .binomial import binom_cdf_all
+from .binomial import binom_cdf_last_at_most
 from .errors import CalibrationError, InfiniteThresholdWarning
 from .validation import check_alpha, check_scores
 
@@ -60,6 +60,20 @@ def min_calibration_size(alpha: float) -> int:
     return max(1, math.ceil(1 / Fraction(str(alpha))) - 1)
 
 
+def _score_array(scores: Iterable[float]) -> np.ndarray:
+    """:func:`check_scores` with one pass and no copy for a float array (the common, valid case).
+
+    A NaN or ``-inf`` anywhere makes the minimum NaN or ``-inf``; only then (or for non-arrays,
+    empty input) does :func:`check_scores` run, for its exact error.
+    """
+    if isinstance(scores, np.ndarray) and scores.size:
+        arr = np.asarray(scores, dtype=float).ravel()
+        low = arr.min()
+        if not (np.isnan(low) or low == -math.inf):
+            return arr
+    return check_scores(scores)
+
+
 def _infinite(message: str, strict: bool) -> float:
     if strict:
         raise CalibrationError(message)
@@ -90,7 +104,7 @@ def conformal_quantile(scores: Iterable[float], alpha: float, *, strict: bool = 
     >>> conformal_quantile([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], 0.1)
     0.9
     """
-    arr = check_scores(scores)
+    arr = _score_array(scores)
     n = arr.size
     k = conformal_rank(n, alpha)
     if k > n:
@@ -124,12 +138,10 @@ def pac_rank(n: int, epsilon: float, delta: float) -> int | None:
     delta = check_alpha(delta, "delta")
     if n < 1:
         return None
-    cdf = binom_cdf_all(n, epsilon)  # cdf[x] = BinomCDF(x; n, epsilon), non-decreasing in x
-    # smallest k <=> largest x = n - k (k >= 1 so x <= n - 1) with cdf[x] <= delta
-    ok = np.flatnonzero(cdf[:n] <= delta)
-    if ok.size == 0:
-        return None
-    return int(n - ok[-1])
+    # smallest k <=> largest x = n - k (k >= 1 so x <= n - 1) with BinomCDF(x; n, epsilon) <= delta,
+    # exactly as the full table binom_cdf_all(n, epsilon) says, from O(sqrt(n)) terms
+    x = binom_cdf_last_at_most(n, epsilon, delta, x_max=n - 1)
+    return None if x < 0 else n - x
 
 
 def pac_quantile(scores: Iterable[float], epsilon: float, delta: float, *, strict: bool = False) -> float:
@@ -144,7 +156,7 @@ def pac_quantile(scores: Iterable[float], epsilon: float, delta: float, *, stric
     >>> round(pac_quantile([i / 100 for i in range(1, 101)], 0.1, 0.1), 2)
     0.95
     """
-    arr = check_scores(scores)
+    arr = _score_array(scores)
     n = arr.size
     k = pac_rank(n, epsilon, delta)
     if k is None:

@@ -120,10 +120,11 @@ def set_size(family: str, scores: Sequence[float] | np.ndarray, threshold: float
     return int(keep_mask(family, scores, threshold).sum())
 
 
-def candidate_nonconformity(family: str, scores: Sequence[float] | np.ndarray) -> np.ndarray:
+def candidate_nonconformity(family: str, scores: Sequence[float] | np.ndarray, *, validate: bool = True) -> np.ndarray:
     """Nonconformity of every candidate as if it were the gold chunk (for p-values).
 
     Candidate ``i`` is kept by :func:`keep_mask` iff its value here is ``<= threshold``.
+    ``validate=False`` skips the input checks for pools already checked (hot loops).
 
     Examples
     --------
@@ -131,7 +132,7 @@ def candidate_nonconformity(family: str, scores: Sequence[float] | np.ndarray) -
     [1.0, 2.0]
     """
     _check_family(family)
-    arr = _sorted_scores(scores)
+    arr = _sorted_scores(scores) if validate else np.asarray(scores, dtype=float)
     if family == "similarity":
         return -arr
     if family == "rank":

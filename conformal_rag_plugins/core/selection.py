@@ -59,20 +59,24 @@ def decide_set(
     *,
     min_k: int | None = None,
     max_k: int | None = None,
+    validate: bool = True,
 ) -> SetDecision:
     """Apply the threshold, then pad to ``min_k`` and cut at ``max_k``.
 
-    Padding keeps the guarantee (a superset); cutting loses it.
+    Padding keeps the guarantee (a superset); cutting loses it. ``validate=False`` skips the
+    checks of the bounds and of the scores (no NaN, best first) for callers that already made
+    them once (the retrievers' per-query path).
 
     Examples
     --------
     >>> decide_set("rank", [0.9, 0.8, 0.7], 2.0, max_k=1).guaranteed
     False
     """
-    check_k_bounds(min_k, max_k)
-    mask = keep_mask(family, scores, threshold)
-    conformal = [int(i) for i in np.flatnonzero(mask)]
-    chosen = list(conformal)
+    if validate:
+        check_k_bounds(min_k, max_k)
+    mask = keep_mask(family, scores, threshold, validate=validate)
+    conformal = np.flatnonzero(mask).tolist()
+    chosen = conformal
     if min_k is not None and len(chosen) < min_k:
         chosen = list(range(min(min_k, len(mask))))
     guaranteed, reason = True, ""

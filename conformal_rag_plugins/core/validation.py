@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import CalibrationError, ConformalError
 
-__all__ = ["check_alpha", "check_scores"]
+__all__ = ["check_alpha", "check_pool_size", "check_scores"]
 
 
 def check_alpha(alpha: float, name: str = "alpha") -> float:
@@ -30,6 +30,21 @@ def check_alpha(alpha: float, name: str = "alpha") -> float:
             f"For 90% coverage pass {name}=0.1 (or confidence_level=0.9)."
         )
     return value
+
+
+def check_pool_size(pool_size: object, name: str = "pool_size") -> int:
+    """Return ``pool_size`` if it is an integer >= 1, else raise (0 never means "the default").
+
+    Examples
+    --------
+    >>> check_pool_size(50)
+    50
+    """
+    if isinstance(pool_size, bool) or not isinstance(pool_size, int | np.integer) or int(pool_size) < 1:
+        raise ConformalError(
+            f"{name} must be a whole number >= 1 (candidates fetched per query), got {pool_size!r}."
+        )
+    return int(pool_size)
 
 
 def check_scores(scores: Iterable[float], *, allow_pos_inf: bool = True) -> np.ndarray:

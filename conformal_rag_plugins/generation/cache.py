@@ -1,42 +1,44 @@
 """SQLite cache of sampled answers, so a crash or a re-run loses no paid work.
 
 Keys hash (question, chunk text, model id, prompt template, temperature, n).
-Values are JSON (never pickle).
+Values are JSON (never pickle). Safe to share between threads and processes: WAL journal,
+short autocommit transactions, bounded retries of "database is locked", and a write that
+still fails only logs a warning (see :mod:`conformal_rag_plugins.runtime.kv_cache`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import threading
 from collections.abc import Sequence
-from pathlib import Path
 
+from ..runtime.kv_cache import SqliteStore
 from .samples import Sample
 
 __all__ = ["SampleCache"]
 
 
-class SampleCache:
+class SampleCache(SqliteStore):
     """Persistent ``key -> list[Sample]`` store.
+
+    Parameters
+    ----------
+    path : path or ":memory:"
+        SQLite file (its folder is created), or ``":memory:"``.
+    busy_timeout, retries, backoff
+        See :class:`~conformal_rag_plugins.runtime.kv_cache.SqliteStore`.
 
     Examples
     --------
     >>> cache = SampleCache(":memory:")
     >>> key = SampleCache.key("q", "ctx", "model", "tmpl", 1.0, 2)
     >>> cache.put(key, [Sample("a"), Sample("b")])
+    True
     >>> [s.text for s in cache.get(key)]
     ['a', 'b']
     """
 
-    def __init__(self, path: str | Path) -> None:
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False)
-        self._db.execute("CREATE TABLE IF NOT EXISTS samples (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        self._db.commit()
-        self._lock = threading.Lock()
+    table = "samples"
 
     @staticmethod
     def key(question: str, context: str, model: str, template: str, temperature: float | None, n: int) -> str:
@@ -46,13 +48,15 @@ class SampleCache:
 
     def get(self, key: str) -> list[Sample] | None:
         """Cached samples, or ``None``."""
-        with self._lock:
-            row = self._db.execute("SELECT value FROM samples WHERE key = ?", (key,)).fetchone()
-        return [Sample.from_dict(d) for d in json.loads(row[0])] if row else None
+        text = self.get_text(key)
+        return None if text is None else [Sample.from_dict(d) for d in json.loads(text)]
 
-    def put(self, key: str, samples: Sequence[Sample]) -> None:
-        """Store samples (committed at once)."""
-        value = json.dumps([s.to_dict() for s in samples], ensure_ascii=False)
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO samples VALUES (?, ?)", (key, value))
-            self._db.commit()
+    def put(self, key: str, samples: Sequence[Sample]) -> bool:
+        """Store samples (committed at once).
+
+        Returns
+        -------
+        bool
+            ``False`` when they could not be stored (a warning is logged); never raises for that.
+        """
+        return self.put_text(key, json.dumps([s.to_dict() for s in samples], ensure_ascii=False))

@@ -105,6 +105,7 @@ def align_stages(
             n_calibration_=len(scores),
             n_misses_=sum(1 for s in scores if math.isinf(s)),
         )
+        retrieval = replace(retrieval, threshold_=retrieval.recomputed_threshold())
     return retrieval, aligned
 
 

@@ -72,7 +72,8 @@ async def draw_samples(
     >>> [s.text for s in asyncio.run(draw_samples(once, n=2, max_concurrency=1, retries=0, timeout=None))]
     ['Rollo', 'Rollo']
     """
-    if cache is not None and key is not None and (hit := cache.get(key)) is not None:
+    # cache reads and writes may wait on a lock held by another process: keep them off the event loop
+    if cache is not None and key is not None and (hit := await asyncio.to_thread(cache.get, key)) is not None:
         return hit
     semaphore = (limit or ConcurrencyLimit(max_concurrency)).semaphore()
 
@@ -83,5 +84,5 @@ async def draw_samples(
 
     samples = list(await asyncio.gather(*(one() for _ in range(n))))
     if cache is not None and key is not None and not all(s.failed for s in samples):
-        cache.put(key, samples)
+        await asyncio.to_thread(cache.put, key, samples)  # a failed write only logs a warning
     return samples

@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..calibration.driver import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.examples import CalibrationExample
+from ..calibration.fingerprint import corpus_digest
 from ..calibration.retrieval import RetrievalCalibration
+from ..core.errors import ConformalError
+from ..core.validation import check_pool_size
 from .fingerprint import fingerprint_of
-from .host import Host, existing_ids, fetch_pool
+from .host import Host, all_ids, existing_ids, fetch_pool
 
-__all__ = ["calibrate_retriever"]
+__all__ = ["calibrate_retriever", "resolve_pool_size"]
 
 
-def _pool_size_of(host: Host, pool_size: int | None) -> int:
+def resolve_pool_size(host: Host, pool_size: int | None) -> int:
+    """The pool size to query with: ``pool_size`` (>= 1), else the host's ``k``, else 50."""
     host_k = getattr(host, "k", None)
+    if pool_size is not None:
+        pool_size = check_pool_size(pool_size)
     if pool_size is None:
         return int(host_k) if isinstance(host_k, int) else 50
     if isinstance(host_k, int) and host_k < pool_size:
-        raise ValueError(f"The host retriever returns k={host_k} candidates, fewer than pool_size={pool_size}.")
+        raise ConformalError(f"The host retriever returns k={host_k} candidates, fewer than pool_size={pool_size}.")
     return pool_size
 
 
@@ -63,7 +70,7 @@ def calibrate_retriever(
     >>> cal = calibrate_retriever(vectorstore, examples, confidence_level=0.9)  # doctest: +SKIP
     >>> retriever = ConformalRetriever(vectorstore=vectorstore, calibration=cal)  # doctest: +SKIP
     """
-    size = _pool_size_of(host, pool_size)
+    size = resolve_pool_size(host, pool_size)
     examples = list(examples)
     gold = sorted({g for ex in examples for g in ex.gold_ids})
     known = existing_ids(host, gold) if gold else None
@@ -73,7 +80,7 @@ def calibrate_retriever(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Relevance scores must be between")
         observations = collect_observations(examples, lambda q: fetch_pool(host, q, size)[0], progress=progress)
-    return calibrate_from_pools(
+    cal = calibrate_from_pools(
         observations,
         fingerprint=fingerprint,
         pool_size=size,
@@ -85,3 +92,4 @@ def calibrate_retriever(
         strict=strict,
         labels=label_counts(examples),
     )
+    return replace(cal, corpus_=corpus_digest(all_ids(host)))

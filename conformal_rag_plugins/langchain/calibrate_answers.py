@@ -13,7 +13,7 @@ from ..calibration.retrieval import RetrievalCalibration
 from ..generation import SampleCache
 from ..generation.calibrate import HostHooks, calibrate_stages
 from ..runtime.run_sync import run_sync
-from .calibrate import calibrate_retriever
+from .calibrate import calibrate_retriever, resolve_pool_size
 from .host import Host, fetch_pool, texts_by_id
 from .sampling import LangChainSampler, model_id
 
@@ -55,7 +55,7 @@ def calibrate_answer_sets(
     >>> cal = calibrate_answer_sets(store, chat_model, examples, confidence_level=0.7)  # doctest: +SKIP
     """
     sampler = LangChainSampler(llm, n_samples=n_samples, max_concurrency=max_concurrency, cache=cache)
-    size = pool_size or getattr(host, "k", None) or 50
+    size = resolve_pool_size(host, pool_size)
     hooks = HostHooks(
         fetch=lambda q: fetch_pool(host, q, size)[0],
         texts_for=lambda ids: texts_by_id(host, ids),

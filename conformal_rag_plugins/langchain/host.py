@@ -12,7 +12,7 @@ from langchain_core.vectorstores import VectorStore
 from ..calibration.driver import CandidatePool
 from ..core.errors import ConformalError
 
-__all__ = ["Host", "afetch_pool", "doc_id", "existing_ids", "fetch_pool", "texts_by_id"]
+__all__ = ["Host", "afetch_pool", "all_ids", "doc_id", "existing_ids", "fetch_pool", "texts_by_id"]
 
 Host = VectorStore | BaseRetriever
 SCORE_KEY = "score"
@@ -85,6 +85,19 @@ def existing_ids(host: Host, ids: Sequence[str]) -> set[str] | None:
         return {d.id for d in store.get_by_ids(list(ids)) if d.id}
     except NotImplementedError:
         return None
+
+
+def all_ids(host: Host) -> list[str] | None:
+    """Every document id the host can return (a Chroma store, or a fusion over one plus BM25), or ``None``."""
+    store = host if isinstance(host, VectorStore) else getattr(host, "vectorstore", None)
+    collection = getattr(store, "_collection", None) if store is not None else None
+    if collection is None:
+        return None
+    ids = set(collection.get(include=[])["ids"])
+    bm25 = getattr(host, "bm25", None)
+    if bm25 is not None and getattr(bm25, "ids", None) is not None:
+        ids |= {str(i) for i in bm25.ids}
+    return sorted(ids)
 
 
 def texts_by_id(host: Host, ids: Sequence[str]) -> dict[str, str]:

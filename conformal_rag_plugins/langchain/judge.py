@@ -13,18 +13,12 @@ from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
 from ..calibration.examples import CalibrationExample
 from ..calibration.judge import LabelReport, LLMJudge, alabel_examples
-from ..calibration.llm_prompts import (
-    JUDGE_CHAT_SYSTEM,
-    JUDGE_CHAT_USER_TEMPLATE,
-    JUDGE_FEW_SHOT_TEMPLATE,
-    JUDGE_VARIABLES,
-)
+from ..calibration.llm_prompts import JUDGE_PROMPTS
 from ..runtime.kv_cache import JsonCache, open_cache
 from ..runtime.run_sync import run_sync
-from .calibrate import _pool_size_of
+from .calibrate import resolve_pool_size
 from .host import Host, afetch_pool
-from .llm_calls import chat_template, completion_template, prompt_caller
-from .sampling import model_id
+from .llm_calls import llm_task
 
 __all__ = ["alabel_with_judge", "label_with_judge"]
 
@@ -44,26 +38,16 @@ async def alabel_with_judge(
     progress: bool = False,
 ) -> tuple[list[CalibrationExample], LabelReport]:
     """Async :func:`label_with_judge`."""
-    size = _pool_size_of(host, pool_size)
-    completion = completion_template(completion_prompt, JUDGE_FEW_SHOT_TEMPLATE, JUDGE_VARIABLES)
-    chat = chat_template(chat_prompt, JUDGE_CHAT_SYSTEM, JUDGE_CHAT_USER_TEMPLATE, JUDGE_VARIABLES)
-    render, complete = prompt_caller(llm, completion, chat, JUDGE_VARIABLES)
-    name = model_id(llm)
-    judge = LLMJudge(
-        complete,
-        model=name,
-        prompt=render,
-        temperature=getattr(llm, "temperature", None),
-        cache=open_cache(cache),
-        timeout=timeout,
-    )
+    size = resolve_pool_size(host, pool_size)
+    task = llm_task(llm, JUDGE_PROMPTS, completion_prompt, chat_prompt)
+    judge = LLMJudge.for_task(task, cache=open_cache(cache), timeout=timeout)
 
     async def rank(question: str) -> list[tuple[str | None, str]]:
         pool, _ = await afetch_pool(host, question, size)
         return list(zip(pool.ids, pool.texts, strict=True))
 
     return await alabel_examples(
-        examples, rank, judge, budget=budget, max_concurrency=max_concurrency, judge_model=name, progress=progress
+        examples, rank, judge, budget=budget, max_concurrency=max_concurrency, judge_model=task.model, progress=progress
     )
 
 

@@ -20,10 +20,10 @@ from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import messages_from_dict, messages_to_dict
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
-from ..calibration.llm_prompts import to_fstring
+from ..calibration.llm_prompts import LLMTask, PromptSet, to_fstring
 from ..core.errors import ConformalError
 
-__all__ = ["chat_template", "completion_template", "is_chat", "prompt_caller"]
+__all__ = ["chat_template", "completion_template", "is_chat", "llm_task", "prompt_caller"]
 
 Render = Callable[[Mapping[str, str]], str]
 Complete = Callable[[str], Awaitable[str]]
@@ -114,3 +114,26 @@ def prompt_caller(
         return out if isinstance(out, str) else str(getattr(out, "content", out))
 
     return render_completion, complete_text
+
+
+def llm_task(
+    model: Any,
+    prompts: PromptSet,
+    completion_prompt: PromptTemplate | str | None = None,
+    chat_prompt: ChatPromptTemplate | None = None,
+) -> LLMTask:
+    """The user's model and prompts (or the task's defaults) as an :class:`LLMTask`.
+
+    Examples
+    --------
+    >>> from langchain_core.language_models import FakeListLLM
+    >>> from conformal_rag_plugins.calibration.llm_prompts import JUDGE_PROMPTS
+    >>> llm_task(FakeListLLM(responses=["yes"]), JUDGE_PROMPTS).model
+    'FakeListLLM:None'
+    """
+    from .sampling import model_id
+
+    completion = completion_template(completion_prompt, prompts.few_shot, prompts.variables)
+    chat = chat_template(chat_prompt, prompts.chat_system, prompts.chat_user, prompts.variables)
+    render, complete = prompt_caller(model, completion, chat, prompts.variables)
+    return LLMTask(render, complete, model_id(model), getattr(model, "temperature", None))

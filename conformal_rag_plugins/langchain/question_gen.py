@@ -14,19 +14,13 @@ from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
 from ..calibration.chunks import Chunk
 from ..calibration.examples import CalibrationExample, CorpusEntry
-from ..calibration.llm_prompts import (
-    QUESTION_CHAT_SYSTEM,
-    QUESTION_CHAT_USER_TEMPLATE,
-    QUESTION_FEW_SHOT_TEMPLATE,
-    QUESTION_VARIABLES,
-)
+from ..calibration.llm_prompts import QUESTION_PROMPTS
 from ..calibration.question_gen import DEFAULT_MIN_WORDS, GenerationReport, agenerate_questions
 from ..core.errors import ConformalError
 from ..runtime.kv_cache import JsonCache, open_cache
 from ..runtime.run_sync import run_sync
 from .host import doc_id
-from .llm_calls import chat_template, completion_template, prompt_caller
-from .sampling import model_id
+from .llm_calls import llm_task
 
 __all__ = ["agenerate_calibration_questions", "chunks_from_documents", "generate_calibration_questions"]
 
@@ -76,18 +70,16 @@ async def agenerate_calibration_questions(
     progress: bool = False,
 ) -> tuple[list[CalibrationExample], GenerationReport]:
     """Async :func:`generate_calibration_questions`."""
-    completion = completion_template(completion_prompt, QUESTION_FEW_SHOT_TEMPLATE, QUESTION_VARIABLES)
-    chat = chat_template(chat_prompt, QUESTION_CHAT_SYSTEM, QUESTION_CHAT_USER_TEMPLATE, QUESTION_VARIABLES)
-    render, complete = prompt_caller(llm, completion, chat, QUESTION_VARIABLES)
+    task = llm_task(llm, QUESTION_PROMPTS, completion_prompt, chat_prompt)
     return await agenerate_questions(
         chunks_from_documents(documents),
-        complete,
+        task.complete,
         n_questions,
-        model=model_id(llm),
-        prompt=render,
+        model=task.model,
+        prompt=task.render,
         seed=seed,
         topic=topic,
-        temperature=getattr(llm, "temperature", None),
+        temperature=task.temperature,
         max_retries=max_retries,
         max_concurrency=max_concurrency,
         timeout=timeout,

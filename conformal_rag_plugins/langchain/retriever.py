@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy as np
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,
@@ -14,12 +15,13 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
+from ..calibration.fingerprint import check_corpus, corpus_digest
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, GuaranteeCutWarning
 from ..core.retrieval_scores import candidate_nonconformity
 from ..core.selection import check_k_bounds, decide_set
 from .fingerprint import fingerprint_of
-from .host import afetch_pool, fetch_pool
+from .host import _from_pairs, _relevance, _scored, afetch_pool, all_ids
 
 __all__ = ["ConformalRetriever"]
 
@@ -87,6 +89,8 @@ class ConformalRetriever(BaseRetriever):
         check_k_bounds(self.min_k, self._cap(None))
         if self.check_fingerprint:
             self.calibration.fingerprint_.check_compatible(fingerprint_of(self._host))
+            if self.calibration.corpus_:
+                check_corpus(self.calibration.corpus_, corpus_digest(all_ids(self._host)), stacklevel=6)
         host_k = getattr(self.retriever, "k", None)
         if isinstance(host_k, int) and host_k < self.calibration.pool_size_:
             raise ConformalError(
@@ -105,32 +109,61 @@ class ConformalRetriever(BaseRetriever):
         caps = [c for c in (k, self.k, self.max_k) if c is not None]
         return min(caps) if caps else None
 
-    def _select(self, docs: list[Document], scores: Any, k: int | None) -> list[Document]:
+    def _select(self, docs: list[Document], scores: Any, k: int | None, *, checked: bool = False) -> list[Document]:
+        """The conformal set of one query; ``checked=True`` when ``scores`` are known NaN-free and best first."""
         cal = self.calibration
-        decision = decide_set(cal.score_family_, scores, cal.threshold_, min_k=self.min_k, max_k=self._cap(k))
+        family = cal.score_family_
+        cap = self._cap(k)
+        check_k_bounds(self.min_k, cap)
+        arr = np.asarray(scores, dtype=float)
+        decision = decide_set(family, arr, cal.threshold_, min_k=self.min_k, max_k=cap, validate=not checked)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
-        nonconf = candidate_nonconformity(cal.score_family_, scores)
+        if not decision.indices:
+            return []
+        nonconf = candidate_nonconformity(family, arr, validate=False).tolist()
+        values = arr.tolist()
+        shared = {  # the same for every document of this query, built once
+            "conformal_threshold": cal.threshold_,
+            "conformal_alpha": cal.alpha_,
+            "conformal_score_family": family,
+            "conformal_set_size": decision.conformal_size,
+            "conformal_guaranteed": decision.guaranteed,
+        }
         out = []
         for i in decision.indices:
             doc = docs[i]
-            meta = dict(doc.metadata) | {
-                "score": float(scores[i]),
-                "conformal_nonconformity": float(nonconf[i]),
-                "conformal_threshold": cal.threshold_,
-                "conformal_alpha": cal.alpha_,
-                "conformal_score_family": cal.score_family_,
-                "conformal_set_size": decision.conformal_size,
-                "conformal_guaranteed": decision.guaranteed,
-            }
+            meta = dict(doc.metadata) | {"score": values[i], "conformal_nonconformity": nonconf[i]} | shared
             out.append(Document(id=doc.id, page_content=doc.page_content, metadata=meta))
         return out
+
+    def _fetch(self, query: str) -> tuple[list[Document], np.ndarray]:
+        """The host's top ``pool_size`` documents best first and their scores (only what a query needs).
+
+        Same order and checks as :func:`fetch_pool`, without building the calibration-side
+        :class:`CandidatePool` (ids and texts) on every query.
+        """
+        host, size = self._host, self.calibration.pool_size_
+        if isinstance(host, VectorStore):
+            pairs = _relevance(host, query, size)
+        else:
+            pairs = _scored(host.invoke(query), host)[:size]
+        raw = [s for _, s in pairs]
+        if None in raw:
+            _from_pairs(pairs)  # raises the CalibrationError for a missing score
+        scores = np.array(raw, dtype=float)
+        if np.isnan(scores).any():
+            _from_pairs(pairs)  # raises the CalibrationError for a NaN score
+        if scores.size > 1 and (scores[1:] > scores[:-1]).any():
+            order = np.argsort(-scores, kind="stable")
+            return [pairs[i][0] for i in order], scores[order]
+        return [d for d, _ in pairs], scores
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any
     ) -> list[Document]:
-        pool, docs = fetch_pool(self._host, query, self.calibration.pool_size_)
-        return self._select(docs, pool.scores, k)
+        docs, scores = self._fetch(query)
+        return self._select(docs, scores, k, checked=True)
 
     async def _aget_relevant_documents(
         self,
@@ -141,4 +174,4 @@ class ConformalRetriever(BaseRetriever):
         **kwargs: Any,
     ) -> list[Document]:
         pool, docs = await afetch_pool(self._host, query, self.calibration.pool_size_)
-        return self._select(docs, pool.scores, k)
+        return self._select(docs, pool.scores, k, checked=True)

@@ -8,16 +8,9 @@ from langchain_core.language_models import BaseChatModel, BaseLanguageModel, Bas
 from langchain_core.outputs import LLMResult
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
-from ..generation import (
-    CHAT_SYSTEM_PROMPT,
-    CHAT_USER_TEMPLATE,
-    FEW_SHOT_TEMPLATE,
-    Sample,
-    SampleCache,
-    mean_logprob,
-    reports_logprobs,
-)
-from ..generation.draw import ConcurrencyLimit, draw_samples
+from ..generation import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE, Sample, SampleCache, mean_logprob
+from ..generation.sampler import AnswerSampler
+from ..generation.sampler import model_id as _model_id
 
 __all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LangChainSampler", "model_id"]
 
@@ -27,9 +20,7 @@ DEFAULT_CHAT_PROMPT = ChatPromptTemplate.from_messages([("system", CHAT_SYSTEM_P
 
 def model_id(model: Any) -> str:
     """A stable identifier of the model for cache keys and calibration records."""
-    name = getattr(model, "model_name", None) or getattr(model, "model", None) or getattr(model, "model_path", None)
-    # samples drawn with logprobs carry a likelihood, so they must not share cache entries with those without
-    return f"{type(model).__name__}:{name}" + ("+logprobs" if reports_logprobs(model) else "")
+    return _model_id(model, ("model_name", "model", "model_path"))
 
 
 def _to_sample(out: Any) -> Sample:
@@ -52,7 +43,7 @@ def _llm_result_sample(result: LLMResult) -> Sample:
     return Sample.clean(gen.text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), logprob=logprob)
 
 
-class LangChainSampler:
+class LangChainSampler(AnswerSampler):
     """Draw ``n`` answers for (question, context) from a LangChain model.
 
     Chat models get the chat prompt, completion LLMs the few-shot prompt. Calls run
@@ -80,47 +71,30 @@ class LangChainSampler:
         retries: int = 2,
         cache: SampleCache | None = None,
     ) -> None:
-        if n_samples < 1:
-            raise ValueError(f"n_samples must be >= 1, got {n_samples}.")
-        self.model = model
-        self.n_samples = n_samples
-        self.completion_prompt = completion_prompt or DEFAULT_COMPLETION_PROMPT
-        self.chat_prompt = chat_prompt or DEFAULT_CHAT_PROMPT
-        self.max_concurrency = max_concurrency
-        self.timeout = timeout
-        self.retries = retries
-        self.cache = cache
-        self._limit = ConcurrencyLimit(max_concurrency)
+        super().__init__(
+            model,
+            n_samples=n_samples,
+            completion_prompt=completion_prompt or DEFAULT_COMPLETION_PROMPT,
+            chat_prompt=chat_prompt or DEFAULT_CHAT_PROMPT,
+            max_concurrency=max_concurrency,
+            timeout=timeout,
+            retries=retries,
+            cache=cache,
+        )
 
     @property
     def prompt(self) -> PromptTemplate | ChatPromptTemplate:
         """The prompt in use for this model."""
         return self.chat_prompt if isinstance(self.model, BaseChatModel) else self.completion_prompt
 
-    async def asample(self, question: str, context: str) -> list[Sample]:
-        """``n_samples`` answers, from the cache when present."""
-        key = SampleCache.key(
-            question,
-            context,
-            model_id(self.model),
-            repr(self.prompt),
-            getattr(self.model, "temperature", None),
-            self.n_samples,
-        )
+    def _prompt_text(self) -> str:
+        return repr(self.prompt)
+
+    def _model_id(self) -> str:
+        return model_id(self.model)
+
+    async def _call(self, question: str, context: str) -> Sample:
         value = self.prompt.invoke({"context": context, "question": question})
-
-        async def call() -> Sample:
-            if isinstance(self.model, BaseLLM):
-                return _llm_result_sample(await self.model.agenerate_prompt([value]))
-            return _to_sample(await self.model.ainvoke(value))
-
-        return await draw_samples(
-            call,
-            n=self.n_samples,
-            max_concurrency=self.max_concurrency,
-            retries=self.retries,
-            timeout=self.timeout,
-            cache=self.cache,
-            key=key,
-            limit=self._limit,
-        )
+        if isinstance(self.model, BaseLLM):
+            return _llm_result_sample(await self.model.agenerate_prompt([value]))
+        return _to_sample(await self.model.ainvoke(value))

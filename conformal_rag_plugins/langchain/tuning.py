@@ -8,17 +8,19 @@ vector store and BM25 index.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from ..calibration.driver import CandidatePool, check_gold_ids
 from ..calibration.examples import CalibrationExample, CorpusEntry
+from ..calibration.fingerprint import corpus_digest
 from ..calibration.retrieval import RetrievalCalibration
 from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
 from ..local.bm25 import BM25Index
 from .fusion import ScoredFusionRetriever
-from .host import doc_id, existing_ids, fetch_pool
+from .host import all_ids, doc_id, existing_ids, fetch_pool
 
 __all__ = ["calibrate_hybrid_retriever", "hybrid_from_calibration", "hybrid_retrievers"]
 
@@ -122,7 +124,8 @@ def calibrate_hybrid_retriever(
         strict=strict,
         progress=progress,
     )
-    return hosts[tuned.config], tuned.calibration
+    host = hosts[tuned.config]
+    return host, replace(tuned.calibration, corpus_=corpus_digest(all_ids(host)))
 
 
 def hybrid_from_calibration(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.async_utils import asyncio_run
 from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.response.schema import Response
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
@@ -15,6 +14,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Qu
 from ..core.adaptive import geometric_schedule
 from ..generation import Sample, SampleCache
 from ..generation.adaptive import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
+from ..runtime.run_sync import run_sync
 from .sampling import LlamaIndexSampler, SamplerPrompts
 
 __all__ = ["AdaptiveContextSynthesizer"]
@@ -157,7 +157,7 @@ class AdaptiveContextSynthesizer(SamplerPrompts, BaseSynthesizer):
         **response_kwargs: Any,
     ) -> Response:
         """Sync :meth:`asynthesize`."""
-        return asyncio_run(self.asynthesize(query, nodes, additional_source_nodes, **response_kwargs))
+        return run_sync(self.asynthesize(query, nodes, additional_source_nodes, **response_kwargs))
 
     async def aget_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
         """Answer from raw text chunks taken as already in score order (best first)."""
@@ -166,4 +166,4 @@ class AdaptiveContextSynthesizer(SamplerPrompts, BaseSynthesizer):
 
     def get_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
         """Sync :meth:`aget_response`."""
-        return asyncio_run(self.aget_response(query_str, text_chunks, **response_kwargs))
+        return run_sync(self.aget_response(query_str, text_chunks, **response_kwargs))

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 
 from ..calibration.driver import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.examples import CalibrationExample
+from ..calibration.fingerprint import corpus_digest
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
+from ..core.validation import check_pool_size
 from .fingerprint import fingerprint_of, pool_size_of
-from .host import existing_ids, pool_from_nodes
+from .host import all_ids, existing_ids, pool_from_nodes
 
 __all__ = ["DEFAULT_POOL_SIZE", "calibrate_retriever", "resolve_host"]
 
@@ -21,6 +24,8 @@ DEFAULT_POOL_SIZE = 50
 
 def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
     """Turn an index or retriever into (retriever, pool size), checking they agree."""
+    if pool_size is not None:
+        pool_size = check_pool_size(pool_size)
     if isinstance(host, BaseRetriever):
         own = pool_size_of(host)
         size = pool_size if pool_size is not None else own
@@ -33,7 +38,7 @@ def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
             )
         return host, size
     if hasattr(host, "as_retriever"):
-        size = pool_size or DEFAULT_POOL_SIZE
+        size = DEFAULT_POOL_SIZE if pool_size is None else pool_size
         return host.as_retriever(similarity_top_k=size), size
     raise ConformalError(f"Expected a LlamaIndex index or BaseRetriever, got {type(host).__name__}.")
 
@@ -81,7 +86,7 @@ def calibrate_retriever(
     observations = collect_observations(
         examples, lambda q: pool_from_nodes(retriever.retrieve(q))[0], progress=progress
     )
-    return calibrate_from_pools(
+    cal = calibrate_from_pools(
         observations,
         fingerprint=fingerprint_of(retriever),
         pool_size=size,
@@ -93,3 +98,4 @@ def calibrate_retriever(
         strict=strict,
         labels=label_counts(examples),
     )
+    return replace(cal, corpus_=corpus_digest(all_ids(retriever)))

@@ -10,7 +10,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from ..calibration.driver import CandidatePool
 
-__all__ = ["existing_ids", "pool_from_nodes", "texts_by_id"]
+__all__ = ["all_ids", "existing_ids", "pool_from_nodes", "texts_by_id"]
 
 
 def pool_from_nodes(nodes: Sequence[NodeWithScore]) -> tuple[CandidatePool, list[NodeWithScore]]:
@@ -50,6 +50,28 @@ def existing_ids(retriever: BaseRetriever, ids: Sequence[str]) -> set[str] | Non
         return {n.node_id for n in vs.get_nodes(node_ids=list(ids))}
     except (NotImplementedError, AttributeError, ValueError):
         return None
+
+
+def all_ids(retriever: BaseRetriever) -> list[str] | None:
+    """Every chunk id the host can return (Chroma, SimpleVectorStore, BM25, fusion), or ``None`` when unknown."""
+    subs = getattr(retriever, "_retrievers", None)
+    if subs:
+        parts = [all_ids(r) for r in subs]
+        return None if any(p is None for p in parts) else sorted({i for p in parts for i in p or ()})
+    corpus = getattr(retriever, "corpus", None)
+    if type(retriever).__name__ == "BM25Retriever" and isinstance(corpus, list):
+        return [str(row.get("node_id")) for row in corpus if isinstance(row, dict)]
+    index = getattr(retriever, "_index", None)
+    if index is None:
+        return None
+    vs = index.vector_store
+    collection = getattr(vs, "_collection", None)
+    if collection is not None:
+        return list(collection.get(include=[])["ids"])
+    data = getattr(vs, "data", None)
+    if data is not None and hasattr(data, "embedding_dict"):
+        return list(data.embedding_dict)
+    return None
 
 
 def texts_by_id(retriever: BaseRetriever, ids: Sequence[str]) -> dict[str, str]:

@@ -9,22 +9,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from llama_index.core.async_utils import asyncio_run
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 
 from ..calibration.examples import CalibrationExample
 from ..calibration.judge import LabelReport, LLMJudge, alabel_examples
-from ..calibration.llm_prompts import (
-    JUDGE_CHAT_SYSTEM,
-    JUDGE_CHAT_USER_TEMPLATE,
-    JUDGE_FEW_SHOT_TEMPLATE,
-    JUDGE_VARIABLES,
-)
+from ..calibration.llm_prompts import JUDGE_PROMPTS
 from ..runtime.kv_cache import JsonCache, open_cache
+from ..runtime.run_sync import run_sync
 from .calibrate import resolve_host
 from .host import pool_from_nodes
-from .llm_calls import chat_template, completion_template, prompt_caller
-from .sampling import model_id
+from .llm_calls import llm_task
 
 __all__ = ["alabel_with_judge", "label_with_judge"]
 
@@ -45,25 +39,15 @@ async def alabel_with_judge(
 ) -> tuple[list[CalibrationExample], LabelReport]:
     """Async :func:`label_with_judge`."""
     retriever, _ = resolve_host(host, pool_size)
-    completion = completion_template(completion_prompt, JUDGE_FEW_SHOT_TEMPLATE)
-    chat = chat_template(chat_prompt, JUDGE_CHAT_SYSTEM, JUDGE_CHAT_USER_TEMPLATE)
-    render, complete = prompt_caller(llm, completion, chat, JUDGE_VARIABLES)
-    name = model_id(llm)
-    judge = LLMJudge(
-        complete,
-        model=name,
-        prompt=render,
-        temperature=getattr(llm, "temperature", None),
-        cache=open_cache(cache),
-        timeout=timeout,
-    )
+    task = llm_task(llm, JUDGE_PROMPTS, completion_prompt, chat_prompt)
+    judge = LLMJudge.for_task(task, cache=open_cache(cache), timeout=timeout)
 
     async def rank(question: str) -> list[tuple[str | None, str]]:
         pool, _ = pool_from_nodes(await retriever.aretrieve(question))
         return list(zip(pool.ids, pool.texts, strict=True))
 
     return await alabel_examples(
-        examples, rank, judge, budget=budget, max_concurrency=max_concurrency, judge_model=name, progress=progress
+        examples, rank, judge, budget=budget, max_concurrency=max_concurrency, judge_model=task.model, progress=progress
     )
 
 
@@ -117,7 +101,7 @@ def label_with_judge(
     >>> labelled, report = label_with_judge(index, examples, llm, budget=5)  # doctest: +SKIP
     >>> calibration = calibrate_retriever(index, labelled, confidence_level=0.9)  # doctest: +SKIP
     """
-    return asyncio_run(
+    return run_sync(
         alabel_with_judge(
             host,
             examples,

@@ -16,9 +16,10 @@ from typing import Any
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 
+from ..calibration.llm_prompts import LLMTask, PromptSet
 from ..core.errors import ConformalError
 
-__all__ = ["chat_template", "completion_template", "is_chat", "prompt_caller"]
+__all__ = ["chat_template", "completion_template", "is_chat", "llm_task", "prompt_caller"]
 
 Render = Callable[[Mapping[str, str]], str]
 Complete = Callable[[str], Awaitable[str]]
@@ -102,3 +103,26 @@ def prompt_caller(
         return (await llm.acomplete(text, formatted=True)).text
 
     return render_completion, complete_text
+
+
+def llm_task(
+    llm: Any,
+    prompts: PromptSet,
+    completion_prompt: PromptTemplate | str | None = None,
+    chat_prompt: ChatPromptTemplate | None = None,
+) -> LLMTask:
+    """The user's LLM and prompts (or the task's defaults) as an :class:`LLMTask`.
+
+    Examples
+    --------
+    >>> from llama_index.core.llms import MockLLM
+    >>> from conformal_rag_plugins.calibration.llm_prompts import JUDGE_PROMPTS
+    >>> llm_task(MockLLM(), JUDGE_PROMPTS).model
+    'MockLLM:None'
+    """
+    from .sampling import model_id
+
+    completion = completion_template(completion_prompt, prompts.few_shot)
+    chat = chat_template(chat_prompt, prompts.chat_system, prompts.chat_user)
+    render, complete = prompt_caller(llm, completion, chat, prompts.variables)
+    return LLMTask(render, complete, model_id(llm), getattr(llm, "temperature", None))

@@ -5,17 +5,19 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from ..calibration.fingerprint import check_corpus, corpus_digest
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, GuaranteeCutWarning
 from ..core.retrieval_scores import candidate_nonconformity
 from ..core.selection import check_k_bounds, decide_set
 from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
-from .host import pool_from_nodes
+from .host import all_ids, pool_from_nodes
 
 __all__ = ["CONFORMAL_METADATA_KEYS", "ConformalRetriever"]
 
@@ -28,6 +30,27 @@ CONFORMAL_METADATA_KEYS = (
     "conformal_set_size",
     "conformal_guaranteed",
 )
+
+
+_EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
+
+
+def _ordered(nodes: list[NodeWithScore]) -> tuple[list[NodeWithScore], np.ndarray]:
+    """Nodes best first (stable) and their scores, as :func:`pool_from_nodes` orders them.
+
+    Only the scores are read: the texts a :class:`CandidatePool` carries are for calibration.
+    Missing or NaN scores go through :func:`pool_from_nodes` for its error.
+    """
+    raw = [n.score for n in nodes]
+    if None in raw:
+        pool_from_nodes(nodes)  # raises the CalibrationError for a missing score
+    scores = np.array(raw, dtype=float)
+    if np.isnan(scores).any():
+        pool_from_nodes(nodes)  # raises the CalibrationError for a NaN score
+    if scores.size > 1 and (scores[1:] > scores[:-1]).any():
+        order = np.argsort(-scores, kind="stable")
+        return [nodes[i] for i in order], scores[order]
+    return list(nodes), scores
 
 
 class ConformalRetriever(BaseRetriever):
@@ -73,33 +96,45 @@ class ConformalRetriever(BaseRetriever):
         self._host, _ = resolve_host(retriever if retriever is not None else index, calibration.pool_size_)
         if check_fingerprint:
             calibration.fingerprint_.check_compatible(fingerprint_of(self._host))
+            if calibration.corpus_:
+                check_corpus(calibration.corpus_, corpus_digest(all_ids(self._host)), stacklevel=2)
         self.min_k = min_k
         self.max_k = max_k
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _select(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
-        pool, ordered = pool_from_nodes(nodes)
+        ordered, scores = _ordered(nodes)
         cal = self.calibration
-        decision = decide_set(cal.score_family_, pool.scores, cal.threshold_, min_k=self.min_k, max_k=self.max_k)
+        family = cal.score_family_
+        check_k_bounds(self.min_k, self.max_k)
+        # the scores are checked (no NaN) and sorted best first by _ordered: skip re-validating them
+        decision = decide_set(family, scores, cal.threshold_, min_k=self.min_k, max_k=self.max_k, validate=False)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
-        nonconf = candidate_nonconformity(cal.score_family_, pool.scores)
+        if not decision.indices:
+            return []
+        nonconf = candidate_nonconformity(family, scores, validate=False).tolist()
+        values = scores.tolist()
+        shared = {  # the same for every node of this query, built once
+            "conformal_threshold": cal.threshold_,
+            "conformal_alpha": cal.alpha_,
+            "conformal_score_family": family,
+            "conformal_set_size": decision.conformal_size,
+            "conformal_guaranteed": decision.guaranteed,
+        }
         out = []
         for i in decision.indices:
-            node = ordered[i].node.model_copy(deep=False)
-            node.metadata = dict(node.metadata) | {
-                "conformal_score": float(pool.scores[i]),
-                "conformal_nonconformity": float(nonconf[i]),
-                "conformal_threshold": cal.threshold_,
-                "conformal_alpha": cal.alpha_,
-                "conformal_score_family": cal.score_family_,
-                "conformal_set_size": decision.conformal_size,
-                "conformal_guaranteed": decision.guaranteed,
+            node = ordered[i].node
+            update: dict[str, Any] = {
+                "metadata": dict(node.metadata)
+                | {"conformal_score": values[i], "conformal_nonconformity": nonconf[i]}
+                | shared
             }
-            for attr in ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys"):
+            for attr in _EXCLUDED_ATTRS:
                 keys = list(getattr(node, attr, []) or [])
-                setattr(node, attr, keys + [k for k in CONFORMAL_METADATA_KEYS if k not in keys])
-            out.append(NodeWithScore(node=node, score=float(pool.scores[i])))
+                update[attr] = keys + [k for k in CONFORMAL_METADATA_KEYS if k not in keys]
+            # model_copy(update=...) sets the fields without re-validating each assignment
+            out.append(NodeWithScore(node=node.model_copy(update=update), score=values[i]))
         return out
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

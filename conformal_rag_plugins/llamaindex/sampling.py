@@ -9,16 +9,9 @@ from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 
-from ..generation import (
-    CHAT_SYSTEM_PROMPT,
-    CHAT_USER_TEMPLATE,
-    FEW_SHOT_TEMPLATE,
-    Sample,
-    SampleCache,
-    mean_logprob,
-    reports_logprobs,
-)
-from ..generation.draw import ConcurrencyLimit, draw_samples
+from ..generation import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE, Sample, SampleCache, mean_logprob
+from ..generation.sampler import AnswerSampler
+from ..generation.sampler import model_id as _model_id
 
 __all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LlamaIndexSampler", "SamplerPrompts", "model_id"]
 
@@ -33,9 +26,7 @@ DEFAULT_CHAT_PROMPT = ChatPromptTemplate(
 
 def model_id(llm: Any) -> str:
     """A stable identifier of the LLM for cache keys and calibration records."""
-    name = getattr(llm, "model", None) or getattr(llm, "model_path", None) or getattr(llm, "model_name", None)
-    # samples drawn with logprobs carry a likelihood, so they must not share cache entries with those without
-    return f"{type(llm).__name__}:{name}" + ("+logprobs" if reports_logprobs(llm) else "")
+    return _model_id(llm, ("model", "model_path", "model_name"))
 
 
 def _usage(raw: Any) -> tuple[int, int]:
@@ -46,7 +37,7 @@ def _usage(raw: Any) -> tuple[int, int]:
     return int(get("prompt_tokens", 0) or 0), int(get("completion_tokens", 0) or 0)
 
 
-class LlamaIndexSampler:
+class LlamaIndexSampler(AnswerSampler):
     """Draw ``n`` answers for (question, context) from a LlamaIndex LLM.
 
     Base models get the few-shot completion prompt, chat models the chat prompt.
@@ -75,58 +66,43 @@ class LlamaIndexSampler:
         retries: int = 2,
         cache: SampleCache | None = None,
     ) -> None:
-        if n_samples < 1:
-            raise ValueError(f"n_samples must be >= 1, got {n_samples}.")
-        self.llm = llm
-        self.n_samples = n_samples
-        self.completion_prompt = completion_prompt or DEFAULT_COMPLETION_PROMPT
-        self.chat_prompt = chat_prompt or DEFAULT_CHAT_PROMPT
-        self.timeout = timeout
-        self.retries = retries
-        self.cache = cache
-        self._limit = ConcurrencyLimit(max_concurrency)
-        self.max_concurrency = max_concurrency
+        super().__init__(
+            llm,
+            n_samples=n_samples,
+            completion_prompt=completion_prompt or DEFAULT_COMPLETION_PROMPT,
+            chat_prompt=chat_prompt or DEFAULT_CHAT_PROMPT,
+            max_concurrency=max_concurrency,
+            timeout=timeout,
+            retries=retries,
+            cache=cache,
+        )
+
+    @property
+    def llm(self) -> BaseLLM:
+        """The LlamaIndex LLM sampled from."""
+        return self.model
 
     @property
     def is_chat(self) -> bool:
         """Whether the chat prompt is used."""
         return bool(getattr(self.llm.metadata, "is_chat_model", False))
 
-    def _template_text(self) -> str:
+    def _prompt_text(self) -> str:
         if self.is_chat:
             return "\n".join(str(m.content) for m in self.chat_prompt.message_templates)
         return self.completion_prompt.get_template()
 
-    async def asample(self, question: str, context: str) -> list[Sample]:
-        """``n_samples`` answers, from the cache when present."""
-        key = SampleCache.key(
-            question,
-            context,
-            model_id(self.llm),
-            self._template_text(),
-            getattr(self.llm, "temperature", None),
-            self.n_samples,
-        )
+    def _model_id(self) -> str:
+        return model_id(self.llm)
 
-        async def call() -> Sample:
-            if self.is_chat:
-                messages = self.chat_prompt.format_messages(context=context, question=question)
-                resp = await self.llm.achat(messages)
-                return Sample.clean(str(resp.message.content or ""), *_usage(resp.raw), logprob=mean_logprob(resp.raw))
-            prompt = self.completion_prompt.format(context=context, question=question)
-            resp = await self.llm.acomplete(prompt, formatted=True)
-            return Sample.clean(resp.text, *_usage(resp.raw), logprob=mean_logprob(resp.raw))
-
-        return await draw_samples(
-            call,
-            n=self.n_samples,
-            max_concurrency=self.max_concurrency,
-            retries=self.retries,
-            timeout=self.timeout,
-            cache=self.cache,
-            key=key,
-            limit=self._limit,
-        )
+    async def _call(self, question: str, context: str) -> Sample:
+        if self.is_chat:
+            messages = self.chat_prompt.format_messages(context=context, question=question)
+            resp = await self.llm.achat(messages)
+            return Sample.clean(str(resp.message.content or ""), *_usage(resp.raw), logprob=mean_logprob(resp.raw))
+        prompt = self.completion_prompt.format(context=context, question=question)
+        resp = await self.llm.acomplete(prompt, formatted=True)
+        return Sample.clean(resp.text, *_usage(resp.raw), logprob=mean_logprob(resp.raw))
 
 
 class SamplerPrompts:

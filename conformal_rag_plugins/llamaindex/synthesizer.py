@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.async_utils import asyncio_run
 from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.response.schema import Response
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
@@ -16,6 +15,7 @@ from ..calibration.answer_sets import AnswerSetCalibration
 from ..core.errors import CalibrationError
 from ..generation import SampleCache
 from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
+from ..runtime.run_sync import run_sync
 from .sampling import LlamaIndexSampler, SamplerPrompts
 
 __all__ = ["ConformalAnswerSetSynthesizer"]
@@ -143,7 +143,7 @@ class ConformalAnswerSetSynthesizer(SamplerPrompts, BaseSynthesizer):
         **response_kwargs: Any,
     ) -> Response:
         """Sync :meth:`asynthesize`."""
-        return asyncio_run(self.asynthesize(query, nodes, additional_source_nodes, **response_kwargs))
+        return run_sync(self.asynthesize(query, nodes, additional_source_nodes, **response_kwargs))
 
     async def aget_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
         """Answer from raw text chunks (no retrieval scores: every chunk counts as retrieved, not guaranteed)."""
@@ -152,4 +152,4 @@ class ConformalAnswerSetSynthesizer(SamplerPrompts, BaseSynthesizer):
 
     def get_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
         """Sync :meth:`aget_response`."""
-        return asyncio_run(self.aget_response(query_str, text_chunks, **response_kwargs))
+        return run_sync(self.aget_response(query_str, text_chunks, **response_kwargs))

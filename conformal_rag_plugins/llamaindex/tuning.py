@@ -8,6 +8,7 @@ dense index and BM25 retriever.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from llama_index.core import VectorStoreIndex
 from llama_index.core.retrievers import QueryFusionRetriever
@@ -15,11 +16,12 @@ from llama_index.core.schema import BaseNode
 
 from ..calibration.driver import CandidatePool, check_gold_ids
 from ..calibration.examples import CalibrationExample
+from ..calibration.fingerprint import corpus_digest
 from ..calibration.retrieval import RetrievalCalibration
 from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
 from .calibrate import DEFAULT_POOL_SIZE
 from .fingerprint import fingerprint_of
-from .host import existing_ids, pool_from_nodes
+from .host import all_ids, existing_ids, pool_from_nodes
 from .stack import build_hybrid_retriever
 
 __all__ = ["calibrate_hybrid_retriever", "hybrid_from_calibration", "hybrid_retrievers"]
@@ -116,7 +118,8 @@ def calibrate_hybrid_retriever(
         strict=strict,
         progress=progress,
     )
-    return hosts[tuned.config], tuned.calibration
+    host = hosts[tuned.config]
+    return host, replace(tuned.calibration, corpus_=corpus_digest(all_ids(host)))
 
 
 def hybrid_from_calibration(

@@ -1,4 +1,5 @@
-"""Small runtime pieces every layer may use: cache paths, retries, run-sync, JSON caches, JSON parsing of LLM output.
+"""Small runtime pieces every layer may use: cache paths, retries, run-sync, JSON caches, JSON parsing of LLM output,
+atomic file writes.
 
 This package imports nothing else from the library, so ``core``, ``calibration``,
 ``generation``, the adapters and the command line can all depend on it without cycles.
@@ -6,6 +7,7 @@ This package imports nothing else from the library, so ``core``, ``calibration``
 
 from __future__ import annotations
 
+from .atomic import atomic_path, atomic_write_text, check_output_dir, check_output_file
 from .json_output import iter_balanced_objects, parse_json_object
 from .kv_cache import JsonCache, default_cache_path, open_cache
 from .paths import default_cache_dir
@@ -14,7 +16,11 @@ from .run_sync import run_sync
 
 __all__ = [
     "JsonCache",
+    "atomic_path",
+    "atomic_write_text",
     "call_with_retries",
+    "check_output_dir",
+    "check_output_file",
     "default_cache_dir",
     "default_cache_path",
     "iter_balanced_objects",

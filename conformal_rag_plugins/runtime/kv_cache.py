@@ -1,29 +1,257 @@
-"""A small persistent key -> JSON value store on SQLite (never pickle).
+"""A small persistent key -> JSON value store on SQLite (never pickle), safe across processes.
 
 Used to resume LLM work after an interruption: generated calibration questions and
 judge decisions are stored under a content hash of everything that changes the output
 (:meth:`JsonCache.key`), so a re-run asks the LLM only for what is missing.
+
+Several processes (and threads) may share one cache file:
+
+* the file is switched to SQLite's WAL journal on open (the setting persists in the file;
+  a concurrent opener doing the same is tolerated), so readers never block the writer and
+  the writer never blocks readers;
+* every statement is its own short transaction (autocommit), committed at once, so a
+  ``SIGKILL`` loses at most the write in progress and never corrupts the file;
+* "database is locked/busy" waits up to a busy timeout, then is retried a bounded number
+  of times with jittered exponential backoff (:func:`retry_busy`), on open, ``get`` and ``put``;
+* a ``put`` that still fails logs a warning and returns ``False``: a cache error never
+  throws away the answer of a paid LLM call. A ``get`` that still fails is a miss.
+
+WAL needs shared memory between the processes, so keep the file on a local disk (not NFS).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import random
 import sqlite3
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["JsonCache", "default_cache_path", "open_cache"]
+__all__ = [
+    "BUSY_TIMEOUT",
+    "JsonCache",
+    "SqliteStore",
+    "default_cache_path",
+    "is_busy_error",
+    "open_cache",
+    "retry_busy",
+]
+
+T = TypeVar("T")
+S = TypeVar("S", bound="SqliteStore")
+logger = logging.getLogger("conformal_rag_plugins")
+
+BUSY_TIMEOUT = 30.0
+"""Seconds SQLite itself waits for a lock before reporting "database is locked"."""
+RETRIES = 5
+"""Further attempts after a busy/locked error that outlasted the busy timeout."""
+BACKOFF = 0.05
+"""First backoff delay in seconds (doubled per attempt, capped at :data:`MAX_BACKOFF`, jittered)."""
+MAX_BACKOFF = 2.0
+
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6  # primary result codes (sqlite3.SQLITE_BUSY needs Python >= 3.11)
+_jitter = random.Random()  # own generator: never touches the global random state of the user
 
 
-class JsonCache:
+def is_busy_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" / "database is busy" (worth retrying).
+
+    Examples
+    --------
+    >>> is_busy_error(sqlite3.OperationalError("database is locked")), is_busy_error(ValueError("locked"))
+    (True, False)
+    >>> is_busy_error(sqlite3.OperationalError("no such table: kv"))
+    False
+    """
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and (code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED):  # Python >= 3.11
+        return True
+    message = str(exc).lower()
+    return "database is locked" in message or "database is busy" in message or "database table is locked" in message
+
+
+def retry_busy(
+    operation: Callable[[], T],
+    *,
+    retries: int = RETRIES,
+    backoff: float = BACKOFF,
+    what: str = "SQLite operation",
+) -> T:
+    """Run ``operation()``; on a busy/locked error sleep (jittered exponential backoff) and retry.
+
+    Parameters
+    ----------
+    operation : callable
+        Does one short SQLite transaction (it may run several times).
+    retries : int
+        Further attempts after the first; the last busy error is raised.
+    backoff : float
+        First delay in seconds; doubled per attempt up to :data:`MAX_BACKOFF`, times a
+        random factor in ``[0.5, 1.5)`` so that competing processes do not retry in step.
+    what : str
+        Named in the debug log.
+
+    Returns
+    -------
+    The result of ``operation()``.
+
+    Raises
+    ------
+    sqlite3.OperationalError
+        A busy error after the last attempt, or any other operational error at once.
+
+    Examples
+    --------
+    >>> calls = []
+    >>> def flaky():
+    ...     calls.append(1)
+    ...     if len(calls) < 3:
+    ...         raise sqlite3.OperationalError("database is locked")
+    ...     return "done"
+    >>> retry_busy(flaky, backoff=0.001), len(calls)
+    ('done', 3)
+    """
+    delay = backoff
+    for attempt in range(retries + 1):
+        try:
+            return operation()
+        except sqlite3.OperationalError as exc:
+            if attempt >= retries or not is_busy_error(exc):
+                raise
+            logger.debug("%s: %s; retry %d/%d", what, exc, attempt + 1, retries)
+            time.sleep(delay * (0.5 + _jitter.random()))
+            delay = min(delay * 2.0, MAX_BACKOFF)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class SqliteStore:
+    """A ``key -> text`` table in one SQLite file, shared safely by threads and processes.
+
+    Subclasses set :attr:`table` and (de)serialise values; see the module docs for the
+    locking rules.
+
+    Parameters
+    ----------
+    path : path or ":memory:"
+        SQLite file (its folder is created), or ``":memory:"`` for a throw-away store.
+    busy_timeout : float
+        Seconds SQLite waits for a lock before a statement fails as "database is locked".
+    retries, backoff
+        Bounded retries of a busy open, read or write (:func:`retry_busy`).
+    """
+
+    table: str = "kv"
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float = BUSY_TIMEOUT,
+        retries: int = RETRIES,
+        backoff: float = BACKOFF,
+    ) -> None:
+        self.path = str(path)
+        self.busy_timeout = busy_timeout
+        self.retries = retries
+        self.backoff = backoff
+        if self.path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = retry_busy(self._connect, retries=retries, backoff=backoff, what=f"opening {self.path}")
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: autocommit, each statement is its own (short) transaction
+        db = sqlite3.connect(self.path, timeout=self.busy_timeout, check_same_thread=False, isolation_level=None)
+        try:
+            if self.path != ":memory:":
+                mode = str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+                if mode != "wal":  # switching needs a moment's exclusive lock: busy errors are retried
+                    mode = str(db.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
+                if mode != "wal":
+                    logger.warning("SQLite cache %s could not use WAL (journal mode %r).", self.path, mode)
+                # in WAL mode NORMAL never corrupts the file and a killed process loses no commit
+                db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _retry(self, operation: Callable[[], T], what: str) -> T:
+        return retry_busy(operation, retries=self.retries, backoff=self.backoff, what=f"{what} {self.path}")
+
+    def get_text(self, key: str) -> str | None:
+        """The stored text, or ``None`` (also when the read still fails after the retries; logged)."""
+
+        def read() -> str | None:
+            with self._lock:
+                row = self._db.execute(f"SELECT value FROM {self.table} WHERE key = ?", (key,)).fetchone()
+            return None if row is None else str(row[0])
+
+        try:
+            return self._retry(read, "reading")
+        except sqlite3.Error as exc:
+            logger.warning("Cache read from %s failed (%s); treated as a miss.", self.path, exc)
+            return None
+
+    def put_text(self, key: str, text: str) -> bool:
+        """Store ``text`` (committed at once); ``False`` with a logged warning if it still fails."""
+
+        def write() -> None:
+            with self._lock:
+                self._db.execute(f"INSERT OR REPLACE INTO {self.table} (key, value) VALUES (?, ?)", (key, text))
+
+        try:
+            self._retry(write, "writing")
+        except sqlite3.Error as exc:
+            logger.warning("Cache write to %s failed (%s); the result is used but not cached.", self.path, exc)
+            return False
+        return True
+
+    def keys(self) -> list[str]:
+        """Every stored key (sorted)."""
+
+        def read() -> list[str]:
+            with self._lock:
+                return [str(r[0]) for r in self._db.execute(f"SELECT key FROM {self.table} ORDER BY key")]
+
+        return self._retry(read, "listing")
+
+    def __len__(self) -> int:
+        def count() -> int:
+            with self._lock:
+                return int(self._db.execute(f"SELECT COUNT(*) FROM {self.table}").fetchone()[0])
+
+        return self._retry(count, "counting")
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self: S) -> S:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class JsonCache(SqliteStore):
     """Persistent ``key -> JSON value`` store.
 
     Parameters
     ----------
     path : path or ":memory:"
         SQLite file (its folder is created), or ``":memory:"`` for a throw-away cache.
+    busy_timeout, retries, backoff
+        See :class:`SqliteStore`.
 
     Examples
     --------
@@ -32,20 +260,14 @@ class JsonCache:
     >>> cache.get(key) is None
     True
     >>> cache.put(key, {"text": '{"question": "Who?"}'})
+    True
     >>> cache.get(key)
     {'text': '{"question": "Who?"}'}
     >>> len(cache)
     1
     """
 
-    def __init__(self, path: str | Path) -> None:
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.path = str(path)
-        self._db = sqlite3.connect(self.path, check_same_thread=False)
-        self._db.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        self._db.commit()
-        self._lock = threading.Lock()
+    table = "kv"
 
     @staticmethod
     def key(*parts: Any) -> str:
@@ -55,25 +277,23 @@ class JsonCache:
 
     def get(self, key: str) -> Any | None:
         """The stored value, or ``None``."""
-        with self._lock:
-            row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        text = self.get_text(key)
+        return None if text is None else json.loads(text)
 
-    def put(self, key: str, value: Any) -> None:
-        """Store a JSON-serialisable value (committed at once)."""
-        text = json.dumps(value, ensure_ascii=False)
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, text))
-            self._db.commit()
+    def put(self, key: str, value: Any) -> bool:
+        """Store a JSON-serialisable value (committed at once).
 
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM kv").fetchone()[0])
-
-    def close(self) -> None:
-        """Close the database connection."""
-        with self._lock:
-            self._db.close()
+        Returns
+        -------
+        bool
+            ``False`` when it could not be stored (a warning is logged); never raises for that.
+        """
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            logger.warning("Cache value for %s is not JSON (%s); not cached.", self.path, exc)
+            return False
+        return self.put_text(key, text)
 
 
 def default_cache_path(name: str = "calibration_llm.sqlite") -> Path:

@@ -7,6 +7,7 @@ import pytest
 
 from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
 from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
+from conformal_rag_plugins.core.quantile import conformal_quantile
 
 
 @pytest.fixture
@@ -14,7 +15,8 @@ def toy_calibration() -> AnswerSetCalibration:
     """Bonferroni at alpha=0.4 with finite thresholds on both stages (M = 4)."""
     fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
     ret_scores = tuple(float(x) for x in np.linspace(0.0, 0.5, 50))
-    retrieval = RetrievalCalibration(0.5, 0.1, "split", "relative", 10, 50, 0, ret_scores, fp)
+    q = conformal_quantile(ret_scores, 0.1)
+    retrieval = RetrievalCalibration(q, 0.1, "split", "relative", 10, 50, 0, ret_scores, fp)
     gen_scores = [-1.0] * 20 + [-0.75] * 15 + [-0.5] * 10 + [float("inf")] * 5
     return AnswerSetCalibration.from_stages(
         retrieval, gen_scores, alpha=0.4, n_samples=4, model="fake", clustering={"method": "rougeL", "tau": 0.7}

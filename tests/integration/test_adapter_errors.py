@@ -144,3 +144,39 @@ def test_langchain_host_without_scores(lc_store, dropin_examples):
     """A plain ``as_retriever()`` drops the scores; calibration refuses it instead of inventing scores."""
     with pytest.raises(ConformalError, match=r"metadata\['score'\]"):
         lc_calibrate(lc_store.as_retriever(search_kwargs={"k": 50}), dropin_examples[:20], progress=False)
+
+
+def test_calibration_records_the_collection(li_index_calibration, lc_store_calibration, squad_entries):
+    for cal in (li_index_calibration, lc_store_calibration):
+        assert cal.corpus_["size"] == len(squad_entries)
+        assert len(cal.corpus_["ids_sha256"]) == 64
+
+
+def test_another_collection_with_the_same_model_warns(
+    li_index, li_index_calibration, lc_store, lc_store_calibration, squad_entries, chroma_memory_client
+):
+    """Same framework, store class, distance, model and scale: only the collection digest can tell them apart."""
+    import warnings
+
+    from conformal_rag_plugins.core.errors import CorpusChangedWarning
+    from conformal_rag_plugins.langchain.stack import build_chroma_vectorstore
+    from conformal_rag_plugins.llamaindex.stack import build_chroma_index
+
+    subset = squad_entries[: len(squad_entries) // 2]
+    other_index, _ = build_chroma_index(subset, client=chroma_memory_client, collection_name="crp-li-subset")
+    other_store = build_chroma_vectorstore(subset, client=chroma_memory_client, collection_name="crp-lc-subset")
+    with pytest.warns(CorpusChangedWarning, match=f"{len(squad_entries)} chunks then, {len(subset)} now"):
+        LIRetriever(index=other_index, calibration=li_index_calibration)
+    with pytest.warns(CorpusChangedWarning, match=f"{len(squad_entries)} chunks then, {len(subset)} now"):
+        LCRetriever(vectorstore=other_store, calibration=lc_store_calibration)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CorpusChangedWarning)  # the calibrated collection itself: silent
+        LIRetriever(index=li_index, calibration=li_index_calibration)
+        LCRetriever(vectorstore=lc_store, calibration=lc_store_calibration)
+
+
+def test_the_collection_digest_survives_save_and_load(li_index_calibration, tmp_path):
+    from conformal_rag_plugins.calibration import RetrievalCalibration
+
+    loaded = RetrievalCalibration.load(li_index_calibration.save(tmp_path / "cal.json"))
+    assert loaded.corpus_ == li_index_calibration.corpus_

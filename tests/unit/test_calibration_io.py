@@ -21,7 +21,7 @@ FP = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-di
 def make(threshold: float = 0.4375, **kw) -> RetrievalCalibration:
     base = {
         "threshold_": threshold,
-        "alpha_": 0.1,
+        "alpha_": 0.4,  # rank ceil(6 * 0.6) = 4 of 5: the threshold is the 4th smallest score
         "method_": "split",
         "score_family_": "relative",
         "pool_size_": 50,
@@ -51,7 +51,7 @@ def test_round_trip_is_equal(tmp_path):
     assert loaded.scores_[-1] == math.inf
     assert loaded.scores_[2] == 0.30000000000000004  # floats survive bit for bit
     assert loaded.created_at_ == cal.created_at_
-    assert loaded.confidence_level_ == pytest.approx(0.9)
+    assert loaded.confidence_level_ == pytest.approx(0.6)
 
 
 def test_round_trip_inf_threshold_and_pac(tmp_path):

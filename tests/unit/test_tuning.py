@@ -235,7 +235,7 @@ def test_label_counts_are_recorded_and_survive_json(tmp_path) -> None:
     assert counts == {"gold_rule": {"all-chunks-fallback": 1, "answer-in-chunk": 1}, "label_rule": {"judge": 1}}
     cal = RetrievalCalibration(
         threshold_=1.0,
-        alpha_=0.1,
+        alpha_=0.5,  # rank ceil(4 * 0.5) = 2 of 3
         method_="split",
         score_family_="rank",
         pool_size_=5,

@@ -1,0 +1,99 @@
+"""Checks the sub-commands run before any long work: counts, output paths, gold ids, question files.
+
+Every problem is a :class:`~conformal_rag_plugins.core.errors.ConformalError` (or an
+:class:`OSError` naming the path, for output paths), which ``conformal-rag`` prints as one
+``conformal-rag: error: ...`` line with exit code 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..calibration.examples import CalibrationExample
+from ..core.errors import CalibrationError, ConformalError, InputFileError
+from ..runtime.atomic import check_output_dir, check_output_file
+
+__all__ = ["check_at_least", "check_gold_in_corpus", "check_outputs", "load_questions"]
+
+
+def check_at_least(name: str, value: int, minimum: int = 1) -> int:
+    """Refuse an integer option below ``minimum`` (``--trials 0``, a negative ``--pool-size``).
+
+    Examples
+    --------
+    >>> check_at_least("trials", 5)
+    5
+    >>> check_at_least("trials", 0)
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: trials must be an integer >= 1, got 0.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConformalError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return value
+
+
+def check_outputs(files: Iterable[str | Path | None] = (), dirs: Iterable[str | Path | None] = ()) -> None:
+    """Check every output path before the work starts (``None`` entries are skipped).
+
+    ``files`` need an existing, writable parent directory and must not be directories;
+    ``dirs`` must be (or be creatable as) writable directories. Raises :class:`OSError`
+    subclasses naming the path (see :func:`~conformal_rag_plugins.runtime.atomic.check_output_file`).
+    """
+    for path in files:
+        if path is not None:
+            check_output_file(path)
+    for path in dirs:
+        if path is not None:
+            check_output_dir(path)
+
+
+def check_gold_in_corpus(examples: Sequence[CalibrationExample], known_ids: Collection[str], source: Any) -> None:
+    """Refuse gold ids (qa ``context_id``) missing from the corpus, naming the question file.
+
+    Uses :func:`~conformal_rag_plugins.calibration.driver.check_gold_ids`, the check the
+    calibrators run against the store, so ``evaluate`` and ``calibrate`` refuse the same files
+    (a typo in an id would otherwise count as a retrieval miss and inflate set sizes).
+    """
+    from ..calibration.driver import check_gold_ids
+
+    try:
+        check_gold_ids(examples, known_ids)
+    except CalibrationError as exc:
+        raise InputFileError(f"{source}: ids not in the corpus: {exc}") from exc
+
+
+def load_questions(path: str | Path) -> list[CalibrationExample]:
+    """Read a questions JSONL (from ``generate-calibration`` or ``label``), naming file and line on errors.
+
+    Reads what :func:`~conformal_rag_plugins.calibration.examples.load_examples` reads, but
+    every problem (missing or non-UTF-8 file, invalid JSON, a line that is not an object, a
+    missing or empty ``question``, a duplicate ``id``, no questions at all) is an
+    :class:`~conformal_rag_plugins.core.errors.InputFileError` with ``path:line``.
+    """
+    from ..calibration.examples import _read_input_jsonl
+
+    rows = _read_input_jsonl(path, "questions")
+    if not rows:
+        raise InputFileError(f"{path}: the questions file holds no questions.")
+    out: list[CalibrationExample] = []
+    seen: dict[str, int] = {}
+    for lineno, row in rows:
+        where = f"{path}:{lineno}"
+        question = row.get("question")
+        if not isinstance(question, str) or not question.strip():
+            got = "is missing" if "question" not in row else "must be a non-empty string"
+            raise InputFileError(f"{where}: 'question' {got}.")
+        qid = row.get("id")
+        if qid is not None:
+            key = str(qid)
+            if key in seen:
+                raise InputFileError(f"{where}: duplicate question id {qid!r} (first on line {seen[key]}).")
+            seen[key] = lineno
+        try:
+            out.append(CalibrationExample.from_dict(row))
+        except (ConformalError, TypeError, ValueError, AttributeError) as exc:
+            raise InputFileError(f"{where}: {exc}") from exc
+    return out

@@ -1,0 +1,103 @@
+"""What every answer sampler does, whatever the framework: cache key, concurrency, retries.
+
+A framework adapter subclasses :class:`AnswerSampler` and supplies only the call that
+turns (question, context) into one :class:`Sample`, and the text of its prompt for the
+cache key.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from .cache import SampleCache
+from .draw import ConcurrencyLimit, draw_samples
+from .samples import Sample, reports_logprobs
+
+__all__ = ["AnswerSampler", "model_id"]
+
+
+def model_id(model: Any, name_attrs: Sequence[str] = ("model", "model_path", "model_name")) -> str:
+    """A stable identifier of an LLM client for cache keys and calibration records.
+
+    The class name and the first of ``name_attrs`` that is set; ``+logprobs`` when the
+    client reports token logprobs, so that such samples never share cache entries with
+    samples without a likelihood.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> model_id(SimpleNamespace(model="gemma", logprobs=True))
+    'SimpleNamespace:gemma+logprobs'
+    """
+    name = next((v for v in (getattr(model, a, None) for a in name_attrs) if v), None)
+    return f"{type(model).__name__}:{name}" + ("+logprobs" if reports_logprobs(model) else "")
+
+
+class AnswerSampler(ABC):
+    """Draw ``n_samples`` answers per (question, context), concurrently, with retries and a cache.
+
+    Calls run under ``max_concurrency``, time out after ``timeout`` seconds and retry with
+    backoff; a call that still fails becomes an empty (abstaining) sample. With a cache,
+    samples are stored per (question, context, model, prompt, temperature, n).
+
+    Subclasses implement :meth:`_call` (one answer) and :meth:`_prompt_text` (the prompt,
+    as text, for the cache key), and may override :meth:`_model_id`.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        n_samples: int = 10,
+        completion_prompt: Any,
+        chat_prompt: Any,
+        max_concurrency: int = 4,
+        timeout: float | None = 120.0,
+        retries: int = 2,
+        cache: SampleCache | None = None,
+    ) -> None:
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}.")
+        self.model = model
+        self.n_samples = n_samples
+        self.completion_prompt = completion_prompt
+        self.chat_prompt = chat_prompt
+        self.max_concurrency = max_concurrency
+        self.timeout = timeout
+        self.retries = retries
+        self.cache = cache
+        self._limit = ConcurrencyLimit(max_concurrency)
+
+    @abstractmethod
+    async def _call(self, question: str, context: str) -> Sample:
+        """One answer from the model."""
+
+    @abstractmethod
+    def _prompt_text(self) -> str:
+        """The prompt in use, as text (part of the cache key)."""
+
+    def _model_id(self) -> str:
+        return model_id(self.model)
+
+    async def asample(self, question: str, context: str) -> list[Sample]:
+        """``n_samples`` answers, from the cache when present."""
+        key = SampleCache.key(
+            question,
+            context,
+            self._model_id(),
+            self._prompt_text(),
+            getattr(self.model, "temperature", None),
+            self.n_samples,
+        )
+        return await draw_samples(
+            lambda: self._call(question, context),
+            n=self.n_samples,
+            max_concurrency=self.max_concurrency,
+            retries=self.retries,
+            timeout=self.timeout,
+            cache=self.cache,
+            key=key,
+            limit=self._limit,
+        )

@@ -1,0 +1,163 @@
+"""Write output files atomically, and check output paths before any long work starts.
+
+A file is written to a temporary sibling (same directory, so the same file system) and
+moved over the target with :func:`os.replace` only once it is complete: a crash, a full
+disk or an exception half-way leaves the previous file (or no file), never a partial one.
+
+The checks raise plain :class:`OSError` subclasses carrying ``filename`` (this package
+imports nothing else from the library); the command line reports them in one line.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+__all__ = ["atomic_path", "atomic_write_text", "check_output_dir", "check_output_file"]
+
+
+def _temp_sibling(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def check_output_file(path: str | Path) -> Path:
+    """Check that a file can be written at ``path``, without creating it.
+
+    The parent directory must exist and be writable, and ``path`` must not be a directory.
+
+    Parameters
+    ----------
+    path : str or Path
+        The output file.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    FileNotFoundError
+        The parent directory does not exist.
+    NotADirectoryError
+        The parent is not a directory.
+    IsADirectoryError
+        ``path`` is a directory.
+    PermissionError
+        The parent directory, or an existing ``path``, is not writable.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> check_output_file(folder / "out.json").name
+    'out.json'
+    >>> check_output_file(folder / "missing" / "out.json")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: [Errno 2] output directory ...missing does not exist: '...out.json'
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not an output file", str(path))
+    parent = path.parent
+    if not parent.exists():
+        raise FileNotFoundError(errno.ENOENT, f"output directory {parent} does not exist", str(path))
+    if not parent.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{parent} is not a directory", str(path))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"output directory {parent} is not writable", str(path))
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PermissionError(errno.EACCES, "output file exists and is not writable", str(path))
+    return path
+
+
+def check_output_dir(path: str | Path) -> Path:
+    """Check that ``path`` is, or can be created as, a writable directory (nothing is created).
+
+    Missing parents are fine (they will be created): the closest existing ancestor must be
+    a writable directory.
+
+    Raises
+    ------
+    NotADirectoryError
+        ``path`` or an ancestor exists and is not a directory.
+    PermissionError
+        The directory (or the ancestor it would be created in) is not writable.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> check_output_dir(Path(tempfile.mkdtemp()) / "new" / "dir").name
+    'dir'
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", str(path))
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{probe} exists and is not a directory", str(path))
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"directory {probe} is not writable", str(path))
+    return path
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary sibling of ``path`` to write; move it over ``path`` when the block succeeds.
+
+    On an exception the temporary file is removed and ``path`` is left as it was. Use it
+    for writers that take a path (``save(path)`` methods).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "out.txt"
+    >>> with atomic_path(target) as tmp:
+    ...     _ = tmp.write_text("done", encoding="utf-8")
+    >>> target.read_text(encoding="utf-8")
+    'done'
+    """
+    path = Path(path)
+    tmp = _temp_sibling(path)
+    try:
+        yield tmp
+        if not tmp.exists():  # the writer wrote nothing: an empty output, as open(path, "w") would give
+            tmp.touch()
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` atomically (temporary sibling, flush, fsync, :func:`os.replace`).
+
+    The file gets the usual permissions (``0o666`` minus the umask), as with :func:`open`.
+
+    Returns
+    -------
+    Path
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> atomic_write_text(Path(tempfile.mkdtemp()) / "r.json", "{}\\n").read_text()
+    '{}\\n'
+    """
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "w", encoding=encoding) as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return path
