@@ -589,7 +589,7 @@ def main() -> None:
     from conformal_rag_plugins.llamaindex.llm import default_llm, local_llm
     from conformal_rag_plugins.llamaindex.sampling import model_id
     from conformal_rag_plugins.local.encoder import default_cache_dir
-    from conformal_rag_plugins.local.llm import openai_settings
+    from conformal_rag_plugins.runtime.openai_settings import openai_settings
 
     started = time.perf_counter()
     env = _environment(args)

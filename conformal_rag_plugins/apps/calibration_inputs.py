@@ -104,7 +104,7 @@ def build_llm(framework: str, kind: str, *, temperature: float, max_tokens: int)
     if kind not in LLM_KINDS:
         raise ConformalError(f"--llm must be one of {LLM_KINDS}, got {kind!r}.")
     if kind == "openai":
-        from ..local.llm import openai_settings
+        from ..runtime.openai_settings import openai_settings
 
         if openai_settings() is None:
             raise ConformalError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible server).")

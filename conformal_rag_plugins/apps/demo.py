@@ -166,7 +166,7 @@ def _answer_sets(
     from ..generation import SampleCache
     from ..llamaindex import ConformalAnswerSetSynthesizer, ConformalRetriever, calibrate_answer_sets
     from ..llamaindex.llm import default_llm, local_llm
-    from ..local.llm import openai_settings
+    from ..runtime.openai_settings import openai_settings
 
     # the local model reports its token log-probabilities, which break the ties of the frequency score
     local = openai_settings() is None

@@ -24,7 +24,7 @@ __all__ = ["run_evaluate_answers"]
 
 def _llm(kind: str, logprobs: bool = False) -> Any:
     from ..llamaindex.llm import default_llm, local_llm
-    from ..local.llm import openai_settings
+    from ..runtime.openai_settings import openai_settings
 
     if kind == "openai":
         if openai_settings() is None:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ConformalError
-from .retrieval_scores import keep_mask
+from .retrieval_scores import candidate_nonconformity, keep_mask
 
-__all__ = ["SetDecision", "check_k_bounds", "decide_set"]
+__all__ = ["SetDecision", "check_k_bounds", "conformal_metadata", "decide_set"]
 
 
 @dataclass(frozen=True)
@@ -94,3 +94,36 @@ def decide_set(
             "guarantee no longer holds for this query."
         )
     return SetDecision(tuple(chosen), len(conformal), guaranteed, reason)
+
+
+def conformal_metadata(
+    family: str, threshold: float, alpha: float, scores: np.ndarray, decision: SetDecision
+) -> list[tuple[int, float, dict[str, object]]]:
+    """What both frameworks' retrievers attach to each returned candidate, in ``decision.indices`` order.
+
+    Returns ``(index, score, metadata)`` per kept candidate; ``metadata`` holds the
+    candidate's nonconformity and the fields shared by the whole set (threshold, alpha,
+    family, conformal set size, guaranteed). The adapter stores the score under its
+    framework's key (LlamaIndex ``conformal_score``, LangChain ``score``).
+    ``scores`` must be checked and sorted best first.
+
+    Examples
+    --------
+    >>> s = np.array([0.9, 0.8, 0.2])
+    >>> d = decide_set("relative", s, 0.15)
+    >>> [(i, m["conformal_nonconformity"], m["conformal_set_size"]) for i, _, m in conformal_metadata(
+    ...     "relative", 0.15, 0.1, s, d)]
+    [(0, 0.0, 2), (1, 0.09999999999999998, 2)]
+    """
+    if not decision.indices:
+        return []
+    nonconf = candidate_nonconformity(family, scores, validate=False).tolist()
+    values = scores.tolist()
+    shared = {  # the same for every candidate of this query, built once
+        "conformal_threshold": threshold,
+        "conformal_alpha": alpha,
+        "conformal_score_family": family,
+        "conformal_set_size": decision.conformal_size,
+        "conformal_guaranteed": decision.guaranteed,
+    }
+    return [(i, values[i], {"conformal_nonconformity": nonconf[i], **shared}) for i in decision.indices]

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from ..local.llm import gemma_model_path, openai_settings
+from ..local.llm import gemma_model_path
+from ..runtime.openai_settings import COMPLETION_ENV, completion_mode, openai_settings
 
 __all__ = ["COMPLETION_ENV", "default_llm", "local_llm"]
 
-COMPLETION_ENV = "CONFORMAL_RAG_OPENAI_COMPLETION"
-
-
-def _completion_mode() -> bool:
-    return os.environ.get(COMPLETION_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2, *, logprobs: bool = False) -> Any:
@@ -68,7 +63,7 @@ def default_llm(temperature: float = 1.0) -> Any:
         "timeout": 60.0,
         "max_retries": 1,  # the samplers retry with backoff themselves
     }
-    if _completion_mode():
+    if completion_mode():
         from langchain_openai import OpenAI
 
         return OpenAI(**common, model_kwargs={"stop": ["\n"]})

@@ -18,8 +18,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from ..calibration.fingerprint import check_corpus, corpus_digest
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, GuaranteeCutWarning
-from ..core.retrieval_scores import candidate_nonconformity
-from ..core.selection import check_k_bounds, decide_set
+from ..core.selection import check_k_bounds, conformal_metadata, decide_set
 from .fingerprint import fingerprint_of
 from .host import _from_pairs, _relevance, _scored, afetch_pool, all_ids
 
@@ -119,22 +118,11 @@ class ConformalRetriever(BaseRetriever):
         decision = decide_set(family, arr, cal.threshold_, min_k=self.min_k, max_k=cap, validate=not checked)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
-        if not decision.indices:
-            return []
-        nonconf = candidate_nonconformity(family, arr, validate=False).tolist()
-        values = arr.tolist()
-        shared = {  # the same for every document of this query, built once
-            "conformal_threshold": cal.threshold_,
-            "conformal_alpha": cal.alpha_,
-            "conformal_score_family": family,
-            "conformal_set_size": decision.conformal_size,
-            "conformal_guaranteed": decision.guaranteed,
-        }
         out = []
-        for i in decision.indices:
+        for i, score, meta in conformal_metadata(family, cal.threshold_, cal.alpha_, arr, decision):
             doc = docs[i]
-            meta = dict(doc.metadata) | {"score": values[i], "conformal_nonconformity": nonconf[i]} | shared
-            out.append(Document(id=doc.id, page_content=doc.page_content, metadata=meta))
+            metadata = dict(doc.metadata) | {"score": score} | meta
+            out.append(Document(id=doc.id, page_content=doc.page_content, metadata=metadata))
         return out
 
     def _fetch(self, query: str) -> tuple[list[Document], np.ndarray]:

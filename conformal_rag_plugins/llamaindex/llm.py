@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from ..local.llm import gemma_model_path, openai_settings
+from ..local.llm import gemma_model_path
+from ..runtime.openai_settings import COMPLETION_ENV, completion_mode, openai_settings
 
 __all__ = ["COMPLETION_ENV", "default_llm", "local_llm"]
 
-COMPLETION_ENV = "CONFORMAL_RAG_OPENAI_COMPLETION"
-
-
-def _completion_mode() -> bool:
-    return os.environ.get(COMPLETION_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def local_llm(
@@ -70,7 +65,7 @@ def default_llm(temperature: float = 1.0) -> Any:
         return local_llm(temperature)
     from llama_index.llms.openai_like import OpenAILike
 
-    completion = _completion_mode()
+    completion = completion_mode()
     return OpenAILike(
         model=cfg["model"],
         api_key=cfg["api_key"],

@@ -13,8 +13,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from ..calibration.fingerprint import check_corpus, corpus_digest
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, GuaranteeCutWarning
-from ..core.retrieval_scores import candidate_nonconformity
-from ..core.selection import check_k_bounds, decide_set
+from ..core.selection import check_k_bounds, conformal_metadata, decide_set
 from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
 from .host import all_ids, pool_from_nodes
@@ -111,30 +110,15 @@ class ConformalRetriever(BaseRetriever):
         decision = decide_set(family, scores, cal.threshold_, min_k=self.min_k, max_k=self.max_k, validate=False)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
-        if not decision.indices:
-            return []
-        nonconf = candidate_nonconformity(family, scores, validate=False).tolist()
-        values = scores.tolist()
-        shared = {  # the same for every node of this query, built once
-            "conformal_threshold": cal.threshold_,
-            "conformal_alpha": cal.alpha_,
-            "conformal_score_family": family,
-            "conformal_set_size": decision.conformal_size,
-            "conformal_guaranteed": decision.guaranteed,
-        }
         out = []
-        for i in decision.indices:
+        for i, score, meta in conformal_metadata(family, cal.threshold_, cal.alpha_, scores, decision):
             node = ordered[i].node
-            update: dict[str, Any] = {
-                "metadata": dict(node.metadata)
-                | {"conformal_score": values[i], "conformal_nonconformity": nonconf[i]}
-                | shared
-            }
+            update: dict[str, Any] = {"metadata": dict(node.metadata) | {"conformal_score": score} | meta}
             for attr in _EXCLUDED_ATTRS:
                 keys = list(getattr(node, attr, []) or [])
                 update[attr] = keys + [k for k in CONFORMAL_METADATA_KEYS if k not in keys]
             # model_copy(update=...) sets the fields without re-validating each assignment
-            out.append(NodeWithScore(node=node.model_copy(update=update), score=values[i]))
+            out.append(NodeWithScore(node=node.model_copy(update=update), score=score))
         return out
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

