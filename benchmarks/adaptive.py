@@ -47,8 +47,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from conformal_rag_plugins.apps.tables import markdown_table
-from conformal_rag_plugins.core.adaptive import is_no_answer
+from conformal_rag_plugins.commands.tables import markdown_table
+from conformal_rag_plugins.core.adaptive_schedule import is_no_answer
 from conformal_rag_plugins.core.generation_scores import answer_matches
 
 HERE = Path(__file__).resolve().parent
@@ -329,9 +329,9 @@ def ratio_lines(ratios: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]
 
 def _setup(args: argparse.Namespace) -> tuple[Any, Any, list[Any], list[Any], dict[str, Any]]:
     """Index the chunked corpus, calibrate the tuned hybrid, pick the test questions."""
-    from conformal_rag_plugins.apps.chunked import chunk_corpus
-    from conformal_rag_plugins.apps.hosts import corpus_key
     from conformal_rag_plugins.calibration.examples import split_examples
+    from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
+    from conformal_rag_plugins.commands.hosts import corpus_key
     from conformal_rag_plugins.llamaindex import calibrate_hybrid_retriever
     from conformal_rag_plugins.llamaindex.stack import build_chroma_index
     from conformal_rag_plugins.local.chroma import chroma_client
@@ -422,11 +422,11 @@ async def _run_llm(
     """Answer every question with every strategy; return outcomes per strategy and per-question records."""
     from llama_index.core.schema import MetadataMode
 
-    from conformal_rag_plugins.generation.adaptive import join_chunks
+    from conformal_rag_plugins.generation.adaptive_context import join_chunks
     from conformal_rag_plugins.generation.prompts import IDK
     from conformal_rag_plugins.llamaindex import AdaptiveContextSynthesizer
+    from conformal_rag_plugins.llamaindex.answer_sampler import LlamaIndexSampler
     from conformal_rag_plugins.llamaindex.host import pool_from_nodes
-    from conformal_rag_plugins.llamaindex.sampling import LlamaIndexSampler
 
     sampler = LlamaIndexSampler(llm, n_samples=1, max_concurrency=1, timeout=timeout, cache=cache)  # type: ignore[arg-type]
     synth = AdaptiveContextSynthesizer(llm, initial=1, factor=2.0, timeout=timeout, cache=cache)  # type: ignore[arg-type]
@@ -586,8 +586,8 @@ def main() -> None:
 
     from conformal_rag_plugins.generation import SampleCache
     from conformal_rag_plugins.llamaindex import ConformalRetriever
+    from conformal_rag_plugins.llamaindex.answer_sampler import model_id
     from conformal_rag_plugins.llamaindex.llm import default_llm, local_llm
-    from conformal_rag_plugins.llamaindex.sampling import model_id
     from conformal_rag_plugins.local.encoder import default_cache_dir
     from conformal_rag_plugins.runtime.openai_settings import openai_settings
 

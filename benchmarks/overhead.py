@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from conformal_rag_plugins.apps.hosts import HostBundle, build_host
-from conformal_rag_plugins.apps.tables import markdown_table
+from conformal_rag_plugins.commands.hosts import HostBundle, build_host
+from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions

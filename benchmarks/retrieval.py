@@ -26,11 +26,11 @@ import time
 import warnings
 from pathlib import Path
 
-from conformal_rag_plugins.apps.chunked import chunk_corpus
-from conformal_rag_plugins.apps.hosts import build_host, build_hosts
-from conformal_rag_plugins.apps.tables import markdown_table
-from conformal_rag_plugins.calibration.driver import collect_observations
-from conformal_rag_plugins.calibration.tuning import DEFAULT_FUSION_GRID
+from conformal_rag_plugins.calibration.pool_calibration import collect_observations
+from conformal_rag_plugins.calibration.tuned_calibration import DEFAULT_FUSION_GRID
+from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
+from conformal_rag_plugins.commands.hosts import build_host, build_hosts
+from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.core import evaluate_splits, evaluate_tuned_splits
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions

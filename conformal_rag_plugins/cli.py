@@ -88,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
         "token likelihood (samples the LLM with logprobs)",
     )
 
-    from .apps import calibrate_cmd, generate, label
+    from .commands import calibrate_cmd, generate, label
 
     generate.register(sub)
     label.register(sub)
@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "handler", None) is not None:
             args.handler(args)
         elif args.command == "demo":
-            from .apps.demo import run_demo
+            from .commands.demo import run_demo
 
             run_demo(
                 alpha=args.alpha,
@@ -165,8 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 chunk_overlap=args.chunk_overlap,
             )
         elif args.answers:
-            from .apps.evaluate_answers import run_evaluate_answers
-            from .apps.tables import markdown_table
+            from .commands.evaluate_answer_sets import run_evaluate_answers
+            from .commands.tables import markdown_table
 
             report = run_evaluate_answers(
                 args.corpus,
@@ -198,8 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             print(json.dumps({k: v for k, v in report.items() if k != "results"}))
         else:
-            from .apps.evaluate import run_evaluate
-            from .apps.tables import markdown_table
+            from .commands.evaluate_retrieval import run_evaluate
+            from .commands.tables import markdown_table
 
             report = run_evaluate(
                 args.corpus,

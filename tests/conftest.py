@@ -43,7 +43,7 @@ def chroma_memory_client():
 @pytest.fixture(scope="session")
 def host_factory(squad_entries, chroma_memory_client) -> Callable:
     """``host_factory(framework, kind)`` -> HostBundle over Chroma + MiniLM (pool 50), cached."""
-    from conformal_rag_plugins.apps.hosts import build_host
+    from conformal_rag_plugins.commands.hosts import build_host
 
     cache: dict = {}
 
@@ -59,7 +59,7 @@ def host_factory(squad_entries, chroma_memory_client) -> Callable:
 @pytest.fixture(scope="session")
 def observations_factory(host_factory, squad_questions) -> Callable:
     """``observations_factory(framework, kind)`` -> list of PoolObservation for all 705 questions."""
-    from conformal_rag_plugins.calibration.driver import collect_observations
+    from conformal_rag_plugins.calibration.pool_calibration import collect_observations
 
     cache: dict = {}
 
@@ -75,7 +75,7 @@ def observations_factory(host_factory, squad_questions) -> Callable:
 @pytest.fixture(scope="session")
 def li_index(host_factory, squad_entries, chroma_memory_client):
     """The LlamaIndex ``VectorStoreIndex`` over the Chroma collection that the dense/hybrid hosts use."""
-    from conformal_rag_plugins.apps.hosts import corpus_key
+    from conformal_rag_plugins.commands.hosts import corpus_key
     from conformal_rag_plugins.llamaindex.stack import build_chroma_index
 
     host_factory("llamaindex", "dense")  # fills the collection once (embeddings cached on disk)

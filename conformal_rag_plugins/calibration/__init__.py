@@ -13,12 +13,12 @@ from .examples import (
     split_examples,
 )
 from .fingerprint import Fingerprint
-from .judge import LabelReport, LLMJudge, alabel_examples, label_examples
-from .matching import gold_positions
+from .gold_matching import gold_positions
+from .llm_judge import LabelReport, LLMJudge, alabel_examples, label_examples
 from .question_gen import GenerationReport, agenerate_questions, sample_chunks
 from .retrieval import SCHEMA_VERSION, RetrievalCalibration
 from .text_folder import load_text_folder
-from .tuning import DEFAULT_FUSION_GRID, FusionConfig, TunedCalibration, calibrate_tuned
+from .tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, TunedCalibration, calibrate_tuned
 
 __all__ = [
     "DEFAULT_FUSION_GRID",

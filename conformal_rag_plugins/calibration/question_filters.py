@@ -23,7 +23,7 @@ in this order; the first failing check names the rejection reason:
     founded the duchy of Normandy"; it is kept.)
 ``answer_not_in_chunk``
     The answer is empty or does not occur in the chunk
-    (:func:`~conformal_rag_plugins.calibration.chunk_gold.answer_in_text`, normalised and
+    (:func:`~conformal_rag_plugins.calibration.chunk_labels.answer_in_text`, normalised and
     word-aligned).
 
 Duplicates (``duplicate``, same normalised question) are found by the generation loop,
@@ -37,7 +37,7 @@ from typing import Any
 
 from ..core.normalize import normalize_answer
 from ..runtime.json_output import parse_json_object
-from .chunk_gold import answer_in_text
+from .chunk_labels import answer_in_text
 
 __all__ = [
     "COPY_MIN_WORDS",

@@ -67,7 +67,7 @@ def document_of(entry: CorpusEntry) -> str:
 
     Examples
     --------
-    >>> from conformal_rag_plugins.calibration.chunks import Chunk
+    >>> from conformal_rag_plugins.calibration.chunk_records import Chunk
     >>> document_of(Chunk("d::chunk1", "x", parent_id="d")), document_of(CorpusEntry("e", "y"))
     ('d', 'e')
     """
@@ -90,7 +90,7 @@ def stratified_order(
 
     Examples
     --------
-    >>> from conformal_rag_plugins.calibration.chunks import Chunk
+    >>> from conformal_rag_plugins.calibration.chunk_records import Chunk
     >>> chunks = [Chunk(f"{d}::chunk{i}", "one two three four five", parent_id=d) for d in "ab" for i in range(2)]
     >>> [document_of(c) for c in stratified_order(chunks, seed=0)]
     ['a', 'b', 'a', 'b']

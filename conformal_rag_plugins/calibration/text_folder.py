@@ -15,8 +15,8 @@ def load_text_folder(path: str | Path, glob: str = "*.txt", *, encoding: str = "
 
     The id is the file's path relative to ``path`` (with ``/`` separators), the title its
     stem. Use ``glob="**/*.txt"`` to include sub-folders. Files holding only white space
-    are skipped. Long files are usually chunked next (``llamaindex.chunking.chunk_entries``
-    or ``langchain.chunking.chunk_entries``).
+    are skipped. Long files are usually chunked next (``llamaindex.text_splitting.chunk_entries``
+    or ``langchain.text_splitting.chunk_entries``).
 
     Raises
     ------

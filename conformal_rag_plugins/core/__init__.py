@@ -5,7 +5,7 @@ The threshold of every set is computed in :mod:`conformal_rag_plugins.core.quant
 
 from __future__ import annotations
 
-from .adaptive import geometric_schedule, is_no_answer
+from .adaptive_schedule import geometric_schedule, is_no_answer
 from .answer_metrics import (
     AnswerSetMetrics,
     AnswerSetReport,
@@ -31,6 +31,7 @@ from .combination import (
     pac_thresholds,
     weighted_harmonic_mean,
 )
+from .config_search import TuningChoice, choose_configuration, evaluate_tuned_splits
 from .errors import (
     CalibrationError,
     CalibrationIntegrityError,
@@ -51,10 +52,9 @@ from .quantile import (
     pac_quantile,
     pac_rank,
 )
-from .retrieval_eval import PoolObservation, TrialSummary, choose_family, evaluate_splits
 from .retrieval_scores import SCORE_FAMILIES, candidate_nonconformity, keep_mask, nonconformity, set_size
+from .retrieval_trials import PoolObservation, TrialSummary, choose_family, evaluate_splits
 from .selection import SetDecision, check_k_bounds, decide_set
-from .tuning import TuningChoice, choose_configuration, evaluate_tuned_splits
 from .validation import check_alpha, check_scores
 
 __all__ = [

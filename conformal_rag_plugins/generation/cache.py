@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 
 from ..runtime.kv_cache import SqliteStore
-from .samples import Sample
+from .sample_record import Sample
 
 __all__ = ["SampleCache"]
 

@@ -21,7 +21,7 @@ from ..core.combination import decide_end_to_end
 from ..core.errors import CalibrationError, ConformalError
 from ..core.generation_scores import generation_score
 from .prompts import IDK
-from .samples import Sample
+from .sample_record import Sample
 
 __all__ = [
     "AnswerSetResult",

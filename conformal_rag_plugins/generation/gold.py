@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..calibration.examples import CalibrationExample
-from ..calibration.matching import gold_positions
+from ..calibration.gold_matching import gold_positions
 from ..core.errors import CalibrationError
 from .prompts import IDK
 

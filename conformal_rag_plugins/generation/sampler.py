@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .cache import SampleCache
-from .draw import ConcurrencyLimit, draw_samples
-from .samples import Sample, reports_logprobs
+from .concurrent_draws import ConcurrencyLimit, draw_samples
+from .sample_record import Sample, reports_logprobs
 
 __all__ = ["AnswerSampler", "model_id"]
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..calibration.examples import CalibrationExample
-from ..calibration.matching import gold_positions
+from ..calibration.gold_matching import gold_positions
 from ..core.bo import optimize_alpha_split, optimize_hmp_weight
 from ..core.clustering import AnswerCluster
 from ..core.combination import (

@@ -6,9 +6,9 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..calibration.driver import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.examples import CalibrationExample
 from ..calibration.fingerprint import corpus_digest
+from ..calibration.pool_calibration import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
 from ..core.validation import check_pool_size

@@ -13,9 +13,9 @@ from ..calibration.retrieval import RetrievalCalibration
 from ..generation import SampleCache
 from ..generation.calibrate import HostHooks, calibrate_stages
 from ..runtime.run_sync import run_sync
+from .answer_sampler import LangChainSampler, model_id
 from .calibrate import calibrate_retriever, resolve_pool_size
 from .host import Host, fetch_pool, texts_by_id
-from .sampling import LangChainSampler, model_id
 
 __all__ = ["calibrate_answer_sets"]
 

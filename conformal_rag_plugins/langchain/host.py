@@ -9,7 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 
-from ..calibration.driver import CandidatePool
+from ..calibration.pool_calibration import CandidatePool
 from ..core.errors import ConformalError
 
 __all__ = ["Host", "afetch_pool", "all_ids", "doc_id", "existing_ids", "fetch_pool", "texts_by_id"]

@@ -131,7 +131,7 @@ def llm_task(
     >>> llm_task(FakeListLLM(responses=["yes"]), JUDGE_PROMPTS).model
     'FakeListLLM:None'
     """
-    from .sampling import model_id
+    from .answer_sampler import model_id
 
     completion = completion_template(completion_prompt, prompts.few_shot, prompts.variables)
     chat = chat_template(chat_prompt, prompts.chat_system, prompts.chat_user, prompts.variables)

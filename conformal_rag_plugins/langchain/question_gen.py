@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
-from ..calibration.chunks import Chunk
+from ..calibration.chunk_records import Chunk
 from ..calibration.examples import CalibrationExample, CorpusEntry
 from ..calibration.llm_prompts import QUESTION_PROMPTS
 from ..calibration.question_gen import DEFAULT_MIN_WORDS, GenerationReport, agenerate_questions

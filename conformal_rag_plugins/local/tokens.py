@@ -149,8 +149,8 @@ def warn_if_truncated(texts: list[str], *, stacklevel: int = 3) -> int:
         warnings.warn(
             f"{len(over)} of {len(texts)} texts are longer than the {window}-token window of all-MiniLM-L6-v2 "
             f"(longest {max(over)} tokens); the embedding ignores everything past the window. Split them first "
-            "with conformal_rag_plugins.llamaindex.chunking.chunk_entries (or the LangChain one) and move the gold "
-            "labels with calibration.chunk_gold.map_gold_to_chunks.",
+            "with conformal_rag_plugins.llamaindex.text_splitting.chunk_entries (or the LangChain one) and move the "
+            "gold labels with calibration.chunk_labels.map_gold_to_chunks.",
             UserWarning,
             stacklevel=stacklevel,
         )

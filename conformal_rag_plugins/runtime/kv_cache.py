@@ -28,7 +28,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -148,6 +148,7 @@ class SqliteStore:
     """
 
     table: str = "kv"
+    column: str = "value"
 
     def __init__(
         self,
@@ -178,7 +179,7 @@ class SqliteStore:
                     logger.warning("SQLite cache %s could not use WAL (journal mode %r).", self.path, mode)
                 # in WAL mode NORMAL never corrupts the file and a killed process loses no commit
                 db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, {self.column} NOT NULL)")
         except BaseException:
             db.close()
             raise
@@ -192,7 +193,7 @@ class SqliteStore:
 
         def read() -> str | None:
             with self._lock:
-                row = self._db.execute(f"SELECT value FROM {self.table} WHERE key = ?", (key,)).fetchone()
+                row = self._db.execute(f"SELECT {self.column} FROM {self.table} WHERE key = ?", (key,)).fetchone()
             return None if row is None else str(row[0])
 
         try:
@@ -206,12 +207,48 @@ class SqliteStore:
 
         def write() -> None:
             with self._lock:
-                self._db.execute(f"INSERT OR REPLACE INTO {self.table} (key, value) VALUES (?, ?)", (key, text))
+                self._db.execute(f"INSERT OR REPLACE INTO {self.table} (key, {self.column}) VALUES (?, ?)", (key, text))
 
         try:
             self._retry(write, "writing")
         except sqlite3.Error as exc:
             logger.warning("Cache write to %s failed (%s); the result is used but not cached.", self.path, exc)
+            return False
+        return True
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        """Stored values (text or bytes, as written) of those ``keys`` that are present; ``{}`` on a failed read."""
+
+        def read() -> dict[str, Any]:
+            found: dict[str, Any] = {}
+            with self._lock:
+                for start in range(0, len(keys), 500):  # SQLite caps the number of parameters
+                    part = list(keys[start : start + 500])
+                    marks = ",".join("?" * len(part))
+                    query = f"SELECT key, {self.column} FROM {self.table} WHERE key IN ({marks})"
+                    found.update(dict(self._db.execute(query, part).fetchall()))
+            return found
+
+        try:
+            return self._retry(read, "reading")
+        except sqlite3.Error as exc:
+            logger.warning("Cache read from %s failed (%s); treated as misses.", self.path, exc)
+            return {}
+
+    def put_many(self, items: Sequence[tuple[str, Any]]) -> bool:
+        """Store several ``(key, value)`` pairs in one transaction; ``False`` with a logged warning on failure."""
+
+        def write() -> None:
+            with self._lock, self._db:  # one transaction for the batch
+                self._db.execute("BEGIN")
+                self._db.executemany(
+                    f"INSERT OR REPLACE INTO {self.table} (key, {self.column}) VALUES (?, ?)", list(items)
+                )
+
+        try:
+            self._retry(write, "writing")
+        except sqlite3.Error as exc:
+            logger.warning("Cache write to %s failed (%s); the results are used but not cached.", self.path, exc)
             return False
         return True
 

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from conformal_rag_plugins.core.errors import ConformalError
 from conformal_rag_plugins.generation import FEW_SHOT_TEMPLATE, SampleCache
-from conformal_rag_plugins.generation.adaptive import approx_token_count
+from conformal_rag_plugins.generation.adaptive_context import approx_token_count
 from conformal_rag_plugins.langchain import AdaptiveContextSynthesizer as LCAdaptive
 from conformal_rag_plugins.llamaindex import AdaptiveContextSynthesizer as LIAdaptive
 

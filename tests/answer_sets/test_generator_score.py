@@ -93,7 +93,7 @@ def test_llamaindex_sampler_keeps_the_models_logprobs() -> None:
     from llama_index.core.llms import CustomLLM
     from llama_index.core.llms.callbacks import llm_completion_callback
 
-    from conformal_rag_plugins.llamaindex.sampling import LlamaIndexSampler, model_id
+    from conformal_rag_plugins.llamaindex.answer_sampler import LlamaIndexSampler, model_id
 
     class WithLogprobs(CustomLLM):
         logprobs: bool = True
@@ -120,7 +120,7 @@ def test_langchain_sampler_keeps_the_models_logprobs() -> None:
     from langchain_core.language_models.llms import LLM
     from langchain_core.outputs import Generation, LLMResult
 
-    from conformal_rag_plugins.langchain.sampling import LangChainSampler
+    from conformal_rag_plugins.langchain.answer_sampler import LangChainSampler
 
     class WithLogprobs(LLM):
         @property

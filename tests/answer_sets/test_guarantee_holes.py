@@ -17,8 +17,8 @@ import pytest
 
 from conformal_rag_plugins.calibration import Fingerprint
 from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration, min_answer_set_questions
-from conformal_rag_plugins.calibration.driver import CandidatePool, calibrate_from_pools, collect_observations
 from conformal_rag_plugins.calibration.examples import CalibrationExample
+from conformal_rag_plugins.calibration.pool_calibration import CandidatePool, calibrate_from_pools, collect_observations
 from conformal_rag_plugins.core.combination import harmonic_mean_rule
 from conformal_rag_plugins.core.errors import (
     CalibrationError,

@@ -16,11 +16,11 @@ pytestmark = pytest.mark.integration
 
 
 def test_calibrate_tunes_a_hybrid_and_the_json_rebuilds_it(tmp_path, capsys) -> None:
-    from conformal_rag_plugins.apps.calibration_inputs import load_chunks
-    from conformal_rag_plugins.apps.hosts import corpus_key
+    from conformal_rag_plugins.commands.calibration_inputs import load_chunks
+    from conformal_rag_plugins.commands.hosts import corpus_key
     from conformal_rag_plugins.llamaindex import ConformalRetriever
+    from conformal_rag_plugins.llamaindex.hybrid_tuning import hybrid_from_calibration
     from conformal_rag_plugins.llamaindex.stack import build_chroma_index, build_hybrid_retriever
-    from conformal_rag_plugins.llamaindex.tuning import hybrid_from_calibration
     from conformal_rag_plugins.local.chroma import chroma_client
 
     questions = tmp_path / "labelled.jsonl"

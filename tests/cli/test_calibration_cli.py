@@ -10,9 +10,9 @@ import pytest
 from langchain_core.language_models.llms import LLM
 from llama_index.core.llms import CompletionResponse, MockLLM
 
-from conformal_rag_plugins.apps import calibration_inputs
 from conformal_rag_plugins.calibration.examples import load_examples
 from conformal_rag_plugins.cli import main
+from conformal_rag_plugins.commands import calibration_inputs
 
 ENTRIES = [
     ("normans", "The Normans gave their name to Normandy, a region in northern France."),
@@ -69,7 +69,7 @@ def bm25_host(monkeypatch):
     """``build_host`` without embeddings (a LlamaIndex BM25 retriever), so the test needs no MiniLM or Chroma."""
     from llama_index.retrievers.bm25 import BM25Retriever
 
-    from conformal_rag_plugins.apps import hosts
+    from conformal_rag_plugins.commands import hosts
     from conformal_rag_plugins.llamaindex.host import pool_from_nodes
     from conformal_rag_plugins.llamaindex.stack import nodes_from_entries
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conformal_rag_plugins.apps import calibration_inputs
 from conformal_rag_plugins.cli import main
+from conformal_rag_plugins.commands import calibration_inputs
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, InputFileError
 from conformal_rag_plugins.runtime import atomic_path, atomic_write_text, check_output_dir, check_output_file
 
@@ -66,7 +66,9 @@ def questions(tmp_path) -> Path:
 @pytest.fixture(autouse=True)
 def no_heavy_work(monkeypatch, tmp_path):
     """Tripwires: no LLM, no index. Every error here must come before them."""
-    from conformal_rag_plugins.apps import evaluate, evaluate_answers, hosts
+    from conformal_rag_plugins.commands import evaluate_answer_sets as evaluate_answers
+    from conformal_rag_plugins.commands import evaluate_retrieval as evaluate
+    from conformal_rag_plugins.commands import hosts
 
     def tripwire(*args, **kwargs):
         raise AssertionError("the command started its work before refusing the input")
@@ -153,7 +155,7 @@ def test_calibrate_refuses_gold_ids_missing_from_the_corpus_before_indexing(tmp_
 
 def test_the_same_check_function_guards_evaluate_and_calibrate(monkeypatch, tmp_path, corpus, qa, capsys) -> None:
     """``evaluate`` reuses ``check_gold_ids``, the calibrators' check (no second copy of the logic)."""
-    from conformal_rag_plugins.calibration import driver
+    from conformal_rag_plugins.calibration import pool_calibration as driver
 
     calls = []
 
@@ -192,7 +194,7 @@ def test_trials_below_one_are_refused(tmp_path, corpus, qa, capsys, trials, answ
 @pytest.mark.parametrize("pool", ["0", "-1"])
 @pytest.mark.parametrize("command", ["evaluate", "calibrate", "label", "demo"])
 def test_pool_size_below_one_is_refused(monkeypatch, tmp_path, corpus, questions, capsys, pool, command) -> None:
-    from conformal_rag_plugins.apps import demo
+    from conformal_rag_plugins.commands import demo
 
     monkeypatch.setattr(demo, "bundled_corpus", lambda: pytest.fail("demo started its work"))
     argv = {
@@ -333,7 +335,9 @@ def _output_commands(corpus: Path, qa: Path, questions: Path, out: Path) -> dict
 @pytest.fixture
 def no_input_reading(monkeypatch):
     """Tripwires on the first step of the work: reading the inputs."""
-    from conformal_rag_plugins.apps import evaluate, evaluate_answers, input_checks
+    from conformal_rag_plugins.commands import evaluate_answer_sets as evaluate_answers
+    from conformal_rag_plugins.commands import evaluate_retrieval as evaluate
+    from conformal_rag_plugins.commands import input_checks
 
     def tripwire(*args, **kwargs):
         raise AssertionError("the inputs were read before the output path was checked")
@@ -360,7 +364,7 @@ def test_output_paths_are_checked_before_the_work(
 
 
 def test_demo_output_folder_is_checked_before_the_work(monkeypatch, tmp_path, capsys) -> None:
-    from conformal_rag_plugins.apps import demo
+    from conformal_rag_plugins.commands import demo
 
     monkeypatch.setattr(demo, "bundled_corpus", lambda: pytest.fail("demo started its work"))
     (tmp_path / "a-file").write_text("x", encoding="utf-8")

@@ -103,15 +103,15 @@ def test_local_llm_reports_logprobs_for_the_likelihood_score(framework: str) -> 
     context = "The Normans gave their name to Normandy, a region in France, in the 10th and 11th centuries."
     question = "In what country is Normandy located?"
     if framework == "llamaindex":
+        from conformal_rag_plugins.llamaindex.answer_sampler import LlamaIndexSampler as Sampler
+        from conformal_rag_plugins.llamaindex.answer_sampler import model_id
         from conformal_rag_plugins.llamaindex.llm import local_llm
-        from conformal_rag_plugins.llamaindex.sampling import LlamaIndexSampler as Sampler
-        from conformal_rag_plugins.llamaindex.sampling import model_id
 
         llm = local_llm(temperature=1.0, max_new_tokens=12, n_ctx=512, logprobs=True)
     else:
+        from conformal_rag_plugins.langchain.answer_sampler import LangChainSampler as Sampler
+        from conformal_rag_plugins.langchain.answer_sampler import model_id
         from conformal_rag_plugins.langchain.llm import local_llm
-        from conformal_rag_plugins.langchain.sampling import LangChainSampler as Sampler
-        from conformal_rag_plugins.langchain.sampling import model_id
 
         llm = local_llm(temperature=1.0, max_tokens=12, logprobs=True)
     got = run_sync(Sampler(llm, n_samples=3, max_concurrency=1).asample(question, context))

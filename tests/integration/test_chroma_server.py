@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conformal_rag_plugins.apps.hosts import build_host
-from conformal_rag_plugins.calibration.driver import collect_observations
+from conformal_rag_plugins.calibration.pool_calibration import collect_observations
+from conformal_rag_plugins.commands.hosts import build_host
 from conformal_rag_plugins.core import conformal_quantile
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]

@@ -42,7 +42,7 @@ WRITER = textwrap.dedent(
     report = {"worker": worker, "ok": False, "error": None, "failed_puts": 0, "warnings": []}
     try:
         from conformal_rag_plugins.generation.cache import SampleCache
-        from conformal_rag_plugins.generation.samples import Sample
+        from conformal_rag_plugins.generation.sample_record import Sample
         from conformal_rag_plugins.runtime.kv_cache import JsonCache
 
         while not Path(go).exists():  # start together, so the opens race too

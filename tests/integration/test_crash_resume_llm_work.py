@@ -135,7 +135,7 @@ DRIVER = textwrap.dedent(
         from langchain_core.outputs import ChatGeneration, ChatResult
 
         from conformal_rag_plugins.generation import SampleCache
-        from conformal_rag_plugins.langchain.sampling import LangChainSampler
+        from conformal_rag_plugins.langchain.answer_sampler import LangChainSampler
 
         class FakeChat(BaseChatModel):
             model_name: str = "fake-crash-sampler"

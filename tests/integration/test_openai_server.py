@@ -223,10 +223,10 @@ def _langchain_llm(api_base: str, model: str, *, http: Any = None, timeout: floa
 
 def _sampler(framework: str, llm: Any, **kwargs: Any) -> Any:
     if framework == "llamaindex":
-        from conformal_rag_plugins.llamaindex.sampling import LlamaIndexSampler
+        from conformal_rag_plugins.llamaindex.answer_sampler import LlamaIndexSampler
 
         return LlamaIndexSampler(llm, **kwargs)
-    from conformal_rag_plugins.langchain.sampling import LangChainSampler
+    from conformal_rag_plugins.langchain.answer_sampler import LangChainSampler
 
     return LangChainSampler(llm, **kwargs)
 

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.apps.answer_eval import evaluate_methods, prepare_rows
+from conformal_rag_plugins.commands.answer_set_trials import evaluate_methods, prepare_rows
 from conformal_rag_plugins.core.quantile import conformal_rank
 
 pytestmark = pytest.mark.statistical

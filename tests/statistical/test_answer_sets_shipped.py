@@ -57,7 +57,7 @@ import numpy as np
 import pytest
 
 from conformal_rag_plugins.calibration.examples import CalibrationExample
-from conformal_rag_plugins.calibration.matching import gold_positions
+from conformal_rag_plugins.calibration.gold_matching import gold_positions
 from conformal_rag_plugins.core.clustering import cluster_answers, merge_clusters
 from conformal_rag_plugins.core.generation_scores import answer_matches, generation_score
 from conformal_rag_plugins.core.quantile import conformal_rank

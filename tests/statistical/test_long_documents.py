@@ -35,9 +35,9 @@ SIZE_RATIO_LIMIT = 1.5
 @pytest.fixture(scope="module")
 def long_stack(chroma_memory_client):
     """``long_stack(framework)`` -> (ChunkedCorpus, {config key: observations}), built once per framework."""
-    from conformal_rag_plugins.apps.chunked import chunk_corpus
-    from conformal_rag_plugins.apps.hosts import build_hosts
-    from conformal_rag_plugins.calibration.driver import collect_observations
+    from conformal_rag_plugins.calibration.pool_calibration import collect_observations
+    from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
+    from conformal_rag_plugins.commands.hosts import build_hosts
     from conformal_rag_plugins.local.long_documents import bundled_long_documents
 
     cache: dict = {}

@@ -1,4 +1,4 @@
-"""Geometric context schedule and "no answer" detection (core.adaptive)."""
+"""Geometric context schedule and "no answer" detection (core.adaptive_schedule)."""
 
 from __future__ import annotations
 

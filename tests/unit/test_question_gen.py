@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from conformal_rag_plugins.calibration.chunks import Chunk
+from conformal_rag_plugins.calibration.chunk_records import Chunk
 from conformal_rag_plugins.calibration.examples import CorpusEntry, load_examples, save_examples
 from conformal_rag_plugins.calibration.question_filters import copies_chunk, looks_wrong_language
 from conformal_rag_plugins.calibration.question_gen import (

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conformal_rag_plugins.calibration import CalibrationExample, Fingerprint
-from conformal_rag_plugins.calibration.driver import (
+from conformal_rag_plugins.calibration.pool_calibration import (
     CandidatePool,
     calibrate_from_pools,
     check_gold_ids,
@@ -17,7 +17,7 @@ from conformal_rag_plugins.calibration.driver import (
 )
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
 from conformal_rag_plugins.core.quantile import conformal_quantile
-from conformal_rag_plugins.core.retrieval_eval import PoolObservation, choose_family, evaluate_splits
+from conformal_rag_plugins.core.retrieval_trials import PoolObservation, choose_family, evaluate_splits
 from conformal_rag_plugins.core.validation import check_alpha, check_scores
 
 FP = Fingerprint("unit", "ListStore", "ip", "toy", None, "raw")

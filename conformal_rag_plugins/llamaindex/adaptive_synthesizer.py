@@ -11,11 +11,11 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
 
-from ..core.adaptive import geometric_schedule
+from ..core.adaptive_schedule import geometric_schedule
 from ..generation import Sample, SampleCache
-from ..generation.adaptive import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
+from ..generation.adaptive_context import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
 from ..runtime.run_sync import run_sync
-from .sampling import LlamaIndexSampler, SamplerPrompts
+from .answer_sampler import LlamaIndexSampler, SamplerPrompts
 
 __all__ = ["AdaptiveContextSynthesizer"]
 
@@ -32,8 +32,8 @@ class AdaptiveContextSynthesizer(SamplerPrompts, BaseSynthesizer):
 
     Round ``r`` prompts the LLM once with the ``schedule[r]`` best nodes (overlapping prompts:
     each round repeats the best chunks and adds the next ones) and stops at the first answer
-    that is not "I don't know" (:func:`~conformal_rag_plugins.core.adaptive.is_no_answer`).
-    The schedule (:func:`~conformal_rag_plugins.core.adaptive.geometric_schedule`) always ends
+    that is not "I don't know" (:func:`~conformal_rag_plugins.core.adaptive_schedule.is_no_answer`).
+    The schedule (:func:`~conformal_rag_plugins.core.adaptive_schedule.geometric_schedule`) always ends
     with the whole retrieved set, so an abstention ("I don't know") means the LLM saw every
     chunk the conformal retriever kept. An empty set abstains with no call, never "Empty Response".
 
@@ -58,7 +58,7 @@ class AdaptiveContextSynthesizer(SamplerPrompts, BaseSynthesizer):
     separator : str, default "\\n"
         Joins a round's chunks into the prompt's ``{context}``.
     timeout, retries, cache
-        As in :class:`~conformal_rag_plugins.llamaindex.sampling.LlamaIndexSampler`; a call that
+        As in :class:`~conformal_rag_plugins.llamaindex.answer_sampler.LlamaIndexSampler`; a call that
         still fails counts as a "no answer" round.
 
     Examples

@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..calibration.driver import CandidatePool
 from ..calibration.examples import CorpusEntry
-from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig
+from ..calibration.pool_calibration import CandidatePool
+from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 
 __all__ = ["FRAMEWORKS", "RETRIEVERS", "HostBundle", "build_host", "build_hosts", "corpus_key"]
@@ -44,8 +44,8 @@ def _llamaindex_hosts(
     kind: str, entries: Sequence[CorpusEntry], grid: Sequence[FusionConfig], pool_size: int, client: Any, progress: bool
 ) -> dict[FusionConfig | None, HostBundle]:
     from ..llamaindex.host import pool_from_nodes
+    from ..llamaindex.hybrid_tuning import hybrid_retrievers
     from ..llamaindex.stack import build_chroma_index
-    from ..llamaindex.tuning import hybrid_retrievers
 
     name = f"crp-llamaindex-{corpus_key(entries)}"
     index, nodes = build_chroma_index(entries, client=client, collection_name=name, show_progress=progress)
@@ -69,8 +69,8 @@ def _langchain_hosts(
     kind: str, entries: Sequence[CorpusEntry], grid: Sequence[FusionConfig], pool_size: int, client: Any
 ) -> dict[FusionConfig | None, HostBundle]:
     from ..langchain.host import fetch_pool
+    from ..langchain.hybrid_tuning import hybrid_retrievers
     from ..langchain.stack import build_chroma_vectorstore
-    from ..langchain.tuning import hybrid_retrievers
 
     store = build_chroma_vectorstore(entries, client=client, collection_name=f"crp-langchain-{corpus_key(entries)}")
     hosts: dict[FusionConfig | None, Any]

@@ -14,10 +14,10 @@ from ..core.validation import check_alpha
 from ..generation import SampleCache
 from ..local.encoder import default_cache_dir
 from ..runtime.atomic import atomic_write_text
-from .answer_eval import METHODS, evaluate_abstention, evaluate_methods, prepare_rows
+from .answer_sample_rows import build_rows
+from .answer_set_trials import METHODS, evaluate_abstention, evaluate_methods, prepare_rows
 from .hosts import build_host
 from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
-from .sample_rows import build_rows
 
 __all__ = ["run_evaluate_answers"]
 
@@ -61,7 +61,7 @@ def run_evaluate_answers(
     Bad counts, malformed corpus/qa files (naming file and line), qa ids missing from the
     corpus and unwritable ``json_out`` paths are refused before anything is indexed or sampled.
     """
-    from ..llamaindex.sampling import LlamaIndexSampler, model_id
+    from ..llamaindex.answer_sampler import LlamaIndexSampler, model_id
 
     alphas = [check_alpha(a) for a in alphas]
     for name, value in (("answer_pool", answer_pool), ("trials", trials), ("samples", samples)):

@@ -2,7 +2,7 @@
 
 Each round prompts the LLM with the top ``schedule[r]`` chunks of the conformal set (best
 first, every round sees the top chunks so far: Pathway's "overlapping prompts") and stops at
-the first answer that is not a "no answer" (:func:`~conformal_rag_plugins.core.adaptive.is_no_answer`).
+the first answer that is not a "no answer" (:func:`~conformal_rag_plugins.core.adaptive_schedule.is_no_answer`).
 When every round declines, the result abstains after the LLM has seen the whole set.
 Adapters supply ``complete(context) -> awaitable Sample``: one greedy call on the joined context.
 """
@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..core.adaptive import geometric_schedule, is_no_answer
+from ..core.adaptive_schedule import geometric_schedule, is_no_answer
 from ..core.errors import ConformalError
 from .prompts import IDK
-from .samples import Sample
+from .sample_record import Sample
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -156,7 +156,7 @@ async def aadaptive_answer(
     complete : async callable ``(context: str) -> Sample``
         One LLM call on the joined context of a round (:func:`join_chunks`).
     initial, factor, max_rounds
-        The :func:`~conformal_rag_plugins.core.adaptive.geometric_schedule` parameters.
+        The :func:`~conformal_rag_plugins.core.adaptive_schedule.geometric_schedule` parameters.
     chunk_ids : sequence of str, optional
         Ids aligned with ``chunks``; the result lists those of the final context.
     separator : str, default "\\n"

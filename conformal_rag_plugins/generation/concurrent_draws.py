@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from ..runtime.retry import call_with_retries
 from .cache import SampleCache
-from .samples import Sample
+from .sample_record import Sample
 
 __all__ = ["ConcurrencyLimit", "draw_samples"]
 

@@ -1,7 +1,7 @@
 """Move document-level gold labels onto chunks.
 
 SQuAD-style questions name the *document* (paragraph) that answers them. Once a
-long document is split (:mod:`conformal_rag_plugins.calibration.chunks`), the
+long document is split (:mod:`conformal_rag_plugins.calibration.chunk_records`), the
 gold becomes the chunks of that document that contain a reference answer:
 
 * ``"answer-in-chunk"``: the chunks whose normalised text contains a normalised
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from ..core.normalize import normalize_answer
-from .chunks import Chunk, chunks_by_parent
+from .chunk_records import Chunk, chunks_by_parent
 from .examples import CalibrationExample
 
 __all__ = [
@@ -102,7 +102,7 @@ def map_gold_to_chunks(
     examples : iterable of CalibrationExample
         Gold ids are document (parent) ids or chunk ids.
     chunks : sequence of Chunk
-        The chunked corpus, e.g. from ``llamaindex.chunking.chunk_entries``.
+        The chunked corpus, e.g. from ``llamaindex.text_splitting.chunk_entries``.
 
     Returns
     -------

@@ -2,7 +2,7 @@
 
 The splitter measures length with the MiniLM tokenizer
 (``from_huggingface_tokenizer``), so every chunk is embedded in full; see
-:mod:`conformal_rag_plugins.calibration.chunks` for the id scheme and the window guarantee.
+:mod:`conformal_rag_plugins.calibration.chunk_records` for the id scheme and the window guarantee.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..calibration.chunks import Chunk, chunk_with, parent_of
+from ..calibration.chunk_records import Chunk, chunk_with, parent_of
 from ..calibration.examples import CorpusEntry
 from ..local.tokens import count_tokens, default_chunk_overlap, default_chunk_size, embedding_tokenizer
 

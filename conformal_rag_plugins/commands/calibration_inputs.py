@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..calibration.chunks import Chunk
+from ..calibration.chunk_records import Chunk
 from ..calibration.examples import CorpusEntry
 from ..core.errors import ConformalError, InputFileError
 
@@ -75,9 +75,9 @@ def load_chunks(
 
         entries = load_corpus(*(corpus or ()))
     if framework == "llamaindex":
-        from ..llamaindex.chunking import chunk_entries
+        from ..llamaindex.text_splitting import chunk_entries
     else:
-        from ..langchain.chunking import chunk_entries
+        from ..langchain.text_splitting import chunk_entries
     return chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
 
 

@@ -11,12 +11,12 @@ from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
-from ..core.adaptive import geometric_schedule
+from ..core.adaptive_schedule import geometric_schedule
 from ..generation import Sample, SampleCache
-from ..generation.adaptive import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
+from ..generation.adaptive_context import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
 from ..runtime.run_sync import run_sync
+from .answer_sampler import LangChainSampler
 from .host import doc_id
-from .sampling import LangChainSampler
 from .synthesizer import ConformalAnswerSetSynthesizer
 
 __all__ = ["AdaptiveContextSynthesizer"]
@@ -53,7 +53,7 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
     (overlapping prompts) and stops at the first answer that is not "I don't know"; the last
     round shows the whole set, so an abstention means the model saw every document.
 
-    The output is an :class:`~conformal_rag_plugins.generation.adaptive.AdaptiveResult`
+    The output is an :class:`~conformal_rag_plugins.generation.adaptive_context.AdaptiveResult`
     (``answer``, ``abstained``, ``rounds``, ``llm_calls``, ``prompt_tokens``,
     ``completion_tokens``, ``chunks_used``, ``schedule``, ``round_answers``, ``chunk_ids``).
     Token counts are ``"reported"`` from ``AIMessage.usage_metadata`` or

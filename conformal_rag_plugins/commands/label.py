@@ -67,7 +67,7 @@ def run_label(
 ) -> Any:
     """Index the chunked corpus in the chosen host, label the questions with the judge, save JSONL.
 
-    Returns the :class:`~conformal_rag_plugins.calibration.judge.LabelReport`. The corpus
+    Returns the :class:`~conformal_rag_plugins.calibration.llm_judge.LabelReport`. The corpus
     must be chunked as it was for ``generate-calibration`` (same ``chunk_size``/``chunk_overlap``).
 
     Examples
@@ -99,9 +99,9 @@ def run_label(
     bundle = build_host(framework, retriever, chunks, pool_size=pool_size)
     model = calibration_inputs.build_llm(framework, llm, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
     if framework == "llamaindex":
-        from ..llamaindex.judge import label_with_judge
+        from ..llamaindex.judge_labels import label_with_judge
     else:
-        from ..langchain.judge import label_with_judge
+        from ..langchain.judge_labels import label_with_judge
     labelled, report = label_with_judge(
         bundle.host,
         examples,

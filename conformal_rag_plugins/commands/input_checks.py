@@ -53,11 +53,11 @@ def check_outputs(files: Iterable[str | Path | None] = (), dirs: Iterable[str | 
 def check_gold_in_corpus(examples: Sequence[CalibrationExample], known_ids: Collection[str], source: Any) -> None:
     """Refuse gold ids (qa ``context_id``) missing from the corpus, naming the question file.
 
-    Uses :func:`~conformal_rag_plugins.calibration.driver.check_gold_ids`, the check the
+    Uses :func:`~conformal_rag_plugins.calibration.pool_calibration.check_gold_ids`, the check the
     calibrators run against the store, so ``evaluate`` and ``calibrate`` refuse the same files
     (a typo in an id would otherwise count as a retrieval miss and inflate set sizes).
     """
-    from ..calibration.driver import check_gold_ids
+    from ..calibration.pool_calibration import check_gold_ids
 
     try:
         check_gold_ids(examples, known_ids)

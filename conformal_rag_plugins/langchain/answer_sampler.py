@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel, BaseLanguageModel, BaseLLM
+from langchain_core.language_models import BaseLanguageModel, BaseLLM
 from langchain_core.outputs import LLMResult
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
 from ..generation import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE, Sample, SampleCache, mean_logprob
 from ..generation.sampler import AnswerSampler
 from ..generation.sampler import model_id as _model_id
+from .llm_calls import is_chat
 
 __all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LangChainSampler", "model_id"]
 
@@ -85,7 +86,7 @@ class LangChainSampler(AnswerSampler):
     @property
     def prompt(self) -> PromptTemplate | ChatPromptTemplate:
         """The prompt in use for this model."""
-        return self.chat_prompt if isinstance(self.model, BaseChatModel) else self.completion_prompt
+        return self.chat_prompt if is_chat(self.model) else self.completion_prompt
 
     def _prompt_text(self) -> str:
         return repr(self.prompt)

@@ -1,13 +1,13 @@
 """Tune a hybrid host (fusion method and dense weight) and the score family, then calibrate.
 
-Protocol (framework-neutral; the adapters ``llamaindex/tuning.py`` and
-``langchain/tuning.py`` only build one host per configuration):
+Protocol (framework-neutral; the adapters ``llamaindex/hybrid_tuning.py`` and
+``langchain/hybrid_tuning.py`` only build one host per configuration):
 
 1. split the labelled questions, with a seed, into an *optimisation* part and a
    disjoint *calibration* part;
 2. query every candidate host on the optimisation part only, and choose the
    (configuration, score family) with the smallest mean conformal set there
-   (:func:`~conformal_rag_plugins.core.tuning.choose_configuration`);
+   (:func:`~conformal_rag_plugins.core.config_search.choose_configuration`);
 3. query only the chosen host on the calibration part and compute the threshold
    there. The calibration part is never seen by step 2, so the usual
    split-conformal guarantee holds for the chosen host.
@@ -21,14 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from ..core.config_search import choose_configuration
 from ..core.errors import CalibrationError
 from ..core.quantile import min_calibration_size
 from ..core.retrieval_scores import SCORE_FAMILIES
-from ..core.tuning import choose_configuration
 from ..core.validation import check_alpha
-from .driver import CandidatePool, calibrate_from_pools, collect_observations, label_counts
 from .examples import CalibrationExample, split_examples
 from .fingerprint import Fingerprint
+from .pool_calibration import CandidatePool, calibrate_from_pools, collect_observations, label_counts
 from .retrieval import RetrievalCalibration
 
 __all__ = ["DEFAULT_FUSION_GRID", "FUSION_METHODS", "FusionConfig", "TunedCalibration", "calibrate_tuned", "fusion_of"]

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..calibration.examples import CalibrationExample
-from ..calibration.matching import gold_positions
+from ..calibration.gold_matching import gold_positions
 from ..generation.engine import SampleFn
 from ..generation.prompts import IDK
 from ..runtime.run_sync import run_sync

@@ -12,6 +12,7 @@ from llama_index.core.prompts.mixin import PromptDictType
 from ..generation import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE, Sample, SampleCache, mean_logprob
 from ..generation.sampler import AnswerSampler
 from ..generation.sampler import model_id as _model_id
+from .llm_calls import is_chat
 
 __all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LlamaIndexSampler", "SamplerPrompts", "model_id"]
 
@@ -85,7 +86,7 @@ class LlamaIndexSampler(AnswerSampler):
     @property
     def is_chat(self) -> bool:
         """Whether the chat prompt is used."""
-        return bool(getattr(self.llm.metadata, "is_chat_model", False))
+        return is_chat(self.llm)
 
     def _prompt_text(self) -> str:
         if self.is_chat:

@@ -1,6 +1,6 @@
-"""Label calibration questions with a LangChain judge over the host store or retriever (CONFLARE step 2).
+"""Label calibration questions with a LlamaIndex LLM judge over the host retriever (CONFLARE step 2).
 
-Thin adapter over :mod:`conformal_rag_plugins.calibration.judge`.
+Thin adapter over :mod:`conformal_rag_plugins.calibration.llm_judge`.
 """
 
 from __future__ import annotations
@@ -9,22 +9,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
+from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 
 from ..calibration.examples import CalibrationExample
-from ..calibration.judge import LabelReport, LLMJudge, alabel_examples
+from ..calibration.llm_judge import LabelReport, LLMJudge, alabel_examples
 from ..calibration.llm_prompts import JUDGE_PROMPTS
 from ..runtime.kv_cache import JsonCache, open_cache
 from ..runtime.run_sync import run_sync
-from .calibrate import resolve_pool_size
-from .host import Host, afetch_pool
+from .calibrate import resolve_host
+from .host import pool_from_nodes
 from .llm_calls import llm_task
 
 __all__ = ["alabel_with_judge", "label_with_judge"]
 
 
 async def alabel_with_judge(
-    host: Host,
+    host: Any,
     examples: Sequence[CalibrationExample],
     llm: Any,
     budget: int = 5,
@@ -38,12 +38,12 @@ async def alabel_with_judge(
     progress: bool = False,
 ) -> tuple[list[CalibrationExample], LabelReport]:
     """Async :func:`label_with_judge`."""
-    size = resolve_pool_size(host, pool_size)
+    retriever, _ = resolve_host(host, pool_size)
     task = llm_task(llm, JUDGE_PROMPTS, completion_prompt, chat_prompt)
     judge = LLMJudge.for_task(task, cache=open_cache(cache), timeout=timeout)
 
     async def rank(question: str) -> list[tuple[str | None, str]]:
-        pool, _ = await afetch_pool(host, question, size)
+        pool, _ = pool_from_nodes(await retriever.aretrieve(question))
         return list(zip(pool.ids, pool.texts, strict=True))
 
     return await alabel_examples(
@@ -52,7 +52,7 @@ async def alabel_with_judge(
 
 
 def label_with_judge(
-    host: Host,
+    host: Any,
     examples: Sequence[CalibrationExample],
     llm: Any,
     budget: int = 5,
@@ -65,28 +65,27 @@ def label_with_judge(
     timeout: float | None = 60.0,
     progress: bool = False,
 ) -> tuple[list[CalibrationExample], LabelReport]:
-    """Find each question's first gold document in the host ranking with an LLM judge.
+    """Find each question's first gold node in the host ranking with an LLM judge.
 
-    The host's ranking is walked from the top; the question's source document ends the walk
-    without a judge call, any other document is judged, and at most ``budget`` documents are
+    The host retriever's ranking is walked from the top; the question's source node ends the
+    walk without a judge call, any other node is judged, and at most ``budget`` nodes are
     judged per question. Questions not resolved within the budget are kept with their source
-    document as gold (a conservative label), never dropped. See
-    :mod:`conformal_rag_plugins.calibration.judge`. The result goes straight to
+    node as gold (a conservative label), never dropped. See
+    :mod:`conformal_rag_plugins.calibration.llm_judge`. The result goes straight to
     :func:`calibrate_retriever` with the same host.
 
     Parameters
     ----------
-    host : VectorStore or BaseRetriever
-        A store queried with ``similarity_search_with_relevance_scores``, or a retriever
-        setting ``metadata["score"]`` (e.g. :class:`ScoredFusionRetriever`).
+    host : VectorStoreIndex or BaseRetriever
+        Queried with ``aretrieve``; an index as ``as_retriever(similarity_top_k=pool_size)``.
     examples : sequence of CalibrationExample
         E.g. from :func:`generate_calibration_questions`.
-    llm : BaseLLM or BaseChatModel
-        Completion models get the yes/no few-shot ``completion_prompt``, chat models
-        ``chat_prompt`` (variables ``{question}``, ``{answer}``, ``{context}``). Use temperature 0.
+    llm : LlamaIndex LLM
+        Base models get the yes/no few-shot ``completion_prompt``, chat models ``chat_prompt``
+        (variables ``{question}``, ``{answer}``, ``{context}``). Use temperature 0.
     budget : int
     pool_size : int, optional
-        Candidates per query (default: the host's ``k``, else 50).
+        See :func:`calibrate_retriever`.
     cache : JsonCache, path or bool
         Judge decisions; ``True`` (default) uses ``~/.cache/conformal-rag/calibration_llm.sqlite``.
     max_concurrency, timeout, progress
@@ -98,8 +97,9 @@ def label_with_judge(
 
     Examples
     --------
-    >>> labelled, report = label_with_judge(vectorstore, examples, llm, budget=5)  # doctest: +SKIP
-    >>> calibration = calibrate_retriever(vectorstore, labelled, confidence_level=0.9)  # doctest: +SKIP
+    >>> from llama_index.core import VectorStoreIndex
+    >>> labelled, report = label_with_judge(index, examples, llm, budget=5)  # doctest: +SKIP
+    >>> calibration = calibrate_retriever(index, labelled, confidence_level=0.9)  # doctest: +SKIP
     """
     return run_sync(
         alabel_with_judge(

@@ -1,7 +1,7 @@
 """Framework-neutral chunking pieces: the ``Chunk`` record, chunk ids, parents, the token-window check.
 
-The LlamaIndex and LangChain adapters (``llamaindex/chunking.py``,
-``langchain/chunking.py``) only provide a ``split(text) -> list[str]`` function
+The LlamaIndex and LangChain adapters (``llamaindex/text_splitting.py``,
+``langchain/text_splitting.py``) only provide a ``split(text) -> list[str]`` function
 from their own text splitter; :func:`chunk_with` does the rest:
 
 * an entry that fits the window stays one chunk and keeps its id;

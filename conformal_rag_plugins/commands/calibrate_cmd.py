@@ -83,7 +83,7 @@ def run_calibrate(
     """Index the chunked corpus, calibrate on the labelled questions, save and return the calibration.
 
     Gold ids may name whole documents: they are moved onto the chunks that hold a reference
-    answer (:func:`~conformal_rag_plugins.calibration.chunk_gold.map_gold_to_chunks`), and the
+    answer (:func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks`), and the
     calibration records how (``labels_``).
 
     Examples
@@ -94,8 +94,8 @@ def run_calibrate(
     corpus and an unwritable ``out`` are refused before anything is indexed; ``out`` is
     written atomically.
     """
-    from ..calibration.chunk_gold import map_gold_to_chunks
-    from ..calibration.tuning import FusionConfig
+    from ..calibration.chunk_labels import map_gold_to_chunks
+    from ..calibration.tuned_calibration import FusionConfig
     from ..core.validation import check_alpha
     from ..local.chroma import chroma_client
     from ..local.encoder import default_cache_dir
@@ -155,8 +155,8 @@ def _tuned(
 
     name = f"crp-{framework}-{corpus_key(chunks)}"
     if framework == "llamaindex":
+        from ..llamaindex.hybrid_tuning import calibrate_hybrid_retriever
         from ..llamaindex.stack import build_chroma_index
-        from ..llamaindex.tuning import calibrate_hybrid_retriever
 
         index, nodes = build_chroma_index(chunks, client=client, collection_name=name)
         _, cal = calibrate_hybrid_retriever(
@@ -170,8 +170,8 @@ def _tuned(
             progress=progress,
         )
         return cal
+    from ..langchain.hybrid_tuning import calibrate_hybrid_retriever as lc_calibrate
     from ..langchain.stack import build_chroma_vectorstore
-    from ..langchain.tuning import calibrate_hybrid_retriever as lc_calibrate
 
     store = build_chroma_vectorstore(chunks, client=client, collection_name=name)
     _, cal = lc_calibrate(

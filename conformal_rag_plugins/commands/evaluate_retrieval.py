@@ -8,17 +8,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..calibration.driver import collect_observations
 from ..calibration.examples import CalibrationExample, CorpusEntry, load_corpus, load_qa
-from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig
+from ..calibration.pool_calibration import collect_observations
+from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
+from ..core.config_search import evaluate_tuned_splits
 from ..core.errors import InputFileError
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
-from ..core.retrieval_eval import PoolObservation, evaluate_splits
 from ..core.retrieval_scores import SCORE_FAMILIES
-from ..core.tuning import evaluate_tuned_splits
+from ..core.retrieval_trials import PoolObservation, evaluate_splits
 from ..core.validation import check_alpha
 from ..runtime.atomic import atomic_write_text
-from .chunked import chunk_corpus
+from .chunk_corpus import chunk_corpus
 from .hosts import build_hosts
 from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
 
@@ -111,7 +111,7 @@ def run_evaluate(
         Score family; default ``auto`` for a tuned hybrid (chosen with the fusion
         setting), else ``relative``.
     fusion : str, default "tuned"
-        ``"tuned"`` searches :data:`~conformal_rag_plugins.calibration.tuning.DEFAULT_FUSION_GRID`
+        ``"tuned"`` searches :data:`~conformal_rag_plugins.calibration.tuned_calibration.DEFAULT_FUSION_GRID`
         on optimisation splits; ``"zscore:0.5"`` etc. fixes the hybrid setting.
     chunking : bool, default True
         Split entries longer than the embedding window (``chunk_size``/``chunk_overlap``

@@ -1,6 +1,6 @@
 """Tune a LlamaIndex hybrid ``QueryFusionRetriever`` (fusion mode and weights) and calibrate it.
 
-The statistics live in :mod:`conformal_rag_plugins.calibration.tuning`; this file
+The statistics live in :mod:`conformal_rag_plugins.calibration.tuned_calibration`; this file
 only builds one ``QueryFusionRetriever`` per grid point, all sharing the same
 dense index and BM25 retriever.
 """
@@ -14,11 +14,11 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import BaseNode
 
-from ..calibration.driver import CandidatePool, check_gold_ids
 from ..calibration.examples import CalibrationExample
 from ..calibration.fingerprint import corpus_digest
+from ..calibration.pool_calibration import CandidatePool, check_gold_ids
 from ..calibration.retrieval import RetrievalCalibration
-from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
+from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
 from .calibrate import DEFAULT_POOL_SIZE
 from .fingerprint import fingerprint_of
 from .host import all_ids, existing_ids, pool_from_nodes

@@ -22,8 +22,8 @@ import numpy as np
 
 from .errors import ConformalError
 from .quantile import conformal_quantile
-from .retrieval_eval import PoolObservation, TrialSummary
 from .retrieval_scores import SCORE_FAMILIES
+from .retrieval_trials import PoolObservation, TrialSummary
 
 __all__ = ["TuningChoice", "choose_configuration", "evaluate_tuned_splits"]
 

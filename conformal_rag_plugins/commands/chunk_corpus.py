@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..calibration.chunk_gold import GoldReport, map_gold_to_chunks
-from ..calibration.chunks import Chunk
+from ..calibration.chunk_labels import GoldReport, map_gold_to_chunks
+from ..calibration.chunk_records import Chunk
 from ..calibration.examples import CalibrationExample, CorpusEntry
 from ..core.errors import CalibrationError
 
@@ -62,7 +62,7 @@ def chunk_corpus(
     both count all-MiniLM-L6-v2 word pieces, and defaults come from the model's
     ``max_seq_length`` (254 content tokens, overlap 25). Gold document ids become
     the chunk ids holding a reference answer (see
-    :func:`~conformal_rag_plugins.calibration.chunk_gold.map_gold_to_chunks`).
+    :func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks`).
 
     Examples
     --------
@@ -73,9 +73,9 @@ def chunk_corpus(
     from ..local.tokens import count_tokens, default_chunk_overlap, default_chunk_size
 
     if framework == "llamaindex":
-        from ..llamaindex.chunking import chunk_entries
+        from ..llamaindex.text_splitting import chunk_entries
     else:
-        from ..langchain.chunking import chunk_entries
+        from ..langchain.text_splitting import chunk_entries
     size = default_chunk_size() if chunk_size is None else chunk_size
     overlap = min(default_chunk_overlap(), size // 2) if chunk_overlap is None else chunk_overlap
     if not 1 <= size <= default_chunk_size():

@@ -1,7 +1,7 @@
 """Cut long corpus entries into MiniLM-sized chunks with LlamaIndex's ``SentenceSplitter``.
 
 The splitter counts MiniLM word pieces (:func:`~conformal_rag_plugins.local.tokens.token_ids`),
-so every chunk is embedded in full; see :mod:`conformal_rag_plugins.calibration.chunks`
+so every chunk is embedded in full; see :mod:`conformal_rag_plugins.calibration.chunk_records`
 for the id scheme and the window guarantee.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..calibration.chunks import Chunk, chunk_with, parent_of
+from ..calibration.chunk_records import Chunk, chunk_with, parent_of
 from ..calibration.examples import CorpusEntry
 from ..local.tokens import count_tokens, default_chunk_overlap, default_chunk_size, token_ids
 

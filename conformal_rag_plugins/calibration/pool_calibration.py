@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import CalibrationError
-from ..core.retrieval_eval import PoolObservation
+from ..core.retrieval_trials import PoolObservation
 from .conformalizer import RetrievalConformalizer
 from .examples import CalibrationExample
 from .fingerprint import Fingerprint
-from .matching import gold_positions
+from .gold_matching import gold_positions
 from .retrieval import RetrievalCalibration
 
 __all__ = ["CandidatePool", "calibrate_from_pools", "check_gold_ids", "collect_observations", "label_counts"]

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..calibration.driver import CandidatePool, collect_observations
 from ..calibration.examples import split_examples
+from ..calibration.pool_calibration import CandidatePool, collect_observations
 from ..core.baselines import conflare_threshold
-from ..core.retrieval_eval import PoolObservation
+from ..core.retrieval_trials import PoolObservation
 from ..local.chroma import chroma_client
 from ..local.corpus import bundled_corpus, bundled_questions
 from ..local.encoder import default_cache_dir
 from ..runtime.atomic import atomic_path
-from .chunked import chunk_corpus
+from .chunk_corpus import chunk_corpus
 from .hosts import corpus_key
 from .input_checks import check_at_least, check_outputs
 from .tables import markdown_table

@@ -1,6 +1,6 @@
 """Tune a LangChain hybrid ``ScoredFusionRetriever`` (fusion method and weight) and calibrate it.
 
-The statistics live in :mod:`conformal_rag_plugins.calibration.tuning`; this file
+The statistics live in :mod:`conformal_rag_plugins.calibration.tuned_calibration`; this file
 only builds one ``ScoredFusionRetriever`` per grid point, all sharing the same
 vector store and BM25 index.
 """
@@ -13,11 +13,11 @@ from dataclasses import replace
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from ..calibration.driver import CandidatePool, check_gold_ids
 from ..calibration.examples import CalibrationExample, CorpusEntry
 from ..calibration.fingerprint import corpus_digest
+from ..calibration.pool_calibration import CandidatePool, check_gold_ids
 from ..calibration.retrieval import RetrievalCalibration
-from ..calibration.tuning import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
+from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
 from ..local.bm25 import BM25Index
 from .fusion import ScoredFusionRetriever
 from .host import all_ids, doc_id, existing_ids, fetch_pool
