@@ -11,7 +11,7 @@ import numpy as np
 from .errors import ConformalError
 from .retrieval_scores import candidate_nonconformity, keep_mask
 
-__all__ = ["SetDecision", "check_k_bounds", "conformal_metadata", "decide_set"]
+__all__ = ["SetDecision", "best_first", "check_k_bounds", "conformal_metadata", "decide_set"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +127,25 @@ def conformal_metadata(
         "conformal_guaranteed": decision.guaranteed,
     }
     return [(i, values[i], {"conformal_nonconformity": nonconf[i], **shared}) for i in decision.indices]
+
+
+def best_first(raw: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """A query's host scores as a float array, and the stable best-first order (``None`` when already sorted).
+
+    Returns ``None`` when a score is missing or NaN, so that the adapter can raise its
+    own error naming the host. Used on every query by both retrievers.
+
+    Examples
+    --------
+    >>> best_first([0.9, 0.5])[1] is None, best_first([0.5, 0.9])[1].tolist(), best_first([0.5, None])
+    (True, [1, 0], None)
+    """
+    if any(s is None for s in raw):
+        return None
+    scores = np.asarray(raw, dtype=float)
+    if np.isnan(scores).any():
+        return None
+    if scores.size > 1 and (scores[1:] > scores[:-1]).any():
+        order = np.argsort(-scores, kind="stable")
+        return scores[order], order
+    return scores, None

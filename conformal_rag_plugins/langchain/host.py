@@ -12,7 +12,17 @@ from langchain_core.vectorstores import VectorStore
 from ..calibration.pool_calibration import CandidatePool
 from ..core.errors import ConformalError
 
-__all__ = ["Host", "afetch_pool", "all_ids", "doc_id", "existing_ids", "fetch_pool", "texts_by_id"]
+__all__ = [
+    "Host",
+    "afetch_pool",
+    "all_ids",
+    "doc_id",
+    "existing_ids",
+    "fetch_pairs",
+    "fetch_pool",
+    "pool_from_pairs",
+    "texts_by_id",
+]
 
 Host = VectorStore | BaseRetriever
 SCORE_KEY = "score"
@@ -23,7 +33,8 @@ def doc_id(doc: Document) -> str | None:
     return doc.id or doc.metadata.get("id")
 
 
-def _from_pairs(pairs: Sequence[tuple[Document, float]]) -> tuple[CandidatePool, list[Document]]:
+def pool_from_pairs(pairs: Sequence[tuple[Document, float]]) -> tuple[CandidatePool, list[Document]]:
+    """Candidate pool (best first) and the documents in the same order; a missing or NaN score raises."""
     pool = CandidatePool.from_unsorted(
         [doc_id(d) for d, _ in pairs], [d.page_content for d, _ in pairs], [s for _, s in pairs]
     )
@@ -53,11 +64,16 @@ def _relevance(host: VectorStore, query: str, k: int) -> list[tuple[Document, fl
         ) from exc
 
 
+def fetch_pairs(host: Host, query: str, pool_size: int) -> list[tuple[Document, float]]:
+    """The host's top-``pool_size`` ``(document, score)`` pairs, as the host orders them."""
+    if isinstance(host, VectorStore):
+        return _relevance(host, query, pool_size)
+    return _scored(host.invoke(query), host)[:pool_size]
+
+
 def fetch_pool(host: Host, query: str, pool_size: int) -> tuple[CandidatePool, list[Document]]:
     """The top-``pool_size`` candidates and their documents, best first."""
-    if isinstance(host, VectorStore):
-        return _from_pairs(_relevance(host, query, pool_size))
-    return _from_pairs(_scored(host.invoke(query), host)[:pool_size])
+    return pool_from_pairs(fetch_pairs(host, query, pool_size))
 
 
 async def afetch_pool(host: Host, query: str, pool_size: int) -> tuple[CandidatePool, list[Document]]:
@@ -69,8 +85,8 @@ async def afetch_pool(host: Host, query: str, pool_size: int) -> tuple[Candidate
                 pairs = await host.asimilarity_search_with_relevance_scores(query, k=pool_size)
         except NotImplementedError:
             pairs = _relevance(host, query, pool_size)
-        return _from_pairs(pairs)
-    return _from_pairs(_scored(await host.ainvoke(query), host)[:pool_size])
+        return pool_from_pairs(pairs)
+    return pool_from_pairs(_scored(await host.ainvoke(query), host)[:pool_size])
 
 
 def existing_ids(host: Host, ids: Sequence[str]) -> set[str] | None:

@@ -18,9 +18,9 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from ..calibration.fingerprint import check_corpus, corpus_digest
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, GuaranteeCutWarning
-from ..core.selection import check_k_bounds, conformal_metadata, decide_set
+from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
 from .fingerprint import fingerprint_of
-from .host import _from_pairs, _relevance, _scored, afetch_pool, all_ids
+from .host import afetch_pool, all_ids, fetch_pairs, pool_from_pairs
 
 __all__ = ["ConformalRetriever"]
 
@@ -131,21 +131,13 @@ class ConformalRetriever(BaseRetriever):
         Same order and checks as :func:`fetch_pool`, without building the calibration-side
         :class:`CandidatePool` (ids and texts) on every query.
         """
-        host, size = self._host, self.calibration.pool_size_
-        if isinstance(host, VectorStore):
-            pairs = _relevance(host, query, size)
-        else:
-            pairs = _scored(host.invoke(query), host)[:size]
-        raw = [s for _, s in pairs]
-        if None in raw:
-            _from_pairs(pairs)  # raises the CalibrationError for a missing score
-        scores = np.array(raw, dtype=float)
-        if np.isnan(scores).any():
-            _from_pairs(pairs)  # raises the CalibrationError for a NaN score
-        if scores.size > 1 and (scores[1:] > scores[:-1]).any():
-            order = np.argsort(-scores, kind="stable")
-            return [pairs[i][0] for i in order], scores[order]
-        return [d for d, _ in pairs], scores
+        pairs = fetch_pairs(self._host, query, self.calibration.pool_size_)
+        got = best_first([s for _, s in pairs])
+        if got is None:
+            pool_from_pairs(pairs)  # raises the CalibrationError naming the missing or NaN score
+            raise AssertionError("unreachable")
+        scores, order = got
+        return ([d for d, _ in pairs] if order is None else [pairs[i][0] for i in order]), scores
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any

@@ -13,7 +13,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from ..calibration.fingerprint import check_corpus, corpus_digest
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, GuaranteeCutWarning
-from ..core.selection import check_k_bounds, conformal_metadata, decide_set
+from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
 from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
 from .host import all_ids, pool_from_nodes
@@ -40,16 +40,12 @@ def _ordered(nodes: list[NodeWithScore]) -> tuple[list[NodeWithScore], np.ndarra
     Only the scores are read: the texts a :class:`CandidatePool` carries are for calibration.
     Missing or NaN scores go through :func:`pool_from_nodes` for its error.
     """
-    raw = [n.score for n in nodes]
-    if None in raw:
-        pool_from_nodes(nodes)  # raises the CalibrationError for a missing score
-    scores = np.array(raw, dtype=float)
-    if np.isnan(scores).any():
-        pool_from_nodes(nodes)  # raises the CalibrationError for a NaN score
-    if scores.size > 1 and (scores[1:] > scores[:-1]).any():
-        order = np.argsort(-scores, kind="stable")
-        return [nodes[i] for i in order], scores[order]
-    return list(nodes), scores
+    got = best_first([n.score for n in nodes])
+    if got is None:
+        pool_from_nodes(nodes)  # raises the CalibrationError naming the missing or NaN score
+        raise AssertionError("unreachable")
+    scores, order = got
+    return (list(nodes) if order is None else [nodes[i] for i in order]), scores
 
 
 class ConformalRetriever(BaseRetriever):
