@@ -71,8 +71,8 @@ class AnswerSampler(ABC):
         self._limit = ConcurrencyLimit(max_concurrency)
 
     @abstractmethod
-    async def _call(self, question: str, context: str) -> Sample:
-        """One answer from the model."""
+    async def _call(self, question: str, context: str, config: Any = None) -> Sample:
+        """One answer from the model; ``config`` is the framework's run config (callbacks, tags), if any."""
 
     @abstractmethod
     def _prompt_text(self) -> str:
@@ -81,8 +81,13 @@ class AnswerSampler(ABC):
     def _model_id(self) -> str:
         return model_id(self.model)
 
-    async def asample(self, question: str, context: str) -> list[Sample]:
-        """``n_samples`` answers, from the cache when present."""
+    async def asample(self, question: str, context: str, *, config: Any = None) -> list[Sample]:
+        """``n_samples`` answers, from the cache when present.
+
+        ``config`` is handed to every model call (LangChain's ``RunnableConfig`` with the
+        caller's child callbacks, so that the LLM runs nest under the caller's run); it is not
+        part of the cache key.
+        """
         key = SampleCache.key(
             question,
             context,
@@ -92,7 +97,7 @@ class AnswerSampler(ABC):
             self.n_samples,
         )
         return await draw_samples(
-            lambda: self._call(question, context),
+            lambda: self._call(question, context, config),
             n=self.n_samples,
             max_concurrency=self.max_concurrency,
             retries=self.retries,

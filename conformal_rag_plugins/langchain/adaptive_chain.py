@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from langchain_core.runnables.config import patch_config
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from ..core.adaptive_schedule import geometric_schedule
@@ -137,12 +139,12 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
                 pass
         return approx_token_count(prompt), approx_token_count(sample.text), "approximate"
 
-    async def _arun(self, value: dict[str, Any]) -> AdaptiveResult:
+    async def _build(self, value: dict[str, Any], child: RunnableConfig) -> AdaptiveResult:
         question, docs = _parse(value)
         ordered = _ordered(docs)
 
         async def complete(context: str) -> Sample:
-            return (await self._sampler.asample(question, context))[0]
+            return (await self._sampler.asample(question, context, config=child))[0]
 
         return await aadaptive_answer(
             question,
@@ -156,6 +158,16 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
             estimate=lambda context, sample: self._estimate(question, context, sample),
         )
 
+    async def _arun(
+        self, value: dict[str, Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+    ) -> AdaptiveResult:
+        return await self._build(value, patch_config(config, callbacks=run_manager.get_child()))
+
+    def _run(
+        self, value: dict[str, Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig
+    ) -> AdaptiveResult:
+        return run_sync(self._build(value, patch_config(config, callbacks=run_manager.get_child())))
+
     async def ainvoke(
         self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> AdaptiveResult:
@@ -164,4 +176,4 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
 
     def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AdaptiveResult:
         """Sync :meth:`ainvoke`."""
-        return self._call_with_config(lambda value: run_sync(self._arun(value)), input, config, run_type="chain")
+        return self._call_with_config(self._run, input, config, run_type="chain")

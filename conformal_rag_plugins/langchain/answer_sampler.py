@@ -94,8 +94,12 @@ class LangChainSampler(AnswerSampler):
     def _model_id(self) -> str:
         return model_id(self.model)
 
-    async def _call(self, question: str, context: str) -> Sample:
+    async def _call(self, question: str, context: str, config: Any = None) -> Sample:
         value = self.prompt.invoke({"context": context, "question": question})
         if isinstance(self.model, BaseLLM):
-            return _llm_result_sample(await self.model.agenerate_prompt([value]))
-        return _to_sample(await self.model.ainvoke(value))
+            cfg = config or {}
+            result = await self.model.agenerate_prompt(
+                [value], callbacks=cfg.get("callbacks"), tags=cfg.get("tags"), metadata=cfg.get("metadata")
+            )
+            return _llm_result_sample(result)
+        return _to_sample(await self.model.ainvoke(value, config=config))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
@@ -64,11 +65,15 @@ def _relevance(host: VectorStore, query: str, k: int) -> list[tuple[Document, fl
         ) from exc
 
 
-def fetch_pairs(host: Host, query: str, pool_size: int) -> list[tuple[Document, float]]:
-    """The host's top-``pool_size`` ``(document, score)`` pairs, as the host orders them."""
+def fetch_pairs(host: Host, query: str, pool_size: int, *, callbacks: Any = None) -> list[tuple[Document, float]]:
+    """The host's top-``pool_size`` ``(document, score)`` pairs, as the host orders them.
+
+    ``callbacks`` (a run manager's ``get_child()``) make a retriever host's run a child of
+    the caller's run; a vector store is not a runnable and reports no run of its own.
+    """
     if isinstance(host, VectorStore):
         return _relevance(host, query, pool_size)
-    return _scored(host.invoke(query), host)[:pool_size]
+    return _scored(host.invoke(query, config={"callbacks": callbacks}), host)[:pool_size]
 
 
 def fetch_pool(host: Host, query: str, pool_size: int) -> tuple[CandidatePool, list[Document]]:
@@ -76,8 +81,10 @@ def fetch_pool(host: Host, query: str, pool_size: int) -> tuple[CandidatePool, l
     return pool_from_pairs(fetch_pairs(host, query, pool_size))
 
 
-async def afetch_pool(host: Host, query: str, pool_size: int) -> tuple[CandidatePool, list[Document]]:
-    """Async :func:`fetch_pool`."""
+async def afetch_pool(
+    host: Host, query: str, pool_size: int, *, callbacks: Any = None
+) -> tuple[CandidatePool, list[Document]]:
+    """Async :func:`fetch_pool` (``callbacks`` as in :func:`fetch_pairs`)."""
     if isinstance(host, VectorStore):
         try:
             with warnings.catch_warnings():
@@ -86,7 +93,7 @@ async def afetch_pool(host: Host, query: str, pool_size: int) -> tuple[Candidate
         except NotImplementedError:
             pairs = _relevance(host, query, pool_size)
         return pool_from_pairs(pairs)
-    return pool_from_pairs(_scored(await host.ainvoke(query), host)[:pool_size])
+    return pool_from_pairs(_scored(await host.ainvoke(query, config={"callbacks": callbacks}), host)[:pool_size])
 
 
 def existing_ids(host: Host, ids: Sequence[str]) -> set[str] | None:

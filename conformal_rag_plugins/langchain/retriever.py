@@ -125,13 +125,13 @@ class ConformalRetriever(BaseRetriever):
             out.append(Document(id=doc.id, page_content=doc.page_content, metadata=metadata))
         return out
 
-    def _fetch(self, query: str) -> tuple[list[Document], np.ndarray]:
+    def _fetch(self, query: str, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
         """The host's top ``pool_size`` documents best first and their scores (only what a query needs).
 
         Same order and checks as :func:`fetch_pool`, without building the calibration-side
         :class:`CandidatePool` (ids and texts) on every query.
         """
-        pairs = fetch_pairs(self._host, query, self.calibration.pool_size_)
+        pairs = fetch_pairs(self._host, query, self.calibration.pool_size_, callbacks=callbacks)
         got = best_first([s for _, s in pairs])
         if got is None:
             pool_from_pairs(pairs)  # raises the CalibrationError naming the missing or NaN score
@@ -142,7 +142,7 @@ class ConformalRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any
     ) -> list[Document]:
-        docs, scores = self._fetch(query)
+        docs, scores = self._fetch(query, run_manager.get_child())
         return self._select(docs, scores, k, checked=True)
 
     async def _aget_relevant_documents(
@@ -153,5 +153,6 @@ class ConformalRetriever(BaseRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        pool, docs = await afetch_pool(self._host, query, self.calibration.pool_size_)
+        child = run_manager.get_child()
+        pool, docs = await afetch_pool(self._host, query, self.calibration.pool_size_, callbacks=child)
         return self._select(docs, pool.scores, k, checked=True)

@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from langchain_core.runnables.config import patch_config
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from ..calibration.answer_sets import AnswerSetCalibration
 from ..core.errors import CalibrationError, ConformalError
-from ..generation import SampleCache
+from ..generation import Sample, SampleCache
 from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LangChainSampler
@@ -92,22 +94,39 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
             raise ConformalError('Input must be {"question": str, "context": list[Document]}.')
         return str(value["question"]), list(value.get("context") or [])
 
-    async def ainvoke(
-        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    async def _arun(
+        self, value: dict[str, Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> AnswerSetResult:
-        """Answer set for one question."""
-        question, docs = self._parse(input)
+        return await self._build(value, patch_config(config, callbacks=run_manager.get_child()))
+
+    def _run(
+        self, value: dict[str, Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig
+    ) -> AnswerSetResult:
+        return run_sync(self._build(value, patch_config(config, callbacks=run_manager.get_child())))
+
+    async def _build(self, value: dict[str, Any], child: RunnableConfig) -> AnswerSetResult:
+        question, docs = self._parse(value)
         chunks, cut_reason = _chunks(docs, self.calibration)
+
+        async def sample(q: str, context: str) -> list[Sample]:
+            return await self._sampler.asample(q, context, config=child)
+
         return await abuild_answer_set(
             self.calibration,
             question,
             chunks,
-            self._sampler.asample,
+            sample,
             equivalence=self.equivalence,
             embed=self.embeddings.embed_documents if self.embeddings is not None else None,
             cut_reason=cut_reason,
         )
 
+    async def ainvoke(
+        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AnswerSetResult:
+        """Answer set for one question (a chain run; the model calls are its child runs)."""
+        return await self._acall_with_config(self._arun, input, config, run_type="chain")
+
     def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AnswerSetResult:
         """Sync :meth:`ainvoke`."""
-        return self._call_with_config(lambda value: run_sync(self.ainvoke(value)), input, config, run_type="chain")
+        return self._call_with_config(self._run, input, config, run_type="chain")

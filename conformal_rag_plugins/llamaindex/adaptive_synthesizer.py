@@ -9,13 +9,14 @@ from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.response.schema import Response
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
+from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from ..core.adaptive_schedule import geometric_schedule
 from ..generation import Sample, SampleCache
 from ..generation.adaptive_context import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts
+from .traced_synthesis import TracedSynthesis
 
 __all__ = ["AdaptiveContextSynthesizer"]
 
@@ -27,7 +28,7 @@ def _ordered(nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
     return list(nodes)
 
 
-class AdaptiveContextSynthesizer(SamplerPrompts, BaseSynthesizer):
+class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesizer):
     """Adaptive RAG over the conformal set: 1, 2, 4, ... top chunks until the LLM answers.
 
     Round ``r`` prompts the LLM once with the ``schedule[r]`` best nodes (overlapping prompts:
@@ -38,7 +39,8 @@ class AdaptiveContextSynthesizer(SamplerPrompts, BaseSynthesizer):
     chunk the conformal retriever kept. An empty set abstains with no call, never "Empty Response".
 
     ``Response.source_nodes`` are the nodes of the final round's context (the answer's
-    lineage), then any ``additional_source_nodes``. ``Response.metadata`` holds ``rounds``,
+    lineage), then any ``additional_source_nodes``. Traced like the base class, with
+    ``streaming=True`` supported (see :class:`TracedSynthesis`). ``Response.metadata`` holds ``rounds``,
     ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``chunks_used``, ``set_size``,
     ``abstained``, ``schedule``, ``round_answers``, ``chunk_ids``, ``history`` and
     ``token_source``: ``"reported"`` when the LLM returned usage (llama-cpp's ``raw["usage"]``,
@@ -132,32 +134,17 @@ class AdaptiveContextSynthesizer(SamplerPrompts, BaseSynthesizer):
             estimate=estimate,
         )
 
-    async def asynthesize(
-        self,
-        query: QueryType,
-        nodes: list[NodeWithScore],
-        additional_source_nodes: Sequence[NodeWithScore] | None = None,
-        **response_kwargs: Any,
+    async def _abuild(
+        self, query_str: str, nodes: list[NodeWithScore], additional_source_nodes: list[NodeWithScore]
     ) -> Response:
-        """Answer ``query`` from ``nodes`` (best first by score) with a growing context; empty -> abstain."""
-        query_str = query.query_str if isinstance(query, QueryBundle) else str(query)
+        """Answer ``query_str`` from ``nodes`` (best first by score) with a growing context; empty -> abstain."""
         ordered = _ordered(nodes)
         texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in ordered]
         result = await self._aresult(query_str, texts, [n.node.node_id for n in ordered])
         meta = result.to_dict()
         meta["set_size"] = len(ordered)
-        sources = ordered[: result.chunks_used] + list(additional_source_nodes or [])
+        sources = ordered[: result.chunks_used] + additional_source_nodes
         return Response(response=result.answer, source_nodes=sources, metadata=meta)
-
-    def synthesize(
-        self,
-        query: QueryType,
-        nodes: list[NodeWithScore],
-        additional_source_nodes: Sequence[NodeWithScore] | None = None,
-        **response_kwargs: Any,
-    ) -> Response:
-        """Sync :meth:`asynthesize`."""
-        return run_sync(self.asynthesize(query, nodes, additional_source_nodes, **response_kwargs))
 
     async def aget_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
         """Answer from raw text chunks taken as already in score order (best first)."""

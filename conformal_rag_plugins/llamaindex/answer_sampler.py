@@ -96,7 +96,7 @@ class LlamaIndexSampler(AnswerSampler):
     def _model_id(self) -> str:
         return model_id(self.llm)
 
-    async def _call(self, question: str, context: str) -> Sample:
+    async def _call(self, question: str, context: str, config: Any = None) -> Sample:
         if self.is_chat:
             messages = self.chat_prompt.format_messages(context=context, question=question)
             resp = await self.llm.achat(messages)

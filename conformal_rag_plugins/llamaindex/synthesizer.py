@@ -9,7 +9,7 @@ from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.base.response.schema import Response
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, QueryType
+from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from ..calibration.answer_sets import AnswerSetCalibration
 from ..core.errors import CalibrationError
@@ -17,6 +17,7 @@ from ..generation import SampleCache
 from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts
+from .traced_synthesis import TracedSynthesis
 
 __all__ = ["ConformalAnswerSetSynthesizer"]
 
@@ -28,13 +29,16 @@ def _chunks(nodes: Sequence[NodeWithScore], calibration: AnswerSetCalibration) -
     )
 
 
-class ConformalAnswerSetSynthesizer(SamplerPrompts, BaseSynthesizer):
+class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesizer):
     """Sample answers per retrieved chunk, cluster them, and keep a calibrated answer set.
 
     The returned ``Response.response`` is the best-supported answer or "I don't know";
     ``Response.metadata["answer_set"]`` lists every kept answer with its confidence and
     supporting chunk ids, plus ``alpha``, ``abstained``, ``guaranteed`` and token counts.
     An empty retrieval set gives an explicit abstention, never "Empty Response".
+    ``synthesize``/``asynthesize`` are traced like the base class's (span, synthesize events,
+    ``SYNTHESIZE`` callback event); ``streaming=True`` returns a ``StreamingResponse`` that
+    yields the final answer in one piece (see :class:`TracedSynthesis`).
 
     Parameters
     ----------
@@ -122,28 +126,13 @@ class ConformalAnswerSetSynthesizer(SamplerPrompts, BaseSynthesizer):
         meta["answer_set"] = meta.pop("answers")
         return Response(response=result.response, source_nodes=list(nodes), metadata=meta)
 
-    async def asynthesize(
-        self,
-        query: QueryType,
-        nodes: list[NodeWithScore],
-        additional_source_nodes: Sequence[NodeWithScore] | None = None,
-        **response_kwargs: Any,
+    async def _abuild(
+        self, query_str: str, nodes: list[NodeWithScore], additional_source_nodes: list[NodeWithScore]
     ) -> Response:
-        """Build the answer set for ``query`` from the retrieved ``nodes`` (empty -> abstain)."""
-        query_str = query.query_str if isinstance(query, QueryBundle) else str(query)
+        """The answer set for ``query_str`` from the retrieved ``nodes`` (empty -> abstain)."""
         chunks, cut_reason = _chunks(nodes, self.calibration)
         result = await self._aresult(query_str, chunks, cut_reason)
-        return self._response(result, list(nodes) + list(additional_source_nodes or []))
-
-    def synthesize(
-        self,
-        query: QueryType,
-        nodes: list[NodeWithScore],
-        additional_source_nodes: Sequence[NodeWithScore] | None = None,
-        **response_kwargs: Any,
-    ) -> Response:
-        """Sync :meth:`asynthesize`."""
-        return run_sync(self.asynthesize(query, nodes, additional_source_nodes, **response_kwargs))
+        return self._response(result, nodes + additional_source_nodes)
 
     async def aget_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
         """Answer from raw text chunks (no retrieval scores: every chunk counts as retrieved, not guaranteed)."""

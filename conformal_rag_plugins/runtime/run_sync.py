@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -17,7 +18,9 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
     Plain ``asyncio.run`` refuses to start inside a running loop (a notebook cell, an async
     web handler); there the coroutine gets its own loop on a short-lived thread, and this
-    call blocks until it is done.
+    call blocks until it is done. The thread runs in a copy of the caller's context
+    variables, so the frameworks' tracing (LlamaIndex's active instrumentation span,
+    LangChain's tracing context) nests the coroutine's work under the caller's span.
 
     Examples
     --------
@@ -31,4 +34,4 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     except RuntimeError:
         return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(contextvars.copy_context().run, asyncio.run, coro).result()
