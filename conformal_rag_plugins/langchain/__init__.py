@@ -5,6 +5,8 @@ from __future__ import annotations
 from .adaptive_chain import AdaptiveContextSynthesizer
 from .calibrate import calibrate_retriever
 from .calibrate_answers import calibrate_answer_sets
+from .calibrate_compressor import calibrate_compressor
+from .compressor import ConformalDocumentCompressor
 from .embedding import MiniLMEmbeddings
 from .fingerprint import fingerprint_of
 from .fusion import ScoredFusionRetriever
@@ -17,10 +19,12 @@ from .synthesizer import ConformalAnswerSetSynthesizer
 __all__ = [
     "AdaptiveContextSynthesizer",
     "ConformalAnswerSetSynthesizer",
+    "ConformalDocumentCompressor",
     "ConformalRetriever",
     "MiniLMEmbeddings",
     "ScoredFusionRetriever",
     "calibrate_answer_sets",
+    "calibrate_compressor",
     "calibrate_hybrid_retriever",
     "calibrate_retriever",
     "fingerprint_of",

@@ -9,6 +9,7 @@ from .embedding import MiniLMEmbedding
 from .fingerprint import fingerprint_of
 from .hybrid_tuning import calibrate_hybrid_retriever
 from .judge_labels import label_with_judge
+from .postprocessor import ConformalNodePostprocessor
 from .question_gen import generate_calibration_questions
 from .retriever import ConformalRetriever
 from .synthesizer import ConformalAnswerSetSynthesizer
@@ -16,6 +17,7 @@ from .synthesizer import ConformalAnswerSetSynthesizer
 __all__ = [
     "AdaptiveContextSynthesizer",
     "ConformalAnswerSetSynthesizer",
+    "ConformalNodePostprocessor",
     "ConformalRetriever",
     "MiniLMEmbedding",
     "calibrate_answer_sets",

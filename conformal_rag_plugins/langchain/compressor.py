@@ -1,0 +1,187 @@
+"""LangChain ``BaseDocumentCompressor``: the calibrated replacement for ``EmbeddingsFilter``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from langchain_core.callbacks import Callbacks
+from langchain_core.documents import BaseDocumentCompressor, Document
+from langchain_core.embeddings import Embeddings
+from pydantic import ConfigDict, Field, ValidationError, model_validator
+
+from ..calibration.fingerprint import Fingerprint
+from ..calibration.retrieval import RetrievalCalibration
+from ..core.errors import ConformalError, FingerprintMismatchError
+from ..core.selection import best_first, check_k_bounds
+from .document_selection import select_documents
+from .fingerprint import describe_embeddings
+from .host import SCORE_KEY
+
+__all__ = ["COMPRESSOR_SCALE", "ConformalDocumentCompressor", "compressor_fingerprint", "score_documents"]
+
+#: The score scale of documents the compressor scores itself (as ``EmbeddingsFilter`` does).
+COMPRESSOR_SCALE = "cosine(embed_query, embed_documents)"
+
+
+def _cosine(query: Sequence[float], docs: Sequence[Sequence[float]]) -> np.ndarray:
+    q = np.asarray(query, dtype=float)
+    d = np.asarray(docs, dtype=float).reshape(len(docs), -1)
+    norms = np.linalg.norm(d, axis=1) * np.linalg.norm(q)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (d @ q) / np.where(norms == 0, np.nan, norms)
+
+
+def _host_scores(docs: Sequence[Document]) -> np.ndarray:
+    missing = [i for i, d in enumerate(docs) if SCORE_KEY not in d.metadata]
+    if missing:
+        raise ConformalError(
+            f"Document {missing[0]} has no metadata['{SCORE_KEY}'] and the compressor has no embeddings: pass "
+            "embeddings=... (the compressor then scores documents itself, like EmbeddingsFilter) or use a base "
+            "retriever that sets metadata['score']."
+        )
+    return np.asarray([float(d.metadata[SCORE_KEY]) for d in docs], dtype=float)
+
+
+def score_documents(query: str, docs: Sequence[Document], embeddings: Embeddings | None) -> np.ndarray:
+    """The score the compressor keeps documents by: cosine to the query, or the host's ``metadata['score']``.
+
+    One function for calibration (:func:`~conformal_rag_plugins.langchain.calibrate_compressor`)
+    and query time, so the calibrated score is the one used.
+
+    Examples
+    --------
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> docs = [Document(page_content="a"), Document(page_content="b")]
+    >>> score_documents("q", docs, DeterministicFakeEmbedding(size=8)).shape
+    (2,)
+    """
+    if not docs:
+        return np.zeros(0)
+    if embeddings is None:
+        return _host_scores(docs)
+    return _cosine(embeddings.embed_query(query), embeddings.embed_documents([d.page_content for d in docs]))
+
+
+async def ascore_documents(query: str, docs: Sequence[Document], embeddings: Embeddings | None) -> np.ndarray:
+    """Async :func:`score_documents`."""
+    if not docs or embeddings is None:
+        return score_documents(query, docs, embeddings)
+    q = await embeddings.aembed_query(query)
+    return _cosine(q, await embeddings.aembed_documents([d.page_content for d in docs]))
+
+
+def compressor_fingerprint(base: Fingerprint, embeddings: Embeddings | None) -> Fingerprint:
+    """``base`` (the base retriever's fingerprint) as seen through the compressor's own scoring.
+
+    Examples
+    --------
+    >>> base = Fingerprint("langchain", "Chroma", "cosine", "m", 4, "1-distance")
+    >>> compressor_fingerprint(base, None).retriever
+    'compression:dense'
+    """
+    base = replace(base, retriever=f"compression:{base.retriever.removeprefix('compression:')}")
+    if embeddings is None:
+        return base
+    name, dim = describe_embeddings(embeddings)
+    return replace(base, embedding_model=name, embedding_dim=dim, score_scale=COMPRESSOR_SCALE)
+
+
+class ConformalDocumentCompressor(BaseDocumentCompressor):
+    """Keep the calibrated conformal set of the base retriever's documents (replaces ``EmbeddingsFilter``).
+
+    Use it as ``base_compressor`` of a ``ContextualCompressionRetriever`` whose base retriever
+    returns the calibration's pool (``search_kwargs={"k": calibration.pool_size_}``). Like
+    ``EmbeddingsFilter`` it scores documents with ``embeddings`` (cosine to the query); without
+    embeddings it uses the base retriever's ``metadata['score']``. Calibrate it with
+    :func:`~conformal_rag_plugins.langchain.calibrate_compressor` on the same base retriever and
+    embeddings; the gold chunk is then in the kept documents with probability >=
+    ``calibration.confidence_level_``.
+
+    Each call checks the pool: more documents than the calibrated pool, or fewer (a smaller
+    ``k``, or a filter before this compressor in a pipeline), raise :class:`ConformalError`; so do
+    embeddings other than the calibrated ones (:class:`FingerprintMismatchError`, when built).
+
+    Examples
+    --------
+    >>> retriever = ContextualCompressionRetriever(  # doctest: +SKIP
+    ...     base_compressor=ConformalDocumentCompressor(calibration=cal, embeddings=embeddings),  # was EmbeddingsFilter
+    ...     base_retriever=store.as_retriever(search_kwargs={"k": cal.pool_size_}),
+    ... )
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    calibration: RetrievalCalibration
+    embeddings: Embeddings | None = None
+    min_k: int | None = Field(default=None, ge=0)
+    max_k: int | None = Field(default=None, ge=1)
+    check_fingerprint: bool = True
+
+    def __init__(self, **data: Any) -> None:
+        cal = data.get("calibration")
+        if cal is not None and hasattr(cal, "retrieval_stage"):
+            data["calibration"] = cal.retrieval_stage()
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            for err in exc.errors():
+                cause = (err.get("ctx") or {}).get("error")
+                if isinstance(cause, ConformalError):
+                    raise cause from None
+            raise
+
+    @model_validator(mode="after")
+    def _validate(self) -> ConformalDocumentCompressor:
+        check_k_bounds(self.min_k, self.max_k)
+        fp = self.calibration.fingerprint_
+        if self.check_fingerprint and self.embeddings is not None:
+            fp.check_compatible(compressor_fingerprint(fp, self.embeddings))
+        elif self.check_fingerprint and fp.score_scale == COMPRESSOR_SCALE:
+            raise FingerprintMismatchError(
+                "This calibration scored documents with embeddings (as EmbeddingsFilter does); pass the same "
+                "embeddings=... to the compressor, or re-calibrate on the base retriever's own scores."
+            )
+        return self
+
+    @property
+    def _expected(self) -> int:
+        size = (self.calibration.corpus_ or {}).get("size")
+        pool = self.calibration.pool_size_
+        return min(pool, int(size)) if size else pool
+
+    def _select(self, docs: list[Document], scores: np.ndarray) -> list[Document]:
+        pool = self.calibration.pool_size_
+        if len(docs) > pool:
+            raise ConformalError(
+                f"Received {len(docs)} documents but the calibration used a pool of {pool}: the base retriever's k "
+                f"differs. Use base_retriever=store.as_retriever(search_kwargs={{'k': {pool}}}) or re-calibrate."
+            )
+        if len(docs) < self._expected:
+            raise ConformalError(
+                f"Received {len(docs)} documents but the calibration used a pool of {pool}: either the base "
+                f"retriever's k is smaller than {pool}, or a filter before this compressor already cut the pool. "
+                f"Use search_kwargs={{'k': {pool}}} and put ConformalDocumentCompressor first in a pipeline."
+            )
+        got = best_first(scores.tolist())
+        if got is None:
+            raise ConformalError("A document score is missing or NaN (a zero embedding?): cannot apply the threshold.")
+        ordered, order = got
+        docs = docs if order is None else [docs[i] for i in order]
+        return select_documents(docs, ordered, self.calibration, self.min_k, self.max_k, checked=True)
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        """The conformal set of ``documents`` for ``query``, best first."""
+        docs = list(documents)
+        return self._select(docs, score_documents(query, docs, self.embeddings))
+
+    async def acompress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        """Async :meth:`compress_documents` (async embeddings)."""
+        docs = list(documents)
+        return self._select(docs, await ascore_documents(query, docs, self.embeddings))

@@ -1,0 +1,55 @@
+"""The conformal set of one query's scored documents, as both LangChain drop-ins return it."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+
+from ..calibration.retrieval import RetrievalCalibration
+from ..core.errors import GuaranteeCutWarning
+from ..core.selection import check_k_bounds, conformal_metadata, decide_set
+
+__all__ = ["select_documents"]
+
+
+def select_documents(
+    docs: Sequence[Document],
+    scores: Any,
+    calibration: RetrievalCalibration,
+    min_k: int | None = None,
+    max_k: int | None = None,
+    *,
+    checked: bool = False,
+    stacklevel: int = 5,
+) -> list[Document]:
+    """Keep the documents inside the calibrated threshold, with ``metadata['score']`` and the conformal metadata.
+
+    ``docs`` and ``scores`` are best first; ``checked=True`` when the scores are already known
+    NaN-free and sorted. A set cut by ``max_k`` (or a ``+inf`` threshold) warns with
+    :class:`GuaranteeCutWarning` and says so in ``conformal_guaranteed``.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.calibration import Fingerprint
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 3, 9, 0, (0.1,) * 9, fp)
+    >>> docs = [Document(page_content=t) for t in ("a", "b", "c")]
+    >>> [d.page_content for d in select_documents(docs, [0.9, 0.85, 0.5], cal)]
+    ['a', 'b']
+    """
+    family = calibration.score_family_
+    check_k_bounds(min_k, max_k)
+    arr = np.asarray(scores, dtype=float)
+    decision = decide_set(family, arr, calibration.threshold_, min_k=min_k, max_k=max_k, validate=not checked)
+    if not decision.guaranteed:
+        warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
+    out = []
+    for i, score, meta in conformal_metadata(family, calibration.threshold_, calibration.alpha_, arr, decision):
+        doc = docs[i]
+        metadata = dict(doc.metadata) | {"score": score} | meta
+        out.append(Document(id=doc.id, page_content=doc.page_content, metadata=metadata))
+    return out

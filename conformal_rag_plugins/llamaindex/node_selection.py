@@ -1,0 +1,85 @@
+"""The conformal set of one query's scored nodes, as both LlamaIndex drop-ins return it."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from llama_index.core.schema import NodeWithScore
+
+from ..calibration.retrieval import RetrievalCalibration
+from ..core.errors import GuaranteeCutWarning
+from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
+from .host import pool_from_nodes
+
+__all__ = ["CONFORMAL_METADATA_KEYS", "ordered_nodes", "select_nodes"]
+
+CONFORMAL_METADATA_KEYS = (
+    "conformal_score",
+    "conformal_nonconformity",
+    "conformal_threshold",
+    "conformal_alpha",
+    "conformal_score_family",
+    "conformal_set_size",
+    "conformal_guaranteed",
+)
+
+_EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
+
+
+def ordered_nodes(nodes: list[NodeWithScore]) -> tuple[list[NodeWithScore], np.ndarray]:
+    """Nodes best first (stable) and their scores, as :func:`pool_from_nodes` orders them.
+
+    Only the scores are read: the texts a :class:`CandidatePool` carries are for calibration.
+    Missing or NaN scores go through :func:`pool_from_nodes` for its error.
+    """
+    got = best_first([n.score for n in nodes])
+    if got is None:
+        pool_from_nodes(nodes)  # raises the CalibrationError naming the missing or NaN score
+        raise AssertionError("unreachable")
+    scores, order = got
+    return (list(nodes) if order is None else [nodes[i] for i in order]), scores
+
+
+def select_nodes(
+    nodes: list[NodeWithScore],
+    calibration: RetrievalCalibration,
+    min_k: int | None = None,
+    max_k: int | None = None,
+    *,
+    stacklevel: int = 5,
+) -> list[NodeWithScore]:
+    """Keep the nodes inside the calibrated threshold, best first, with the conformal metadata.
+
+    The metadata keys (:data:`CONFORMAL_METADATA_KEYS`) are excluded from what the LLM and the
+    embedding model see. A set cut by ``max_k`` (or a ``+inf`` threshold) warns with
+    :class:`GuaranteeCutWarning` and says so in ``conformal_guaranteed``.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.calibration import Fingerprint
+    >>> from llama_index.core.schema import TextNode
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 3, 9, 0, (0.1,) * 9, fp)
+    >>> nodes = [NodeWithScore(node=TextNode(id_=i, text=i), score=s) for i, s in [("a", 0.5), ("b", 0.9), ("c", 0.85)]]
+    >>> [n.node.node_id for n in select_nodes(nodes, cal)]
+    ['b', 'c']
+    """
+    ordered, scores = ordered_nodes(nodes)
+    family = calibration.score_family_
+    check_k_bounds(min_k, max_k)
+    # the scores are checked (no NaN) and sorted best first by ordered_nodes: skip re-validating them
+    decision = decide_set(family, scores, calibration.threshold_, min_k=min_k, max_k=max_k, validate=False)
+    if not decision.guaranteed:
+        warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
+    out = []
+    for i, score, meta in conformal_metadata(family, calibration.threshold_, calibration.alpha_, scores, decision):
+        node = ordered[i].node
+        update: dict[str, Any] = {"metadata": dict(node.metadata) | {"conformal_score": score} | meta}
+        for attr in _EXCLUDED_ATTRS:
+            keys = list(getattr(node, attr, []) or [])
+            update[attr] = keys + [k for k in CONFORMAL_METADATA_KEYS if k not in keys]
+        # model_copy(update=...) sets the fields without re-validating each assignment
+        out.append(NodeWithScore(node=node.model_copy(update=update), score=score))
+    return out

@@ -1,0 +1,118 @@
+"""LlamaIndex ``BaseNodePostprocessor``: the calibrated replacement for ``SimilarityPostprocessor``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from pydantic import Field, PrivateAttr
+
+from ..calibration.fingerprint import check_corpus, corpus_digest
+from ..calibration.retrieval import RetrievalCalibration
+from ..core.errors import ConformalError
+from ..core.selection import check_k_bounds
+from .calibrate import resolve_host
+from .fingerprint import fingerprint_of
+from .host import all_ids
+from .node_selection import select_nodes
+
+__all__ = ["ConformalNodePostprocessor"]
+
+
+class ConformalNodePostprocessor(BaseNodePostprocessor):
+    """Keep the calibrated conformal set of the retriever's scored nodes (replaces ``SimilarityPostprocessor``).
+
+    Put it first in ``node_postprocessors`` of a query engine whose retriever returns the
+    calibration's pool (``similarity_top_k == calibration.pool_size_``); the gold chunk is
+    then in the kept nodes with probability >= ``calibration.confidence_level_``. Calibrate
+    with :func:`~conformal_rag_plugins.llamaindex.calibrate_retriever` on the same index
+    (or retriever) and pool size, so the scores it was calibrated on are the ones it sees.
+
+    The pool it receives is checked on every query: more nodes than the pool, fewer nodes
+    than the pool (a smaller ``similarity_top_k``, or an earlier postprocessor that already
+    removed nodes), and nodes without a score raise :class:`ConformalError` naming the cause.
+
+    Parameters
+    ----------
+    calibration : RetrievalCalibration or AnswerSetCalibration
+    index, retriever : optional
+        The host, to check the calibration's fingerprint and collection (and, for a retriever,
+        its top-k) when the postprocessor is built rather than at the first query.
+    min_k, max_k : int, optional
+        Pad the set (keeps the guarantee) or cut it (loses it; nodes and a warning say so).
+
+    Examples
+    --------
+    >>> engine = index.as_query_engine(  # doctest: +SKIP
+    ...     similarity_top_k=cal.pool_size_,
+    ...     node_postprocessors=[ConformalNodePostprocessor(calibration=cal)],  # was SimilarityPostprocessor(...)
+    ... )
+    """
+
+    calibration: Any = Field(description="RetrievalCalibration (or an end-to-end calibration's retrieval stage).")
+    min_k: int | None = Field(default=None, ge=0)
+    max_k: int | None = Field(default=None, ge=1)
+    _expected: int = PrivateAttr()
+
+    def __init__(
+        self,
+        calibration: RetrievalCalibration | Any,
+        *,
+        index: Any = None,
+        retriever: Any = None,
+        min_k: int | None = None,
+        max_k: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if hasattr(calibration, "retrieval_stage"):
+            calibration = calibration.retrieval_stage()
+        if not isinstance(calibration, RetrievalCalibration):
+            raise ConformalError(f"Expected a RetrievalCalibration, got {type(calibration).__name__}.")
+        check_k_bounds(min_k, max_k)
+        super().__init__(calibration=calibration, min_k=min_k, max_k=max_k, **kwargs)
+        if index is not None and retriever is not None:
+            raise ConformalError("Pass at most one host to check: index=... or retriever=...")
+        host = retriever if retriever is not None else index
+        if host is not None:
+            checked, _ = resolve_host(host, calibration.pool_size_)
+            calibration.fingerprint_.check_compatible(fingerprint_of(checked))
+            if calibration.corpus_:
+                check_corpus(calibration.corpus_, corpus_digest(all_ids(checked)), stacklevel=2)
+        size = calibration.corpus_.get("size") if calibration.corpus_ else None
+        self._expected = min(calibration.pool_size_, int(size)) if size else calibration.pool_size_
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ConformalNodePostprocessor"
+
+    def _check_pool(self, nodes: list[NodeWithScore]) -> None:
+        pool = self.calibration.pool_size_
+        for n in nodes:
+            if n.score is None or (isinstance(n.score, float) and math.isnan(n.score)):
+                raise ConformalError(
+                    f"Node {n.node.node_id!r} has no score ({n.score!r}): ConformalNodePostprocessor needs the "
+                    "retriever's scores. Put it before postprocessors that drop or replace scores."
+                )
+        if len(nodes) > pool:
+            raise ConformalError(
+                f"Received {len(nodes)} nodes but the calibration used a pool of {pool}: the retriever's top-k "
+                f"differs from the calibration. Query with similarity_top_k={pool} "
+                f"(index.as_query_engine(similarity_top_k={pool}, ...)) or re-calibrate with pool_size={len(nodes)}."
+            )
+        if len(nodes) < self._expected:
+            raise ConformalError(
+                f"Received {len(nodes)} nodes but the calibration used a pool of {pool}: either the retriever's "
+                f"similarity_top_k is smaller than {pool}, or an earlier node postprocessor already cut the pool "
+                "(a SimilarityPostprocessor, keyword or date filter placed before this one). Query with "
+                f"similarity_top_k={pool} and put ConformalNodePostprocessor first in node_postprocessors; the "
+                "coverage guarantee holds only for the whole calibrated pool."
+            )
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        nodes = list(nodes)
+        self._check_pool(nodes)
+        return select_nodes(nodes, self.calibration, self.min_k, self.max_k)
