@@ -1,0 +1,160 @@
+"""Per-group (Mondrian) thresholds: core rule, fallback, strict, JSON round trip, tampering, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from conformal_rag_plugins.calibration import CalibrationExample, Fingerprint, RetrievalCalibration
+from conformal_rag_plugins.calibration.groups import group_labels, query_group, with_groups
+from conformal_rag_plugins.calibration.pool_calibration import calibrate_from_pools
+from conformal_rag_plugins.core.errors import (
+    CalibrationError,
+    CalibrationIntegrityError,
+    ConformalError,
+    SmallGroupWarning,
+)
+from conformal_rag_plugins.core.mondrian import group_thresholds
+from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
+from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+
+FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+ALPHA = 0.1
+
+
+def _data(seed: int = 0) -> tuple[np.ndarray, list[str]]:
+    rng = np.random.default_rng(seed)
+    sizes = {"a": 40, "b": 25, "c": 5}
+    scores = np.concatenate([rng.exponential(1 + i, n) for i, n in enumerate(sizes.values())])
+    labels = [g for g, n in sizes.items() for _ in range(n)]
+    return scores, labels
+
+
+def _cal(scores: np.ndarray, method: str = "split", delta: float | None = None) -> RetrievalCalibration:
+    q = pac_quantile(scores, ALPHA, delta) if method == "pac" else conformal_quantile(scores, ALPHA)
+    return RetrievalCalibration(q, ALPHA, method, "relative", 5, len(scores), 0, tuple(scores), FP, delta_=delta)
+
+
+def test_group_thresholds_equal_direct_per_group_quantile() -> None:
+    scores, labels = _data()
+    pooled = conformal_quantile(scores, ALPHA)
+    with pytest.warns(SmallGroupWarning, match="'c' has 5"):
+        out = group_thresholds(scores, labels, ALPHA, pooled=pooled)
+    lab = np.array(labels)
+    for g in ("a", "b"):
+        assert out[g].threshold == conformal_quantile(scores[lab == g], ALPHA)
+        assert out[g].source == "group" and out[g].n == int((lab == g).sum())
+    assert out["c"] == type(out["c"])(5, pooled, "pooled-small-group")
+
+
+def test_pac_group_thresholds_use_pac_quantile() -> None:
+    scores, labels = _data(1)
+    out = group_thresholds(scores, labels, ALPHA, pooled=1.0, method="pac", delta=0.2, warn=False)
+    assert out["a"].threshold == pac_quantile(scores[:40], ALPHA, 0.2)
+    assert out["b"].threshold == pac_quantile(scores[40:65], ALPHA, 0.2)  # rank 25 of 25
+    assert out["c"] == type(out["c"])(5, 1.0, "pooled-small-group")  # 0.9^5 > 0.2: no PAC rank for 5 points
+
+
+def test_strict_refuses_a_small_group() -> None:
+    scores, labels = _data()
+    with pytest.raises(CalibrationError, match="Group 'c' has 5 calibration"):
+        group_thresholds(scores, labels, ALPHA, pooled=1.0, strict=True)
+
+
+def test_bad_inputs_are_clear_errors() -> None:
+    scores, labels = _data()
+    with pytest.raises(ConformalError, match="NaN"):
+        group_thresholds(np.where(np.arange(scores.size) == 3, np.nan, scores), labels, ALPHA, pooled=1.0)
+    with pytest.raises(CalibrationError, match="No calibration questions"):
+        group_thresholds([], [], ALPHA, pooled=1.0)
+    with pytest.raises(ConformalError, match="non-empty string"):
+        group_thresholds(scores, [*labels[:-1], ""], ALPHA, pooled=1.0, warn=False)
+    with pytest.raises(ConformalError, match="group labels"):
+        group_thresholds(scores, labels[:-1], ALPHA, pooled=1.0)
+
+
+def test_group_by_errors_name_the_question() -> None:
+    examples = [CalibrationExample("Who won?", gold_ids=("x",), metadata={"tenant": "acme"})]
+    assert group_labels(examples, "tenant") == ("acme",)
+    with pytest.raises(ConformalError, match="'Who won\\?' has no metadata key 'team'"):
+        group_labels(examples, "team")
+
+    def boom(q: str) -> str:
+        raise KeyError("no tenant")
+
+    with pytest.raises(ConformalError, match=r"group_by raised KeyError.*Who won"):
+        group_labels(examples, boom)
+    with pytest.raises(ConformalError, match="non-empty string"):
+        group_labels(examples, lambda q: None)
+    with pytest.raises(ConformalError, match="query 'q'"):
+        query_group(None, boom, "q")
+
+
+def test_json_round_trip_recomputes_groups_and_old_files_load(tmp_path) -> None:
+    scores, labels = _data()
+    plain = _cal(scores)
+    with pytest.warns(SmallGroupWarning):
+        cal = with_groups(plain, labels, "tenant")
+    path = cal.save(tmp_path / "g.json")
+    back = RetrievalCalibration.load(path)
+    assert back.groups_ == cal.groups_ and back.group_labels_ == tuple(labels) and back.group_by_ == "tenant"
+    assert back.threshold_for("a") == (cal.groups_["a"]["threshold"], "group")
+    assert back.threshold_for("c") == (plain.threshold_, "pooled-small-group")
+    assert back.threshold_for("nope") == (plain.threshold_, "pooled-unknown-group")
+    # an ungrouped calibration writes no group fields, so the files older versions wrote still load
+    old = plain.to_dict()
+    assert not {"group_by", "groups", "group_labels"} & set(old)
+    assert RetrievalCalibration.from_dict(old).groups_ == {}
+
+
+def _rechecksum(data: dict) -> dict:
+    from conformal_rag_plugins.calibration.jsonio import with_checksum
+
+    return with_checksum({k: v for k, v in data.items() if k != "checksum"})
+
+
+def test_tampered_group_threshold_is_refused(tmp_path) -> None:
+    scores, labels = _data()
+    with pytest.warns(SmallGroupWarning):
+        data = with_groups(_cal(scores), labels, "tenant").to_dict()
+    bad = json.loads(json.dumps(data))
+    bad["groups"]["a"]["threshold"] = bad["groups"]["a"]["threshold"] * 0.5
+    with pytest.raises(CalibrationIntegrityError, match="group 'a'"):
+        RetrievalCalibration.from_dict(_rechecksum(bad))
+    moved = json.loads(json.dumps(data))
+    moved["group_labels"][0] = "b"  # relabel a question: the counts no longer match
+    with pytest.raises(CalibrationIntegrityError, match="group"):
+        RetrievalCalibration.from_dict(_rechecksum(moved))
+    missing = {k: v for k, v in data.items() if k != "groups"}
+    with pytest.raises(CalibrationIntegrityError, match="stored together"):
+        RetrievalCalibration.from_dict(_rechecksum(missing))
+
+
+def test_calibrate_from_pools_with_auto_keeps_labels_aligned() -> None:
+    rng = np.random.default_rng(3)
+    obs, labels = [], []
+    for i in range(120):
+        s = np.sort(rng.random(6))[::-1]
+        obs.append(PoolObservation(s, (int(rng.integers(0, 6)),)))
+        labels.append("x" if i % 3 else "y")
+    cal = calibrate_from_pools(
+        obs,
+        fingerprint=FP,
+        pool_size=6,
+        confidence_level=0.9,
+        score="auto",
+        method="split",
+        delta=None,
+        random_state=0,
+        strict=False,
+        group_labels=labels,
+        group_by="tenant",
+    )
+    assert len(cal.group_labels_) == cal.n_calibration_ == 84
+    lab = np.array(cal.group_labels_)
+    for g in ("x", "y"):
+        assert cal.groups_[g]["threshold"] == conformal_quantile(np.array(cal.scores_)[lab == g], 0.1)
+    assert math.isfinite(RetrievalCalibration.from_dict(cal.to_dict()).threshold_for("y")[0])
