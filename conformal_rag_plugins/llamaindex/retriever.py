@@ -78,6 +78,9 @@ class ConformalRetriever(BaseRetriever):
     >>> engine = RetrieverQueryEngine.from_args(retriever)  # doctest: +SKIP
     """
 
+    group: str | None = None  # class defaults: set per instance by __init__
+    group_by: Any = None
+
     def __init__(
         self,
         calibration: RetrievalCalibration | Any,
