@@ -18,10 +18,10 @@ import numpy as np
 from ..core.errors import CalibrationError
 from ..core.retrieval_trials import PoolObservation
 from .conformalizer import RetrievalConformalizer
-from .examples import CalibrationExample, split_examples
+from .examples import CalibrationExample
 from .fingerprint import Fingerprint
 from .gold_matching import gold_positions
-from .groups import GroupBy, with_groups
+from .groups import GroupBy
 from .retrieval import RetrievalCalibration
 
 __all__ = ["CandidatePool", "calibrate_from_pools", "check_gold_ids", "collect_observations", "label_counts"]
@@ -110,15 +110,6 @@ def collect_observations(
     return observations
 
 
-def _calibration_part(conformalizer: RetrievalConformalizer, items: Sequence[str]) -> list[str]:
-    """The items of the questions the threshold was computed on (``auto`` keeps out its optimisation split)."""
-    if conformalizer.score != "auto":
-        return list(items)
-    fractions = (conformalizer.optimisation_fraction, 1 - conformalizer.optimisation_fraction)
-    # split_examples permutes by length and seed only: the same split the conformalizer made of the observations
-    return [items[i] for i in split_examples(list(range(len(items))), fractions, seed=conformalizer.random_state)[1]]
-
-
 def calibrate_from_pools(
     observations: Sequence[PoolObservation],
     *,
@@ -139,17 +130,24 @@ def calibrate_from_pools(
     With ``group_labels`` (the group of each observation, from :func:`~.groups.group_labels`)
     the calibration also holds one threshold per group (``group_by`` describes the grouping).
     """
-    conformalizer = RetrievalConformalizer(
-        confidence_level,
-        score=score,
-        method=method,
-        delta=delta,
-        random_state=random_state,
-        strict=strict,
+    cal = (
+        RetrievalConformalizer(
+            confidence_level,
+            score=score,
+            method=method,
+            delta=delta,
+            random_state=random_state,
+            strict=strict,
+        )
+        .conformalize(
+            observations,
+            fingerprint=fingerprint,
+            pool_size=pool_size,
+            groups=group_labels,
+            group_by=group_by or "group",
+        )
+        .calibration_
     )
-    cal = conformalizer.conformalize(observations, fingerprint=fingerprint, pool_size=pool_size).calibration_
-    if group_labels is not None:
-        cal = with_groups(cal, _calibration_part(conformalizer, group_labels), group_by or "group", strict=strict)
     if labels:
         cal = replace(cal, labels_=dict(labels))
         fallback = labels.get("gold_rule", {}).get("all-chunks-fallback", 0)

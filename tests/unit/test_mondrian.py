@@ -8,7 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import CalibrationExample, Fingerprint, RetrievalCalibration
+from conformal_rag_plugins.calibration import (
+    CalibrationExample,
+    Fingerprint,
+    RetrievalCalibration,
+    RetrievalConformalizer,
+)
 from conformal_rag_plugins.calibration.groups import group_labels, query_group, with_groups
 from conformal_rag_plugins.calibration.pool_calibration import calibrate_from_pools
 from conformal_rag_plugins.core.errors import (
@@ -158,3 +163,9 @@ def test_calibrate_from_pools_with_auto_keeps_labels_aligned() -> None:
     for g in ("x", "y"):
         assert cal.groups_[g]["threshold"] == conformal_quantile(np.array(cal.scores_)[lab == g], 0.1)
     assert math.isfinite(RetrievalCalibration.from_dict(cal.to_dict()).threshold_for("y")[0])
+    # grouping does not move the pooled calibration: same auto split, family, threshold and scores
+    conformalizer = RetrievalConformalizer(0.9, score="auto")
+    plain = conformalizer.conformalize(obs, fingerprint=FP, pool_size=6).calibration_
+    assert (plain.threshold_, plain.score_family_, plain.scores_) == (cal.threshold_, cal.score_family_, cal.scores_)
+    with pytest.raises(CalibrationError, match="119 group labels for 120"):
+        conformalizer.conformalize(obs, fingerprint=FP, pool_size=6, groups=labels[:-1])
