@@ -169,3 +169,28 @@ def test_calibrate_from_pools_with_auto_keeps_labels_aligned() -> None:
     assert (plain.threshold_, plain.score_family_, plain.scores_) == (cal.threshold_, cal.score_family_, cal.scores_)
     with pytest.raises(CalibrationError, match="119 group labels for 120"):
         conformalizer.conformalize(obs, fingerprint=FP, pool_size=6, groups=labels[:-1])
+
+
+def test_calibrate_tuned_groups_the_calibration_part_only() -> None:
+    from conformal_rag_plugins.calibration.pool_calibration import CandidatePool
+    from conformal_rag_plugins.calibration.tuned_calibration import FusionConfig, calibrate_tuned
+
+    rng = np.random.default_rng(5)
+    examples = [CalibrationExample(f"q{i}", gold_ids=(f"g{i}",), metadata={"tenant": f"t{i % 2}"}) for i in range(200)]
+    pools = {}
+    for config, width in {FusionConfig("zscore", 0.3): 2, FusionConfig("minmax", 0.5): 8}.items():
+        for i in range(200):
+            ids = [f"x{j}" for j in range(12)]
+            ids[int(rng.integers(width))] = f"g{i}"
+            pools[(config, f"q{i}")] = CandidatePool(tuple(ids), tuple(ids), np.sort(rng.random(12))[::-1])
+    fetchers = {c: (lambda q, c=c: pools[(c, q)]) for c, _ in pools}
+
+    def fingerprint(config: FusionConfig) -> Fingerprint:
+        return Fingerprint("test", "Fake", "cosine", "toy", 3, f"fusion:{config.method}", f"hybrid({config.key})")
+
+    kw = {"pool_size": 12, "score": "rank", "random_state": 7, "progress": False}
+    plain = calibrate_tuned(examples, fetchers, fingerprint, **kw).calibration
+    cal = calibrate_tuned(examples, fetchers, fingerprint, **kw, group_by="tenant").calibration
+    assert cal.threshold_ == plain.threshold_ and sum(v["n"] for v in cal.groups_.values()) == 140
+    with pytest.raises(ConformalError, match="no metadata key 'team'"):
+        calibrate_tuned(examples, fetchers, fingerprint, **kw, group_by="team")
