@@ -194,3 +194,15 @@ def test_calibrate_tuned_groups_the_calibration_part_only() -> None:
     assert cal.threshold_ == plain.threshold_ and sum(v["n"] for v in cal.groups_.values()) == 140
     with pytest.raises(ConformalError, match="no metadata key 'team'"):
         calibrate_tuned(examples, fetchers, fingerprint, **kw, group_by="team")
+
+
+def test_a_group_with_too_many_misses_keeps_its_honest_inf() -> None:
+    from conformal_rag_plugins.core.errors import InfiniteThresholdWarning
+
+    scores = np.r_[np.linspace(0, 1, 30), np.linspace(0, 1, 15), [np.inf] * 5]
+    labels = ["a"] * 30 + ["m"] * 20  # group m: 5 misses of 20 > alpha (n + 1) = 2.1
+    with pytest.warns(InfiniteThresholdWarning):
+        out = group_thresholds(scores, labels, ALPHA, pooled=0.95)
+    assert out["m"].threshold == math.inf and out["m"].source == "group"  # never the smaller pooled one
+    with pytest.raises(CalibrationError, match="Group 'm'"):
+        group_thresholds(scores, labels, ALPHA, pooled=0.95, strict=True)
