@@ -40,6 +40,8 @@ class GroupTrials:
         Mean set size over a group's test questions.
     fallback : ndarray of bool
         The group was too small in that trial's calibration half and used the pooled threshold.
+    n_test : ndarray of int
+        Test questions of each group in each trial.
     """
 
     alpha: float
@@ -51,6 +53,7 @@ class GroupTrials:
     size_pooled: np.ndarray
     size_group: np.ndarray
     fallback: np.ndarray
+    n_test: np.ndarray
 
     def report(self) -> dict[str, dict[str, object]]:
         """The ``groups`` block of ``conformal-rag evaluate``: per group its size, and both rules' means."""
@@ -130,6 +133,7 @@ def simulate_group_splits(
     shape = (trials, len(names))
     cov_p, cov_g, size_p, size_g = (np.full(shape, np.nan) for _ in range(4))
     fallback = np.zeros(shape, dtype=bool)
+    n_test = np.zeros(shape, dtype=int)
 
     def apply(q: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         covered = np.isfinite(r[test]) & (r[test] <= q)
@@ -153,11 +157,12 @@ def simulate_group_splits(
         c_g, s_g = apply(q_group[gidx[test]], test)
         for j in range(len(names)):
             m = gidx[test] == j
+            n_test[t, j] = int(m.sum())
             if m.any():
                 cov_p[t, j], size_p[t, j] = c_p[m].mean(), s_p[m].mean()
                 cov_g[t, j], size_g[t, j] = c_g[m].mean(), s_g[m].mean()
     counts = np.bincount(gidx, minlength=len(names))
-    return GroupTrials(alpha, family, names, counts, cov_p, cov_g, size_p, size_g, fallback)
+    return GroupTrials(alpha, family, names, counts, cov_p, cov_g, size_p, size_g, fallback, n_test)
 
 
 def evaluate_group_splits(

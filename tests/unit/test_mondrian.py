@@ -206,3 +206,23 @@ def test_a_group_with_too_many_misses_keeps_its_honest_inf() -> None:
     assert out["m"].threshold == math.inf and out["m"].source == "group"  # never the smaller pooled one
     with pytest.raises(CalibrationError, match="Group 'm'"):
         group_thresholds(scores, labels, ALPHA, pooled=0.95, strict=True)
+
+
+@pytest.mark.parametrize("family", ["relative", "similarity", "rank"])
+def test_group_trials_pooled_rule_is_the_split_row_of_evaluate(family) -> None:
+    """Same seeded splits and the same keep rule as ``evaluate_splits`` (vectorised, so checked exactly)."""
+    from conformal_rag_plugins.core.mondrian_trials import simulate_group_splits
+    from conformal_rag_plugins.core.retrieval_trials import evaluate_splits
+
+    rng = np.random.default_rng(9)
+    obs = []
+    for i in range(90):
+        s = np.round(np.sort(rng.random(8))[::-1], 2)  # rounded: ties
+        gold = () if i % 17 == 0 else (int(rng.integers(0, 8)),)
+        obs.append(PoolObservation(s, gold))
+    labels = [f"g{i % 3}" for i in range(90)]
+    sim = simulate_group_splits(obs, labels, 0.2, family=family, trials=25, seed=4)
+    row = next(r for r in evaluate_splits(obs, 0.2, family=family, trials=25, seed=4) if r.method == "split")
+    w = sim.n_test / sim.n_test.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(np.nansum(sim.coverage_pooled * w, axis=1), row.coverages, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.nansum(sim.size_pooled * w, axis=1), row.mean_sizes, rtol=0, atol=1e-12)
