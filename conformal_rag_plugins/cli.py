@@ -69,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     _chunk_args(e)
     e.add_argument("--json", dest="json_out", required=True, help="output JSON path")
+    e.add_argument(
+        "--group-by",
+        default=None,
+        metavar="FIELD",
+        help="a field of the qa lines known at query time (collection, tenant): adds a 'groups' block with each "
+        "group's coverage and set size under the pooled and the per-group (Mondrian) threshold",
+    )
     e.add_argument("--answers", action="store_true", help="evaluate end-to-end answer sets instead of retrieval")
     e.add_argument("--llm", choices=["local", "openai"], default="local", help="with --answers")
     e.add_argument("--samples", type=int, default=6, help="answers sampled per chunk (with --answers)")
@@ -107,6 +114,12 @@ def _print_evaluate_notes(report: dict) -> None:
         )
     for alpha, tuning in (report.get("tuning") or {}).items():
         print(f"tuned hybrid at alpha={alpha}: most often chose {tuning['most_chosen']} {tuning['choices']}")
+    for alpha, block in ((report.get("groups") or {}).get("by_alpha") or {}).items():
+        worst = block["worst_group_coverage"]
+        print(
+            f"groups by {report['groups']['field']} at alpha={alpha}: worst group coverage "
+            f"{worst['pooled']:.3f} pooled, {worst['per_group']:.3f} per group"
+        )
 
 
 def _one_line(message: str) -> str:
@@ -164,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 chunk_size=args.chunk_size,
                 chunk_overlap=args.chunk_overlap,
             )
+        elif args.answers and args.group_by is not None:
+            raise ConformalError("--group-by evaluates retrieval thresholds; it does not combine with --answers.")
         elif args.answers:
             from .commands.evaluate_answer_sets import run_evaluate_answers
             from .commands.tables import markdown_table
@@ -217,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 chunk_size=args.chunk_size,
                 chunk_overlap=args.chunk_overlap,
                 json_out=args.json_out,
+                group_by=args.group_by,
             )
             print(
                 markdown_table(

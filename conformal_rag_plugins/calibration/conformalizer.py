@@ -13,6 +13,7 @@ from ..core.retrieval_trials import PoolObservation, choose_family
 from ..core.validation import check_alpha
 from .examples import split_examples
 from .fingerprint import Fingerprint
+from .groups import GroupBy, with_groups
 from .retrieval import RetrievalCalibration
 
 __all__ = ["RetrievalConformalizer"]
@@ -90,24 +91,36 @@ class RetrievalConformalizer:
         *,
         fingerprint: Fingerprint,
         pool_size: int,
+        groups: Sequence[str] | None = None,
+        group_by: GroupBy = "group",
     ) -> RetrievalConformalizer:
         """Compute the threshold; the result is in ``calibration_``.
+
+        With ``groups`` (the group of each observation) the calibration also holds one
+        threshold per group (Mondrian, see :mod:`~conformal_rag_plugins.calibration.groups`);
+        ``group_by`` is recorded as how the groups were made.
 
         Raises
         ------
         CalibrationError
-            No observations, or fewer than the finite-sample rank needs.
+            No observations, or fewer than the finite-sample rank needs; with ``strict``, a
+            group too small for its own threshold.
         """
         alpha = self._check_params()
         obs = list(observations)
         if not obs:
             raise CalibrationError("No calibration examples were given; pass at least one labelled question.")
+        if groups is not None and len(groups) != len(obs):
+            raise CalibrationError(f"{len(groups)} group labels for {len(obs)} observations: give one per question.")
         selection: dict[str, Any] = {}
         family = self.score
+        kept = list(range(len(obs)))
         if family == "auto":
-            opt, cal = split_examples(
-                obs, (self.optimisation_fraction, 1 - self.optimisation_fraction), seed=self.random_state
+            # split positions, not observations: the same seeded split, and the groups follow it
+            opt_at, kept = split_examples(
+                kept, (self.optimisation_fraction, 1 - self.optimisation_fraction), seed=self.random_state
             )
+            opt, cal = [obs[i] for i in opt_at], [obs[i] for i in kept]
             family = choose_family(opt, alpha)
             selection = {
                 "rule": "auto",
@@ -143,6 +156,9 @@ class RetrievalConformalizer:
             selection_=selection,
             question_ids_=tuple(str(o.question_id) for o in obs) if all(o.question_id for o in obs) else (),
         )
+        if groups is not None:
+            labels = [groups[i] for i in kept]
+            self.calibration_ = with_groups(self.calibration_, labels, group_by, strict=self.strict)
         return self
 
     @property

@@ -243,6 +243,10 @@ def load_corpus(*paths: str | Path) -> list[CorpusEntry]:
     return entries
 
 
+#: The qa JSONL fields :func:`load_qa` reads into :class:`CalibrationExample` fields; the others go to ``metadata``.
+_QA_FIELDS = ("question", "answers", "context_id", "id", "is_impossible")
+
+
 def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[CalibrationExample]:
     """Read a qa JSONL file (SQuAD-style ``question``, ``answers``, ``context_id``).
 
@@ -250,6 +254,9 @@ def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[Calibrat
     ----------
     answerable_only : bool
         Skip ``is_impossible`` questions (retrieval evaluation does).
+
+    Every other field of a line (``plausible_answers``, a collection or tenant to group by)
+    is kept in the example's ``metadata``.
 
     Raises
     ------
@@ -296,7 +303,7 @@ def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[Calibrat
                 answers=tuple(answers),
                 id=qid,
                 is_impossible=bool(row.get("is_impossible", False)),
-                metadata={k: row[k] for k in ("plausible_answers",) if k in row},
+                metadata={k: v for k, v in row.items() if k not in _QA_FIELDS},  # e.g. plausible_answers, a tenant
             )
         )
     return out

@@ -21,6 +21,7 @@ from .conformalizer import RetrievalConformalizer
 from .examples import CalibrationExample
 from .fingerprint import Fingerprint
 from .gold_matching import gold_positions
+from .groups import GroupBy
 from .retrieval import RetrievalCalibration
 
 __all__ = ["CandidatePool", "calibrate_from_pools", "check_gold_ids", "collect_observations", "label_counts"]
@@ -121,8 +122,14 @@ def calibrate_from_pools(
     random_state: int,
     strict: bool,
     labels: dict[str, Any] | None = None,
+    group_labels: Sequence[str] | None = None,
+    group_by: GroupBy | None = None,
 ) -> RetrievalCalibration:
-    """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses."""
+    """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses.
+
+    With ``group_labels`` (the group of each observation, from :func:`~.groups.group_labels`)
+    the calibration also holds one threshold per group (``group_by`` describes the grouping).
+    """
     cal = (
         RetrievalConformalizer(
             confidence_level,
@@ -132,7 +139,13 @@ def calibrate_from_pools(
             random_state=random_state,
             strict=strict,
         )
-        .conformalize(observations, fingerprint=fingerprint, pool_size=pool_size)
+        .conformalize(
+            observations,
+            fingerprint=fingerprint,
+            pool_size=pool_size,
+            groups=group_labels,
+            group_by=group_by or "group",
+        )
         .calibration_
     )
     if labels:

@@ -13,6 +13,7 @@ from ..core.errors import CalibrationIntegrityError, InfiniteThresholdWarning
 from ..core.quantile import conformal_quantile, pac_quantile
 from ..core.validation import check_pool_size
 from .fingerprint import Fingerprint
+from .groups import check_groups, groups_payload, threshold_for
 from .jsonio import check_signature, read_checked, resolve_signing_key, sign, verify, with_checksum, write_json
 from .jsonio import decode_float as _dec
 from .jsonio import encode_float as _enc
@@ -63,6 +64,13 @@ class RetrievalCalibration:
     corpus_ : dict
         Digest of the host's collection at calibration time (``size``, ``ids_sha256``),
         when the host can list its ids; a retriever built on a changed collection warns.
+    group_by_ : str or None
+        Per-group (Mondrian) calibration: the metadata key grouped by, or
+        ``callable:<name>`` (see :mod:`~conformal_rag_plugins.calibration.groups`).
+    groups_ : dict
+        Per group ``{"n", "threshold", "source"}`` (source ``group`` or ``pooled-small-group``).
+    group_labels_ : tuple of str
+        The group of each calibration score, aligned with ``scores_`` (empty when ungrouped).
     """
 
     threshold_: float
@@ -80,6 +88,9 @@ class RetrievalCalibration:
     labels_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     question_ids_: tuple[str, ...] = field(default=(), compare=False, hash=False)
     corpus_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    group_by_: str | None = field(default=None, compare=False, hash=False)
+    groups_: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
+    group_labels_: tuple[str, ...] = field(default=(), compare=False, hash=False)
 
     def __post_init__(self) -> None:
         check_pool_size(self.pool_size_)
@@ -129,6 +140,11 @@ class RetrievalCalibration:
                 f"{self.n_calibration_} scores at alpha={self.alpha_} ({self.method_}): the file was edited or "
                 "corrupted. Re-run calibration instead of editing thresholds."
             )
+        check_groups(self)
+
+    def threshold_for(self, group: str | None) -> tuple[float, str]:
+        """``(threshold, source)`` for a query of ``group``: its own, or the pooled one (see :func:`threshold_for`)."""
+        return threshold_for(self, group)
 
     def to_dict(self, *, signing_key: str | bytes | None = None) -> dict[str, Any]:
         """JSON-ready dict with the schema version, a SHA-256 checksum and, with a key, an HMAC signature.
@@ -157,6 +173,7 @@ class RetrievalCalibration:
         }
         if self.corpus_:
             payload["corpus"] = dict(self.corpus_)
+        payload.update(groups_payload(self, _enc))
         key = resolve_signing_key(signing_key) if signing_key is not None else None
         return with_checksum(sign(payload, key))
 
@@ -194,6 +211,11 @@ class RetrievalCalibration:
                 labels_=dict(data.get("labels") or {}),
                 question_ids_=tuple(str(q) for q in data.get("question_ids") or ()),
                 corpus_=dict(data.get("corpus") or {}),
+                group_by_=data.get("group_by"),
+                groups_={
+                    str(g): {**v, "threshold": _dec(v["threshold"])} for g, v in (data.get("groups") or {}).items()
+                },
+                group_labels_=tuple(str(g) for g in data.get("group_labels") or ()),
             )
         except CalibrationIntegrityError:
             raise

@@ -27,7 +27,7 @@ from ..core.clustering import CLUSTER_METHODS, GENERATOR_SCORES
 from ..core.errors import CalibrationIntegrityError
 from ..core.retrieval_scores import SCORE_FAMILIES
 
-__all__ = ["AnswerSetFile", "FingerprintFile", "RetrievalFile", "check_fields"]
+__all__ = ["AnswerSetFile", "FingerprintFile", "GroupFile", "RetrievalFile", "check_fields"]
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Level = Annotated[float, Field(gt=0.0, lt=1.0, allow_inf_nan=False)]
@@ -69,6 +69,14 @@ class ClusteringFile(BaseModel):
     score: Literal[GENERATOR_SCORES] = "frequency"  # type: ignore[valid-type]
 
 
+class GroupFile(_Strict):
+    """One entry of the ``groups`` block of a per-group (Mondrian) retrieval calibration."""
+
+    n: Annotated[int, Field(ge=1)]
+    threshold: Threshold
+    source: Literal["group", "pooled-small-group"]
+
+
 class RetrievalFile(_Strict):
     """A saved :class:`~conformal_rag_plugins.calibration.RetrievalCalibration`."""
 
@@ -93,6 +101,9 @@ class RetrievalFile(_Strict):
     corpus: dict[str, Any] | None = None
     checksum: Checksum | None = None
     signature: Checksum | None = None
+    group_by: Text | None = None
+    groups: dict[Text, GroupFile] | None = None
+    group_labels: list[Text] | None = None
 
     @model_validator(mode="after")
     def _agree(self) -> RetrievalFile:
@@ -115,9 +126,35 @@ class RetrievalFile(_Strict):
             problems.append(f"{len(self.question_ids)} question ids for n = {self.n} scores")
         if self.threshold == "-inf":
             problems.append("threshold -inf")
+        problems.extend(_group_problems(self))
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+
+def _group_problems(f: RetrievalFile) -> list[str]:
+    """The ``group_by``/``groups``/``group_labels`` fields agree with each other and with ``n``."""
+    present = (f.group_by is not None, f.groups is not None, f.group_labels is not None)
+    if not any(present):
+        return []
+    if not all(present):
+        return ["group_by, groups and group_labels must be stored together"]
+    assert f.groups is not None and f.group_labels is not None
+    problems = []
+    if len(f.group_labels) != f.n:
+        problems.append(f"{len(f.group_labels)} group labels for n = {f.n} scores")
+    counts: dict[str, int] = {}
+    for g in f.group_labels:
+        counts[g] = counts.get(g, 0) + 1
+    if set(counts) != set(f.groups):
+        problems.append(f"groups {sorted(f.groups)} are not the groups of group_labels {sorted(counts)}")
+    else:
+        problems.extend(
+            f"group {g!r} stores n = {v.n} but {counts[g]} labels name it"
+            for g, v in f.groups.items()
+            if v.n != counts[g]
+        )
+    return problems
 
 
 class AnswerSetFile(_Strict):
@@ -185,9 +222,7 @@ class AnswerSetFile(_Strict):
                 "calibrated on the same questions"
             )
         if self.question_ids and len(self.question_ids) != len(self.generation_scores):
-            problems.append(
-                f"{len(self.question_ids)} question ids for {len(self.generation_scores)} generator scores"
-            )
+            problems.append(f"{len(self.question_ids)} question ids for {len(self.generation_scores)} generator scores")
         if self.coverage_ceiling is not None:
             hits = sum(1 for s in self.generation_scores if not _is_inf(s)) / len(self.generation_scores)
             if not math.isclose(hits, self.coverage_ceiling, abs_tol=1e-12):

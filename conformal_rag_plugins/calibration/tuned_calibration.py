@@ -28,6 +28,7 @@ from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.validation import check_alpha
 from .examples import CalibrationExample, split_examples
 from .fingerprint import Fingerprint
+from .groups import GroupBy, group_labels
 from .pool_calibration import CandidatePool, calibrate_from_pools, collect_observations, label_counts
 from .retrieval import RetrievalCalibration
 
@@ -114,6 +115,7 @@ def calibrate_tuned(
     random_state: int = 0,
     strict: bool = False,
     progress: bool = True,
+    group_by: GroupBy | None = None,
 ) -> TunedCalibration:
     """Choose the configuration (and family) on an optimisation split, calibrate on the rest.
 
@@ -133,6 +135,8 @@ def calibrate_tuned(
     optimisation_fraction : float, default 0.3
     random_state : int
         Seed of the optimisation/calibration split.
+    group_by : str or callable, optional
+        Per-group (Mondrian) thresholds on the calibration part (see :mod:`.groups`).
 
     Returns
     -------
@@ -159,6 +163,8 @@ def calibrate_tuned(
     if score != "auto" and score not in SCORE_FAMILIES:
         raise CalibrationError(f"score must be 'auto' or one of {SCORE_FAMILIES}, got {score!r}.")
     examples = list(examples)
+    if group_by is not None:
+        group_labels(examples, group_by)  # a missing key or a raising function fails before any query
     opt, cal = split_examples(examples, (optimisation_fraction, 1.0 - optimisation_fraction), seed=random_state)
     need = min_calibration_size(alpha)
     if len(cal) < need or not opt:
@@ -182,6 +188,8 @@ def calibrate_tuned(
         random_state=random_state,
         strict=strict,
         labels=label_counts(examples),
+        group_labels=group_labels(cal, group_by) if group_by is not None else None,
+        group_by=group_by,
     )
     selection = {
         "rule": "tuned-hybrid",

@@ -30,6 +30,13 @@ def register(sub: Any) -> None:
     p.add_argument("--pool-size", type=int, default=50)
     p.add_argument("--persist-dir", default=None, help="Chroma directory (default ~/.cache/conformal-rag/chroma)")
     p.add_argument("--seed", type=int, default=0, help="seed of the optimisation/calibration split")
+    p.add_argument(
+        "--group-by",
+        default=None,
+        metavar="FIELD",
+        help="a field of the labelled questions known at query time (collection, tenant): the saved calibration "
+        "also holds one threshold per group (Mondrian); pass group=... to ConformalRetriever",
+    )
     p.set_defaults(handler=_handle)
 
 
@@ -51,8 +58,11 @@ def _handle(args: argparse.Namespace) -> None:
         chunk_overlap=args.chunk_overlap,
         seed=args.seed,
         progress=not args.quiet,
+        group_by=args.group_by,
     )
     print(cal.summary())
+    for g, v in cal.groups_.items():
+        print(f"group {g}: n={v['n']} threshold={v['threshold']:.6g} ({v['source']})")
     if cal.labels_:
         print(f"labels: {cal.labels_}")
     if cal.selection_.get("rule") == "tuned-hybrid":
@@ -79,6 +89,7 @@ def run_calibrate(
     chunk_overlap: int | None = None,
     seed: int = 0,
     progress: bool = True,
+    group_by: str | None = None,
 ) -> Any:
     """Index the chunked corpus, calibrate on the labelled questions, save and return the calibration.
 
@@ -107,6 +118,7 @@ def run_calibrate(
     check_at_least("pool_size", pool_size)
     check_outputs(files=[out], dirs=[persist_dir])
     examples = load_questions(questions)
+    groups = _groups_by_question(examples, group_by) if group_by is not None else None
     chunks = calibration_inputs.load_chunks(
         framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
     )
@@ -135,9 +147,20 @@ def run_calibrate(
             random_state=seed,
             progress=progress,
         )
+    if groups is not None:
+        from ..calibration.groups import with_groups
+
+        cal = with_groups(cal, [groups[q] for q in cal.question_ids_], group_by)  # type: ignore[arg-type]
     with atomic_path(out) as tmp:
         cal.save(tmp)
     return cal
+
+
+def _groups_by_question(examples: Any, field: str) -> dict[str, str]:
+    """Question digest -> group (``example.metadata[field]``); a missing field names the question."""
+    from ..calibration.groups import group_labels
+
+    return {ex.digest: g for ex, g in zip(examples, group_labels(examples, field), strict=True)}
 
 
 def _tuned(

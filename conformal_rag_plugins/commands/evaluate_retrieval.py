@@ -19,6 +19,7 @@ from ..core.retrieval_trials import PoolObservation, evaluate_splits
 from ..core.validation import check_alpha
 from ..runtime.atomic import atomic_write_text
 from .chunk_corpus import chunk_corpus
+from .evaluate_groups import groups_block, question_groups
 from .hosts import build_hosts
 from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
 
@@ -99,6 +100,7 @@ def run_evaluate(
     json_out: str | Path | None = None,
     progress: bool = True,
     client: Any = None,
+    group_by: str | None = None,
 ) -> dict[str, Any]:
     """Run the evaluation and return (and optionally write) the JSON report.
 
@@ -116,6 +118,11 @@ def run_evaluate(
     chunking : bool, default True
         Split entries longer than the embedding window (``chunk_size``/``chunk_overlap``
         in MiniLM tokens) and move gold ids onto chunks.
+    group_by : str, optional
+        A field of the qa lines known at query time (a collection, a tenant): the report gains
+        a ``groups`` block with, per group, its size and the coverage and mean set size under
+        the pooled threshold and under the group's own (Mondrian) one, over the same trials
+        (:func:`~conformal_rag_plugins.commands.evaluate_groups.groups_block`).
 
     Examples
     --------
@@ -150,6 +157,7 @@ def run_evaluate(
         chunked = chunk_corpus(framework, entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
         entries, questions, chunk_report = list(chunked.chunks), chunked.questions, chunked.report()
     check_gold_in_corpus(questions, {e.id for e in entries}, qa_name)
+    labels = question_groups(questions, group_by, qa_name) if group_by is not None else None
     t0 = time.perf_counter()
     bundles = build_hosts(framework, retriever, entries, grid=grid, pool_size=pool_size, client=client)
     t_index = time.perf_counter() - t0
@@ -180,6 +188,8 @@ def run_evaluate(
         "tuning": tuning or None,
         "results": rows,
     }
+    if labels is not None:
+        report["groups"] = groups_block(base, labels, alphas, score=score, trials=trials, seed=seed, group_by=group_by)
     if json_out is not None:
         atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
     return report

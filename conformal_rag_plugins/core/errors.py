@@ -13,6 +13,7 @@ __all__ = [
     "InfiniteThresholdWarning",
     "InputFileError",
     "NotFittedError",
+    "SmallGroupWarning",
 ]
 
 
@@ -65,4 +66,11 @@ class CorpusChangedWarning(UserWarning):
 
     Adding or removing chunks changes the candidate pools, so the calibrated coverage
     may no longer hold; re-calibrate on the collection you query.
+    """
+
+
+class SmallGroupWarning(UserWarning):
+    """A group has too few calibration questions for its own threshold and uses the pooled one.
+
+    The pooled threshold covers marginally, over all groups, not within that group.
     """

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from ..calibration.examples import CalibrationExample
 from ..calibration.fingerprint import corpus_digest
+from ..calibration.groups import GroupBy, group_labels
 from ..calibration.pool_calibration import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
@@ -42,6 +43,7 @@ def calibrate_retriever(
     random_state: int = 0,
     strict: bool = False,
     progress: bool = True,
+    group_by: GroupBy | None = None,
 ) -> RetrievalCalibration:
     """Calibrate the conformal retrieval threshold on labelled examples.
 
@@ -60,6 +62,11 @@ def calibrate_retriever(
         Candidates per query (default: the host's ``k``, else 50). A gold chunk
         outside the pool is a miss, kept as +inf.
     method : {"split", "pac"}; delta : float, for PAC.
+    group_by : str or callable, optional
+        Per-group (Mondrian) thresholds: a key of ``CalibrationExample.metadata`` or a
+        function of the question text (give the same function to ``ConformalRetriever``).
+        Each group with enough questions gets its own threshold (coverage within the group);
+        smaller groups use the pooled one (``SmallGroupWarning``, or an error with ``strict``).
 
     Returns
     -------
@@ -72,6 +79,7 @@ def calibrate_retriever(
     """
     size = resolve_pool_size(host, pool_size)
     examples = list(examples)
+    groups = group_labels(examples, group_by) if group_by is not None else None
     gold = sorted({g for ex in examples for g in ex.gold_ids})
     known = existing_ids(host, gold) if gold else None
     if known is not None:
@@ -91,5 +99,7 @@ def calibrate_retriever(
         random_state=random_state,
         strict=strict,
         labels=label_counts(examples),
+        group_labels=groups,
+        group_by=group_by,
     )
     return replace(cal, corpus_=corpus_digest(all_ids(host)))

@@ -15,6 +15,7 @@ from langchain_core.vectorstores import VectorStore
 
 from ..calibration.examples import CalibrationExample, CorpusEntry
 from ..calibration.fingerprint import corpus_digest
+from ..calibration.groups import GroupBy
 from ..calibration.pool_calibration import CandidatePool, check_gold_ids
 from ..calibration.retrieval import RetrievalCalibration
 from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
@@ -75,6 +76,7 @@ def calibrate_hybrid_retriever(
     random_state: int = 0,
     strict: bool = False,
     progress: bool = True,
+    group_by: GroupBy | None = None,
 ) -> tuple[ScoredFusionRetriever, RetrievalCalibration]:
     """Choose the fusion setting and score family on an optimisation split, calibrate on the rest.
 
@@ -89,6 +91,8 @@ def calibrate_hybrid_retriever(
     grid : sequence of FusionConfig
         Candidate (method, dense weight) pairs; default :data:`DEFAULT_FUSION_GRID`.
     score : {"auto", "relative", "similarity", "rank"}, default "auto"
+    group_by : str or callable, optional
+        Per-group (Mondrian) thresholds, as in ``calibrate_retriever``.
 
     Returns
     -------
@@ -123,6 +127,7 @@ def calibrate_hybrid_retriever(
         random_state=random_state,
         strict=strict,
         progress=progress,
+        group_by=group_by,
     )
     host = hosts[tuned.config]
     return host, replace(tuned.calibration, corpus_=corpus_digest(all_ids(host)))

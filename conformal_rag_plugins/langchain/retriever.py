@@ -16,6 +16,7 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ..calibration.fingerprint import check_corpus, corpus_digest
+from ..calibration.groups import check_group_options, query_threshold
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, GuaranteeCutWarning
 from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
@@ -44,6 +45,13 @@ class ConformalRetriever(BaseRetriever):
         Pad small sets (keeps the guarantee).
     max_k, k : int, optional
         Cap the set (``k`` is LangChain's usual name; either one cuts the guarantee when it bites).
+    group : str, optional
+        With a per-group calibration (``calibrate_retriever(..., group_by=...)``): the group
+        of every query (one retriever per tenant); ``retriever.invoke(q, group="x")`` sets it per call.
+    group_by : callable, optional
+        Or a function of the query string giving its group (the one used at calibration;
+        functions are not saved). An unknown group, or none, uses the pooled threshold; the
+        documents say which in ``conformal_group`` and ``conformal_threshold_source``.
 
     Examples
     --------
@@ -60,6 +68,8 @@ class ConformalRetriever(BaseRetriever):
     max_k: int | None = Field(default=None, ge=1)
     k: int | None = Field(default=None, ge=1)
     check_fingerprint: bool = True
+    group: str | None = None
+    group_by: Any = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -86,6 +96,7 @@ class ConformalRetriever(BaseRetriever):
         if (self.vectorstore is None) == (self.retriever is None):
             raise ConformalError("Pass exactly one host: vectorstore=... or retriever=...")
         check_k_bounds(self.min_k, self._cap(None))
+        check_group_options(self.calibration, self.group, self.group_by)
         if self.check_fingerprint:
             self.calibration.fingerprint_.check_compatible(fingerprint_of(self._host))
             if self.calibration.corpus_:
@@ -108,20 +119,31 @@ class ConformalRetriever(BaseRetriever):
         caps = [c for c in (k, self.k, self.max_k) if c is not None]
         return min(caps) if caps else None
 
-    def _select(self, docs: list[Document], scores: Any, k: int | None, *, checked: bool = False) -> list[Document]:
+    def _select(
+        self,
+        docs: list[Document],
+        scores: Any,
+        k: int | None,
+        *,
+        checked: bool = False,
+        query: str = "",
+        group: Any = None,
+    ) -> list[Document]:
         """The conformal set of one query; ``checked=True`` when ``scores`` are known NaN-free and best first."""
         cal = self.calibration
         family = cal.score_family_
         cap = self._cap(k)
         check_k_bounds(self.min_k, cap)
         arr = np.asarray(scores, dtype=float)
-        decision = decide_set(family, arr, cal.threshold_, min_k=self.min_k, max_k=cap, validate=not checked)
+        check_group_options(cal, group, None)
+        threshold, group_meta = query_threshold(cal, group if group is not None else self.group, self.group_by, query)
+        decision = decide_set(family, arr, threshold, min_k=self.min_k, max_k=cap, validate=not checked)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
         out = []
-        for i, score, meta in conformal_metadata(family, cal.threshold_, cal.alpha_, arr, decision):
+        for i, score, meta in conformal_metadata(family, threshold, cal.alpha_, arr, decision):
             doc = docs[i]
-            metadata = dict(doc.metadata) | {"score": score} | meta
+            metadata = dict(doc.metadata) | {"score": score} | meta | group_meta
             out.append(Document(id=doc.id, page_content=doc.page_content, metadata=metadata))
         return out
 
@@ -143,7 +165,7 @@ class ConformalRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any
     ) -> list[Document]:
         docs, scores = self._fetch(query, run_manager.get_child())
-        return self._select(docs, scores, k, checked=True)
+        return self._select(docs, scores, k, checked=True, query=query, group=kwargs.get("group"))
 
     async def _aget_relevant_documents(
         self,
@@ -155,4 +177,4 @@ class ConformalRetriever(BaseRetriever):
     ) -> list[Document]:
         child = run_manager.get_child()
         pool, docs = await afetch_pool(self._host, query, self.calibration.pool_size_, callbacks=child)
-        return self._select(docs, pool.scores, k, checked=True)
+        return self._select(docs, pool.scores, k, checked=True, query=query, group=kwargs.get("group"))

@@ -10,6 +10,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 
 from ..calibration.examples import CalibrationExample
 from ..calibration.fingerprint import corpus_digest
+from ..calibration.groups import GroupBy, group_labels
 from ..calibration.pool_calibration import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
@@ -55,6 +56,7 @@ def calibrate_retriever(
     random_state: int = 0,
     strict: bool = False,
     progress: bool = True,
+    group_by: GroupBy | None = None,
 ) -> RetrievalCalibration:
     """Calibrate the conformal retrieval threshold by querying the host itself.
 
@@ -71,6 +73,11 @@ def calibrate_retriever(
         Candidates per query (default 50 for an index, the retriever's
         ``similarity_top_k`` otherwise). Gold outside the pool is a kept miss.
     method : {"split", "pac"}; delta : float, for PAC.
+    group_by : str or callable, optional
+        Per-group (Mondrian) thresholds: a key of ``CalibrationExample.metadata`` or a
+        function of the question text (give the same function to ``ConformalRetriever``).
+        Each group with enough questions gets its own threshold (coverage within the group);
+        smaller groups use the pooled one (``SmallGroupWarning``, or an error with ``strict``).
 
     Examples
     --------
@@ -79,6 +86,7 @@ def calibrate_retriever(
     """
     retriever, size = resolve_host(host, pool_size)
     examples = list(examples)
+    groups = group_labels(examples, group_by) if group_by is not None else None
     gold = sorted({g for ex in examples for g in ex.gold_ids})
     known = existing_ids(retriever, gold) if gold else None
     if known is not None:
@@ -97,5 +105,7 @@ def calibrate_retriever(
         random_state=random_state,
         strict=strict,
         labels=label_counts(examples),
+        group_labels=groups,
+        group_by=group_by,
     )
     return replace(cal, corpus_=corpus_digest(all_ids(retriever)))

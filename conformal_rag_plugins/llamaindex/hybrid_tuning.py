@@ -16,6 +16,7 @@ from llama_index.core.schema import BaseNode
 
 from ..calibration.examples import CalibrationExample
 from ..calibration.fingerprint import corpus_digest
+from ..calibration.groups import GroupBy
 from ..calibration.pool_calibration import CandidatePool, check_gold_ids
 from ..calibration.retrieval import RetrievalCalibration
 from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
@@ -66,6 +67,7 @@ def calibrate_hybrid_retriever(
     random_state: int = 0,
     strict: bool = False,
     progress: bool = True,
+    group_by: GroupBy | None = None,
 ) -> tuple[QueryFusionRetriever, RetrievalCalibration]:
     """Choose the fusion setting and score family on an optimisation split, calibrate on the rest.
 
@@ -82,6 +84,8 @@ def calibrate_hybrid_retriever(
         Candidate (method, dense weight) pairs; default :data:`DEFAULT_FUSION_GRID`.
     score : {"auto", "relative", "similarity", "rank"}, default "auto"
         ``auto`` tunes the score family too.
+    group_by : str or callable, optional
+        Per-group (Mondrian) thresholds, as in ``calibrate_retriever``.
 
     Returns
     -------
@@ -117,6 +121,7 @@ def calibrate_hybrid_retriever(
         random_state=random_state,
         strict=strict,
         progress=progress,
+        group_by=group_by,
     )
     host = hosts[tuned.config]
     return host, replace(tuned.calibration, corpus_=corpus_digest(all_ids(host)))

@@ -11,6 +11,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..calibration.fingerprint import check_corpus, corpus_digest
+from ..calibration.groups import check_group_options, query_threshold
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, GuaranteeCutWarning
 from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
@@ -63,12 +64,22 @@ class ConformalRetriever(BaseRetriever):
     retriever : BaseRetriever, optional
         The host (e.g. a ``QueryFusionRetriever``); pass ``index`` or ``retriever``.
     min_k, max_k : int, optional
+    group : str, optional
+        With a per-group calibration (``calibrate_retriever(..., group_by=...)``): the group
+        of every query of this retriever (e.g. one retriever per tenant).
+    group_by : callable, optional
+        Or a function of the query string giving its group (the one used at calibration;
+        functions are not saved). An unknown group, or none, uses the pooled threshold; the
+        nodes say which in ``conformal_group`` and ``conformal_threshold_source``.
 
     Examples
     --------
     >>> retriever = ConformalRetriever(index=index, calibration=cal)  # doctest: +SKIP
     >>> engine = RetrieverQueryEngine.from_args(retriever)  # doctest: +SKIP
     """
+
+    group: str | None = None  # class defaults: set per instance by __init__
+    group_by: Any = None
 
     def __init__(
         self,
@@ -81,6 +92,8 @@ class ConformalRetriever(BaseRetriever):
         check_fingerprint: bool = True,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        group: str | None = None,
+        group_by: Any = None,
     ) -> None:
         if (index is None) == (retriever is None):
             raise ConformalError("Pass exactly one host: index=... or retriever=...")
@@ -88,6 +101,8 @@ class ConformalRetriever(BaseRetriever):
         if hasattr(calibration, "retrieval_stage"):
             calibration = calibration.retrieval_stage()
         self.calibration = calibration
+        check_group_options(calibration, group, group_by)
+        self.group, self.group_by = group, group_by
         self._host, _ = resolve_host(retriever if retriever is not None else index, calibration.pool_size_)
         if check_fingerprint:
             calibration.fingerprint_.check_compatible(fingerprint_of(self._host))
@@ -97,28 +112,29 @@ class ConformalRetriever(BaseRetriever):
         self.max_k = max_k
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
-    def _select(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+    def _select(self, nodes: list[NodeWithScore], query: str = "") -> list[NodeWithScore]:
         ordered, scores = _ordered(nodes)
         cal = self.calibration
         family = cal.score_family_
         check_k_bounds(self.min_k, self.max_k)
+        threshold, group_meta = query_threshold(cal, self.group, self.group_by, query)
         # the scores are checked (no NaN) and sorted best first by _ordered: skip re-validating them
-        decision = decide_set(family, scores, cal.threshold_, min_k=self.min_k, max_k=self.max_k, validate=False)
+        decision = decide_set(family, scores, threshold, min_k=self.min_k, max_k=self.max_k, validate=False)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
         out = []
-        for i, score, meta in conformal_metadata(family, cal.threshold_, cal.alpha_, scores, decision):
+        for i, score, meta in conformal_metadata(family, threshold, cal.alpha_, scores, decision):
             node = ordered[i].node
-            update: dict[str, Any] = {"metadata": dict(node.metadata) | {"conformal_score": score} | meta}
+            update: dict[str, Any] = {"metadata": dict(node.metadata) | {"conformal_score": score} | meta | group_meta}
             for attr in _EXCLUDED_ATTRS:
                 keys = list(getattr(node, attr, []) or [])
-                update[attr] = keys + [k for k in CONFORMAL_METADATA_KEYS if k not in keys]
+                update[attr] = keys + [k for k in (*CONFORMAL_METADATA_KEYS, *group_meta) if k not in keys]
             # model_copy(update=...) sets the fields without re-validating each assignment
             out.append(NodeWithScore(node=node.model_copy(update=update), score=score))
         return out
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._select(self._host.retrieve(query_bundle))
+        return self._select(self._host.retrieve(query_bundle), query_bundle.query_str)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._select(await self._host.aretrieve(query_bundle))
+        return self._select(await self._host.aretrieve(query_bundle), query_bundle.query_str)

@@ -1,0 +1,189 @@
+"""Per-group (Mondrian) thresholds: one split-conformal or PAC threshold per group of questions.
+
+Each group's threshold is the ordinary threshold of :mod:`.quantile` computed on that
+group's calibration scores only, so a future question of group ``g`` is covered with
+probability at least ``1 - alpha`` *within* ``g`` (questions exchangeable inside each
+group). A group with too few questions for a finite rank (``conformal_rank(n_g, alpha) >
+n_g``, or no PAC rank) falls back to the pooled threshold, which only holds marginally,
+and says so (``source = "pooled-small-group"``), or raises with ``strict=True``.
+A group whose rank lands on a miss keeps its honest ``+inf`` threshold, as a pooled
+calibration does.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import CalibrationError, ConformalError, InfiniteThresholdWarning, SmallGroupWarning
+from .quantile import conformal_quantile, conformal_rank, min_calibration_size, pac_quantile, pac_rank
+from .validation import check_alpha
+
+__all__ = [
+    "GROUP_SOURCES",
+    "GroupThreshold",
+    "check_group_label",
+    "group_thresholds",
+    "is_small_group",
+]
+
+#: Where a query's threshold came from: its group's own, or the pooled one.
+GROUP_SOURCES = ("group", "pooled-small-group", "pooled-unknown-group")
+
+
+@dataclass(frozen=True)
+class GroupThreshold:
+    """One group's calibration: its size, threshold and where the threshold came from.
+
+    Attributes
+    ----------
+    n : int
+        Calibration questions in the group.
+    threshold : float
+        The group's own threshold, or the pooled one when the group is too small.
+    source : {"group", "pooled-small-group"}
+    """
+
+    n: int
+    threshold: float
+    source: str
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready ``{"n", "threshold", "source"}`` (the threshold as a float; the caller encodes ``inf``)."""
+        return {"n": self.n, "threshold": self.threshold, "source": self.source}
+
+
+def check_group_label(label: object, where: str = "") -> str:
+    """A group label as a non-empty string (str or int accepted), or :class:`ConformalError`.
+
+    Examples
+    --------
+    >>> check_group_label(3)
+    '3'
+    >>> check_group_label("")
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: A group label must be a non-empty string, got ''.
+    """
+    if isinstance(label, bool) or not isinstance(label, str | int):
+        raise ConformalError(f"A group label must be a non-empty string{where}, got {label!r}.")
+    text = str(label)
+    if not text.strip():
+        raise ConformalError(f"A group label must be a non-empty string{where}, got {label!r}.")
+    return text
+
+
+def is_small_group(n: int, alpha: float, *, method: str = "split", delta: float | None = None) -> bool:
+    """True when ``n`` questions give no finite rank (split: ``conformal_rank(n, alpha) > n``; PAC: no rank).
+
+    Examples
+    --------
+    >>> is_small_group(8, 0.1), is_small_group(9, 0.1)
+    (True, False)
+    """
+    if n < 1:
+        return True
+    if method == "pac":
+        if delta is None:
+            raise CalibrationError("method='pac' needs delta.")
+        return pac_rank(n, alpha, delta) is None
+    return conformal_rank(n, alpha) > n
+
+
+def group_thresholds(
+    scores: Sequence[float] | np.ndarray,
+    groups: Sequence[Hashable],
+    alpha: float,
+    *,
+    pooled: float,
+    method: str = "split",
+    delta: float | None = None,
+    strict: bool = False,
+    warn: bool = True,
+) -> dict[str, GroupThreshold]:
+    """The threshold of every group, computed on that group's scores only.
+
+    Parameters
+    ----------
+    scores : sequence of float
+        Calibration nonconformity scores (``+inf`` = miss, kept); no NaN.
+    groups : sequence of str
+        The group of each score (same length).
+    alpha : float
+        Target miscoverage within every group (epsilon for PAC).
+    pooled : float
+        The pooled threshold a too-small group falls back to.
+    method : {"split", "pac"}
+    delta : float, optional
+        PAC confidence parameter.
+    strict : bool, default False
+        Raise :class:`CalibrationError` for a too-small group (and for a group rank on a
+        miss) instead of falling back (warning :class:`SmallGroupWarning`) or returning ``+inf``.
+    warn : bool, default True
+        Warn about fallbacks (the trial simulations turn it off).
+
+    Returns
+    -------
+    dict
+        Group label -> :class:`GroupThreshold`, sorted by label.
+
+    Raises
+    ------
+    ConformalError
+        Lengths differ, no scores, a NaN score, an empty or non-string group label.
+
+    Examples
+    --------
+    >>> s = [i / 20 for i in range(20)] + [0.5, 0.6]
+    >>> g = ["a"] * 20 + ["b"] * 2
+    >>> out = group_thresholds(s, g, 0.1, pooled=0.9, warn=False)
+    >>> out["a"].threshold, out["b"].source, out["b"].threshold
+    (0.9, 'pooled-small-group', 0.9)
+    """
+    alpha = check_alpha(alpha)
+    if method not in ("split", "pac"):
+        raise CalibrationError(f"method must be 'split' or 'pac', got {method!r}.")
+    arr = np.asarray(scores, dtype=float).ravel()
+    labels = [check_group_label(g, f" (calibration question {i})") for i, g in enumerate(groups)]
+    if arr.size != len(labels):
+        raise ConformalError(f"{arr.size} scores but {len(labels)} group labels: give one group per question.")
+    if arr.size == 0:
+        raise CalibrationError("No calibration questions: every group needs questions to calibrate on.")
+    if np.isnan(arr).any():
+        bad = int(np.flatnonzero(np.isnan(arr))[0])
+        raise ConformalError(f"Calibration score {bad} (group {labels[bad]!r}) is NaN; scores must be numbers.")
+    by_group: dict[str, list[int]] = {}
+    for i, g in enumerate(labels):
+        by_group.setdefault(g, []).append(i)
+    out: dict[str, GroupThreshold] = {}
+    for g in sorted(by_group):
+        g_scores = arr[by_group[g]]
+        n = int(g_scores.size)
+        if is_small_group(n, alpha, method=method, delta=delta):
+            need = f"at least {min_calibration_size(alpha)}" if method == "split" else "more"
+            message = (
+                f"Group {g!r} has {n} calibration question(s), too few for a finite threshold at alpha={alpha} "
+                f"({need} needed): it uses the pooled threshold, which covers only marginally, not within the group."
+            )
+            if strict:
+                raise CalibrationError(message)
+            if warn:
+                warnings.warn(message, SmallGroupWarning, stacklevel=2)
+            out[g] = GroupThreshold(n, float(pooled), "pooled-small-group")
+            continue
+        with warnings.catch_warnings():
+            if not warn:
+                warnings.simplefilter("ignore", InfiniteThresholdWarning)
+            try:
+                q = (
+                    pac_quantile(g_scores, alpha, delta, strict=strict)  # type: ignore[arg-type]
+                    if method == "pac"
+                    else conformal_quantile(g_scores, alpha, strict=strict)
+                )
+            except CalibrationError as exc:
+                raise CalibrationError(f"Group {g!r}: {exc}") from None
+        out[g] = GroupThreshold(n, q, "group")
+    return out

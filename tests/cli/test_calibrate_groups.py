@@ -1,0 +1,44 @@
+"""``conformal-rag calibrate --group-by FIELD``: the saved calibration carries per-group thresholds."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from conformal_rag_plugins.calibration import RetrievalCalibration, save_examples
+from conformal_rag_plugins.cli import main
+from conformal_rag_plugins.local.corpus import bundled_questions
+from conformal_rag_plugins.local.data import bundled_corpus_paths
+
+
+def _labelled(tmp_path, n: int, *, drop: int | None = None) -> str:
+    examples = []
+    for i, ex in enumerate(bundled_questions(True)[:n]):
+        meta = {} if i == drop else {"collection": "even" if i % 2 == 0 else "odd"}
+        examples.append(replace(ex, metadata=ex.metadata | meta))
+    path = tmp_path / "labelled.jsonl"
+    save_examples(examples, path)
+    return str(path)
+
+
+def _argv(tmp_path, questions: str) -> list[str]:
+    return ["calibrate", "--corpus", str(bundled_corpus_paths()[0]), "--questions", questions, "--retriever",
+            "dense", "--alpha", "0.2", "--persist-dir", str(tmp_path / "chroma"), "--out",
+            str(tmp_path / "cal.json"), "--group-by", "collection", "--quiet"]  # fmt: skip
+
+
+@pytest.mark.integration
+def test_calibrate_group_by_saves_group_thresholds(tmp_path, capsys) -> None:
+    assert main(_argv(tmp_path, _labelled(tmp_path, 40))) == 0, capsys.readouterr().err
+    assert "group even: n=20" in capsys.readouterr().out
+    data = json.loads((tmp_path / "cal.json").read_text())
+    assert data["group_by"] == "collection" and sorted(data["groups"]) == ["even", "odd"]
+    cal = RetrievalCalibration.load(tmp_path / "cal.json")  # every group threshold recomputed on load
+    assert cal.threshold_for("odd")[1] == "group" and cal.threshold_for("other")[1] == "pooled-unknown-group"
+
+
+def test_calibrate_group_by_a_missing_field_is_exit_2(tmp_path, capsys) -> None:
+    assert main(_argv(tmp_path, _labelled(tmp_path, 10, drop=3))) == 2
+    assert "has no metadata key 'collection'" in capsys.readouterr().err
