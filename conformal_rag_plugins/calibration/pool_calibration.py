@@ -103,9 +103,9 @@ def collect_observations(
     observations = []
     for ex in tqdm(examples, desc="calibrating", unit="q", disable=not progress):
         pool = fetch_pool(ex.question)
-        observations.append(
-            PoolObservation(pool.scores, gold_positions(ex, pool.ids, pool.texts), question_id=ex.digest)
-        )
+        positions = gold_positions(ex, pool.ids, pool.texts)
+        n_gold = max(len(set(ex.gold_ids)) if ex.gold_ids else len({t.strip() for t in ex.gold_texts}), len(positions))
+        observations.append(PoolObservation(pool.scores, positions, question_id=ex.digest, n_gold=n_gold))
     return observations
 
 
