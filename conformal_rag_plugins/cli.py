@@ -69,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     _chunk_args(e)
     e.add_argument("--json", dest="json_out", required=True, help="output JSON path")
+    e.add_argument(
+        "--control",
+        choices=["coverage", "recall"],
+        default="coverage",
+        help="recall: every chunk holding a reference answer is gold; adds the mean recall and set size of the "
+        "recall-controlling rule (crc; ltt with --pac-delta) beside the single-gold rule",
+    )
     e.add_argument("--answers", action="store_true", help="evaluate end-to-end answer sets instead of retrieval")
     e.add_argument("--llm", choices=["local", "openai"], default="local", help="with --answers")
     e.add_argument("--samples", type=int, default=6, help="answers sampled per chunk (with --answers)")
@@ -217,10 +224,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 chunk_size=args.chunk_size,
                 chunk_overlap=args.chunk_overlap,
                 json_out=args.json_out,
+                control=args.control,
             )
             print(
                 markdown_table(
-                    report["results"],
+                    [r for r in report["results"] if "mean_recall" not in r],
                     [
                         "alpha",
                         "method",
@@ -232,6 +240,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ],
                 )
             )
+            if args.control == "recall":
+                from .commands.recall_rows import RECALL_COLUMNS
+
+                print(markdown_table([r for r in report["results"] if "mean_recall" in r], RECALL_COLUMNS))
             _print_evaluate_notes(report)
             print(json.dumps({k: v for k, v in report.items() if k != "results"}))
     except ConformalError as exc:

@@ -8,8 +8,8 @@ from typing import Any
 
 from ..core.errors import CalibrationError, NotFittedError
 from ..core.quantile import conformal_quantile, min_calibration_size, pac_quantile
-from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.recall_trials import choose_recall_family
+from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.retrieval_trials import PoolObservation, choose_family
 from ..core.validation import check_alpha
 from .examples import split_examples

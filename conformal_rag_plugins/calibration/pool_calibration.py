@@ -121,8 +121,13 @@ def calibrate_from_pools(
     random_state: int,
     strict: bool,
     labels: dict[str, Any] | None = None,
+    control: str = "coverage",
 ) -> RetrievalCalibration:
-    """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses."""
+    """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses.
+
+    ``control="recall"`` controls the mean share of gold chunks left out (see
+    :class:`~conformal_rag_plugins.calibration.RetrievalConformalizer`).
+    """
     cal = (
         RetrievalConformalizer(
             confidence_level,
@@ -131,6 +136,7 @@ def calibrate_from_pools(
             delta=delta,
             random_state=random_state,
             strict=strict,
+            control=control,
         )
         .conformalize(observations, fingerprint=fingerprint, pool_size=pool_size)
         .calibration_

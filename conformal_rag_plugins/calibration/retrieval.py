@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import CalibrationIntegrityError, InfiniteThresholdWarning
-from ..core.quantile import conformal_quantile, crc_threshold, ltt_threshold, pac_quantile
+from ..core.quantile import conformal_quantile, pac_quantile
 from ..core.validation import check_pool_size
 from .fingerprint import Fingerprint
-from .recall_calibration import check_risk_fields, recall_threshold
 from .jsonio import check_signature, read_checked, resolve_signing_key, sign, verify, with_checksum, write_json
 from .jsonio import decode_float as _dec
 from .jsonio import encode_float as _enc
+from .recall_calibration import check_risk_fields, recall_threshold
 from .schema import RetrievalFile, check_fields
 
 __all__ = ["SCHEMA_VERSION", "RetrievalCalibration"]

@@ -12,7 +12,7 @@ from ..calibration.examples import CalibrationExample, CorpusEntry, load_corpus,
 from ..calibration.pool_calibration import collect_observations
 from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 from ..core.config_search import evaluate_tuned_splits
-from ..core.errors import InputFileError
+from ..core.errors import ConformalError, InputFileError
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.retrieval_trials import PoolObservation, evaluate_splits
@@ -99,6 +99,7 @@ def run_evaluate(
     json_out: str | Path | None = None,
     progress: bool = True,
     client: Any = None,
+    control: str = "coverage",
 ) -> dict[str, Any]:
     """Run the evaluation and return (and optionally write) the JSON report.
 
@@ -116,6 +117,10 @@ def run_evaluate(
     chunking : bool, default True
         Split entries longer than the embedding window (``chunk_size``/``chunk_overlap``
         in MiniLM tokens) and move gold ids onto chunks.
+    control : {"coverage", "recall"}, default "coverage"
+        ``recall`` adds ``crc`` (and, with ``pac_delta``, ``ltt``) and ``single-gold`` rows with
+        the mean recall of every gold chunk (see :func:`~.recall_rows.recall_report`), and the
+        keys ``control`` and ``recall``; ``coverage`` writes today's report unchanged.
 
     Examples
     --------
@@ -136,6 +141,8 @@ def run_evaluate(
     check_at_least("trials", trials)
     check_at_least("pool_size", pool_size)
     check_outputs(files=[json_out])
+    if control not in ("coverage", "recall"):
+        raise ConformalError(f"control must be 'coverage' or 'recall', got {control!r}.")
     grid, tuned = _fusion_grid(retriever, fusion)
     score = score or ("auto" if tuned else "relative")
     entries = load_corpus(*corpus) if corpus and isinstance(corpus[0], str | Path) else list(corpus)  # type: ignore[arg-type]
@@ -180,6 +187,15 @@ def run_evaluate(
         "tuning": tuning or None,
         "results": rows,
     }
+    if control == "recall":
+        from .recall_rows import recall_report
+
+        recall_rows, recall_info = recall_report(
+            base, alphas, score=score, trials=trials, seed=seed, ltt_delta=pac_delta
+        )
+        report["results"] = rows + recall_rows
+        report["control"] = "recall"
+        report["recall"] = recall_info
     if json_out is not None:
         atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
     return report

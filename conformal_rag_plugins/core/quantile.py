@@ -237,9 +237,10 @@ def crc_threshold(gold_scores: Sequence[Sequence[float]], alpha: float, *, stric
     ok = np.flatnonzero(total <= bound + _LOSS_TOL)
     if ok.size:
         return float(lambdas[ok[0]])
+    lowest = ((float(total[-1]) if total.size else n) + 1) / (n + 1)
     return _infinite(
         f"No finite threshold brings the corrected mean miss rate (n R + 1)/(n+1) of {n} calibration questions "
-        f"to alpha={alpha} (at the largest it is {(float(total[-1]) if total.size else n) / (n + 1) + 1 / (n + 1):.4g}): "
+        f"to alpha={alpha} (at the largest it is {lowest:.4g}): "
         "the threshold is +inf and every candidate is included, so recall then rests on the pool alone. Use at "
         f"least {min_calibration_size(alpha)} calibration questions, a larger pool or a larger alpha.",
         strict,
@@ -274,9 +275,7 @@ def _hb_pvalues(risk_hat: np.ndarray, n: int, alpha: float) -> np.ndarray:
     return np.minimum(np.minimum(hoeffding, bentkus), 1.0)
 
 
-def ltt_threshold(
-    gold_scores: Sequence[Sequence[float]], alpha: float, delta: float, *, strict: bool = False
-) -> float:
+def ltt_threshold(gold_scores: Sequence[Sequence[float]], alpha: float, delta: float, *, strict: bool = False) -> float:
     """Learn-then-Test threshold: ``P(E[1 - recall | calibration] <= alpha) >= 1 - delta``.
 
     Tests ``H_lam: R(lam) > alpha`` with Hoeffding-Bentkus p-values

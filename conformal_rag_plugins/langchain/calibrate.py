@@ -42,6 +42,7 @@ def calibrate_retriever(
     random_state: int = 0,
     strict: bool = False,
     progress: bool = True,
+    control: str = "coverage",
 ) -> RetrievalCalibration:
     """Calibrate the conformal retrieval threshold on labelled examples.
 
@@ -60,6 +61,11 @@ def calibrate_retriever(
         Candidates per query (default: the host's ``k``, else 50). A gold chunk
         outside the pool is a miss, kept as +inf.
     method : {"split", "pac"}; delta : float, for PAC.
+    control : {"coverage", "recall"}, default "coverage"
+        ``recall``: every gold chunk of an example counts, and the threshold keeps
+        ``E[1 - recall] <= 1 - confidence_level`` (conformal risk control, ``method="split"``
+        or ``"crc"``) or that with probability ``1 - delta`` (Learn-then-Test, ``method="ltt"``
+        or ``"pac"``). The ConformalRetriever uses the threshold unchanged.
 
     Returns
     -------
@@ -91,5 +97,6 @@ def calibrate_retriever(
         random_state=random_state,
         strict=strict,
         labels=label_counts(examples),
+        control=control,
     )
     return replace(cal, corpus_=corpus_digest(all_ids(host)))

@@ -55,6 +55,7 @@ def calibrate_retriever(
     random_state: int = 0,
     strict: bool = False,
     progress: bool = True,
+    control: str = "coverage",
 ) -> RetrievalCalibration:
     """Calibrate the conformal retrieval threshold by querying the host itself.
 
@@ -71,6 +72,11 @@ def calibrate_retriever(
         Candidates per query (default 50 for an index, the retriever's
         ``similarity_top_k`` otherwise). Gold outside the pool is a kept miss.
     method : {"split", "pac"}; delta : float, for PAC.
+    control : {"coverage", "recall"}, default "coverage"
+        ``recall``: every gold chunk of an example counts, and the threshold keeps
+        ``E[1 - recall] <= 1 - confidence_level`` (conformal risk control, ``method="split"``
+        or ``"crc"``) or that with probability ``1 - delta`` (Learn-then-Test, ``method="ltt"``
+        or ``"pac"``). The ConformalRetriever uses the threshold unchanged.
 
     Examples
     --------
@@ -97,5 +103,6 @@ def calibrate_retriever(
         random_state=random_state,
         strict=strict,
         labels=label_counts(examples),
+        control=control,
     )
     return replace(cal, corpus_=corpus_digest(all_ids(retriever)))
