@@ -276,3 +276,12 @@ def test_collect_observations_counts_gold_outside_the_pool() -> None:
     obs = collect_observations(examples, lambda q: pool, progress=False)
     assert [(o.gold_positions, o.n_gold) for o in obs] == [((0, 1), 3), ((2,), 1)]
     assert obs[0].gold_scores("rank").tolist() == [1.0, 2.0, INF]
+
+
+def test_answer_sets_refuse_a_recall_retrieval_stage() -> None:
+    from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
+
+    with pytest.raises(CalibrationError, match="control='coverage'"):
+        AnswerSetCalibration.from_stages(
+            recall_cal(), [-1.0] * 60, alpha=0.4, n_samples=4, model="fake", clustering={"method": "rougeL"}
+        )
