@@ -2,8 +2,9 @@
 
 Data: the bundled paragraphs joined 6 at a time into long documents, chunked to the
 MiniLM window with LlamaIndex's splitter; every chunk holding a reference answer is gold
-(176 of the 705 questions have two or more). The dense LlamaIndex host (pool 50) is
-queried once; everything else is arithmetic on those pools.
+(176 of the 705 questions have two or more). The LlamaIndex hybrid host (z-score
+fusion, dense weight 0.5, pool 50; shared with ``test_long_documents.py``) is queried
+once; everything else is arithmetic on those pools.
 
 * Conformal risk control (``crc``) over ``TRIALS`` random calibration/test halves: the mean
   test recall must reach ``1 - alpha - Z * SE``. Negative control: the single-gold rule
@@ -35,33 +36,31 @@ SEED = 311
 Z = 3.0
 ALPHAS = (0.05, 0.1, 0.2)
 FAMILY = "relative"
+#: The default hybrid setting (z-score fusion, dense weight 0.5).
+HOST = "zscore:0.5"
 
 
 @pytest.fixture(scope="module")
-def long_dense(chroma_memory_client):
-    """(chunked corpus, dense LlamaIndex host bundle, observations, relative-family pools), built once (~15 s)."""
-    from conformal_rag_plugins.calibration.pool_calibration import collect_observations
-    from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
-    from conformal_rag_plugins.commands.hosts import build_host
-    from conformal_rag_plugins.local.long_documents import bundled_long_documents
+def long_hybrid(long_hybrid_stack):
+    """(chunked corpus, hybrid zscore:0.5 LlamaIndex host bundle, its observations, relative-family pools).
 
-    docs, questions = bundled_long_documents()
-    chunked = chunk_corpus("llamaindex", docs, questions)
-    bundle = build_host("llamaindex", "dense", chunked.chunks, client=chroma_memory_client)
-    obs = collect_observations(chunked.questions, bundle.fetch, progress=False)
-    return chunked, bundle, obs, RecallPools.build(obs, FAMILY)
+    The host and its pools are the long-document tests' (``long_hybrid_stack``), built once per session.
+    """
+    chunked, bundles, obs = long_hybrid_stack("llamaindex")
+    bundle = next(b for c, b in bundles.items() if c.key == HOST)
+    return chunked, bundle, obs[HOST], RecallPools.build(obs[HOST], FAMILY)
 
 
-def test_the_data_has_several_gold_chunks_per_question(long_dense) -> None:
-    _, _, obs, pools = long_dense
+def test_the_data_has_several_gold_chunks_per_question(long_hybrid) -> None:
+    _, _, obs, pools = long_hybrid
     counts = np.asarray([g.size for g in pools.gold])
     assert len(obs) == 705 and (counts > 1).sum() >= 150 and counts.max() >= 4
     assert sum(np.isinf(g).sum() for g in pools.gold) > 0  # some gold chunks fall outside the pool: kept as misses
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
-def test_crc_controls_mean_recall_and_the_single_gold_rule_does_not(long_dense, alpha) -> None:
-    _, _, obs, pools = long_dense
+def test_crc_controls_mean_recall_and_the_single_gold_rule_does_not(long_hybrid, alpha) -> None:
+    _, _, obs, pools = long_hybrid
     rows = {
         s.method: s for s in evaluate_recall_splits(obs, alpha, family=FAMILY, trials=TRIALS, seed=SEED, pools=pools)
     }
@@ -78,8 +77,8 @@ def test_crc_controls_mean_recall_and_the_single_gold_rule_does_not(long_dense, 
 
 
 @pytest.mark.parametrize("alpha", (0.1, 0.2))
-def test_ltt_bounds_the_population_risk_with_probability_1_minus_delta(long_dense, alpha) -> None:
-    _, _, _, pools = long_dense
+def test_ltt_bounds_the_population_risk_with_probability_1_minus_delta(long_hybrid, alpha) -> None:
+    _, _, _, pools = long_hybrid
     lam, total, n_pop = risk_curve(pools.gold)
 
     def population_risk(q: float) -> float:
@@ -106,11 +105,11 @@ def test_ltt_bounds_the_population_risk_with_probability_1_minus_delta(long_dens
     assert risks.mean() <= alpha + Z * risks.std(ddof=1) / math.sqrt(draws), risks.mean()
 
 
-def test_llamaindex_user_path_on_several_gold_chunks(long_dense) -> None:
+def test_llamaindex_user_path_on_several_gold_chunks(long_hybrid) -> None:
     """``calibrate_retriever(control="recall")`` + ``ConformalRetriever`` on held-out questions."""
     from conformal_rag_plugins.llamaindex import ConformalRetriever, calibrate_retriever
 
-    chunked, bundle, obs, pools = long_dense
+    chunked, bundle, obs, pools = long_hybrid
     perm = np.random.default_rng(SEED).permutation(len(obs))
     cal_idx, test_idx = perm[:400], perm[400:520]
     examples = [chunked.questions[i] for i in cal_idx]
