@@ -285,3 +285,10 @@ def test_answer_sets_refuse_a_recall_retrieval_stage() -> None:
         AnswerSetCalibration.from_stages(
             recall_cal(), [-1.0] * 60, alpha=0.4, n_samples=4, model="fake", clustering={"method": "rougeL"}
         )
+
+
+def test_end_to_end_alignment_refuses_a_recall_retrieval_stage() -> None:
+    from conformal_rag_plugins.generation.calibrate import align_stages
+
+    with pytest.raises(CalibrationError, match="control='coverage'"):
+        align_stages(recall_cal(), [CalibrationExample("q", gold_ids=("a",))])
