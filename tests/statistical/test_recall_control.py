@@ -105,22 +105,35 @@ def test_ltt_bounds_the_population_risk_with_probability_1_minus_delta(long_hybr
     assert risks.mean() <= alpha + Z * risks.std(ddof=1) / math.sqrt(draws), risks.mean()
 
 
-def test_llamaindex_user_path_on_several_gold_chunks(long_hybrid) -> None:
-    """``calibrate_retriever(control="recall")`` + ``ConformalRetriever`` on held-out questions."""
-    from conformal_rag_plugins.llamaindex import ConformalRetriever, calibrate_retriever
+@pytest.mark.parametrize("framework", ("llamaindex", "langchain"))
+def test_user_path_on_several_gold_chunks(long_hybrid_stack, framework) -> None:
+    """``calibrate_retriever(control="recall")`` + ``ConformalRetriever`` of each framework on held-out questions."""
+    if framework == "llamaindex":
+        from conformal_rag_plugins.llamaindex import ConformalRetriever, calibrate_retriever
 
-    chunked, bundle, obs, pools = long_hybrid
-    perm = np.random.default_rng(SEED).permutation(len(obs))
+        def kept_ids(r, q):
+            return {n.node.node_id for n in r.retrieve(q)}
+    else:
+        from conformal_rag_plugins.langchain import ConformalRetriever, calibrate_retriever
+
+        def kept_ids(r, q):
+            return {d.id for d in r.invoke(q)}
+
+    chunked, bundles, obs = long_hybrid_stack(framework)
+    bundle = next(b for c, b in bundles.items() if c.key == HOST)
+    pools = RecallPools.build(obs[HOST], FAMILY)
+    perm = np.random.default_rng(SEED).permutation(len(chunked.questions))
     cal_idx, test_idx = perm[:400], perm[400:520]
     examples = [chunked.questions[i] for i in cal_idx]
     cal = calibrate_retriever(bundle.host, examples, confidence_level=0.9, control="recall", progress=False)
     assert (cal.risk_, cal.method_, cal.n_calibration_) == ("recall", "crc", 400)
+    assert sum(len(g) > 1 for g in cal.gold_scores_) >= 60  # several gold chunks reached the calibration
     assert cal.threshold_ == crc_threshold([pools.gold[i] for i in cal_idx], 0.1)  # the host's pools, unchanged
     retriever = ConformalRetriever(retriever=bundle.host, calibration=cal)
     recalls = []
     for i in test_idx:
         ex = chunked.questions[i]
-        kept = {n.node.node_id for n in retriever.retrieve(ex.question)}
+        kept = kept_ids(retriever, ex.question)
         assert len(kept) == pools.measure(np.asarray([i]), cal.threshold_)[3][0]  # the set the threshold defines
         recalls.append(len(kept & set(ex.gold_ids)) / len(ex.gold_ids))
         assert recalls[-1] == pytest.approx(recall_at(pools.gold[i], cal.threshold_))
