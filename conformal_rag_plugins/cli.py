@@ -76,6 +76,13 @@ def _parser() -> argparse.ArgumentParser:
         help="a field of the qa lines known at query time (collection, tenant): adds a 'groups' block with each "
         "group's coverage and set size under the pooled and the per-group (Mondrian) threshold",
     )
+    e.add_argument(
+        "--control",
+        choices=["coverage", "recall"],
+        default="coverage",
+        help="recall: every chunk holding a reference answer is gold; adds the mean recall and set size of the "
+        "recall-controlling rule (crc; ltt with --pac-delta) beside the single-gold rule",
+    )
     e.add_argument("--answers", action="store_true", help="evaluate end-to-end answer sets instead of retrieval")
     e.add_argument("--llm", choices=["local", "openai"], default="local", help="with --answers")
     e.add_argument("--samples", type=int, default=6, help="answers sampled per chunk (with --answers)")
@@ -179,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         elif args.answers and args.group_by is not None:
             raise ConformalError("--group-by evaluates retrieval thresholds; it does not combine with --answers.")
+        elif args.answers and args.control != "coverage":
+            raise ConformalError("--control recall evaluates retrieval thresholds; it does not combine with --answers.")
         elif args.answers:
             from .commands.evaluate_answer_sets import run_evaluate_answers
             from .commands.tables import markdown_table
@@ -233,10 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 chunk_overlap=args.chunk_overlap,
                 json_out=args.json_out,
                 group_by=args.group_by,
+                control=args.control,
             )
             print(
                 markdown_table(
-                    report["results"],
+                    [r for r in report["results"] if "mean_recall" not in r],
                     [
                         "alpha",
                         "method",
@@ -248,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ],
                 )
             )
+            if args.control == "recall":
+                from .commands.recall_rows import RECALL_COLUMNS
+
+                print(markdown_table([r for r in report["results"] if "mean_recall" in r], RECALL_COLUMNS))
             _print_evaluate_notes(report)
             print(json.dumps({k: v for k, v in report.items() if k != "results"}))
     except ConformalError as exc:

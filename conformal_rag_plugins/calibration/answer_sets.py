@@ -188,6 +188,11 @@ class AnswerSetCalibration:
         check_alpha(self.alpha_)
         if self.method_ not in ANSWER_SET_METHODS:
             raise CalibrationError(f"method must be one of {ANSWER_SET_METHODS}, got {self.method_!r}.")
+        if self.retrieval_.risk_ != "miscoverage":
+            raise CalibrationError(
+                "Answer sets combine a retrieval stage that controls miscoverage (a gold chunk kept), but this one "
+                f"controls {self.retrieval_.risk_!r}; calibrate the retrieval with control='coverage'."
+            )
         if self.question_ids_:
             if len(self.question_ids_) != len(self.generation_scores_):
                 raise CalibrationError(

@@ -8,12 +8,14 @@ from typing import Any
 
 from ..core.errors import CalibrationError, NotFittedError
 from ..core.quantile import conformal_quantile, min_calibration_size, pac_quantile
+from ..core.recall_trials import choose_recall_family
 from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.retrieval_trials import PoolObservation, choose_family
 from ..core.validation import check_alpha
 from .examples import split_examples
 from .fingerprint import Fingerprint
 from .groups import GroupBy, with_groups
+from .recall_calibration import CONTROLS, recall_method, recall_threshold
 from .retrieval import RetrievalCalibration
 
 __all__ = ["RetrievalConformalizer"]
@@ -40,6 +42,12 @@ class RetrievalConformalizer:
         :class:`CalibrationError`. Too few calibration points for any finite threshold
         (``n < min_calibration_size(alpha)``) always raise, whatever ``strict`` says:
         there is nothing to calibrate.
+    control : {"coverage", "recall"}, default "coverage"
+        ``recall`` controls the mean share of a question's gold chunks left out of the set,
+        ``E[1 - recall] <= alpha``, by conformal risk control (``method="split"`` or ``"crc"``),
+        or its tail, ``P(E[1 - recall] <= alpha) >= 1 - delta``, by Learn-then-Test
+        (``method="pac"`` or ``"ltt"``, with ``delta``). Every gold chunk of an observation
+        counts (``PoolObservation.n_gold`` includes those outside the pool).
 
     Examples
     --------
@@ -63,7 +71,9 @@ class RetrievalConformalizer:
         optimisation_fraction: float = 0.3,
         random_state: int = 0,
         strict: bool = False,
+        control: str = "coverage",
     ) -> None:
+        self.control = control
         self.confidence_level = confidence_level
         self.score = score
         self.method = method
@@ -77,6 +87,14 @@ class RetrievalConformalizer:
         alpha = check_alpha(round(alpha, 12))
         if self.score not in (*SCORE_FAMILIES, "auto"):
             raise CalibrationError(f"score must be one of {(*SCORE_FAMILIES, 'auto')}, got {self.score!r}.")
+        if self.control not in CONTROLS:
+            raise CalibrationError(f"control must be one of {CONTROLS}, got {self.control!r}.")
+        if self.control == "recall":
+            if recall_method(self.method) == "ltt":
+                if self.delta is None:
+                    raise CalibrationError("method='ltt' needs delta, e.g. delta=0.1.")
+                check_alpha(self.delta, "delta")
+            return alpha
         if self.method not in ("split", "pac"):
             raise CalibrationError(f"method must be 'split' or 'pac', got {self.method!r}.")
         if self.method == "pac":
@@ -121,7 +139,7 @@ class RetrievalConformalizer:
                 kept, (self.optimisation_fraction, 1 - self.optimisation_fraction), seed=self.random_state
             )
             opt, cal = [obs[i] for i in opt_at], [obs[i] for i in kept]
-            family = choose_family(opt, alpha)
+            family = choose_recall_family(opt, alpha) if self.control == "recall" else choose_family(opt, alpha)
             selection = {
                 "rule": "auto",
                 "n_optimisation": len(opt),
@@ -136,6 +154,14 @@ class RetrievalConformalizer:
                 f"ceil((n+1)(1-alpha)) exceeds n. Use at least {need} examples (after any optimisation split) "
                 "or lower confidence_level."
             )
+        if self.control == "recall" and groups is not None:
+            raise CalibrationError(
+                "Per-group (Mondrian) thresholds are not available with control='recall' yet: calibrate one recall "
+                "threshold per group on that group's questions, or drop group_by."
+            )
+        if self.control == "recall":
+            self.calibration_ = self._recall_calibration(obs, alpha, family, fingerprint, pool_size, selection)
+            return self
         scores = [o.score(family) for o in obs]
         if self.method == "split":
             q = conformal_quantile(scores, alpha, strict=self.strict)
@@ -160,6 +186,36 @@ class RetrievalConformalizer:
             labels = [groups[i] for i in kept]
             self.calibration_ = with_groups(self.calibration_, labels, group_by, strict=self.strict)
         return self
+
+    def _recall_calibration(
+        self,
+        obs: list[PoolObservation],
+        alpha: float,
+        family: str,
+        fingerprint: Fingerprint,
+        pool_size: int,
+        selection: dict[str, Any],
+    ) -> RetrievalCalibration:
+        gold = tuple(tuple(float(g) for g in o.gold_scores(family)) for o in obs)
+        method = recall_method(self.method)
+        delta = self.delta if method == "ltt" else None
+        scores = tuple(g[0] for g in gold)
+        return RetrievalCalibration(
+            threshold_=recall_threshold(gold, alpha, method, delta, strict=self.strict),
+            alpha_=alpha,
+            method_=method,
+            score_family_=family,
+            pool_size_=int(pool_size),
+            n_calibration_=len(obs),
+            n_misses_=sum(1 for s in scores if math.isinf(s)),
+            scores_=scores,
+            fingerprint_=fingerprint,
+            delta_=delta,
+            selection_=selection,
+            question_ids_=tuple(str(o.question_id) for o in obs) if all(o.question_id for o in obs) else (),
+            risk_="recall",
+            gold_scores_=gold,
+        )
 
     @property
     def threshold_(self) -> float:

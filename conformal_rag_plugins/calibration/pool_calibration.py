@@ -104,9 +104,9 @@ def collect_observations(
     observations = []
     for ex in tqdm(examples, desc="calibrating", unit="q", disable=not progress):
         pool = fetch_pool(ex.question)
-        observations.append(
-            PoolObservation(pool.scores, gold_positions(ex, pool.ids, pool.texts), question_id=ex.digest)
-        )
+        positions = gold_positions(ex, pool.ids, pool.texts)
+        n_gold = max(len(set(ex.gold_ids)) if ex.gold_ids else len({t.strip() for t in ex.gold_texts}), len(positions))
+        observations.append(PoolObservation(pool.scores, positions, question_id=ex.digest, n_gold=n_gold))
     return observations
 
 
@@ -124,11 +124,14 @@ def calibrate_from_pools(
     labels: dict[str, Any] | None = None,
     group_labels: Sequence[str] | None = None,
     group_by: GroupBy | None = None,
+    control: str = "coverage",
 ) -> RetrievalCalibration:
     """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses.
 
     With ``group_labels`` (the group of each observation, from :func:`~.groups.group_labels`)
     the calibration also holds one threshold per group (``group_by`` describes the grouping).
+    ``control="recall"`` controls the mean share of gold chunks left out (see
+    :class:`~conformal_rag_plugins.calibration.RetrievalConformalizer`).
     """
     cal = (
         RetrievalConformalizer(
@@ -138,6 +141,7 @@ def calibrate_from_pools(
             delta=delta,
             random_state=random_state,
             strict=strict,
+            control=control,
         )
         .conformalize(
             observations,

@@ -17,6 +17,7 @@ from .groups import check_groups, groups_payload, threshold_for
 from .jsonio import check_signature, read_checked, resolve_signing_key, sign, verify, with_checksum, write_json
 from .jsonio import decode_float as _dec
 from .jsonio import encode_float as _enc
+from .recall_calibration import check_risk_fields, recall_threshold
 from .schema import RetrievalFile, check_fields
 
 __all__ = ["SCHEMA_VERSION", "RetrievalCalibration"]
@@ -37,10 +38,13 @@ class RetrievalCalibration:
     threshold_ : float
         q-hat on the nonconformity scale of ``score_family_`` (``inf`` = keep all).
     alpha_ : float
-        Target miscoverage (``1 - confidence_level``); for PAC this is epsilon.
-    method_ : {"split", "pac"}
+        Target miscoverage (``1 - confidence_level``); for PAC this is epsilon. For
+        ``risk_ == "recall"`` the target mean miss rate ``1 - recall``.
+    method_ : {"split", "pac", "crc", "ltt"}
+        ``split``/``pac`` control miscoverage; ``crc`` (conformal risk control) and ``ltt``
+        (Learn-then-Test) control ``1 - recall`` of the gold chunks.
     delta_ : float or None
-        PAC confidence parameter.
+        PAC or Learn-then-Test confidence parameter.
     score_family_ : {"similarity", "rank", "relative"}
     pool_size_ : int
         Candidates requested from the host per query, at calibration and query time.
@@ -71,6 +75,13 @@ class RetrievalCalibration:
         Per group ``{"n", "threshold", "source"}`` (source ``group`` or ``pooled-small-group``).
     group_labels_ : tuple of str
         The group of each calibration score, aligned with ``scores_`` (empty when ungrouped).
+    risk_ : {"miscoverage", "recall"}
+        What the threshold controls: the chance that no gold chunk is kept, or the mean share
+        of gold chunks left out (``1 - recall``, for questions with several gold chunks).
+    gold_scores_ : tuple of tuple of float
+        With ``risk_ == "recall"``: per calibration question, the sorted nonconformity of each
+        of its gold chunks (``+inf`` outside the pool), aligned with ``scores_`` (whose entry is
+        their minimum). The recall threshold is recomputed from them on load.
     """
 
     threshold_: float
@@ -91,9 +102,12 @@ class RetrievalCalibration:
     group_by_: str | None = field(default=None, compare=False, hash=False)
     groups_: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
     group_labels_: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    risk_: str = "miscoverage"
+    gold_scores_: tuple[tuple[float, ...], ...] = field(default=(), compare=False, hash=False)
 
     def __post_init__(self) -> None:
         check_pool_size(self.pool_size_)
+        check_risk_fields(self)
         if self.question_ids_ and len(self.question_ids_) != len(self.scores_):
             raise CalibrationIntegrityError(
                 f"The calibration records {len(self.question_ids_)} question ids for {len(self.scores_)} scores."
@@ -123,6 +137,8 @@ class RetrievalCalibration:
         """
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", InfiniteThresholdWarning)
+            if self.risk_ == "recall":
+                return recall_threshold(self.gold_scores_, self.alpha_, self.method_, self.delta_)
             if self.method_ == "pac":
                 if self.delta_ is None:
                     raise CalibrationIntegrityError("A PAC calibration without delta.")
@@ -174,6 +190,9 @@ class RetrievalCalibration:
         if self.corpus_:
             payload["corpus"] = dict(self.corpus_)
         payload.update(groups_payload(self, _enc))
+        payload["risk"] = self.risk_
+        if self.risk_ == "recall":
+            payload["gold_scores"] = [[_enc(s) for s in g] for g in self.gold_scores_]
         key = resolve_signing_key(signing_key) if signing_key is not None else None
         return with_checksum(sign(payload, key))
 
@@ -216,6 +235,8 @@ class RetrievalCalibration:
                     str(g): {**v, "threshold": _dec(v["threshold"])} for g, v in (data.get("groups") or {}).items()
                 },
                 group_labels_=tuple(str(g) for g in data.get("group_labels") or ()),
+                risk_=str(data.get("risk", "miscoverage")),
+                gold_scores_=tuple(tuple(_dec(s) for s in g) for g in data.get("gold_scores") or ()),
             )
         except CalibrationIntegrityError:
             raise
@@ -262,7 +283,9 @@ class RetrievalCalibration:
     def summary(self) -> str:
         """One line for logs and the CLI."""
         q = "+inf (include everything)" if self.is_infinite_ else f"{self.threshold_:.6g}"
-        extra = f", delta={self.delta_}" if self.method_ == "pac" else ""
+        extra = f", delta={self.delta_}" if self.method_ in ("pac", "ltt") else ""
+        if self.risk_ == "recall":
+            extra += " risk=recall (mean 1 - recall of the gold chunks <= alpha)"
         return (
             f"{self.method_} alpha={self.alpha_}{extra} family={self.score_family_} n={self.n_calibration_} "
             f"misses={self.n_misses_} pool={self.pool_size_} threshold={q}"

@@ -84,7 +84,7 @@ class RetrievalFile(_Strict):
     schema_version: Literal[1]
     alpha: Level
     confidence_level: Level
-    method: Literal["split", "pac"]
+    method: Literal["split", "pac"] | Literal["crc", "ltt"]  # miscoverage | recall (risk)
     epsilon: Level | None = None
     delta: Level | None = None
     n: Annotated[int, Field(ge=1)]
@@ -104,6 +104,8 @@ class RetrievalFile(_Strict):
     group_by: Text | None = None
     groups: dict[Text, GroupFile] | None = None
     group_labels: list[Text] | None = None
+    risk: Literal["miscoverage", "recall"] = "miscoverage"
+    gold_scores: list[Annotated[list[Score], Field(min_length=1)]] | None = None
 
     @model_validator(mode="after")
     def _agree(self) -> RetrievalFile:
@@ -120,8 +122,14 @@ class RetrievalFile(_Strict):
                 problems.append("method 'pac' without delta")
             if self.epsilon is not None and abs(self.epsilon - self.alpha) > 1e-12:
                 problems.append(f"epsilon = {self.epsilon} differs from alpha = {self.alpha}")
+        elif self.method == "ltt":
+            if self.delta is None:
+                problems.append("method 'ltt' without delta")
+            if self.epsilon is not None:
+                problems.append("method 'ltt' with a PAC epsilon")
         elif self.delta is not None or self.epsilon is not None:
-            problems.append("method 'split' with a PAC delta or epsilon")
+            problems.append(f"method {self.method!r} with a PAC delta or epsilon")
+        problems.extend(_risk_problems(self))
         if self.question_ids and len(self.question_ids) != self.n:
             problems.append(f"{len(self.question_ids)} question ids for n = {self.n} scores")
         if self.threshold == "-inf":
@@ -155,6 +163,17 @@ def _group_problems(f: RetrievalFile) -> list[str]:
             if v.n != counts[g]
         )
     return problems
+
+def _risk_problems(f: RetrievalFile) -> list[str]:
+    """Disagreements between ``risk``, ``method`` and ``gold_scores`` (recall control)."""
+    recall_method = f.method in ("crc", "ltt")
+    if f.risk == "miscoverage":
+        out = [f"method {f.method!r} controls recall but risk is 'miscoverage'"] if recall_method else []
+        return out + (["gold_scores without risk 'recall'"] if f.gold_scores is not None else [])
+    out = [] if recall_method else [f"risk 'recall' needs method 'crc' or 'ltt', not {f.method!r}"]
+    if f.gold_scores is None or len(f.gold_scores) != f.n:
+        out.append(f"risk 'recall' needs gold_scores for each of the n = {f.n} questions")
+    return out
 
 
 class AnswerSetFile(_Strict):

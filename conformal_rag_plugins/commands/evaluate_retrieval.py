@@ -12,7 +12,7 @@ from ..calibration.examples import CalibrationExample, CorpusEntry, load_corpus,
 from ..calibration.pool_calibration import collect_observations
 from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 from ..core.config_search import evaluate_tuned_splits
-from ..core.errors import InputFileError
+from ..core.errors import ConformalError, InputFileError
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.retrieval_trials import PoolObservation, evaluate_splits
@@ -101,6 +101,7 @@ def run_evaluate(
     progress: bool = True,
     client: Any = None,
     group_by: str | None = None,
+    control: str = "coverage",
 ) -> dict[str, Any]:
     """Run the evaluation and return (and optionally write) the JSON report.
 
@@ -123,6 +124,10 @@ def run_evaluate(
         a ``groups`` block with, per group, its size and the coverage and mean set size under
         the pooled threshold and under the group's own (Mondrian) one, over the same trials
         (:func:`~conformal_rag_plugins.commands.evaluate_groups.groups_block`).
+    control : {"coverage", "recall"}, default "coverage"
+        ``recall`` adds ``crc`` (and, with ``pac_delta``, ``ltt``) and ``single-gold`` rows with
+        the mean recall of every gold chunk (see :func:`~.recall_rows.recall_report`), and the
+        keys ``control`` and ``recall``; ``coverage`` writes today's report unchanged.
 
     Examples
     --------
@@ -143,6 +148,8 @@ def run_evaluate(
     check_at_least("trials", trials)
     check_at_least("pool_size", pool_size)
     check_outputs(files=[json_out])
+    if control not in ("coverage", "recall"):
+        raise ConformalError(f"control must be 'coverage' or 'recall', got {control!r}.")
     grid, tuned = _fusion_grid(retriever, fusion)
     score = score or ("auto" if tuned else "relative")
     entries = load_corpus(*corpus) if corpus and isinstance(corpus[0], str | Path) else list(corpus)  # type: ignore[arg-type]
@@ -190,6 +197,15 @@ def run_evaluate(
     }
     if labels is not None:
         report["groups"] = groups_block(base, labels, alphas, score=score, trials=trials, seed=seed, group_by=group_by)
+    if control == "recall":
+        from .recall_rows import recall_report
+
+        recall_rows, recall_info = recall_report(
+            base, alphas, score=score, trials=trials, seed=seed, ltt_delta=pac_delta
+        )
+        report["results"] = rows + recall_rows
+        report["control"] = "recall"
+        report["recall"] = recall_info
     if json_out is not None:
         atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
     return report

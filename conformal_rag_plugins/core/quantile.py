@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .binomial import binom_cdf_last_at_most
+from .binomial import binom_cdf_all, binom_cdf_last_at_most
 from .errors import CalibrationError, InfiniteThresholdWarning
+from .recall_risk import risk_curve
 from .validation import check_alpha, check_scores
 
 __all__ = [
     "conformal_quantile",
     "conformal_rank",
     "coverage_bounds",
+    "crc_threshold",
+    "hoeffding_bentkus_pvalue",
+    "ltt_threshold",
     "min_calibration_size",
     "pac_quantile",
     "pac_rank",
@@ -193,3 +197,114 @@ def coverage_bounds(n: int, alpha: float) -> tuple[float, float]:
     if k > n:
         return (0.0, 1.0)
     return (1.0 - alpha, min(1.0, 1.0 - alpha + 1.0 / (n + 1)))
+
+
+#: Slack on summed losses, far below any loss step 1/m (floating sums of 1/m_i are not exact).
+_LOSS_TOL = 1e-9
+
+
+def crc_threshold(gold_scores: Sequence[Sequence[float]], alpha: float, *, strict: bool = False) -> float:
+    """Conformal risk control of the miss rate ``1 - recall`` (Angelopoulos et al., 2022).
+
+    ``lam = inf{lam : n/(n+1) R_n(lam) + 1/(n+1) <= alpha}`` where ``R_n`` is the mean over the
+    calibration questions of ``1 - (gold chunks with nonconformity <= lam) / (gold chunks)``
+    (:mod:`~conformal_rag_plugins.core.recall_risk`; the loss is bounded by ``B = 1``). An
+    exchangeable test question then has ``E[1 - recall] <= alpha``. With one gold chunk per
+    question this is exactly :func:`conformal_quantile`.
+
+    Parameters
+    ----------
+    gold_scores : sequence of sequences of float
+        Per question, the nonconformity of each of its gold chunks (``+inf`` outside the pool).
+    alpha : float
+        Target mean miss rate in (0, 1).
+    strict : bool, default False
+        Raise :class:`CalibrationError` instead of returning ``+inf`` when no finite threshold works.
+
+    Examples
+    --------
+    >>> crc_threshold([[i / 10] for i in range(1, 10)], 0.1)  # one gold each: the split quantile
+    0.9
+    >>> crc_threshold([[0.1, 0.5]] * 19, 0.1)  # half of each question's gold at 0.1 is not enough
+    0.5
+    """
+    alpha = check_alpha(alpha)
+    lambdas, total, n = risk_curve(gold_scores)
+    # n/(n+1) R + 1/(n+1) <= alpha  <=>  n R <= alpha (n+1) - 1, with alpha (n+1) exact
+    from fractions import Fraction
+
+    bound = float(Fraction(str(alpha)) * (n + 1) - 1)
+    ok = np.flatnonzero(total <= bound + _LOSS_TOL)
+    if ok.size:
+        return float(lambdas[ok[0]])
+    lowest = ((float(total[-1]) if total.size else n) + 1) / (n + 1)
+    return _infinite(
+        f"No finite threshold brings the corrected mean miss rate (n R + 1)/(n+1) of {n} calibration questions "
+        f"to alpha={alpha} (at the largest it is {lowest:.4g}): "
+        "the threshold is +inf and every candidate is included, so recall then rests on the pool alone. Use at "
+        f"least {min_calibration_size(alpha)} calibration questions, a larger pool or a larger alpha.",
+        strict,
+    )
+
+
+def hoeffding_bentkus_pvalue(risk_hat: float, n: int, alpha: float) -> float:
+    """Hoeffding-Bentkus p-value of ``H: R > alpha`` for a loss in [0, 1] with mean ``risk_hat`` over ``n``.
+
+    ``min(exp(-n h(min(risk_hat, alpha), alpha)), e * P(Binomial(n, alpha) <= ceil(n risk_hat)))`` with
+    ``h(a, b) = a log(a/b) + (1-a) log((1-a)/(1-b))`` (Bates et al., 2021; Angelopoulos et al., 2021).
+
+    Examples
+    --------
+    >>> round(hoeffding_bentkus_pvalue(0.0, 50, 0.1), 5)  # (1 - alpha)^n
+    0.00515
+    >>> hoeffding_bentkus_pvalue(0.2, 50, 0.1)
+    1.0
+    """
+    alpha = check_alpha(alpha)
+    return float(_hb_pvalues(np.asarray([risk_hat], dtype=float), n, alpha)[0])
+
+
+def _hb_pvalues(risk_hat: np.ndarray, n: int, alpha: float) -> np.ndarray:
+    a = np.clip(np.minimum(risk_hat, alpha), 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = np.where(a > 0, a * np.log(a / alpha), 0.0) + (1 - a) * np.log((1 - a) / (1 - alpha))
+    hoeffding = np.exp(-n * h)
+    k = np.ceil(np.round(n * risk_hat, 9)).astype(int)  # n * risk_hat is a float sum of 1/m terms
+    cdf = binom_cdf_all(n, alpha)
+    bentkus = math.e * np.where(k >= n, 1.0, cdf[np.clip(k, 0, n)])
+    return np.minimum(np.minimum(hoeffding, bentkus), 1.0)
+
+
+def ltt_threshold(gold_scores: Sequence[Sequence[float]], alpha: float, delta: float, *, strict: bool = False) -> float:
+    """Learn-then-Test threshold: ``P(E[1 - recall | calibration] <= alpha) >= 1 - delta``.
+
+    Tests ``H_lam: R(lam) > alpha`` with Hoeffding-Bentkus p-values
+    (:func:`hoeffding_bentkus_pvalue`) by fixed-sequence testing from the largest threshold
+    down, at level ``delta``, and returns the smallest rejected ``lam`` (Angelopoulos, Bates,
+    Candes, Jordan and Lei, 2021). The sequence runs over every real ``lam`` in decreasing
+    order; since the empirical risk, hence the p-value, changes only at the finite gold
+    nonconformities, checking those is the same test.
+
+    Examples
+    --------
+    >>> ltt_threshold([[i / 100] for i in range(1, 201)], 0.1, 0.1)  # the exact-binomial PAC rank gives 1.86
+    1.88
+    """
+    alpha = check_alpha(alpha)
+    delta = check_alpha(delta, "delta")
+    lambdas, total, n = risk_curve(gold_scores)
+    pvalues = _hb_pvalues(total / n, n, alpha)
+    rejected = None
+    for j in range(lambdas.size - 1, -1, -1):
+        if pvalues[j] > delta:
+            break
+        rejected = j
+    if rejected is not None:
+        return float(lambdas[rejected])
+    need = math.ceil(math.log(delta) / math.log1p(-alpha))
+    return _infinite(
+        f"Learn-then-Test rejects no finite threshold for {n} calibration questions at alpha={alpha}, "
+        f"delta={delta}: the threshold is +inf and every candidate is included, so recall then rests on the pool "
+        f"alone. Even with no loss at all it needs n >= {need}; use more questions, a larger pool or a larger alpha.",
+        strict,
+    )

@@ -33,6 +33,8 @@ class PoolObservation:
     gold_positions: tuple[int, ...]
     question_id: str | None = None
     _memo: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: How many gold chunks the question has in all, in the pool or not (``None``: those in the pool).
+    n_gold: int | None = None
 
     def __post_init__(self) -> None:
         keep_mask("relative", self.scores, 0.0)  # validates: no NaN, sorted best first
@@ -42,6 +44,12 @@ class PoolObservation:
         if family not in self._memo:
             self._memo[family] = nonconformity(family, self.scores, self.gold_positions)
         return self._memo[family]
+
+    def gold_scores(self, family: str) -> np.ndarray:
+        """Sorted nonconformity of every gold chunk under ``family`` (``+inf`` outside the pool), for recall."""
+        from .recall_risk import gold_nonconformity
+
+        return gold_nonconformity(family, self.scores, self.gold_positions, self.n_gold)
 
     def covered_and_size(self, family: str, threshold: float) -> tuple[bool, int]:
         """Whether a gold chunk is kept, and how many candidates are kept."""

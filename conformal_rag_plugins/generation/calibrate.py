@@ -66,6 +66,11 @@ def align_stages(
     (``question_ids_``); the generator is then scored on exactly those questions
     found among ``examples``, and the retrieval stage keeps only their scores.
     """
+    if retrieval.risk_ != "miscoverage":
+        raise CalibrationError(
+            "Answer sets need a retrieval stage that controls miscoverage, but this one controls "
+            f"{retrieval.risk_!r}; calibrate the retrieval with control='coverage'."
+        )
     if not retrieval.question_ids_:
         raise CalibrationError(
             "This retrieval calibration does not record its questions (it was made from bare observations or by "

@@ -57,6 +57,7 @@ def calibrate_retriever(
     strict: bool = False,
     progress: bool = True,
     group_by: GroupBy | None = None,
+    control: str = "coverage",
 ) -> RetrievalCalibration:
     """Calibrate the conformal retrieval threshold by querying the host itself.
 
@@ -78,6 +79,11 @@ def calibrate_retriever(
         function of the question text (give the same function to ``ConformalRetriever``).
         Each group with enough questions gets its own threshold (coverage within the group);
         smaller groups use the pooled one (``SmallGroupWarning``, or an error with ``strict``).
+    control : {"coverage", "recall"}, default "coverage"
+        ``recall``: every gold chunk of an example counts, and the threshold keeps
+        ``E[1 - recall] <= 1 - confidence_level`` (conformal risk control, ``method="split"``
+        or ``"crc"``) or that with probability ``1 - delta`` (Learn-then-Test, ``method="ltt"``
+        or ``"pac"``). The ConformalRetriever uses the threshold unchanged.
 
     Examples
     --------
@@ -107,5 +113,6 @@ def calibrate_retriever(
         labels=label_counts(examples),
         group_labels=groups,
         group_by=group_by,
+        control=control,
     )
     return replace(cal, corpus_=corpus_digest(all_ids(retriever)))

@@ -147,3 +147,30 @@ def li_replay_llm(replay_table) -> LlamaIndexReplay:
 @pytest.fixture(scope="session")
 def lc_replay_llm(replay_table) -> LangChainReplay:
     return LangChainReplay(table=replay_table)
+
+
+@pytest.fixture(scope="session")
+def long_hybrid_stack(chroma_memory_client):
+    """``long_hybrid_stack(framework)`` -> (ChunkedCorpus, {FusionConfig: HostBundle}, {config key: observations}).
+
+    The bundled paragraphs joined into 199 long documents, chunked with ``framework``'s splitter, indexed
+    once and queried once per fusion setting of the hybrid grid; shared by the long-document and
+    recall-control tests (built once per framework and session, about 15 s).
+    """
+    from conformal_rag_plugins.calibration.pool_calibration import collect_observations
+    from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
+    from conformal_rag_plugins.commands.hosts import build_hosts
+    from conformal_rag_plugins.local.long_documents import bundled_long_documents
+
+    cache: dict = {}
+
+    def get(framework: str):
+        if framework not in cache:
+            docs, questions = bundled_long_documents()
+            chunked = chunk_corpus(framework, docs, questions)
+            bundles = build_hosts(framework, "hybrid", chunked.chunks, client=chroma_memory_client)
+            obs = {c.key: collect_observations(chunked.questions, b.fetch, progress=False) for c, b in bundles.items()}
+            cache[framework] = (chunked, bundles, obs)
+        return cache[framework]
+
+    return get

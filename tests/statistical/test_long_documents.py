@@ -33,23 +33,12 @@ SIZE_RATIO_LIMIT = 1.5
 
 
 @pytest.fixture(scope="module")
-def long_stack(chroma_memory_client):
+def long_stack(long_hybrid_stack):
     """``long_stack(framework)`` -> (ChunkedCorpus, {config key: observations}), built once per framework."""
-    from conformal_rag_plugins.calibration.pool_calibration import collect_observations
-    from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
-    from conformal_rag_plugins.commands.hosts import build_hosts
-    from conformal_rag_plugins.local.long_documents import bundled_long_documents
-
-    cache: dict = {}
 
     def get(framework: str):
-        if framework not in cache:
-            docs, questions = bundled_long_documents()
-            chunked = chunk_corpus(framework, docs, questions)
-            bundles = build_hosts(framework, "hybrid", chunked.chunks, client=chroma_memory_client)
-            obs = {c.key: collect_observations(chunked.questions, b.fetch, progress=False) for c, b in bundles.items()}
-            cache[framework] = (chunked, obs)
-        return cache[framework]
+        chunked, _, obs = long_hybrid_stack(framework)
+        return chunked, obs
 
     return get
 
