@@ -44,6 +44,8 @@ class ConformalRetriever(BaseRetriever):
         Pad small sets (keeps the guarantee).
     max_k, k : int, optional
         Cap the set (``k`` is LangChain's usual name; either one cuts the guarantee when it bites).
+    monitor : ConformalMonitor, optional
+        Updated with every query's statistic (drift alarm); it must belong to ``calibration``.
 
     Examples
     --------
@@ -60,6 +62,7 @@ class ConformalRetriever(BaseRetriever):
     max_k: int | None = Field(default=None, ge=1)
     k: int | None = Field(default=None, ge=1)
     check_fingerprint: bool = True
+    monitor: Any = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -96,6 +99,8 @@ class ConformalRetriever(BaseRetriever):
                 f"The host retriever returns k={host_k} candidates but the calibration used a pool of "
                 f"{self.calibration.pool_size_}; query with the same pool."
             )
+        if self.monitor is not None:
+            self.monitor.check_calibration(self.calibration)
         return self
 
     @property
@@ -118,6 +123,8 @@ class ConformalRetriever(BaseRetriever):
         decision = decide_set(family, arr, cal.threshold_, min_k=self.min_k, max_k=cap, validate=not checked)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
+        if self.monitor is not None:
+            self.monitor.observe(arr, set_size=decision.conformal_size, calibration=cal)
         out = []
         for i, score, meta in conformal_metadata(family, cal.threshold_, cal.alpha_, arr, decision):
             doc = docs[i]

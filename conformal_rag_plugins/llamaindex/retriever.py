@@ -63,6 +63,8 @@ class ConformalRetriever(BaseRetriever):
     retriever : BaseRetriever, optional
         The host (e.g. a ``QueryFusionRetriever``); pass ``index`` or ``retriever``.
     min_k, max_k : int, optional
+    monitor : ConformalMonitor, optional
+        Updated with every query's statistic (drift alarm); it must belong to ``calibration``.
 
     Examples
     --------
@@ -81,6 +83,7 @@ class ConformalRetriever(BaseRetriever):
         check_fingerprint: bool = True,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        monitor: Any = None,
     ) -> None:
         if (index is None) == (retriever is None):
             raise ConformalError("Pass exactly one host: index=... or retriever=...")
@@ -95,6 +98,9 @@ class ConformalRetriever(BaseRetriever):
                 check_corpus(calibration.corpus_, corpus_digest(all_ids(self._host)), stacklevel=2)
         self.min_k = min_k
         self.max_k = max_k
+        self.monitor = monitor
+        if monitor is not None:
+            monitor.check_calibration(calibration)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _select(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
@@ -106,6 +112,8 @@ class ConformalRetriever(BaseRetriever):
         decision = decide_set(family, scores, cal.threshold_, min_k=self.min_k, max_k=self.max_k, validate=False)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
+        if self.monitor is not None:
+            self.monitor.observe(scores, set_size=decision.conformal_size, calibration=cal)
         out = []
         for i, score, meta in conformal_metadata(family, cal.threshold_, cal.alpha_, scores, decision):
             node = ordered[i].node
