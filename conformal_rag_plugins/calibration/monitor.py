@@ -112,6 +112,10 @@ class ConformalMonitor:
         The raw statistic (see ``statistic``) of each calibration question, through the same
         host; :meth:`from_observations` computes it from the calibration pools.
     statistic : {"top1", "gap", "set_size"}, default "top1"
+        ``top1`` and ``gap`` are fixed functions of a query's host scores, so calibration and
+        stream statistics are exchangeable when the questions are. ``set_size`` uses the
+        threshold fitted on the calibration questions, so their own set sizes are slightly
+        favoured; prefer a reference of questions not used for the threshold with it.
     delta : float, default 0.01
         False-alarm probability; the alarm is at ``M_t >= 1/delta``.
     jump : float, default 0.01

@@ -188,6 +188,12 @@ def test_json_round_trip_replays_and_continues(monitor, cal, tmp_path) -> None:
     assert again.alarm_at == monitor.alarm_at is not None  # a 0.1 drop in top-1 score is caught
 
 
+def test_a_reloaded_calibration_is_the_same_calibration(monitor, cal, tmp_path) -> None:
+    loaded = RetrievalCalibration.load(cal.save(tmp_path / "cal.json"))
+    monitor.observe([0.7], calibration=loaded)
+    assert ConformalMonitor.load(monitor.save(tmp_path / "m.json"), loaded).n_stream == 1
+
+
 def test_json_tampering_is_refused(monitor, cal, tmp_path) -> None:
     for v in (0.7, 0.72, 0.69):
         monitor.observe([v])
