@@ -178,17 +178,25 @@ class ConformalMonitor:
     def from_observations(
         cls, calibration: RetrievalCalibration | Any, observations: Sequence[Any], **kwargs: Any
     ) -> ConformalMonitor:
-        """Build the reference from the calibration questions' pools (``PoolObservation`` or score arrays).
+        """Build the reference from the calibration questions' pools (``PoolObservation`` or score lists).
+
+        Each item is one calibration question's candidate scores as the host returned them (any
+        order; they are sorted best first here), e.g. ``[n.score for n in host.retrieve(q)]``.
 
         Examples
         --------
-        >>> mon = ConformalMonitor.from_observations(cal, observations)  # doctest: +SKIP
+        >>> from conformal_rag_plugins.calibration import Fingerprint
+        >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+        >>> scores = tuple(i / 10 for i in range(1, 10))
+        >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, scores, fp)
+        >>> ConformalMonitor.from_observations(cal, [[0.5, 0.9], [0.7, 0.2]]).reference
+        [0.9, 0.7]
         """
         if hasattr(calibration, "retrieval_stage"):
             calibration = calibration.retrieval_stage()
         statistic = kwargs.get("statistic", "top1")
         reference = [
-            cls._statistic_of(statistic, np.asarray(getattr(o, "scores", o), dtype=float), calibration)
+            cls._statistic_of(statistic, -np.sort(-np.asarray(getattr(o, "scores", o), dtype=float)), calibration)
             for o in observations
         ]
         return cls(calibration, reference=reference, **kwargs)
