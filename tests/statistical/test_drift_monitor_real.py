@@ -102,8 +102,9 @@ def test_held_out_orders_after_one_calibration(strangeness) -> None:
     assert count <= _limit(ORDERS, DELTA), count
 
 
-def test_questions_on_a_changed_corpus_raise_the_alarm(strangeness, chroma_memory_client) -> None:
-    """The same questions asked of the long-document index (chunked, 254 tokens) instead of the paragraphs."""
+@pytest.fixture(scope="module")
+def long_observations(chroma_memory_client):
+    """The same 705 questions asked of the long-document index (chunked to 254 tokens) instead of the paragraphs."""
     from conformal_rag_plugins.calibration.pool_calibration import collect_observations
     from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
     from conformal_rag_plugins.commands.hosts import build_host
@@ -112,7 +113,11 @@ def test_questions_on_a_changed_corpus_raise_the_alarm(strangeness, chroma_memor
     docs, questions = bundled_long_documents()
     chunked = chunk_corpus("llamaindex", docs, questions)
     host = build_host("llamaindex", "dense", chunked.chunks, client=chroma_memory_client)
-    drifted = np.array([-o.scores[0] for o in collect_observations(chunked.questions, host.fetch, progress=False)])
+    return collect_observations(chunked.questions, host.fetch, progress=False)
+
+
+def test_questions_on_a_changed_corpus_raise_the_alarm(strangeness, long_observations) -> None:
+    drifted = np.array([-o.scores[0] for o in long_observations])
     perm = np.random.default_rng(DROPIN_SEED).permutation(strangeness.size)
     cal = strangeness[perm[:300]]
     rng = np.random.default_rng(SEED)
@@ -126,3 +131,29 @@ def test_questions_on_a_changed_corpus_raise_the_alarm(strangeness, chroma_memor
         first.append(test.alarm_at)
     assert all(a is not None for a in first), first
     assert np.median(first) < 200, first
+
+
+def test_labels_on_the_changed_corpus_coverage_sequence_and_aci(observations_factory, long_observations) -> None:
+    """Labels of the drifted stream: the fixed SQuAD threshold under-covers on long documents,
+    the anytime interval excludes the target, and ACI brings the long-run miss rate back to alpha
+    within its deterministic bound ``(max(alpha, 1 - alpha) + gamma) / (gamma T)``."""
+    from conformal_rag_plugins.calibration import ConformalMonitor, Fingerprint, RetrievalConformalizer
+
+    obs = observations_factory("llamaindex", "dense")
+    cal_obs = [obs[i] for i in np.random.default_rng(DROPIN_SEED).permutation(len(obs))[:300]]
+    fp = Fingerprint("llamaindex", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "test")
+    cal = RetrievalConformalizer(0.9, score="relative").conformalize(cal_obs, fingerprint=fp, pool_size=50).calibration_
+    gamma = 0.05
+    monitor = ConformalMonitor.from_observations(cal, cal_obs, delta=DELTA, aci_gamma=gamma)
+    aci_misses = 0
+    for o in long_observations:
+        r = o.score("relative")
+        aci_misses += r > monitor.aci_threshold()
+        monitor.observe(o.scores)
+        monitor.observe_label(nonconformity=r)
+    n = len(long_observations)
+    fixed_miss = 1 - sum(c for c, _ in monitor.labels) / n
+    lo, hi = monitor.coverage_interval()
+    assert monitor.alarm
+    assert fixed_miss > 0.1 and hi < 0.9, (fixed_miss, lo, hi)
+    assert abs(aci_misses / n - 0.1) <= (0.9 + gamma) / (gamma * n), aci_misses / n
