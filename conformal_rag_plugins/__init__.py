@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .calibration import (
     CalibrationExample,
+    ConformalMonitor,
     Fingerprint,
     RetrievalCalibration,
     RetrievalConformalizer,
@@ -24,6 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CalibrationExample",
+    "ConformalMonitor",
     "Fingerprint",
     "RetrievalCalibration",
     "RetrievalConformalizer",

@@ -107,6 +107,9 @@ def _parser() -> argparse.ArgumentParser:
     generate.register(sub)
     label.register(sub)
     calibrate_cmd.register(sub)
+    from .commands import monitor_cmd
+
+    monitor_cmd.register(sub)
     return p
 
 

@@ -15,6 +15,7 @@ from .examples import (
 from .fingerprint import Fingerprint
 from .gold_matching import gold_positions
 from .llm_judge import LabelReport, LLMJudge, alabel_examples, label_examples
+from .monitor import ConformalMonitor, MonitorUpdate
 from .question_gen import GenerationReport, agenerate_questions, sample_chunks
 from .retrieval import SCHEMA_VERSION, RetrievalCalibration
 from .text_folder import load_text_folder
@@ -24,12 +25,14 @@ __all__ = [
     "DEFAULT_FUSION_GRID",
     "SCHEMA_VERSION",
     "CalibrationExample",
+    "ConformalMonitor",
     "CorpusEntry",
     "Fingerprint",
     "FusionConfig",
     "GenerationReport",
     "LLMJudge",
     "LabelReport",
+    "MonitorUpdate",
     "RetrievalCalibration",
     "RetrievalConformalizer",
     "TunedCalibration",

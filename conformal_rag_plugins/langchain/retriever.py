@@ -52,6 +52,8 @@ class ConformalRetriever(BaseRetriever):
         Or a function of the query string giving its group (the one used at calibration;
         functions are not saved). An unknown group, or none, uses the pooled threshold; the
         documents say which in ``conformal_group`` and ``conformal_threshold_source``.
+    monitor : ConformalMonitor, optional
+        Updated with every query's statistic (drift alarm); it must belong to ``calibration``.
 
     Examples
     --------
@@ -70,6 +72,7 @@ class ConformalRetriever(BaseRetriever):
     check_fingerprint: bool = True
     group: str | None = None
     group_by: Any = None
+    monitor: Any = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -107,6 +110,8 @@ class ConformalRetriever(BaseRetriever):
                 f"The host retriever returns k={host_k} candidates but the calibration used a pool of "
                 f"{self.calibration.pool_size_}; query with the same pool."
             )
+        if self.monitor is not None:
+            self.monitor.check_calibration(self.calibration)
         return self
 
     @property
@@ -140,6 +145,8 @@ class ConformalRetriever(BaseRetriever):
         decision = decide_set(family, arr, threshold, min_k=self.min_k, max_k=cap, validate=not checked)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
+        if self.monitor is not None:
+            self.monitor.observe(arr, set_size=decision.conformal_size, calibration=cal)
         out = []
         for i, score, meta in conformal_metadata(family, threshold, cal.alpha_, arr, decision):
             doc = docs[i]

@@ -71,6 +71,8 @@ class ConformalRetriever(BaseRetriever):
         Or a function of the query string giving its group (the one used at calibration;
         functions are not saved). An unknown group, or none, uses the pooled threshold; the
         nodes say which in ``conformal_group`` and ``conformal_threshold_source``.
+    monitor : ConformalMonitor, optional
+        Updated with every query's statistic (drift alarm); it must belong to ``calibration``.
 
     Examples
     --------
@@ -94,6 +96,7 @@ class ConformalRetriever(BaseRetriever):
         verbose: bool = False,
         group: str | None = None,
         group_by: Any = None,
+        monitor: Any = None,
     ) -> None:
         if (index is None) == (retriever is None):
             raise ConformalError("Pass exactly one host: index=... or retriever=...")
@@ -110,6 +113,9 @@ class ConformalRetriever(BaseRetriever):
                 check_corpus(calibration.corpus_, corpus_digest(all_ids(self._host)), stacklevel=2)
         self.min_k = min_k
         self.max_k = max_k
+        self.monitor = monitor
+        if monitor is not None:
+            monitor.check_calibration(calibration)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _select(self, nodes: list[NodeWithScore], query: str = "") -> list[NodeWithScore]:
@@ -122,6 +128,8 @@ class ConformalRetriever(BaseRetriever):
         decision = decide_set(family, scores, threshold, min_k=self.min_k, max_k=self.max_k, validate=False)
         if not decision.guaranteed:
             warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
+        if self.monitor is not None:
+            self.monitor.observe(scores, set_size=decision.conformal_size, calibration=cal)
         out = []
         for i, score, meta in conformal_metadata(family, threshold, cal.alpha_, scores, decision):
             node = ordered[i].node

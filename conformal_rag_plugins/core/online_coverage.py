@@ -1,0 +1,120 @@
+"""Labelled monitoring: an anytime-valid confidence sequence for coverage, and adaptive conformal inference.
+
+**Confidence sequence.** For labels ``y_1, y_2, ...`` (1 = the set covered) i.i.d.
+Bernoulli(``c``), the beta-binomial (Robbins) mixture of likelihood ratios
+
+    ``M_t(c) = B(a + S_t, b + t - S_t) / B(a, b) / (c^S_t (1 - c)^(t - S_t))``
+
+is a non-negative martingale with ``M_0 = 1`` under ``c`` (``S_t`` = covered count), so by
+Ville's inequality the intervals ``{c : M_t(c) < 1/delta}`` contain ``c`` at *every* ``t`` at
+once with probability at least ``1 - delta``: they may be read after each label, and
+stopping when they look good keeps the guarantee. ``-log M_t(c)`` is convex in ``c``, so the
+set is an interval; its ends are found by bisection.
+
+**Adaptive conformal inference** (Gibbs and Candès, 2021). Start at ``alpha_1 = alpha`` and
+after each labelled query set ``alpha_{t+1} = alpha_t + gamma (alpha - err_t)``, where
+``err_t = 1`` when the set built at ``alpha_t`` missed. Whatever the data (also under
+drift), the long-run miss rate satisfies ``|mean(err) - alpha| <= (max(alpha_1, 1 - alpha_1)
++ gamma) / (gamma T)``. The set at ``alpha_t`` uses the split-conformal threshold of
+:func:`~conformal_rag_plugins.core.quantile.conformal_quantile`; ``alpha_t <= 0`` gives
+``+inf`` (include every candidate) and ``alpha_t >= 1`` gives ``-inf`` (the empty set).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable
+
+from .errors import ConformalError, InfiniteThresholdWarning
+from .quantile import conformal_quantile
+
+__all__ = ["aci_next_alpha", "aci_threshold", "coverage_confidence_sequence", "log_mixture_martingale"]
+
+
+def _log_beta(a: float, b: float) -> float:
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def log_mixture_martingale(successes: int, n: int, c: float, prior: tuple[float, float] = (1.0, 1.0)) -> float:
+    """``log M_n(c)`` of the beta-binomial mixture against the coverage rate ``c``.
+
+    Examples
+    --------
+    >>> log_mixture_martingale(0, 0, 0.9)
+    0.0
+    """
+    a, b = prior
+    if c <= 0.0:
+        return math.inf if successes > 0 else _log_beta(a, b + n) - _log_beta(a, b)
+    if c >= 1.0:
+        return math.inf if successes < n else _log_beta(a + n, b) - _log_beta(a, b)
+    fails = n - successes
+    return _log_beta(a + successes, b + fails) - _log_beta(a, b) - successes * math.log(c) - fails * math.log1p(-c)
+
+
+def coverage_confidence_sequence(
+    successes: int, n: int, delta: float, prior: tuple[float, float] = (1.0, 1.0)
+) -> tuple[float, float]:
+    """Anytime-valid ``1 - delta`` interval for the coverage rate after ``successes`` of ``n`` labels.
+
+    Examples
+    --------
+    >>> coverage_confidence_sequence(0, 0, 0.05)
+    (0.0, 1.0)
+    >>> lo, hi = coverage_confidence_sequence(90, 100, 0.05)
+    >>> 0.75 < lo < 0.9 < hi < 0.98
+    True
+    """
+    if not (0.0 < delta < 1.0):
+        raise ConformalError(f"delta must lie strictly between 0 and 1, got {delta!r}.")
+    if n < 0 or not (0 <= successes <= n):
+        raise ConformalError(f"Need 0 <= successes <= n, got {successes} of {n}.")
+    if n == 0:
+        return (0.0, 1.0)
+    level = math.log(1.0 / delta)
+    mle = successes / n
+
+    def inside(c: float) -> bool:
+        return log_mixture_martingale(successes, n, c, prior) < level
+
+    def edge(lo: float, hi: float, inside_at_lo: bool) -> float:
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if inside(mid) == inside_at_lo:
+                lo = mid
+            else:
+                hi = mid
+        return hi if inside_at_lo else lo
+
+    lower = 0.0 if inside(0.0) else edge(mle, 0.0, True)
+    upper = 1.0 if inside(1.0) else edge(mle, 1.0, True)
+    return (min(lower, mle), max(upper, mle))
+
+
+def aci_next_alpha(alpha_t: float, target: float, gamma: float, miss: bool) -> float:
+    """One step of adaptive conformal inference: ``alpha_t + gamma (target - err_t)``.
+
+    Examples
+    --------
+    >>> round(aci_next_alpha(0.1, 0.1, 0.01, True), 6)
+    0.091
+    """
+    return alpha_t + gamma * (target - (1.0 if miss else 0.0))
+
+
+def aci_threshold(scores: Iterable[float], alpha_t: float) -> float:
+    """The split-conformal threshold at ``alpha_t``; ``+inf`` when ``alpha_t <= 0``, ``-inf`` when ``>= 1``.
+
+    Examples
+    --------
+    >>> aci_threshold([0.1, 0.2, 0.3], 0.0), aci_threshold([0.1, 0.2, 0.3], 1.2)
+    (inf, -inf)
+    """
+    if alpha_t <= 0.0:
+        return math.inf
+    if alpha_t >= 1.0:
+        return -math.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InfiniteThresholdWarning)
+        return conformal_quantile(scores, alpha_t)
