@@ -88,11 +88,12 @@ def _parser() -> argparse.ArgumentParser:
         "token likelihood (samples the LLM with logprobs)",
     )
 
-    from .commands import calibrate_cmd, generate, label
+    from .commands import calibrate_cmd, generate, label, report
 
     generate.register(sub)
     label.register(sub)
     calibrate_cmd.register(sub)
+    report.register(sub)
     return p
 
 
