@@ -198,7 +198,8 @@ def plot_answer_sets(summary: AnswerSetSummary) -> Any:
         right.set_xticks(range(1, len(ok) + 1))
         right.set_xticklabels(
             [
-                f"{n}{' *' if n == summary.calibrated_method else ''}\ncov {summary.methods[n]['coverage']:.2f}"
+                f"{n}{' *' if n == summary.calibrated_method else ''}\n"
+                f"retrieval cov {summary.methods[n]['coverage']:.2f}"
                 f"{'' if summary.methods[n]['guaranteed'] else ' (no guarantee)'}"
                 for n in ok
             ],

@@ -45,8 +45,14 @@ def _handle(args: argparse.Namespace) -> None:
     )
     grid = report["coverage"]
     at = grid["levels"].index(grid["calibrated_level"])
+    if report["n_unrecorded_optimisation_questions"]:
+        print(
+            f"note: the {report['n_unrecorded_optimisation_questions']} questions that tuned the host are not "
+            "recorded in the calibration; leave them out of --qa for a clean held-out set"
+        )
+    stage = "retrieval-stage " if report["kind"] == "answer_set" else ""
     print(
-        f"held-out coverage {grid['coverage'][at]:.3f} at target {grid['calibrated_level']:g} "
+        f"{stage}held-out coverage {grid['coverage'][at]:.3f} at target {grid['calibrated_level']:g} "
         f"(n_test={grid['n_test']}); wrote {len(report['figures'])} figures to {args.out}/index.html"
     )
 
@@ -166,6 +172,8 @@ def run_report(
         "n_questions": len(chunked.questions),
         "n_heldout": len(heldout),
         "n_excluded_calibration_questions": len(chunked.questions) - len(heldout),
+        # a tuned host's optimisation questions are not recorded, so they cannot be left out
+        "n_unrecorded_optimisation_questions": int(retrieval.selection_.get("n_optimisation") or 0),
         **numbers,
         "figures": [f.name for f in figures],
     }

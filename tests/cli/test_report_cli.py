@@ -79,6 +79,7 @@ def test_report_writes_figures_html_and_json_that_chromium_loads(dense_calibrati
     assert data["figures"] == names and all((out / n).read_bytes().startswith(b"\x89PNG") for n in names)
     assert data["host"] == {"framework": "llamaindex", "retriever": "dense", "fusion": None, "pool_size": 50}
     assert data["n_excluded_calibration_questions"] == 150 and data["n_heldout"] == 705 - 150
+    assert data["n_unrecorded_optimisation_questions"] == 0
     grid = data["coverage"]
     at = grid["levels"].index(0.9)
     assert grid["n_calibration"] == 150 and grid["n_test"] == 555
