@@ -19,7 +19,8 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	sh .ci/ensure_chromium.sh
+	CONFORMAL_RAG_REQUIRE_BROWSER=1 $(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) benchmarks/retrieval.py

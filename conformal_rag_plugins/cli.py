@@ -102,14 +102,13 @@ def _parser() -> argparse.ArgumentParser:
         "token likelihood (samples the LLM with logprobs)",
     )
 
-    from .commands import calibrate_cmd, generate, label
+    from .commands import calibrate_cmd, generate, label, monitor_cmd, report
 
     generate.register(sub)
     label.register(sub)
     calibrate_cmd.register(sub)
-    from .commands import monitor_cmd
-
     monitor_cmd.register(sub)
+    report.register(sub)
     return p
 
 

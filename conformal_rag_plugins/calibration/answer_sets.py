@@ -520,3 +520,10 @@ class AnswerSetCalibration:
             f"q_gen={fmt(self.generation_threshold_)} coverage_ceiling={self.coverage_ceiling_:.2f} "
             f"M={self.n_samples_} model={self.model_}"
         )
+
+    def plot_answer_sets(self, observations: Any) -> Any:
+        """Coverage ceiling and per-method retrieval set sizes on held-out pools (needs the ``plots`` extra)."""
+        from .plots import plot_answer_sets
+        from .report_data import answer_set_summary
+
+        return plot_answer_sets(answer_set_summary(self, observations))

@@ -290,3 +290,28 @@ class RetrievalCalibration:
             f"{self.method_} alpha={self.alpha_}{extra} family={self.score_family_} n={self.n_calibration_} "
             f"misses={self.n_misses_} pool={self.pool_size_} threshold={q}"
         )
+
+    def plot_scores(self, observations: Any = None) -> Any:
+        """Histogram of the calibration scores, threshold marked, misses counted (needs the ``plots`` extra).
+
+        ``observations`` (held-out :class:`~conformal_rag_plugins.core.retrieval_trials.PoolObservation`)
+        adds their scores. Returns the matplotlib ``Figure``.
+        """
+        from .plots import plot_scores
+        from .report_data import score_distribution
+
+        return plot_scores(score_distribution(self, observations))
+
+    def plot_coverage(self, observations: Any, levels: Any = None) -> Any:
+        """Held-out coverage on a grid of 1 - alpha with the exact band (see :func:`~.report_data.coverage_grid`)."""
+        from .plots import plot_coverage
+        from .report_data import DEFAULT_LEVELS, coverage_grid
+
+        return plot_coverage(coverage_grid(self, observations, DEFAULT_LEVELS if levels is None else levels))
+
+    def plot_set_sizes(self, observations: Any) -> Any:
+        """Held-out set sizes beside fixed top-k and ConFLARE's rule (see :func:`~.report_data.set_size_comparison`)."""
+        from .plots import plot_set_sizes
+        from .report_data import set_size_comparison
+
+        return plot_set_sizes(set_size_comparison(self, observations))

@@ -47,5 +47,6 @@ def test_notebook_runs_from_text_files_to_answer_sets(name: str, tmp_path: Path)
     assert "split alpha=0.2" in out, out[-3000:]
     assert re.search(r"bonferroni alpha=0\.6 \(retrieval 0\.2, generation 0\.4\)", out), out[-3000:]
     assert "answer:" in out and "rounds " in out
-    for written in ("labelled.jsonl", "retrieval_calibration.json", "answer_set_calibration.json"):
+    written_files = ("labelled.jsonl", "retrieval_calibration.json", "answer_set_calibration.json")
+    for written in (*written_files, "calibration_scores.png"):
         assert (tmp_path / "conformal_rag_notebook" / written).is_file()

@@ -1,0 +1,360 @@
+"""The numbers behind the calibration report's figures, computed from held-out candidate pools.
+
+Every function takes a calibration (its stored scores) and the held-out questions' pools
+(:class:`~conformal_rag_plugins.core.retrieval_trials.PoolObservation`) and returns a small
+frozen dataclass with a ``to_dict()`` for ``report.json``; :mod:`~conformal_rag_plugins.calibration.plots`
+draws them. Thresholds come from :func:`~conformal_rag_plugins.core.quantile.conformal_quantile`
+on the calibration's own scores; nothing is re-fitted on the held-out questions, except the
+ConFLARE baseline, which is cross-fitted on two halves of them (its rule needs gold distances).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.baselines import conflare_threshold
+from ..core.coverage_band import split_conformal_band
+from ..core.errors import CalibrationError, InfiniteThresholdWarning
+from ..core.quantile import conformal_quantile
+from ..core.retrieval_trials import PoolObservation
+from .jsonio import encode_float
+
+if TYPE_CHECKING:
+    from .answer_sets import AnswerSetCalibration
+    from .retrieval import RetrievalCalibration
+
+__all__ = [
+    "DEFAULT_LEVELS",
+    "AnswerSetSummary",
+    "CoverageGrid",
+    "MethodSizes",
+    "ScoreDistribution",
+    "SetSizeComparison",
+    "answer_set_summary",
+    "coverage_grid",
+    "score_distribution",
+    "set_size_comparison",
+]
+
+#: The grid of confidence levels 1 - alpha of the coverage figure (the calibrated level is added).
+DEFAULT_LEVELS: tuple[float, ...] = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))
+BAND = "central 95% of Beta-Binomial(n_test, k, n+1-k)/n_test, k = ceil((n+1)(1-alpha)) (exact split conformal)"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) else encode_float(value)
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _quantile(scores: Sequence[float], alpha: float) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InfiniteThresholdWarning)
+        return conformal_quantile(scores, alpha)
+
+
+def _cover(observations: Sequence[PoolObservation], family: str, threshold: float) -> tuple[list[bool], list[int]]:
+    pairs = [o.covered_and_size(family, threshold) for o in observations]
+    return [c for c, _ in pairs], [s for _, s in pairs]
+
+
+def _check_observations(observations: Sequence[PoolObservation]) -> list[PoolObservation]:
+    obs = list(observations)
+    if not obs:
+        raise CalibrationError("No held-out questions: the report needs at least one held-out question's pool.")
+    return obs
+
+
+@dataclass(frozen=True)
+class CoverageGrid:
+    """Held-out coverage against the target 1 - alpha on a grid of levels, with the exact band.
+
+    ``thresholds[i]`` is ``conformal_quantile(scores_, 1 - levels[i])``; ``band_low``/``band_high``
+    are NaN where that threshold is ``+inf`` (no guarantee, the whole pool is kept).
+    """
+
+    levels: tuple[float, ...]
+    coverage: tuple[float, ...]
+    band_low: tuple[float, ...]
+    band_high: tuple[float, ...]
+    thresholds: tuple[float, ...]
+    mean_set_size: tuple[float, ...]
+    family: str
+    n_calibration: int
+    n_test: int
+    calibrated_level: float
+    band: str = BAND
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``+inf`` as ``"+inf"``, NaN as ``null``)."""
+        return _jsonable(asdict(self))
+
+
+def coverage_grid(
+    calibration: RetrievalCalibration,
+    observations: Sequence[PoolObservation],
+    levels: Sequence[float] = DEFAULT_LEVELS,
+) -> CoverageGrid:
+    """Threshold from the calibration's stored scores at every level, and held-out coverage.
+
+    Examples
+    --------
+    >>> grid = coverage_grid(cal, heldout_observations)  # doctest: +SKIP
+    >>> grid.coverage[grid.levels.index(0.9)]  # doctest: +SKIP
+    0.91
+    """
+    obs = _check_observations(observations)
+    grid = sorted({round(float(x), 6) for x in levels} | {round(calibration.confidence_level_, 6)})
+    cov, low, high, qs, sizes = [], [], [], [], []
+    for level in grid:
+        q = _quantile(calibration.scores_, 1.0 - level)
+        covered, size = _cover(obs, calibration.score_family_, q)
+        lo, hi = split_conformal_band(len(calibration.scores_), len(obs), 1.0 - level)
+        cov.append(float(np.mean(covered)))
+        sizes.append(float(np.mean(size)))
+        low.append(lo)
+        high.append(hi)
+        qs.append(q)
+    return CoverageGrid(
+        tuple(grid), tuple(cov), tuple(low), tuple(high), tuple(qs), tuple(sizes),
+        calibration.score_family_, len(calibration.scores_), len(obs), round(calibration.confidence_level_, 6),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MethodSizes:
+    """Set sizes of one rule on the held-out questions, and its held-out coverage."""
+
+    label: str
+    sizes: tuple[int, ...]
+    coverage: float
+    threshold: float | None = None
+
+    @property
+    def mean_size(self) -> float:
+        """Mean set size."""
+        return float(np.mean(self.sizes))
+
+
+@dataclass(frozen=True)
+class SetSizeComparison:
+    """Set sizes at the calibrated level: the conformal rule, fixed top-k and ConFLARE's rule."""
+
+    level: float
+    family: str
+    pool_size: int
+    methods: dict[str, MethodSizes]
+
+    def histogram(self, method: str) -> dict[int, int]:
+        """``{size: number of held-out questions}`` for ``method``."""
+        values, counts = np.unique(np.asarray(self.methods[method].sizes), return_counts=True)
+        return {int(v): int(c) for v, c in zip(values, counts, strict=True)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict with every method's histogram, mean size and coverage."""
+        return _jsonable(
+            {
+                "level": self.level,
+                "family": self.family,
+                "pool_size": self.pool_size,
+                "methods": {
+                    name: {
+                        "label": m.label,
+                        "coverage": m.coverage,
+                        "mean_size": m.mean_size,
+                        "threshold": m.threshold,
+                        "histogram": {str(k): v for k, v in self.histogram(name).items()},
+                    }
+                    for name, m in self.methods.items()
+                },
+            }
+        )
+
+
+def _conflare_crossfit(obs: Sequence[PoolObservation], alpha: float, seed: int) -> tuple[list[bool], list[int]]:
+    """ConFLARE's rule, fitted on one half of the held-out questions and applied to the other (both ways)."""
+    order = np.random.default_rng(seed).permutation(len(obs))
+    halves = [order[: len(obs) // 2], order[len(obs) // 2 :]]
+    covered, sizes = [False] * len(obs), [0] * len(obs)
+    for fit, apply in ((halves[0], halves[1]), (halves[1], halves[0])):
+        distances = [d for d in (obs[i].score("similarity") for i in fit) if math.isfinite(d)]
+        q = conflare_threshold(distances, alpha) if distances else math.inf
+        for i in apply:
+            mask = -obs[i].scores < q  # ConFLARE keeps distance < threshold
+            covered[i] = any(mask[p] for p in obs[i].gold_positions)
+            sizes[i] = int(mask.sum())
+    return covered, sizes
+
+
+def set_size_comparison(
+    calibration: RetrievalCalibration,
+    observations: Sequence[PoolObservation],
+    *,
+    topk: Sequence[int] = (1, 5, 10),
+    seed: int = 0,
+) -> SetSizeComparison:
+    """Held-out set sizes of the calibrated threshold, of fixed top-k, and of ConFLARE's rule.
+
+    ConFLARE's percentile rule needs gold distances, which a calibration file of another
+    score family does not store, so it is cross-fitted on two seeded halves of the held-out
+    questions at the same alpha (misses dropped, as ConFLARE does).
+
+    Examples
+    --------
+    >>> sizes = set_size_comparison(cal, heldout_observations)  # doctest: +SKIP
+    >>> sizes.histogram("conformal")  # doctest: +SKIP
+    {1: 40, 2: 31, ...}
+    """
+    obs = _check_observations(observations)
+    pool = max(calibration.pool_size_, max(len(o.scores) for o in obs))
+    covered, sizes = _cover(obs, calibration.score_family_, calibration.threshold_)
+    methods = {
+        "conformal": MethodSizes(
+            f"conformal ({calibration.score_family_})", tuple(sizes), float(np.mean(covered)), calibration.threshold_
+        )
+    }
+    for k in topk:
+        covered, sizes = _cover(obs, "rank", float(k))
+        methods[f"topk@{k}"] = MethodSizes(f"top-{k}", tuple(sizes), float(np.mean(covered)), float(k))
+    covered, sizes = _conflare_crossfit(obs, calibration.alpha_, seed)
+    methods["conflare"] = MethodSizes("ConFLARE rule (cross-fitted)", tuple(sizes), float(np.mean(covered)))
+    return SetSizeComparison(round(calibration.confidence_level_, 6), calibration.score_family_, pool, methods)
+
+
+@dataclass(frozen=True)
+class ScoreDistribution:
+    """The calibration scores, the threshold, and the misses (gold outside the pool, score ``+inf``)."""
+
+    scores: tuple[float, ...]
+    threshold: float
+    alpha: float
+    family: str
+    n_calibration: int
+    n_misses: int
+    heldout_scores: tuple[float, ...] = ()
+    heldout_misses: int = 0
+
+    @property
+    def n_above(self) -> int:
+        """Calibration scores above the threshold (misses included): the calibration questions not covered."""
+        return int(sum(1 for s in self.scores if s > self.threshold)) + self.n_misses
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (finite scores only; misses are counted)."""
+        return _jsonable(asdict(self) | {"n_above_threshold": self.n_above})
+
+
+def score_distribution(
+    calibration: RetrievalCalibration, observations: Sequence[PoolObservation] | None = None
+) -> ScoreDistribution:
+    """The calibration's stored scores split into finite ones and misses, with held-out scores if given.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> scores = tuple(i / 10 for i in range(1, 10)) + (float("inf"),)
+    >>> cal = RetrievalCalibration(float("inf"), 0.1, "split", "similarity", 5, 10, 1, scores, fp)
+    >>> d = score_distribution(cal)
+    >>> d.n_misses, len(d.scores)
+    (1, 9)
+    """
+    finite = tuple(float(s) for s in calibration.scores_ if math.isfinite(s))
+    held: tuple[float, ...] = ()
+    held_misses = 0
+    if observations is not None:
+        raw = [o.score(calibration.score_family_) for o in observations]
+        held = tuple(float(s) for s in raw if math.isfinite(s))
+        held_misses = len(raw) - len(held)
+    return ScoreDistribution(
+        finite, calibration.threshold_, calibration.alpha_, calibration.score_family_, len(calibration.scores_),
+        len(calibration.scores_) - len(finite), held, held_misses,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AnswerSetSummary:
+    """An answer-set calibration: the generator's coverage ceiling and, per combination method,
+    the retrieval sets (chunks given to the generator) on the held-out questions.
+
+    ``methods[name]`` holds ``alpha_retrieval``, ``alpha_generation``, both stage thresholds,
+    ``guaranteed``, the held-out retrieval ``coverage``, ``mean_size`` and ``sizes``; a method
+    that cannot be computed from these scores has an ``error`` instead.
+    """
+
+    alpha: float
+    calibrated_method: str
+    coverage_ceiling: float
+    generator_target: float
+    n_calibration: int
+    n_generator_misses: int
+    methods: dict[str, dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (sizes as histograms)."""
+        out = asdict(self)
+        for m in out["methods"].values():
+            if "sizes" in m:
+                values, counts = np.unique(np.asarray(m.pop("sizes")), return_counts=True)
+                m["histogram"] = {str(int(v)): int(c) for v, c in zip(values, counts, strict=True)}
+        return _jsonable(out)
+
+
+def answer_set_summary(
+    calibration: AnswerSetCalibration, observations: Sequence[PoolObservation], *, delta: float = 0.1
+) -> AnswerSetSummary:
+    """Recompute every combination method (Bonferroni, PAC, HMP) from the calibration's two stages' scores.
+
+    The calibrated method keeps its own settings; the others use the equal split of alpha,
+    ``delta`` for PAC (the calibration's own when it is PAC) and weight 0.5 for HMP.
+
+    Examples
+    --------
+    >>> summary = answer_set_summary(answer_cal, heldout_observations)  # doctest: +SKIP
+    >>> summary.coverage_ceiling  # doctest: +SKIP
+    0.8
+    """
+    from .answer_sets import ANSWER_SET_METHODS, AnswerSetCalibration
+
+    obs = _check_observations(observations)
+    family = calibration.retrieval_.score_family_
+    methods: dict[str, dict[str, Any]] = {}
+    for name in ANSWER_SET_METHODS:
+        own = name == calibration.method_
+        try:
+            fitted = calibration if own else AnswerSetCalibration.from_stages(
+                calibration.retrieval_, calibration.generation_scores_, alpha=calibration.alpha_, method=name,
+                delta=(calibration.delta_ or delta) if name == "pac" else None,
+                n_samples=calibration.n_samples_, model=calibration.model_, clustering=calibration.clustering_,
+            )  # fmt: skip
+        except CalibrationError as exc:
+            methods[name] = {"error": str(exc)}
+            continue
+        stage = fitted.retrieval_stage()
+        covered, sizes = _cover(obs, family, stage.threshold_)
+        methods[name] = {
+            "alpha_retrieval": fitted.alpha_retrieval_,
+            "alpha_generation": fitted.alpha_generation_,
+            "retrieval_threshold": fitted.retrieval_threshold_,
+            "generation_threshold": fitted.generation_threshold_,
+            "guaranteed": fitted.guaranteed_,
+            "generator_reachable": fitted.generator_reachable_,
+            "coverage": float(np.mean(covered)),
+            "mean_size": float(np.mean(sizes)),
+            "sizes": tuple(sizes),
+        }
+    gen = calibration.generation_scores_
+    return AnswerSetSummary(
+        calibration.alpha_, calibration.method_, calibration.coverage_ceiling_, 1.0 - calibration.alpha_generation_,
+        len(gen), sum(1 for s in gen if not math.isfinite(s)), methods,
+    )  # fmt: skip

@@ -1,0 +1,192 @@
+"""``conformal-rag report``: a calibration measured on held-out questions, as figures and one HTML page.
+
+It rebuilds the host the calibration was made on from the corpus files (see
+:mod:`~conformal_rag_plugins.commands.report_host`), queries the held-out questions once,
+computes the numbers of :mod:`~conformal_rag_plugins.calibration.report_data` and draws them
+with :mod:`~conformal_rag_plugins.calibration.plots`. ``OUT/`` then holds one PNG per figure,
+``index.html`` (the same PNGs embedded, no external resource) and ``report.json`` (the plotted numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import CalibrationIntegrityError, InputFileError
+
+__all__ = ["load_any_calibration", "register", "run_report"]
+
+
+def register(sub: Any) -> None:
+    """Add the ``report`` sub-command to the ``conformal-rag`` parser."""
+    p = sub.add_parser("report", help="figures and an HTML page of a calibration's coverage on held-out questions")
+    p.add_argument("--calibration", required=True, help="calibration JSON (from calibrate, or an answer-set one)")
+    p.add_argument("--corpus", action="append", required=True, help="corpus JSONL it was made on (repeatable)")
+    p.add_argument("--qa", required=True, help="held-out qa JSONL (SQuAD-style, as for evaluate)")
+    p.add_argument("--out", required=True, help="folder for index.html, report.json and the PNGs")
+    p.add_argument("--chunk-size", type=int, default=None, help="as given to calibrate (default 254)")
+    p.add_argument("--chunk-overlap", type=int, default=None, help="as given to calibrate (default 25)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> None:
+    report = run_report(
+        args.calibration,
+        args.corpus,
+        args.qa,
+        args.out,
+        chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap,
+        progress=not args.quiet,
+    )
+    grid = report["coverage"]
+    at = grid["levels"].index(grid["calibrated_level"])
+    if report["n_unrecorded_optimisation_questions"]:
+        print(
+            f"note: the {report['n_unrecorded_optimisation_questions']} questions that tuned the host are not "
+            "recorded in the calibration; leave them out of --qa for a clean held-out set"
+        )
+    stage = "retrieval-stage " if report["kind"] == "answer_set" else ""
+    print(
+        f"{stage}held-out coverage {grid['coverage'][at]:.3f} at target {grid['calibrated_level']:g} "
+        f"(n_test={grid['n_test']}); wrote {len(report['figures'])} figures to {args.out}/index.html"
+    )
+
+
+def load_any_calibration(path: str | Path) -> Any:
+    """A :class:`RetrievalCalibration` or an :class:`AnswerSetCalibration`, told apart by the file's ``kind``.
+
+    Examples
+    --------
+    >>> cal = load_any_calibration("calibration.json")  # doctest: +SKIP
+    """
+    from ..calibration.answer_sets import AnswerSetCalibration
+    from ..calibration.jsonio import loads_strict
+    from ..calibration.retrieval import RetrievalCalibration
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise CalibrationIntegrityError(f"{path}: not UTF-8 JSON; it is corrupted.") from None
+    try:
+        data = loads_strict(text)
+    except CalibrationIntegrityError as exc:
+        raise CalibrationIntegrityError(f"{path}: {exc}") from None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if isinstance(kind, str) and kind.endswith("answer_set_calibration"):
+        return AnswerSetCalibration.load(path)
+    return RetrievalCalibration.load(path)
+
+
+def _write(out: Path, name: str, data: bytes) -> None:
+    from ..runtime.atomic import atomic_path
+
+    with atomic_path(out / name) as tmp:
+        tmp.write_bytes(data)
+
+
+def run_report(
+    calibration: str | Path,
+    corpus: Sequence[str | Path],
+    qa: str | Path,
+    out: str | Path,
+    *,
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+    client: Any = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Write ``out/index.html``, ``out/report.json`` and the PNGs; return the report dict.
+
+    Parameters
+    ----------
+    calibration : path
+        A retrieval calibration (``conformal-rag calibrate``) or an answer-set calibration.
+    corpus : paths
+        The corpus JSONL files it was made on (chunked as ``calibrate`` chunks them).
+    qa : path
+        Held-out SQuAD-style questions; questions the calibration used are left out.
+    client : optional
+        A Chroma client (default: in memory; embeddings come from the on-disk cache).
+
+    Raises
+    ------
+    ConformalError
+        Before any indexing: a malformed or tampered calibration, a host the report cannot
+        rebuild, malformed corpus/qa files, no held-out question left. After indexing: the
+        rebuilt host or its chunks differ from the calibration's
+        (:class:`~conformal_rag_plugins.core.errors.FingerprintMismatchError`).
+    OSError
+        A missing input file or an unwritable ``out``.
+
+    Examples
+    --------
+    >>> report = run_report("calibration.json", ["corpus.jsonl"], "heldout.jsonl", "report/")  # doctest: +SKIP
+    """
+    from ..calibration.answer_sets import AnswerSetCalibration
+    from ..calibration.examples import load_corpus, load_qa
+    from ..calibration.pool_calibration import collect_observations
+    from ..local.chroma import chroma_client
+    from .chunk_corpus import chunk_corpus
+    from .input_checks import check_gold_in_corpus, check_outputs
+    from .report_figures import build_figures
+    from .report_host import host_spec, rebuild_host
+
+    check_outputs(dirs=[out])
+    cal = load_any_calibration(calibration)
+    answer_cal = cal if isinstance(cal, AnswerSetCalibration) else None
+    retrieval = cal.retrieval_ if answer_cal is not None else cal
+    spec = host_spec(retrieval)
+    entries = load_corpus(*corpus)
+    if not entries:
+        raise InputFileError("The corpus holds no entries.")
+    questions = load_qa(qa, answerable_only=True)
+    chunked = chunk_corpus(spec[0], entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    check_gold_in_corpus(chunked.questions, {c.id for c in chunked.chunks}, qa)
+    used = set(retrieval.question_ids_)
+    heldout = [q for q in chunked.questions if q.digest not in used]
+    if not heldout:
+        raise InputFileError(
+            f"{qa}: no held-out question: all {len(chunked.questions)} answerable questions were used to calibrate."
+        )
+    bundle = rebuild_host(retrieval, spec, chunked.chunks, client=client or chroma_client())
+    observations = collect_observations(heldout, bundle.fetch, progress=progress)
+    figures, numbers = build_figures(retrieval, observations, answer_cal)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {
+        "calibration": str(calibration),
+        "kind": "answer_set" if answer_cal is not None else "retrieval",
+        "summary": retrieval.summary() if answer_cal is None else answer_cal.summary(),
+        "host": {
+            "framework": spec[0],
+            "retriever": spec[1],
+            "fusion": spec[2].key if spec[2] else None,
+            "pool_size": retrieval.pool_size_,
+        },
+        "chunking": chunked.report(),
+        "n_questions": len(chunked.questions),
+        "n_heldout": len(heldout),
+        "n_excluded_calibration_questions": len(chunked.questions) - len(heldout),
+        # a tuned host's optimisation questions are not recorded, so they cannot be left out
+        "n_unrecorded_optimisation_questions": int(retrieval.selection_.get("n_optimisation") or 0),
+        **numbers,
+        "figures": [f.name for f in figures],
+    }
+    from ..runtime.atomic import atomic_write_text
+    from .report_page import render_page
+
+    for fig in figures:
+        _write(out, fig.name, fig.png)
+    summary = [
+        ("calibration", report["summary"]),
+        ("host", json.dumps(report["host"])),
+        ("held-out questions", f"{len(heldout)} ({len(chunked.questions) - len(heldout)} calibration ones left out)"),
+    ]
+    atomic_write_text(out / "report.json", json.dumps(report, indent=2, allow_nan=False) + "\n")
+    atomic_write_text(out / "index.html", render_page("Conformal calibration report", summary, figures))
+    return report

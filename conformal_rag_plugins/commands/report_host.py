@@ -1,0 +1,99 @@
+"""Rebuild the host a calibration was made on (framework, retriever, fusion, pool) and check it.
+
+``conformal-rag report`` measures a calibration on held-out questions, which is meaningful
+only on the very host the threshold was computed for: the framework, the retriever kind
+(dense, BM25, hybrid), the fusion setting, the pool size and the chunked corpus. They are read
+from the calibration (``fingerprint_``, ``selection_``, ``pool_size_``, ``corpus_``); the
+rebuilt host's fingerprint and collection digest must then equal the stored ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..calibration.chunk_records import Chunk
+from ..calibration.fingerprint import corpus_digest
+from ..calibration.retrieval import RetrievalCalibration
+from ..calibration.tuned_calibration import FusionConfig, fusion_of
+from ..core.errors import CalibrationError, FingerprintMismatchError
+from .hosts import FRAMEWORKS, HostBundle, build_host
+
+__all__ = ["HostSpec", "host_spec", "rebuild_host"]
+
+HostSpec = tuple[str, str, FusionConfig | None]
+_LI_MODES = {"dist_based_score": "zscore", "relative_score": "minmax"}
+_LI_FUSION = re.compile(r"fusion\(mode=(\w+),weights=([0-9.eE+-]+),")
+_LC_HYBRID = re.compile(r"hybrid\(method=(\w+),weight=([0-9.eE+-]+),")
+
+
+def host_spec(calibration: RetrievalCalibration) -> HostSpec:
+    """``(framework, retriever kind, fusion)`` of the host a calibration was made on.
+
+    Raises
+    ------
+    CalibrationError
+        The calibration was made on a host ``conformal-rag`` cannot rebuild (another store,
+        framework or retriever).
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.calibration import Fingerprint
+    >>> fp = Fingerprint("langchain", "ScoredFusionRetriever[Chroma+BM25]", "cosine", "m", 384, "fusion:zscore",
+    ...                  "hybrid(method=zscore,weight=0.5,k=50)")
+    >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 50, 9, 0, (0.1,) * 9, fp)
+    >>> host_spec(cal)
+    ('langchain', 'hybrid', FusionConfig(method='zscore', weight=0.5))
+    """
+    fp = calibration.fingerprint_
+    if calibration.selection_.get("rule") == "tuned-hybrid":
+        return fp.framework, "hybrid", fusion_of(calibration)
+    retriever = fp.retriever
+    if fp.framework == "llamaindex" and fp.store == "ChromaVectorStore" and retriever.startswith("dense"):
+        return "llamaindex", "dense", None
+    if fp.framework == "llamaindex" and retriever == "bm25":
+        return "llamaindex", "bm25", None
+    if fp.framework == "langchain" and fp.store == "Chroma" and retriever == "dense":
+        return "langchain", "dense", None
+    match = _LI_FUSION.match(retriever) if fp.framework == "llamaindex" else _LC_HYBRID.match(retriever)
+    if match and fp.framework in FRAMEWORKS:
+        method = _LI_MODES.get(match.group(1), match.group(1))
+        return fp.framework, "hybrid", FusionConfig(method, float(match.group(2)))
+    raise CalibrationError(
+        f"This calibration was made on a host conformal-rag cannot rebuild (framework {fp.framework!r}, store "
+        f"{fp.store!r}, retriever {retriever!r}); the report rebuilds only the Chroma dense, BM25 and hybrid hosts "
+        "of 'conformal-rag calibrate'. Use calibration.plot_*() with observations from your own host instead."
+    )
+
+
+def _fingerprint(framework: str, host: Any) -> Any:
+    if framework == "llamaindex":
+        from ..llamaindex.fingerprint import fingerprint_of
+    else:
+        from ..langchain.fingerprint import fingerprint_of
+    return fingerprint_of(host)
+
+
+def rebuild_host(
+    calibration: RetrievalCalibration, spec: HostSpec, chunks: Sequence[Chunk], *, client: Any = None
+) -> HostBundle:
+    """Index ``chunks`` and build the host of ``spec``; refuse it unless it is the calibration's host.
+
+    Raises
+    ------
+    FingerprintMismatchError
+        The rebuilt host's fingerprint (framework, store, distance, embedding, scale, fusion,
+        pool) or its collection (chunk ids) differs from the calibration's.
+    """
+    stored = calibration.corpus_
+    current = corpus_digest(c.id for c in chunks)
+    if stored and stored != current:
+        raise FingerprintMismatchError(
+            f"The corpus files give {current['size']} chunks (or other chunk ids) but the calibration was made on "
+            f"{stored.get('size')}: pass the same --corpus files and --chunk-size/--chunk-overlap as to calibrate."
+        )
+    framework, kind, fusion = spec
+    bundle = build_host(framework, kind, chunks, pool_size=calibration.pool_size_, client=client, fusion=fusion)
+    calibration.fingerprint_.check_compatible(_fingerprint(framework, bundle.host))
+    return bundle

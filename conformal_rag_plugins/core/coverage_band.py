@@ -1,0 +1,78 @@
+"""The band that held-out coverage of a split-conformal threshold falls in (exact, numpy only).
+
+With ``n`` exchangeable calibration scores (no ties) and ``k = ceil((n+1)(1-alpha))``, the
+coverage of the threshold, conditional on the calibration draw, is ``Beta(k, n+1-k)``; the
+share of ``m`` fresh test points it covers is then Beta-Binomial(``m``, ``k``, ``n+1-k``)
+divided by ``m``. That law holds for every score distribution, so its central interval is
+the band a correct calibration lands in (ties, as in the ``rank`` family, only raise coverage).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .quantile import conformal_rank
+
+__all__ = ["beta_binomial_pmf", "split_conformal_band"]
+
+
+def beta_binomial_pmf(m: int, a: float, b: float) -> np.ndarray:
+    """``[P(X = j) for j in 0..m]`` for ``X ~ BetaBinomial(m, a, b)``.
+
+    Examples
+    --------
+    >>> beta_binomial_pmf(2, 1, 1).round(4).tolist()  # uniform on {0, 1, 2}
+    [0.3333, 0.3333, 0.3333]
+    """
+    if m < 0 or a <= 0 or b <= 0:
+        raise ValueError(f"need m >= 0, a > 0, b > 0; got m={m}, a={a}, b={b}.")
+    lg = math.lgamma
+    log_beta_ab = lg(a) + lg(b) - lg(a + b)
+    terms = [
+        lg(m + 1) - lg(j + 1) - lg(m - j + 1) + lg(j + a) + lg(m - j + b) - lg(m + a + b) - log_beta_ab
+        for j in range(m + 1)
+    ]
+    pmf = np.exp(np.asarray(terms) - max(terms))
+    return pmf / pmf.sum()
+
+
+def split_conformal_band(n_calibration: int, n_test: int, alpha: float, level: float = 0.95) -> tuple[float, float]:
+    """Central ``level`` interval of held-out coverage for a split-conformal threshold.
+
+    Parameters
+    ----------
+    n_calibration : int
+        Calibration scores the threshold was computed from.
+    n_test : int
+        Held-out questions the coverage is measured on.
+    alpha : float
+        Target miscoverage of the threshold.
+    level : float, default 0.95
+        Probability mass of the band.
+
+    Returns
+    -------
+    (low, high) : tuple of float
+        Coverage shares; ``(nan, nan)`` when the threshold is ``+inf`` (rank above ``n``),
+        where calibration says nothing about coverage.
+
+    Examples
+    --------
+    >>> lo, hi = split_conformal_band(200, 300, 0.1)
+    >>> lo < 0.9 < hi
+    True
+    >>> split_conformal_band(5, 10, 0.1)
+    (nan, nan)
+    """
+    if n_test < 1 or n_calibration < 1:
+        raise ValueError(f"need n_calibration >= 1 and n_test >= 1, got {n_calibration} and {n_test}.")
+    k = conformal_rank(n_calibration, alpha)
+    if k > n_calibration:
+        return (math.nan, math.nan)
+    cdf = np.cumsum(beta_binomial_pmf(n_test, k, n_calibration + 1 - k))
+    tail = (1.0 - level) / 2
+    low = int(np.searchsorted(cdf, tail, side="left"))
+    high = int(np.searchsorted(cdf, 1.0 - tail - 1e-12, side="left"))
+    return (low / n_test, min(high, n_test) / n_test)
