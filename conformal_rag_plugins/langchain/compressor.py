@@ -13,6 +13,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ..calibration.fingerprint import Fingerprint
+from ..calibration.groups import check_group_options
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError, FingerprintMismatchError
 from ..core.selection import best_first, check_k_bounds
@@ -103,6 +104,8 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
     Each call checks the pool: more documents than the calibrated pool, or fewer (a smaller
     ``k``, or a filter before this compressor in a pipeline), raise :class:`ConformalError`; so do
     embeddings other than the calibrated ones (:class:`FingerprintMismatchError`, when built).
+    ``group``/``group_by`` (a per-group calibration) and ``monitor`` (a drift monitor) work as in
+    :class:`~conformal_rag_plugins.langchain.ConformalRetriever`.
 
     Examples
     --------
@@ -118,6 +121,9 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
     embeddings: Embeddings | None = None
     min_k: int | None = Field(default=None, ge=0)
     max_k: int | None = Field(default=None, ge=1)
+    group: str | None = None
+    group_by: Any = None
+    monitor: Any = None
     check_fingerprint: bool = True
 
     def __init__(self, **data: Any) -> None:
@@ -136,6 +142,9 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
     @model_validator(mode="after")
     def _validate(self) -> ConformalDocumentCompressor:
         check_k_bounds(self.min_k, self.max_k)
+        check_group_options(self.calibration, self.group, self.group_by)
+        if self.monitor is not None:
+            self.monitor.check_calibration(self.calibration)
         fp = self.calibration.fingerprint_
         if self.check_fingerprint and self.embeddings is not None:
             fp.check_compatible(compressor_fingerprint(fp, self.embeddings))
@@ -152,7 +161,7 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
         pool = self.calibration.pool_size_
         return min(pool, int(size)) if size else pool
 
-    def _select(self, docs: list[Document], scores: np.ndarray) -> list[Document]:
+    def _select(self, docs: list[Document], scores: np.ndarray, query: str) -> list[Document]:
         pool = self.calibration.pool_size_
         if len(docs) > pool:
             raise ConformalError(
@@ -170,18 +179,29 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
             raise ConformalError("A document score is missing or NaN (a zero embedding?): cannot apply the threshold.")
         ordered, order = got
         docs = docs if order is None else [docs[i] for i in order]
-        return select_documents(docs, ordered, self.calibration, self.min_k, self.max_k, checked=True)
+        return select_documents(
+            docs,
+            ordered,
+            self.calibration,
+            self.min_k,
+            self.max_k,
+            checked=True,
+            query=query,
+            group=self.group,
+            group_by=self.group_by,
+            monitor=self.monitor,
+        )
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         """The conformal set of ``documents`` for ``query``, best first."""
         docs = list(documents)
-        return self._select(docs, score_documents(query, docs, self.embeddings))
+        return self._select(docs, score_documents(query, docs, self.embeddings), query)
 
     async def acompress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         """Async :meth:`compress_documents` (async embeddings)."""
         docs = list(documents)
-        return self._select(docs, await ascore_documents(query, docs, self.embeddings))
+        return self._select(docs, await ascore_documents(query, docs, self.embeddings), query)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 
+from ..calibration.groups import query_threshold
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import GuaranteeCutWarning
 from ..core.selection import check_k_bounds, conformal_metadata, decide_set
@@ -24,13 +25,19 @@ def select_documents(
     max_k: int | None = None,
     *,
     checked: bool = False,
+    query: str = "",
+    group: Any = None,
+    group_by: Any = None,
+    monitor: Any = None,
     stacklevel: int = 5,
 ) -> list[Document]:
     """Keep the documents inside the calibrated threshold, with ``metadata['score']`` and the conformal metadata.
 
     ``docs`` and ``scores`` are best first; ``checked=True`` when the scores are already known
     NaN-free and sorted. A set cut by ``max_k`` (or a ``+inf`` threshold) warns with
-    :class:`GuaranteeCutWarning` and says so in ``conformal_guaranteed``.
+    :class:`GuaranteeCutWarning` and says so in ``conformal_guaranteed``. With a per-group
+    calibration the query's group (``group``, or ``group_by(query)``) picks the threshold; a
+    ``monitor`` is updated with the query's scores.
 
     Examples
     --------
@@ -44,12 +51,15 @@ def select_documents(
     family = calibration.score_family_
     check_k_bounds(min_k, max_k)
     arr = np.asarray(scores, dtype=float)
-    decision = decide_set(family, arr, calibration.threshold_, min_k=min_k, max_k=max_k, validate=not checked)
+    threshold, group_meta = query_threshold(calibration, group, group_by, query)
+    decision = decide_set(family, arr, threshold, min_k=min_k, max_k=max_k, validate=not checked)
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
+    if monitor is not None:
+        monitor.observe(arr, set_size=decision.conformal_size, calibration=calibration)
     out = []
-    for i, score, meta in conformal_metadata(family, calibration.threshold_, calibration.alpha_, arr, decision):
+    for i, score, meta in conformal_metadata(family, threshold, calibration.alpha_, arr, decision):
         doc = docs[i]
-        metadata = dict(doc.metadata) | {"score": score} | meta
+        metadata = dict(doc.metadata) | {"score": score} | meta | group_meta
         out.append(Document(id=doc.id, page_content=doc.page_content, metadata=metadata))
     return out

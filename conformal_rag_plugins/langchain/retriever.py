@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -16,10 +15,11 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from ..calibration.fingerprint import check_corpus, corpus_digest
-from ..calibration.groups import check_group_options, query_threshold
+from ..calibration.groups import check_group_options
 from ..calibration.retrieval import RetrievalCalibration
-from ..core.errors import ConformalError, GuaranteeCutWarning
-from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
+from ..core.errors import ConformalError
+from ..core.selection import best_first, check_k_bounds
+from .document_selection import select_documents
 from .fingerprint import fingerprint_of
 from .host import afetch_pool, all_ids, fetch_pairs, pool_from_pairs
 
@@ -135,24 +135,19 @@ class ConformalRetriever(BaseRetriever):
         group: Any = None,
     ) -> list[Document]:
         """The conformal set of one query; ``checked=True`` when ``scores`` are known NaN-free and best first."""
-        cal = self.calibration
-        family = cal.score_family_
-        cap = self._cap(k)
-        check_k_bounds(self.min_k, cap)
-        arr = np.asarray(scores, dtype=float)
-        check_group_options(cal, group, None)
-        threshold, group_meta = query_threshold(cal, group if group is not None else self.group, self.group_by, query)
-        decision = decide_set(family, arr, threshold, min_k=self.min_k, max_k=cap, validate=not checked)
-        if not decision.guaranteed:
-            warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
-        if self.monitor is not None:
-            self.monitor.observe(arr, set_size=decision.conformal_size, calibration=cal)
-        out = []
-        for i, score, meta in conformal_metadata(family, threshold, cal.alpha_, arr, decision):
-            doc = docs[i]
-            metadata = dict(doc.metadata) | {"score": score} | meta | group_meta
-            out.append(Document(id=doc.id, page_content=doc.page_content, metadata=metadata))
-        return out
+        check_group_options(self.calibration, group, None)
+        return select_documents(
+            docs,
+            scores,
+            self.calibration,
+            self.min_k,
+            self._cap(k),
+            checked=checked,
+            query=query,
+            group=group if group is not None else self.group,
+            group_by=self.group_by,
+            monitor=self.monitor,
+        )
 
     def _fetch(self, query: str, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
         """The host's top ``pool_size`` documents best first and their scores (only what a query needs).

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from llama_index.core.schema import NodeWithScore
 
+from ..calibration.groups import query_threshold
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import GuaranteeCutWarning
 from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
@@ -48,13 +49,19 @@ def select_nodes(
     min_k: int | None = None,
     max_k: int | None = None,
     *,
+    query: str = "",
+    group: Any = None,
+    group_by: Any = None,
+    monitor: Any = None,
     stacklevel: int = 5,
 ) -> list[NodeWithScore]:
     """Keep the nodes inside the calibrated threshold, best first, with the conformal metadata.
 
-    The metadata keys (:data:`CONFORMAL_METADATA_KEYS`) are excluded from what the LLM and the
-    embedding model see. A set cut by ``max_k`` (or a ``+inf`` threshold) warns with
-    :class:`GuaranteeCutWarning` and says so in ``conformal_guaranteed``.
+    The metadata keys (:data:`CONFORMAL_METADATA_KEYS`, and the group keys of a per-group
+    calibration) are excluded from what the LLM and the embedding model see. A set cut by
+    ``max_k`` (or a ``+inf`` threshold) warns with :class:`GuaranteeCutWarning` and says so in
+    ``conformal_guaranteed``. With a per-group calibration the query's group (``group``, or
+    ``group_by(query)``) picks the threshold; a ``monitor`` is updated with the query's scores.
 
     Examples
     --------
@@ -69,17 +76,21 @@ def select_nodes(
     ordered, scores = ordered_nodes(nodes)
     family = calibration.score_family_
     check_k_bounds(min_k, max_k)
+    threshold, group_meta = query_threshold(calibration, group, group_by, query)
     # the scores are checked (no NaN) and sorted best first by ordered_nodes: skip re-validating them
-    decision = decide_set(family, scores, calibration.threshold_, min_k=min_k, max_k=max_k, validate=False)
+    decision = decide_set(family, scores, threshold, min_k=min_k, max_k=max_k, validate=False)
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
+    if monitor is not None:
+        monitor.observe(scores, set_size=decision.conformal_size, calibration=calibration)
+    hidden = (*CONFORMAL_METADATA_KEYS, *group_meta)
     out = []
-    for i, score, meta in conformal_metadata(family, calibration.threshold_, calibration.alpha_, scores, decision):
+    for i, score, meta in conformal_metadata(family, threshold, calibration.alpha_, scores, decision):
         node = ordered[i].node
-        update: dict[str, Any] = {"metadata": dict(node.metadata) | {"conformal_score": score} | meta}
+        update: dict[str, Any] = {"metadata": dict(node.metadata) | {"conformal_score": score} | meta | group_meta}
         for attr in _EXCLUDED_ATTRS:
             keys = list(getattr(node, attr, []) or [])
-            update[attr] = keys + [k for k in CONFORMAL_METADATA_KEYS if k not in keys]
+            update[attr] = keys + [k for k in hidden if k not in keys]
         # model_copy(update=...) sets the fields without re-validating each assignment
         out.append(NodeWithScore(node=node.model_copy(update=update), score=score))
     return out

@@ -10,6 +10,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import Field, PrivateAttr
 
 from ..calibration.fingerprint import check_corpus, corpus_digest
+from ..calibration.groups import check_group_options
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
 from ..core.selection import check_k_bounds
@@ -42,6 +43,9 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
         its top-k) when the postprocessor is built rather than at the first query.
     min_k, max_k : int, optional
         Pad the set (keeps the guarantee) or cut it (loses it; nodes and a warning say so).
+    group, group_by, monitor : optional
+        As in :class:`~conformal_rag_plugins.llamaindex.ConformalRetriever`: the group of a
+        per-group calibration (or a function of the query string), and a drift monitor.
 
     Examples
     --------
@@ -54,6 +58,9 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
     calibration: Any = Field(description="RetrievalCalibration (or an end-to-end calibration's retrieval stage).")
     min_k: int | None = Field(default=None, ge=0)
     max_k: int | None = Field(default=None, ge=1)
+    group: str | None = None
+    group_by: Any = Field(default=None, exclude=True)
+    monitor: Any = Field(default=None, exclude=True)
     _expected: int = PrivateAttr()
 
     def __init__(
@@ -64,6 +71,9 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
         retriever: Any = None,
         min_k: int | None = None,
         max_k: int | None = None,
+        group: str | None = None,
+        group_by: Any = None,
+        monitor: Any = None,
         **kwargs: Any,
     ) -> None:
         if hasattr(calibration, "retrieval_stage"):
@@ -71,7 +81,12 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
         if not isinstance(calibration, RetrievalCalibration):
             raise ConformalError(f"Expected a RetrievalCalibration, got {type(calibration).__name__}.")
         check_k_bounds(min_k, max_k)
-        super().__init__(calibration=calibration, min_k=min_k, max_k=max_k, **kwargs)
+        check_group_options(calibration, group, group_by)
+        if monitor is not None:
+            monitor.check_calibration(calibration)
+        super().__init__(
+            calibration=calibration, min_k=min_k, max_k=max_k, group=group, group_by=group_by, monitor=monitor, **kwargs
+        )
         if index is not None and retriever is not None:
             raise ConformalError("Pass at most one host to check: index=... or retriever=...")
         host = retriever if retriever is not None else index
@@ -115,4 +130,13 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
     ) -> list[NodeWithScore]:
         nodes = list(nodes)
         self._check_pool(nodes)
-        return select_nodes(nodes, self.calibration, self.min_k, self.max_k)
+        return select_nodes(
+            nodes,
+            self.calibration,
+            self.min_k,
+            self.max_k,
+            query=query_bundle.query_str if query_bundle is not None else "",
+            group=self.group,
+            group_by=self.group_by,
+            monitor=self.monitor,
+        )

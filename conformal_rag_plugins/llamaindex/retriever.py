@@ -2,52 +2,23 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..calibration.fingerprint import check_corpus, corpus_digest
-from ..calibration.groups import check_group_options, query_threshold
+from ..calibration.groups import check_group_options
 from ..calibration.retrieval import RetrievalCalibration
-from ..core.errors import ConformalError, GuaranteeCutWarning
-from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
+from ..core.errors import ConformalError
+from ..core.selection import check_k_bounds
 from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
-from .host import all_ids, pool_from_nodes
+from .host import all_ids
+from .node_selection import CONFORMAL_METADATA_KEYS, select_nodes
 
 __all__ = ["CONFORMAL_METADATA_KEYS", "ConformalRetriever"]
-
-CONFORMAL_METADATA_KEYS = (
-    "conformal_score",
-    "conformal_nonconformity",
-    "conformal_threshold",
-    "conformal_alpha",
-    "conformal_score_family",
-    "conformal_set_size",
-    "conformal_guaranteed",
-)
-
-
-_EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
-
-
-def _ordered(nodes: list[NodeWithScore]) -> tuple[list[NodeWithScore], np.ndarray]:
-    """Nodes best first (stable) and their scores, as :func:`pool_from_nodes` orders them.
-
-    Only the scores are read: the texts a :class:`CandidatePool` carries are for calibration.
-    Missing or NaN scores go through :func:`pool_from_nodes` for its error.
-    """
-    got = best_first([n.score for n in nodes])
-    if got is None:
-        pool_from_nodes(nodes)  # raises the CalibrationError naming the missing or NaN score
-        raise AssertionError("unreachable")
-    scores, order = got
-    return (list(nodes) if order is None else [nodes[i] for i in order]), scores
-
 
 class ConformalRetriever(BaseRetriever):
     """Return every node whose score passes the calibrated threshold.
@@ -82,6 +53,7 @@ class ConformalRetriever(BaseRetriever):
 
     group: str | None = None  # class defaults: set per instance by __init__
     group_by: Any = None
+    monitor: Any = None
 
     def __init__(
         self,
@@ -119,27 +91,16 @@ class ConformalRetriever(BaseRetriever):
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _select(self, nodes: list[NodeWithScore], query: str = "") -> list[NodeWithScore]:
-        ordered, scores = _ordered(nodes)
-        cal = self.calibration
-        family = cal.score_family_
-        check_k_bounds(self.min_k, self.max_k)
-        threshold, group_meta = query_threshold(cal, self.group, self.group_by, query)
-        # the scores are checked (no NaN) and sorted best first by _ordered: skip re-validating them
-        decision = decide_set(family, scores, threshold, min_k=self.min_k, max_k=self.max_k, validate=False)
-        if not decision.guaranteed:
-            warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=4)
-        if self.monitor is not None:
-            self.monitor.observe(scores, set_size=decision.conformal_size, calibration=cal)
-        out = []
-        for i, score, meta in conformal_metadata(family, threshold, cal.alpha_, scores, decision):
-            node = ordered[i].node
-            update: dict[str, Any] = {"metadata": dict(node.metadata) | {"conformal_score": score} | meta | group_meta}
-            for attr in _EXCLUDED_ATTRS:
-                keys = list(getattr(node, attr, []) or [])
-                update[attr] = keys + [k for k in (*CONFORMAL_METADATA_KEYS, *group_meta) if k not in keys]
-            # model_copy(update=...) sets the fields without re-validating each assignment
-            out.append(NodeWithScore(node=node.model_copy(update=update), score=score))
-        return out
+        return select_nodes(
+            nodes,
+            self.calibration,
+            self.min_k,
+            self.max_k,
+            query=query,
+            group=self.group,
+            group_by=self.group_by,
+            monitor=self.monitor,
+        )
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._select(self._host.retrieve(query_bundle), query_bundle.query_str)

@@ -124,3 +124,22 @@ def test_refuses_other_embeddings_and_missing_scores(calibration):
     docs = [Document(page_content=str(i)) for i in range(POOL)]
     with pytest.raises(ConformalError, match="metadata\\['score'\\]"):
         unchecked.compress_documents(docs, "q")
+
+
+def test_drift_monitor_is_updated_by_every_query(base, embeddings, calibration, squad_questions, dropin_split):
+    from conformal_rag_plugins.calibration import ConformalMonitor
+
+    reference = [
+        score_documents(squad_questions[i].question, base.invoke(squad_questions[i].question), embeddings)
+        for i in dropin_split.calibration[:60]
+    ]
+    monitor = ConformalMonitor.from_observations(calibration, reference)
+    compressor = ConformalDocumentCompressor(calibration=calibration, embeddings=embeddings, monitor=monitor)
+    retriever = _compression(base, compressor)
+    questions = [squad_questions[i].question for i in dropin_split.held_out[:3]]
+    for q in questions:
+        retriever.invoke(q)
+    asyncio.run(retriever.ainvoke(questions[0]))
+    assert monitor.n_stream == 4
+    top1 = float(np.max(score_documents(questions[0], base.invoke(questions[0]), embeddings)))
+    assert monitor.stream[0] == pytest.approx(top1) and monitor.stream[3] == pytest.approx(top1)

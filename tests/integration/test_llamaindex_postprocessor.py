@@ -112,3 +112,17 @@ def test_refuses_nodes_without_scores_and_another_pipeline(li_index, calibration
         ConformalNodePostprocessor(calibration=lc_store_calibration, index=li_index)
     with pytest.raises(ConformalError, match="RetrievalCalibration"):
         ConformalNodePostprocessor(calibration={"threshold": 0.1})
+
+
+def test_drift_monitor_is_updated_by_every_query(
+    li_index, calibration, observations_factory, squad_questions, dropin_split
+):
+    from conformal_rag_plugins.calibration import ConformalMonitor
+
+    dense = observations_factory("llamaindex", "dense")
+    monitor = ConformalMonitor.from_observations(calibration, [dense[i] for i in dropin_split.calibration])
+    engine = _engine(li_index, [ConformalNodePostprocessor(calibration=calibration, monitor=monitor)])
+    for i in dropin_split.held_out[:3]:
+        engine.query(squad_questions[i].question)
+    assert monitor.n_stream == 3 and len(monitor.p_values) == 3
+    assert monitor.stream == [pytest.approx(dense[i].scores[0]) for i in dropin_split.held_out[:3]]
