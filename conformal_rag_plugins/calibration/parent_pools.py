@@ -9,14 +9,27 @@ both score a parent with the same function
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from ..core.errors import CalibrationError
 from ..core.parent_scores import PARENT_AGGREGATIONS, aggregate_to_parents
+from .examples import CalibrationExample
+from .fingerprint import Fingerprint
 from .pool_calibration import CandidatePool
 
-__all__ = ["ParentCandidates", "check_parent_aggregation", "parent_unit_name", "to_parent_pool"]
+__all__ = [
+    "PARENT_MARK",
+    "ParentCandidates",
+    "check_parent_aggregation",
+    "lift_gold_to_parents",
+    "parent_fingerprint",
+    "parent_unit_name",
+    "to_parent_pool",
+]
+
+#: Separator between the chunk host's retriever description and the parent unit in a fingerprint.
+PARENT_MARK = ">"
 
 
 @dataclass(frozen=True)
@@ -103,3 +116,37 @@ def to_parent_pool(
             )
         texts.append(text)
     return ParentCandidates(CandidatePool(agg.parent_ids, tuple(texts), agg.scores), agg.members)
+
+
+def parent_fingerprint(chunk_host: Fingerprint, how: str) -> Fingerprint:
+    """The fingerprint of a parent-level host: the chunk host's, with the unit appended to ``retriever``.
+
+    A chunk-level calibration then refuses a parent-level retriever and the other way round,
+    and ``max`` refuses ``sum``.
+
+    Examples
+    --------
+    >>> fp = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-distance")
+    >>> parent_fingerprint(fp, "max").retriever
+    'dense>parent:max'
+    """
+    return replace(chunk_host, retriever=f"{chunk_host.retriever}{PARENT_MARK}{parent_unit_name(how)}")
+
+
+def lift_gold_to_parents(
+    examples: Sequence[CalibrationExample], parent_of: Mapping[str, str | None] | Callable[[str], str | None]
+) -> list[CalibrationExample]:
+    """Replace chunk gold ids by their parents' ids (ids that are not chunks are kept, e.g. parent ids).
+
+    Examples
+    --------
+    >>> ex = CalibrationExample("Who?", gold_ids=("A::chunk1", "B"))
+    >>> lift_gold_to_parents([ex], {"A::chunk1": "A"})[0].gold_ids
+    ('A', 'B')
+    """
+    lookup = parent_of.get if isinstance(parent_of, Mapping) else parent_of
+    out = []
+    for ex in examples:
+        ids = tuple(dict.fromkeys((lookup(g) or g) for g in ex.gold_ids))
+        out.append(ex if ids == tuple(ex.gold_ids) else replace(ex, gold_ids=ids))
+    return out
