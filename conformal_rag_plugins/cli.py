@@ -68,6 +68,21 @@ def _parser() -> argparse.ArgumentParser:
         "such as zscore:0.5 or minmax:0.3",
     )
     _chunk_args(e)
+    e.add_argument(
+        "--unit",
+        choices=["auto", "chunk", "parent:max", "parent:sum", "document"],
+        default="auto",
+        help="what is returned and counts as gold: chunks, parent documents scored from their chunks (best chunk "
+        "or summed), or whole documents; 'auto' (default) lets the tuned hybrid choose by the context tokens an "
+        "LLM would read",
+    )
+    e.add_argument(
+        "--pool-sizes",
+        default=None,
+        metavar="N,N,...",
+        help="pool sizes to compare (default: --pool-size, and 2x and 4x of it for the tuned hybrid; a larger "
+        "pool competes only where the base pool misses more than alpha/2 of the questions)",
+    )
     e.add_argument("--json", dest="json_out", required=True, help="output JSON path")
     e.add_argument(
         "--group-by",
@@ -123,12 +138,30 @@ def _print_evaluate_notes(report: dict) -> None:
         )
     for alpha, tuning in (report.get("tuning") or {}).items():
         print(f"tuned hybrid at alpha={alpha}: most often chose {tuning['most_chosen']} {tuning['choices']}")
+    for alpha, best in (report.get("best_fixed") or {}).items():
+        print(
+            f"best fixed setting in hindsight at alpha={alpha}: {best['setting']} "
+            f"({best['mean_context_tokens']:.0f} context tokens, coverage {best['mean_coverage']:.3f})"
+        )
+    for note in report.get("warnings") or []:
+        print(f"warning: {note}", file=sys.stderr)
     for alpha, block in ((report.get("groups") or {}).get("by_alpha") or {}).items():
         worst = block["worst_group_coverage"]
         print(
             f"groups by {report['groups']['field']} at alpha={alpha}: worst group coverage "
             f"{worst['pooled']:.3f} pooled, {worst['per_group']:.3f} per group"
         )
+
+
+def _int_list(text: str | None, flag: str) -> list[int] | None:
+    from .core.errors import ConformalError
+
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConformalError(f"{flag} takes comma-separated whole numbers such as 50,100,200, got {text!r}.") from None
 
 
 def _one_line(message: str) -> str:
@@ -245,6 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 json_out=args.json_out,
                 group_by=args.group_by,
                 control=args.control,
+                unit=args.unit,
+                pool_sizes=_int_list(args.pool_sizes, "--pool-sizes"),
             )
             print(
                 markdown_table(
@@ -256,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "std_coverage",
                         "mean_set_size",
                         "median_set_size",
+                        "mean_context_tokens",
                         "trials",
                     ],
                 )
@@ -265,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 print(markdown_table([r for r in report["results"] if "mean_recall" in r], RECALL_COLUMNS))
             _print_evaluate_notes(report)
-            print(json.dumps({k: v for k, v in report.items() if k != "results"}))
+            print(json.dumps({k: v for k, v in report.items() if k not in ("results", "candidates")}))
     except ConformalError as exc:
         print(f"conformal-rag: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2

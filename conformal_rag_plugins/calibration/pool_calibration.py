@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from ..core.errors import CalibrationError
+from ..core.errors import CalibrationError, PoolMissWarning
+from ..core.pool_misses import pool_miss_advice
 from ..core.retrieval_trials import PoolObservation
 from .conformalizer import RetrievalConformalizer
 from .examples import CalibrationExample
@@ -24,7 +26,14 @@ from .gold_matching import gold_positions
 from .groups import GroupBy
 from .retrieval import RetrievalCalibration
 
-__all__ = ["CandidatePool", "calibrate_from_pools", "check_gold_ids", "collect_observations", "label_counts"]
+__all__ = [
+    "CandidatePool",
+    "calibrate_from_pools",
+    "check_gold_ids",
+    "collect_observations",
+    "label_counts",
+    "observe",
+]
 
 #: Example metadata keys whose values are counted into ``RetrievalCalibration.labels_``.
 LABEL_KEYS = ("gold_rule", "label_rule")
@@ -101,13 +110,38 @@ def collect_observations(
         )
     from tqdm.auto import tqdm
 
-    observations = []
-    for ex in tqdm(examples, desc="calibrating", unit="q", disable=not progress):
-        pool = fetch_pool(ex.question)
-        positions = gold_positions(ex, pool.ids, pool.texts)
-        n_gold = max(len(set(ex.gold_ids)) if ex.gold_ids else len({t.strip() for t in ex.gold_texts}), len(positions))
-        observations.append(PoolObservation(pool.scores, positions, question_id=ex.digest, n_gold=n_gold))
-    return observations
+    return [
+        observe(ex, fetch_pool(ex.question))
+        for ex in tqdm(examples, desc="calibrating", unit="q", disable=not progress)
+    ]
+
+
+def observe(
+    example: CalibrationExample, pool: CandidatePool, costs: Mapping[str, float] | None = None
+) -> PoolObservation:
+    """One question's observation: its pool's scores, where its gold candidates are, and (optionally) their costs.
+
+    ``costs`` maps a candidate id to what it costs the LLM to read (context tokens); a
+    candidate missing from it raises.
+
+    Examples
+    --------
+    >>> pool = CandidatePool(("a", "b"), ("x", "y"), np.array([0.9, 0.5]))
+    >>> obs = observe(CalibrationExample("q", gold_ids=("b",)), pool, {"a": 10, "b": 30})
+    >>> obs.gold_positions, obs.costs.tolist()
+    ((1,), [10.0, 30.0])
+    """
+    positions = gold_positions(example, pool.ids, pool.texts)
+    n_gold = max(
+        len(set(example.gold_ids)) if example.gold_ids else len({t.strip() for t in example.gold_texts}), len(positions)
+    )
+    cost_array = None
+    if costs is not None:
+        try:
+            cost_array = np.array([float(costs[str(i)]) for i in pool.ids], dtype=float)
+        except KeyError as exc:
+            raise CalibrationError(f"No context-token count for candidate {exc.args[0]!r}.") from None
+    return PoolObservation(pool.scores, positions, question_id=example.digest, n_gold=n_gold, costs=cost_array)
 
 
 def calibrate_from_pools(
@@ -169,6 +203,9 @@ def calibrate_from_pools(
             cal.n_calibration_,
             pool_size,
         )
+    advice = pool_miss_advice(cal.n_misses_, cal.n_calibration_, 1.0 - confidence_level, pool_size)
+    if advice is not None and control == "coverage":
+        warnings.warn(advice, PoolMissWarning, stacklevel=3)
     if math.isinf(cal.threshold_):
         logger.warning("The calibrated threshold is +inf: every candidate in the pool will be returned.")
     return cal

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import time
+import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..calibration.examples import CalibrationExample, CorpusEntry, load_corpus, load_qa
-from ..calibration.pool_calibration import collect_observations
 from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 from ..core.config_search import evaluate_tuned_splits
-from ..core.errors import ConformalError, InputFileError
+from ..core.errors import ConformalError, InputFileError, PoolMissWarning
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.retrieval_trials import PoolObservation, evaluate_splits
@@ -20,8 +20,9 @@ from ..core.validation import check_alpha
 from ..runtime.atomic import atomic_write_text
 from .chunk_corpus import chunk_corpus
 from .evaluate_groups import groups_block, question_groups
-from .hosts import build_hosts
 from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
+from .unit_candidates import collect_candidates, resolve_units
+from .unit_report import describe_choice, fixed_settings_block, mean_unit_tokens, pool_miss_notes
 
 __all__ = ["DEFAULT_FUSION", "evaluate_observations", "run_evaluate"]
 
@@ -30,7 +31,7 @@ DEFAULT_FUSION = FusionConfig("zscore", DEFAULT_DENSE_WEIGHT)
 
 
 def evaluate_observations(
-    observations: dict[FusionConfig | None, list[PoolObservation]],
+    observations: dict[Any, list[PoolObservation]],
     alphas: Sequence[float],
     *,
     tuned: bool,
@@ -39,35 +40,55 @@ def evaluate_observations(
     seed: int,
     pac_delta: float | None = None,
     topk: Sequence[int] = (1, 5, 10),
+    base_key: Any = None,
+    base_of: dict[str, str] | None = None,
+    objective: str = "size",
+    chunk_keys: Sequence[str] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows for every alpha, plus the tuning choices when ``tuned``.
 
     Fixed hosts: ``split`` (and ``pac``), ``topk@k``, ``conflare`` on the fixed
-    configuration (:data:`DEFAULT_FUSION` for a tuned hybrid). Tuned hybrids add a
-    ``tuned`` row whose configuration and family are chosen inside every trial on
-    an optimisation part of the calibration half.
+    configuration (``base_key``; by default :data:`DEFAULT_FUSION` for a tuned hybrid).
+    Tuned hybrids add a ``tuned`` row whose setting and family are chosen inside every
+    trial on an optimisation part of the calibration half, minimising ``objective``
+    (``base_of`` lets larger pools compete only when the base pool misses more than
+    alpha/2 of the optimisation questions). With ``chunk_keys``, a ``tuned-chunks`` row
+    repeats the chunk-level, base-pool, smallest-set tuning of earlier versions for comparison.
     """
-    base = observations.get(DEFAULT_FUSION, observations.get(None))
+    if base_key is None:
+        base_key = DEFAULT_FUSION if DEFAULT_FUSION in observations else None
+    base = observations.get(base_key)
     if base is None:
         base = next(iter(observations.values()))
     fixed_family = "relative" if score == "auto" and tuned else score
     rows: list[dict[str, Any]] = []
     tuning: dict[str, Any] = {}
+    families = SCORE_FAMILIES if score == "auto" else (score,)
     for alpha in alphas:
         for summary in evaluate_splits(
             base, alpha, family=fixed_family, trials=trials, seed=seed, pac_delta=pac_delta, topk=topk
         ):
             rows.append(summary.as_row())
         if tuned:
-            families = SCORE_FAMILIES if score == "auto" else (score,)
-            by_key = {c.key: obs for c, obs in observations.items() if c is not None}
-            summary, choices = evaluate_tuned_splits(by_key, alpha, families=families, trials=trials, seed=seed)
+            by_key = {_key(c): obs for c, obs in observations.items() if c is not None}
+            summary, choices = evaluate_tuned_splits(
+                by_key, alpha, families=families, trials=trials, seed=seed, objective=objective, base_of=base_of
+            )
             rows.append(summary.as_row())
             tuning[f"{alpha:g}"] = {
                 "most_chosen": choices.most_common(1)[0][0],
                 "choices": dict(choices.most_common()),
             }
+            if chunk_keys is not None:
+                old, _ = evaluate_tuned_splits(
+                    {k: by_key[k] for k in chunk_keys}, alpha, families=families, trials=trials, seed=seed
+                )
+                rows.append(replace(old, method="tuned-chunks").as_row())
     return rows, tuning
+
+
+def _key(config: Any) -> str:
+    return config.key if isinstance(config, FusionConfig) else str(config)
 
 
 def _fusion_grid(retriever: str, fusion: str) -> tuple[list[FusionConfig], bool]:
@@ -79,6 +100,15 @@ def _fusion_grid(retriever: str, fusion: str) -> tuple[list[FusionConfig], bool]
             grid.append(DEFAULT_FUSION)
         return grid, True
     return [FusionConfig.parse(fusion)], False
+
+
+def _pool_sizes(pool_size: int, pool_sizes: Sequence[int] | None, tuned: bool) -> list[int]:
+    if pool_sizes is None:
+        return [pool_size, 2 * pool_size, 4 * pool_size] if tuned else [pool_size]
+    sizes = [int(p) for p in pool_sizes]
+    for p in sizes:
+        check_at_least("pool size", p)
+    return [pool_size, *sorted({p for p in sizes if p != pool_size})]
 
 
 def run_evaluate(
@@ -102,6 +132,8 @@ def run_evaluate(
     client: Any = None,
     group_by: str | None = None,
     control: str = "coverage",
+    unit: str = "auto",
+    pool_sizes: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Run the evaluation and return (and optionally write) the JSON report.
 
@@ -128,6 +160,19 @@ def run_evaluate(
         ``recall`` adds ``crc`` (and, with ``pac_delta``, ``ltt``) and ``single-gold`` rows with
         the mean recall of every gold chunk (see :func:`~.recall_rows.recall_report`), and the
         keys ``control`` and ``recall``; ``coverage`` writes today's report unchanged.
+    unit : {"auto", "chunk", "parent:max", "parent:sum", "document"}, default "auto"
+        What is returned and counts as gold (see :mod:`.unit_candidates`). ``auto`` lets a
+        tuned hybrid choose among chunks, parents scored from their chunks, and whole
+        documents, by the mean context tokens of the calibrated set on the optimisation
+        part of every trial; other hosts use chunks.
+    pool_sizes : sequence of int, optional
+        Pool sizes to compare; default ``pool_size`` alone, or ``pool_size`` and 2x and 4x of
+        it for a tuned hybrid (a larger pool is tried only where the base pool misses more
+        than alpha/2 of the optimisation questions).
+
+    Every result row carries ``mean_context_tokens``: the MiniLM tokens of the returned
+    units, i.e. what an LLM would read. A tuned hybrid adds ``candidates`` (every fixed
+    setting over the same trials) and ``best_fixed`` (the best in hindsight).
 
     Examples
     --------
@@ -152,6 +197,7 @@ def run_evaluate(
         raise ConformalError(f"control must be 'coverage' or 'recall', got {control!r}.")
     grid, tuned = _fusion_grid(retriever, fusion)
     score = score or ("auto" if tuned else "relative")
+    pools = _pool_sizes(pool_size, pool_sizes, tuned)
     entries = load_corpus(*corpus) if corpus and isinstance(corpus[0], str | Path) else list(corpus)  # type: ignore[arg-type]
     if not entries:
         raise InputFileError("The corpus holds no entries.")
@@ -159,28 +205,40 @@ def run_evaluate(
     qa_name = qa if isinstance(qa, str | Path) else "the qa examples"
     if not questions:
         raise InputFileError(f"{qa_name}: no answerable questions to evaluate.")
+    check_gold_in_corpus(questions, {e.id for e in entries}, qa_name)
     chunk_report: dict[str, Any] | None = None
+    chunked = None
     if chunking:
         chunked = chunk_corpus(framework, entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-        entries, questions, chunk_report = list(chunked.chunks), chunked.questions, chunked.report()
-    check_gold_in_corpus(questions, {e.id for e in entries}, qa_name)
+        chunk_report = chunked.report()
+        check_gold_in_corpus(chunked.questions, {e.id for e in chunked.chunks}, qa_name)
+    units = resolve_units(unit, tuned=tuned, any_split=chunked is not None and chunked.n_split_entries > 0)
     labels = question_groups(questions, group_by, qa_name) if group_by is not None else None
-    t0 = time.perf_counter()
-    bundles = build_hosts(framework, retriever, entries, grid=grid, pool_size=pool_size, client=client)
-    t_index = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    observations = {
-        c: collect_observations(questions, b.fetch, progress=progress and i == 0)  # one bar is enough
-        for i, (c, b) in enumerate(bundles.items())
-    }
-    t_query = time.perf_counter() - t0
-    rows, tuning = evaluate_observations(
-        observations, alphas, tuned=tuned, score=score, trials=trials, seed=seed, pac_delta=pac_delta
+    configs: list[FusionConfig | None] = list(grid) if retriever == "hybrid" else [None]
+    candidates = collect_candidates(
+        framework, retriever, entries, questions, chunked, units=units, grid=configs, pool_sizes=pools,
+        client=client, progress=progress,
     )
-    base = observations.get(DEFAULT_FUSION, observations.get(None)) or next(iter(observations.values()))
+    base_unit = "chunk" if unit == "auto" else unit
+    base_config = DEFAULT_FUSION if retriever == "hybrid" and tuned else configs[0]
+    base_key = candidates.key_of(base_unit, base_config, pools[0])
+    by_key = candidates.observations
+    chunk_keys = [k for k, st in candidates.settings.items() if st["unit"] == "chunk" and st["pool_size"] == pools[0]]
+    several = len(units) > 1 or len(pools) > 1
+    rows, tuning = evaluate_observations(
+        dict(by_key), alphas, tuned=tuned, score=score, trials=trials, seed=seed, pac_delta=pac_delta,
+        base_key=base_key, base_of=candidates.base_of, objective="tokens",
+        chunk_keys=chunk_keys if tuned and several else None,
+    )
+    for info in tuning.values():
+        info.update(describe_choice(info["most_chosen"], candidates.settings))
+    base = by_key[base_key]
+    notes = pool_miss_notes(candidates, base_key, alphas)
+    for note in notes:
+        warnings.warn(note, PoolMissWarning, stacklevel=2)
     report = {
         "n_questions": len(questions),
-        "n_corpus": len(entries),
+        "n_corpus": len(chunked.chunks) if chunked is not None else len(entries),
         "framework": framework,
         "retriever": retriever,
         "score": score,
@@ -190,11 +248,23 @@ def run_evaluate(
         "chunking": chunk_report,
         "n_pool_misses": sum(1 for o in base if not o.gold_positions),
         "recall_at_1": sum(1 for o in base if 0 in o.gold_positions) / max(1, len(base)),
-        "seconds_index": round(t_index, 2),
-        "seconds_queries": round(t_query, 2),
+        "seconds_index": candidates.seconds_index,
+        "seconds_queries": candidates.seconds_queries,
         "tuning": tuning or None,
         "results": rows,
+        "unit": unit,
+        "units": units,
+        "pool_sizes": list(pools),
+        "objective": "tokens" if tuned else None,
+        "base_setting": base_key,
+        "mean_unit_tokens": mean_unit_tokens(candidates),
+        "pool_misses": candidates.miss_shares(),
+        "warnings": notes,
     }
+    if tuned:
+        report["candidates"], report["best_fixed"] = fixed_settings_block(
+            by_key, alphas, families=SCORE_FAMILIES if score == "auto" else (score,), trials=trials, seed=seed
+        )
     if labels is not None:
         report["groups"] = groups_block(base, labels, alphas, score=score, trials=trials, seed=seed, group_by=group_by)
     if control == "recall":

@@ -12,7 +12,7 @@ from ..calibration.pool_calibration import CandidatePool
 from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 
-__all__ = ["FRAMEWORKS", "RETRIEVERS", "HostBundle", "build_host", "build_hosts", "corpus_key"]
+__all__ = ["FRAMEWORKS", "RETRIEVERS", "HostBundle", "build_fanout", "build_host", "build_hosts", "corpus_key"]
 
 FRAMEWORKS = ("llamaindex", "langchain")
 RETRIEVERS = ("dense", "bm25", "hybrid")
@@ -133,3 +133,35 @@ def build_host(
         framework, kind, entries, grid=[config], pool_size=pool_size, client=client, show_progress=show_progress
     )
     return next(iter(hosts.values()))
+
+
+def build_fanout(
+    framework: str,
+    kind: str,
+    entries: Sequence[CorpusEntry],
+    *,
+    grid: Sequence[FusionConfig],
+    pool_sizes: Sequence[int],
+    client: Any = None,
+    show_progress: bool = False,
+) -> Callable[[str], dict[tuple[FusionConfig | None, int], CandidatePool]]:
+    """Index ``entries`` once and return ``fetch(question) -> {(fusion or None, pool size): pool}``.
+
+    One dense and one BM25 search per question serve every fusion setting and pool size
+    (``llamaindex/fusion_fanout.py``, ``langchain/fusion_fanout.py``).
+    """
+    if framework not in FRAMEWORKS or kind not in RETRIEVERS:
+        raise ValueError(f"framework must be one of {FRAMEWORKS} and retriever one of {RETRIEVERS}.")
+    name = f"crp-{framework}-{corpus_key(entries)}"
+    if framework == "llamaindex":
+        from ..llamaindex.fusion_fanout import FusionFanout
+        from ..llamaindex.stack import build_chroma_index
+
+        index, nodes = build_chroma_index(entries, client=client, collection_name=name, show_progress=show_progress)
+        return FusionFanout(index, nodes, kind, grid, pool_sizes)
+    from ..langchain.fusion_fanout import FusionFanout as LangChainFanout
+    from ..langchain.stack import build_chroma_vectorstore
+    from ..local.bm25 import BM25Index
+
+    store = build_chroma_vectorstore(entries, client=client, collection_name=name)
+    return LangChainFanout(store, BM25Index([e.id for e in entries], [e.text for e in entries]), kind, grid, pool_sizes)

@@ -1,6 +1,8 @@
 """Choose a host configuration (e.g. hybrid fusion method and weight) and a score family together.
 
-The choice minimises the mean conformal set size on an *optimisation* split only.
+The choice minimises the mean conformal set size, or the mean context tokens of the set
+(``objective="tokens"``: units such as chunks, parents and whole documents differ in size),
+on an *optimisation* split only.
 Whoever calls :func:`choose_configuration` must compute the final threshold on a
 disjoint calibration split; then the choice is a fixed function of data the
 threshold never sees, and split-conformal validity is kept.
@@ -16,16 +18,20 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import ConformalError
+from .pool_matrix import PoolMatrix
 from .quantile import conformal_quantile
 from .retrieval_scores import SCORE_FAMILIES
 from .retrieval_trials import PoolObservation, TrialSummary
 
-__all__ = ["TuningChoice", "choose_configuration", "evaluate_tuned_splits"]
+__all__ = ["OBJECTIVES", "TuningChoice", "choose_configuration", "evaluate_fixed_settings", "evaluate_tuned_splits"]
+
+#: What tuning minimises on the optimisation split.
+OBJECTIVES = ("size", "tokens")
 
 
 @dataclass(frozen=True)
@@ -41,12 +47,21 @@ class TuningChoice:
     mean_sizes : dict
         ``{"config|family": mean set size on the optimisation split}``.
     n_optimisation : int
+    mean_tokens : dict
+        ``{"config|family": mean context tokens}`` when the observations carry costs.
+    objective : {"size", "tokens"}
+    skipped : tuple of str
+        Larger-pool configurations left out because their base pool missed at most ``alpha/2``
+        of the optimisation questions.
     """
 
     config: str
     family: str
     mean_sizes: dict[str, float]
     n_optimisation: int
+    mean_tokens: dict[str, float] = field(default_factory=dict)
+    objective: str = "size"
+    skipped: tuple[str, ...] = ()
 
 
 def _check_aligned(observations: Mapping[str, Sequence[PoolObservation]]) -> int:
@@ -61,13 +76,66 @@ def _check_aligned(observations: Mapping[str, Sequence[PoolObservation]]) -> int
     return n
 
 
+def _check_options(
+    families: Sequence[str], objective: str, base_of: Mapping[str, str] | None, keys: Sequence[str]
+) -> None:
+    for fam in families:
+        if fam not in SCORE_FAMILIES:
+            raise ConformalError(f"Unknown score family {fam!r}; use one of {SCORE_FAMILIES}.")
+    if objective not in OBJECTIVES:
+        raise ConformalError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
+    for key, base in (base_of or {}).items():
+        if key not in keys or base not in keys:
+            raise ConformalError(f"base_of maps {key!r} to {base!r}, but both must be configurations.")
+
+
+def _quantile(values: np.ndarray, alpha: float) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return conformal_quantile(values, alpha)
+
+
+def _choose(
+    matrices: Mapping[str, PoolMatrix],
+    rows: np.ndarray | None,
+    alpha: float,
+    families: Sequence[str],
+    objective: str,
+    base_of: Mapping[str, str] | None,
+) -> TuningChoice:
+    if objective == "tokens" and any(m.costs is None for m in matrices.values()):
+        raise ConformalError("objective='tokens' needs the context tokens (costs) of every candidate.")
+    skipped = tuple(k for k, base in (base_of or {}).items() if matrices[base].miss_share(rows) <= alpha / 2)
+    sizes: dict[str, float] = {}
+    tokens: dict[str, float] = {}
+    best: tuple[str, str] | None = None
+    best_value = math.inf
+    for key, matrix in matrices.items():
+        if key in skipped:
+            continue
+        for fam in families:
+            gold = matrix.gold[fam] if rows is None else matrix.gold[fam][rows]
+            _, kept, cost = matrix.evaluate(fam, _quantile(gold, alpha), rows)
+            sizes[f"{key}|{fam}"] = float(kept.mean())
+            if cost is not None:
+                tokens[f"{key}|{fam}"] = float(cost.mean())
+            value = tokens[f"{key}|{fam}"] if objective == "tokens" else sizes[f"{key}|{fam}"]
+            if value < best_value:
+                best, best_value = (key, fam), value
+    assert best is not None
+    n = len(next(iter(matrices.values()))) if rows is None else int(np.size(rows))
+    return TuningChoice(best[0], best[1], sizes, n, tokens, objective, skipped)
+
+
 def choose_configuration(
     observations: Mapping[str, Sequence[PoolObservation]],
     alpha: float,
     *,
     families: Sequence[str] = SCORE_FAMILIES,
+    objective: str = "size",
+    base_of: Mapping[str, str] | None = None,
 ) -> TuningChoice:
-    """Pick the configuration and family with the smallest mean set on the optimisation split.
+    """Pick the configuration and family with the smallest mean set (or context) on the optimisation split.
 
     Each candidate is scored by the split-conformal threshold at ``alpha`` computed
     *and* applied on the optimisation observations. Ties go to the earlier
@@ -80,6 +148,13 @@ def choose_configuration(
     alpha : float
     families : sequence of str
         Candidate score families.
+    objective : {"size", "tokens"}, default "size"
+        ``tokens`` minimises the mean context tokens of the set (the observations need ``costs``).
+    base_of : mapping of str to str, optional
+        Larger-pool configuration -> the same setting at the base pool. A larger pool is
+        tried only when its base pool misses more than ``alpha/2`` of the optimisation
+        questions (a miss share near ``alpha`` forces a huge threshold; below ``alpha/2`` a
+        larger pool costs latency for nothing).
 
     Examples
     --------
@@ -89,24 +164,18 @@ def choose_configuration(
     >>> choice.config, choice.mean_sizes
     ('w=0.7', {'w=0.3|rank': 2.0, 'w=0.7|rank': 1.0})
     """
-    n = _check_aligned(observations)
-    for fam in families:
-        if fam not in SCORE_FAMILIES:
-            raise ConformalError(f"Unknown score family {fam!r}; use one of {SCORE_FAMILIES}.")
-    sizes: dict[str, float] = {}
-    best: tuple[str, str] | None = None
-    best_size = math.inf
-    for key, obs in observations.items():
-        for fam in families:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                q = conformal_quantile([o.score(fam) for o in obs], alpha)
-            size = float(np.mean([o.covered_and_size(fam, q)[1] for o in obs]))
-            sizes[f"{key}|{fam}"] = size
-            if size < best_size:
-                best, best_size = (key, fam), size
-    assert best is not None
-    return TuningChoice(best[0], best[1], sizes, n)
+    _check_aligned(observations)
+    _check_options(families, objective, base_of, list(observations))
+    matrices = {k: PoolMatrix.from_observations(obs, families) for k, obs in observations.items()}
+    return _choose(matrices, None, alpha, families, objective, base_of)
+
+
+def _split_sizes(n: int, calibration_fraction: float, optimisation_fraction: float) -> tuple[int, int]:
+    n_cal = round(n * calibration_fraction)
+    n_opt = round(n_cal * optimisation_fraction)
+    if n_opt < 1 or n_cal - n_opt < 1 or n - n_cal < 1:
+        raise ConformalError(f"{n} questions are too few to split into optimisation, calibration and test parts.")
+    return n_cal, n_opt
 
 
 def evaluate_tuned_splits(
@@ -118,14 +187,17 @@ def evaluate_tuned_splits(
     seed: int = 0,
     calibration_fraction: float = 0.5,
     optimisation_fraction: float = 0.3,
+    objective: str = "size",
+    base_of: Mapping[str, str] | None = None,
 ) -> tuple[TrialSummary, Counter[str]]:
     """Coverage and set size of the tuned protocol over random splits.
 
     Per trial: shuffle the questions; the first ``calibration_fraction`` is the
     calibration half, whose first ``optimisation_fraction`` chooses the
-    configuration and family (:func:`choose_configuration`); the threshold uses the
-    rest of the calibration half with the chosen configuration's scores, and
-    coverage/size are measured on the test half with that configuration.
+    configuration and family (:func:`choose_configuration`, with ``objective`` and
+    ``base_of``); the threshold uses the rest of the calibration half with the chosen
+    configuration's scores, and coverage, size and context tokens are measured on the
+    test half with that configuration.
 
     Returns
     -------
@@ -143,26 +215,73 @@ def evaluate_tuned_splits(
     ('tuned', 5)
     """
     n = _check_aligned(observations)
+    _check_options(families, objective, base_of, list(observations))
     rng = np.random.default_rng(seed)
-    n_cal = round(n * calibration_fraction)
-    n_opt = round(n_cal * optimisation_fraction)
-    if n_opt < 1 or n_cal - n_opt < 1 or n - n_cal < 1:
-        raise ConformalError(f"{n} questions are too few to split into optimisation, calibration and test parts.")
+    n_cal, n_opt = _split_sizes(n, calibration_fraction, optimisation_fraction)
+    matrices = {k: PoolMatrix.from_observations(obs, families) for k, obs in observations.items()}
     choices: Counter[str] = Counter()
-    coverages, mean_sizes, all_sizes = [], [], []
+    coverages, mean_sizes, all_sizes, mean_tokens = [], [], [], []
     for _ in range(trials):
         perm = rng.permutation(n)
         opt_idx, cal_idx, test_idx = perm[:n_opt], perm[n_opt:n_cal], perm[n_cal:]
-        choice = choose_configuration(
-            {k: [obs[i] for i in opt_idx] for k, obs in observations.items()}, alpha, families=families
-        )
-        chosen = observations[choice.config]
+        choice = _choose(matrices, opt_idx, alpha, families, objective, base_of)
+        chosen = matrices[choice.config]
         choices[f"{choice.config}|{choice.family}"] += 1
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            q = conformal_quantile([chosen[i].score(choice.family) for i in cal_idx], alpha)
-        results = [chosen[i].covered_and_size(choice.family, q) for i in test_idx]
-        coverages.append(float(np.mean([c for c, _ in results])))
-        mean_sizes.append(float(np.mean([s for _, s in results])))
-        all_sizes.extend(s for _, s in results)
-    return TrialSummary(alpha, "tuned", tuple(coverages), tuple(mean_sizes), tuple(all_sizes)), choices
+        q = _quantile(chosen.gold[choice.family][cal_idx], alpha)
+        covered, kept, cost = chosen.evaluate(choice.family, q, test_idx)
+        coverages.append(float(covered.mean()))
+        mean_sizes.append(float(kept.mean()))
+        all_sizes.extend(int(k) for k in kept)
+        if cost is not None:
+            mean_tokens.append(float(cost.mean()))
+    summary = TrialSummary(alpha, "tuned", tuple(coverages), tuple(mean_sizes), tuple(all_sizes), tuple(mean_tokens))
+    return summary, choices
+
+
+def evaluate_fixed_settings(
+    observations: Mapping[str, Sequence[PoolObservation]],
+    alpha: float,
+    *,
+    families: Sequence[str] = SCORE_FAMILIES,
+    trials: int = 100,
+    seed: int = 0,
+    calibration_fraction: float = 0.5,
+) -> dict[str, TrialSummary]:
+    """Every fixed ``"config|family"`` over the same random splits (the whole calibration half calibrates).
+
+    The best of these *in hindsight* is the yardstick for the tuned protocol, which must
+    choose on part of the calibration half without seeing the test half.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> obs = [PoolObservation(np.sort(rng.random(5))[::-1].copy(), (int(rng.integers(5)),)) for _ in range(60)]
+    >>> out = evaluate_fixed_settings({"a": obs}, 0.2, families=("rank",), trials=5)
+    >>> list(out), out["a|rank"].method
+    (['a|rank'], 'a|rank')
+    """
+    n = _check_aligned(observations)
+    _check_options(families, "size", None, list(observations))
+    rng = np.random.default_rng(seed)
+    n_cal = round(n * calibration_fraction)
+    if n_cal < 1 or n - n_cal < 1:
+        raise ConformalError(f"{n} questions are too few to split into calibration and test halves.")
+    matrices = {k: PoolMatrix.from_observations(obs, families) for k, obs in observations.items()}
+    stats: dict[str, tuple[list[float], list[float], list[int], list[float]]] = {
+        f"{k}|{f}": ([], [], [], []) for k in matrices for f in families
+    }
+    for _ in range(trials):
+        perm = rng.permutation(n)
+        cal_idx, test_idx = perm[:n_cal], perm[n_cal:]
+        for key, matrix in matrices.items():
+            for fam in families:
+                covered, kept, cost = matrix.evaluate(fam, _quantile(matrix.gold[fam][cal_idx], alpha), test_idx)
+                entry = stats[f"{key}|{fam}"]
+                entry[0].append(float(covered.mean()))
+                entry[1].append(float(kept.mean()))
+                entry[2].extend(int(k) for k in kept)
+                if cost is not None:
+                    entry[3].append(float(cost.mean()))
+    return {
+        key: TrialSummary(alpha, key, tuple(c), tuple(s), tuple(a), tuple(t)) for key, (c, s, a, t) in stats.items()
+    }

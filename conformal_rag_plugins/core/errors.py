@@ -13,6 +13,7 @@ __all__ = [
     "InfiniteThresholdWarning",
     "InputFileError",
     "NotFittedError",
+    "PoolMissWarning",
     "SmallGroupWarning",
 ]
 
@@ -73,4 +74,12 @@ class SmallGroupWarning(UserWarning):
     """A group has too few calibration questions for its own threshold and uses the pooled one.
 
     The pooled threshold covers marginally, over all groups, not within that group.
+    """
+
+
+class PoolMissWarning(UserWarning):
+    """More than alpha/2 of the calibration questions have no gold candidate in the pool.
+
+    A miss counts as ``+inf`` nonconformity, so a miss share near alpha forces a huge
+    threshold (often the whole pool). A larger pool brings the share down.
     """

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .baselines import conflare_threshold
+from .errors import ConformalError
 from .quantile import conformal_quantile, pac_quantile
 from .retrieval_scores import SCORE_FAMILIES, keep_mask, nonconformity
 
@@ -35,9 +36,16 @@ class PoolObservation:
     _memo: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
     #: How many gold chunks the question has in all, in the pool or not (``None``: those in the pool).
     n_gold: int | None = None
+    #: What each candidate costs the LLM (context tokens), aligned with ``scores``; ``None`` when unknown.
+    costs: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         keep_mask("relative", self.scores, 0.0)  # validates: no NaN, sorted best first
+        if self.costs is not None:
+            costs = np.asarray(self.costs, dtype=float)
+            if costs.shape != np.shape(self.scores) or (costs.size and (np.isnan(costs).any() or costs.min() < 0)):
+                raise ConformalError("Candidate costs must be non-negative numbers, one per candidate score.")
+            object.__setattr__(self, "costs", costs)
 
     def score(self, family: str) -> float:
         """Nonconformity of this question under ``family`` (memoised)."""
@@ -57,6 +65,20 @@ class PoolObservation:
         covered = any(mask[p] for p in self.gold_positions)
         return covered, int(mask.sum())
 
+    def context_tokens(self, family: str, threshold: float) -> float | None:
+        """Total cost (context tokens) of the kept candidates; ``None`` without ``costs``.
+
+        Examples
+        --------
+        >>> obs = PoolObservation(np.array([0.9, 0.8, 0.1]), (0,), costs=np.array([100.0, 50.0, 70.0]))
+        >>> obs.context_tokens("rank", 2.0)
+        150.0
+        """
+        if self.costs is None:
+            return None
+        mask = keep_mask(family, self.scores, threshold, validate=False)
+        return float(self.costs[mask].sum())
+
 
 @dataclass(frozen=True)
 class TrialSummary:
@@ -67,9 +89,15 @@ class TrialSummary:
     coverages: tuple[float, ...]
     mean_sizes: tuple[float, ...]
     all_sizes: tuple[int, ...]
+    #: Mean context tokens of the sets in each trial (empty when the candidates carry no costs).
+    mean_tokens: tuple[float, ...] = ()
 
-    def as_row(self) -> dict[str, float | int | str]:
-        """The JSON row written by ``conformal-rag evaluate``."""
+    def as_row(self) -> dict[str, float | int | str | None]:
+        """The JSON row written by ``conformal-rag evaluate``.
+
+        ``mean_context_tokens`` is the mean over trials of the mean context tokens per set
+        (``None`` when the candidates carry no costs).
+        """
         cov = np.asarray(self.coverages)
         return {
             "alpha": self.alpha,
@@ -79,6 +107,7 @@ class TrialSummary:
             "mean_set_size": float(np.mean(self.mean_sizes)),
             "median_set_size": float(np.median(self.all_sizes)) if self.all_sizes else 0.0,
             "trials": len(self.coverages),
+            "mean_context_tokens": float(np.mean(self.mean_tokens)) if self.mean_tokens else None,
         }
 
 
@@ -132,24 +161,24 @@ def evaluate_splits(
     n = len(obs)
     rng = np.random.default_rng(seed)
     n_cal = round(n * calibration_fraction)
-    collected: dict[str, tuple[list[float], list[float], list[int]]] = {}
+    collected: dict[str, tuple[list[float], list[float], list[int], list[float]]] = {}
+    with_costs = bool(obs) and all(o.costs is not None for o in obs)
 
     def record(method: str, test: Sequence[PoolObservation], fam: str, q: float, strict_lt: bool = False) -> None:
-        covs, sizes = [], []
+        covs, sizes, tokens = [], [], []
         for o in test:
-            if strict_lt:
-                # ConFLARE keeps distance < threshold; on a similarity scale that is -s < t.
-                mask = -o.scores < q
-                covered = any(mask[p] for p in o.gold_positions)
-                size = int(mask.sum())
-            else:
-                covered, size = o.covered_and_size(fam, q)
-            covs.append(covered)
-            sizes.append(size)
-        entry = collected.setdefault(method, ([], [], []))
+            # ConFLARE keeps distance < threshold; on a similarity scale that is -s < t.
+            mask = -o.scores < q if strict_lt else keep_mask(fam, o.scores, q, validate=False)
+            covs.append(any(mask[p] for p in o.gold_positions))
+            sizes.append(int(mask.sum()))
+            if with_costs:
+                tokens.append(float(o.costs[mask].sum()))  # type: ignore[index]
+        entry = collected.setdefault(method, ([], [], [], []))
         entry[0].append(float(np.mean(covs)))
         entry[1].append(float(np.mean(sizes)))
         entry[2].extend(sizes)
+        if with_costs:
+            entry[3].append(float(np.mean(tokens)))
 
     for _ in range(trials):
         perm = rng.permutation(n)
@@ -173,4 +202,4 @@ def evaluate_splits(
             sim = [s for s in (o.score("similarity") for o in cal) if math.isfinite(s)]
             qc = conflare_threshold(sim, alpha) if sim else math.inf
             record("conflare", test, "similarity", qc, strict_lt=True)
-    return [TrialSummary(alpha, m, tuple(c), tuple(s), tuple(a)) for m, (c, s, a) in collected.items()]
+    return [TrialSummary(alpha, m, tuple(c), tuple(s), tuple(a), tuple(t)) for m, (c, s, a, t) in collected.items()]

@@ -61,19 +61,27 @@ class ScoredFusionRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        dense_pairs = _relevance(self.vectorstore, query, self.k)
+        return self.fuse(_relevance(self.vectorstore, query, self.k), self.bm25.search(query, self.k))
+
+    def fuse(self, dense_pairs: list[tuple[Document, float]], lexical: list[tuple[str, float]]) -> list[Document]:
+        """Fuse the dense ``(document, score)`` pairs with the BM25 ``(id, score)`` hits (top ``k`` of each).
+
+        :meth:`invoke` runs this on its own two searches; tuning reuses it on the
+        prefixes of one larger search (see ``langchain/fusion_fanout.py``).
+        """
+        dense_pairs, lexical = dense_pairs[: self.k], lexical[: self.k]
         docs = {doc_id(d): d for d, _ in dense_pairs}
         dense = {doc_id(d): float(s) for d, s in dense_pairs}
-        lexical = dict(self.bm25.search(query, self.k))
-        fused = fuse_scores(dense, lexical, weight=self.weight, method=self.method)[: self.k]
-        texts = dict(zip(self.bm25.ids, self.bm25.texts, strict=True))
+        lexical_scores = dict(lexical)
+        fused = fuse_scores(dense, lexical_scores, weight=self.weight, method=self.method)[: self.k]
+        texts = self.bm25.text_of
         out = []
         for cid, score in fused:
-            base = docs.get(cid) or Document(id=cid, page_content=texts.get(str(cid), ""), metadata={})
+            base = docs.get(cid) or Document(id=cid, page_content=texts(str(cid)), metadata={})
             meta = dict(base.metadata) | {
                 "score": score,
                 "dense_score": dense.get(cid),
-                "bm25_score": lexical.get(cid),
+                "bm25_score": lexical_scores.get(cid),
             }
             out.append(Document(id=cid, page_content=base.page_content, metadata=meta))
         return out

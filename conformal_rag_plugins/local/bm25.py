@@ -24,9 +24,16 @@ class BM25Index:
             raise ValueError("BM25Index needs as many ids as texts, and at least one.")
         self.ids = list(ids)
         self.texts = list(texts)
+        self._text_by_id: dict[str, str] | None = None
         self._bm25s = bm25s
         self._model = bm25s.BM25()
         self._model.index(bm25s.tokenize(self.texts, stopwords="en", show_progress=False), show_progress=False)
+
+    def text_of(self, doc_id: str) -> str:
+        """The indexed text of ``doc_id`` (``""`` when unknown)."""
+        if self._text_by_id is None:
+            self._text_by_id = dict(zip(self.ids, self.texts, strict=True))
+        return self._text_by_id.get(doc_id, "")
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """Top-``k`` ``(id, score)`` pairs, best first; zero-score hits are dropped."""

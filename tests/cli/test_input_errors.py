@@ -68,7 +68,7 @@ def no_heavy_work(monkeypatch, tmp_path):
     """Tripwires: no LLM, no index. Every error here must come before them."""
     from conformal_rag_plugins.commands import evaluate_answer_sets as evaluate_answers
     from conformal_rag_plugins.commands import evaluate_retrieval as evaluate
-    from conformal_rag_plugins.commands import hosts
+    from conformal_rag_plugins.commands import hosts, unit_candidates
 
     def tripwire(*args, **kwargs):
         raise AssertionError("the command started its work before refusing the input")
@@ -77,7 +77,9 @@ def no_heavy_work(monkeypatch, tmp_path):
     monkeypatch.setattr(calibration_inputs, "build_llm", tripwire)
     monkeypatch.setattr(hosts, "build_hosts", tripwire)
     monkeypatch.setattr(hosts, "build_host", tripwire)
-    monkeypatch.setattr(evaluate, "build_hosts", tripwire)
+    monkeypatch.setattr(hosts, "build_fanout", tripwire)
+    monkeypatch.setattr(unit_candidates, "build_fanout", tripwire)
+    monkeypatch.setattr(evaluate, "collect_candidates", tripwire)
     monkeypatch.setattr(evaluate_answers, "build_host", tripwire)
 
 

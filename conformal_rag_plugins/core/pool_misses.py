@@ -1,0 +1,43 @@
+"""When the candidate pool is too small: the miss share against alpha/2, and which pool size helps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["pool_miss_advice"]
+
+
+def pool_miss_advice(
+    n_misses: int, n: int, alpha: float, pool_size: int, shares_by_pool: Mapping[int, float] | None = None
+) -> str | None:
+    """A warning text when more than ``alpha/2`` of ``n`` questions have no gold candidate in the pool, else ``None``.
+
+    A miss has nonconformity ``+inf``; with a miss share near alpha the threshold is the
+    largest finite score or ``+inf`` (the whole pool). ``shares_by_pool`` (pool size ->
+    miss share, measured) names the smallest tried pool that brings the share to alpha/2
+    or below; without it the advice is to try 2x and 4x.
+
+    Examples
+    --------
+    >>> pool_miss_advice(2, 100, 0.1, 50) is None
+    True
+    >>> pool_miss_advice(9, 100, 0.1, 50, {50: 0.09, 100: 0.04, 200: 0.02}).split(". ")[-1]
+    'A pool of 100 misses 4.0%; use it (pool_size=100 / --pool-size 100).'
+    """
+    if n <= 0 or n_misses <= alpha / 2 * n:
+        return None
+    head = (
+        f"{n_misses} of {n} questions ({100 * n_misses / n:.1f}%) have no gold candidate in the pool of {pool_size}, "
+        f"more than alpha/2 = {100 * alpha / 2:g}%: the threshold must be large to cover them, so sets are large."
+    )
+    larger = sorted((p, s) for p, s in (shares_by_pool or {}).items() if p > pool_size)
+    for p, share in larger:
+        if share <= alpha / 2:
+            return f"{head} A pool of {p} misses {100 * share:.1f}%; use it (pool_size={p} / --pool-size {p})."
+    if larger:
+        p, share = larger[-1]
+        return (
+            f"{head} Even a pool of {p} misses {100 * share:.1f}%: check the gold labels, or index smaller units "
+            "and return their parents."
+        )
+    return f"{head} Try a larger pool (pool_size={2 * pool_size} or {4 * pool_size}) and compare."

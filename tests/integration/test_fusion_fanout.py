@@ -1,0 +1,55 @@
+"""The fan-out behind ``evaluate``'s tuning returns, for every fusion setting and pool size, exactly the
+pool the real host built with that setting and pool size returns (ids, order and scores)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformal_rag_plugins.calibration.tuned_calibration import DEFAULT_FUSION_GRID
+from conformal_rag_plugins.commands.hosts import build_fanout, build_hosts
+
+POOLS = (10, 50, 120)
+
+
+def _questions(squad_questions, n=12):
+    rng = np.random.default_rng(3)
+    return [squad_questions[i].question for i in rng.choice(len(squad_questions), n, replace=False)]
+
+
+@pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
+def test_fanout_pools_equal_the_hosts_pools(framework, squad_entries, squad_questions, chroma_memory_client):
+    fan = build_fanout(
+        framework, "hybrid", squad_entries, grid=DEFAULT_FUSION_GRID, pool_sizes=POOLS, client=chroma_memory_client
+    )
+    hosts = {
+        k: build_hosts(
+            framework, "hybrid", squad_entries, grid=DEFAULT_FUSION_GRID, pool_size=k, client=chroma_memory_client
+        )
+        for k in POOLS
+    }
+    compared = 0
+    for question in _questions(squad_questions):
+        pools = fan(question)
+        assert set(pools) == {(c, k) for c in DEFAULT_FUSION_GRID for k in POOLS}
+        for (config, k), pool in pools.items():
+            expected = hosts[k][config].fetch(question)
+            assert pool.ids == expected.ids, (config, k)
+            assert np.array_equal(pool.scores, expected.scores), (config, k)
+            assert pool.texts == expected.texts
+            compared += 1
+    assert compared == 12 * len(DEFAULT_FUSION_GRID) * len(POOLS)
+
+
+@pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
+@pytest.mark.parametrize("kind", ["dense", "bm25"])
+def test_single_retriever_fanout_equals_the_host(framework, kind, squad_entries, squad_questions, chroma_memory_client):
+    fan = build_fanout(framework, kind, squad_entries, grid=(), pool_sizes=(50, 20), client=chroma_memory_client)
+    for k in (20, 50):
+        host = next(
+            iter(build_hosts(framework, kind, squad_entries, pool_size=k, client=chroma_memory_client).values())
+        )
+        for question in _questions(squad_questions, 5):
+            got, expected = fan(question)[(None, k)], host.fetch(question)
+            assert got.ids == expected.ids
+            assert np.array_equal(got.scores, expected.scores)
