@@ -16,8 +16,9 @@ at calibration and at query time alike.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -110,6 +111,10 @@ class ParentHost:
         How a parent is scored from its chunks.
     k : int, optional
         The host's own chunk top-k (``search_kwargs['k']`` or ``k``), checked against the pool size.
+    search_kwargs : dict
+        A ``MultiVectorRetriever``'s other search arguments (e.g. ``filter``), passed to the
+        vector store's relevance search; ``k`` is the pool size, and ``score_threshold`` and the
+        MMR arguments are left out (the conformal threshold decides; scores are relevance scores).
     """
 
     chunks: Host
@@ -117,6 +122,7 @@ class ParentHost:
     id_key: str
     how: str = "max"
     k: int | None = None
+    search_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def fingerprint(self) -> Fingerprint:
         """The chunk host's fingerprint with the parent unit appended (chunk and parent levels refuse each other)."""
@@ -197,15 +203,31 @@ class ParentHost:
         keyed, parent_of = self._prepare(pool, docs)
         return self._finish(keyed, parent_of, docs, self.lookup(dict.fromkeys(parent_of.values())))
 
+    def _pairs(self, query: str, pool_size: int, callbacks: Any) -> list[tuple[Document, float]]:
+        if not self.search_kwargs or not isinstance(self.chunks, VectorStore):
+            return fetch_pairs(self.chunks, query, pool_size, callbacks=callbacks)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Relevance scores must be between")
+            return self.chunks.similarity_search_with_relevance_scores(query, k=pool_size, **self.search_kwargs)
+
+    async def _apairs(self, query: str, pool_size: int) -> list[tuple[Document, float]]:
+        assert isinstance(self.chunks, VectorStore)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Relevance scores must be between")
+            return await self.chunks.asimilarity_search_with_relevance_scores(query, k=pool_size, **self.search_kwargs)
+
     def fetch(self, query: str, pool_size: int, *, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
         """The parents of the host's top ``pool_size`` chunks, best first, and their scores."""
-        pool, docs = pool_from_pairs(fetch_pairs(self.chunks, query, pool_size, callbacks=callbacks))
+        pool, docs = pool_from_pairs(self._pairs(query, pool_size, callbacks))
         cands, parents = self.candidates(pool, docs)
         return parents, cands.pool.scores
 
     async def afetch(self, query: str, pool_size: int, *, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
         """Async :meth:`fetch`."""
-        pool, docs = await afetch_pool(self.chunks, query, pool_size, callbacks=callbacks)
+        if self.search_kwargs:
+            pool, docs = pool_from_pairs(await self._apairs(query, pool_size))
+        else:
+            pool, docs = await afetch_pool(self.chunks, query, pool_size, callbacks=callbacks)
         keyed, parent_of = self._prepare(pool, docs)
         stored = await self.alookup(dict.fromkeys(parent_of.values()))
         cands, parents = self._finish(keyed, parent_of, docs, stored)
@@ -213,7 +235,7 @@ class ParentHost:
 
     def fetch_pool(self, query: str, pool_size: int) -> CandidatePool:
         """The parent-level candidate pool of one query (what calibration observes)."""
-        pool, docs = pool_from_pairs(fetch_pairs(self.chunks, query, pool_size))
+        pool, docs = pool_from_pairs(self._pairs(query, pool_size, None))
         return self.candidates(pool, docs)[0].pool
 
     def lift_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
@@ -224,6 +246,15 @@ class ParentHost:
     def known_parents(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the docstore holds."""
         return {i for i, v in self.lookup(ids).items() if v is not None}
+
+
+#: ``MultiVectorRetriever.search_kwargs`` not passed to the relevance search (see :class:`ParentHost`).
+_NOT_PASSED = frozenset({"k", "score_threshold", "fetch_k", "lambda_mult"})
+
+
+def _search_kwargs(host: Any) -> dict[str, Any]:
+    kwargs = getattr(host, "search_kwargs", None) or {}
+    return {k: v for k, v in kwargs.items() if k not in _NOT_PASSED}
 
 
 def _top_k(host: Any) -> int | None:
@@ -275,7 +306,14 @@ def parent_host(
         )
     if is_multi_vector(host):
         store = parents if parents is not None else host.docstore  # type: ignore[union-attr]
-        return ParentHost(host.vectorstore, store, id_key or host.id_key, how, _top_k(host))  # type: ignore[union-attr]
+        return ParentHost(
+            host.vectorstore,  # type: ignore[union-attr]
+            store,
+            id_key or host.id_key,  # type: ignore[union-attr]
+            how,
+            _top_k(host),
+            _search_kwargs(host),
+        )
     if parents is None:
         if id_key is not None or how != "max":
             raise ConformalError(

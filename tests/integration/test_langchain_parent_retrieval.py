@@ -191,11 +191,14 @@ def test_parent_set_size_check_fails_keep_everything(parent_cal, observations, s
     assert np.mean([s for _, s in everything]) > SIZE_LIMIT
 
 
-def test_multi_vector_retriever_and_store_with_parents_share_the_calibration(pdr, parent_cal, long_docs, split) -> None:
+def test_multi_vector_retriever_and_store_with_parents_share_the_calibration(
+    pdr, parent_cal, long_docs, split, tmp_path
+) -> None:
     """A MultiVectorRetriever and a plain store with parents= take the PDR calibration and return the same parents;
     chunk gold ids are lifted to their parents."""
     from langchain_classic.retrievers import MultiVectorRetriever
 
+    from conformal_rag_plugins.calibration.retrieval import RetrievalCalibration
     from conformal_rag_plugins.langchain import ConformalRetriever, calibrate_retriever
 
     mvr = MultiVectorRetriever(vectorstore=pdr.vectorstore, docstore=pdr.docstore)
@@ -213,6 +216,17 @@ def test_multi_vector_retriever_and_store_with_parents_share_the_calibration(pdr
     a = calibrate_retriever(mvr, subset, progress=False)
     b = calibrate_retriever(mvr, by_chunk, progress=False)
     assert a.scores_ == b.scores_ and a.fingerprint_ == parent_cal.fingerprint_
+    # the MultiVectorRetriever's search filter is honoured; a saved parent-level calibration loads and works
+    target = questions[split[1][0]].gold_ids[0]
+    only = MultiVectorRetriever(
+        vectorstore=pdr.vectorstore, docstore=pdr.docstore, search_kwargs={"filter": {"doc_id": target}}
+    )
+    path = tmp_path / "parent_cal.json"
+    parent_cal.save(path)
+    loaded = RetrievalCalibration.load(path)
+    assert loaded.fingerprint_.retriever == "dense>parent:max"
+    docs = ConformalRetriever(retriever=only, calibration=loaded).invoke(questions[split[1][1]].question)
+    assert [d.id for d in docs] == [target]
 
 
 def test_scored_fusion_host_with_parents_and_callbacks(pdr, long_docs, split) -> None:
