@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from ..calibration.examples import CalibrationExample
 from ..calibration.fingerprint import corpus_digest
@@ -15,6 +16,7 @@ from ..core.errors import ConformalError
 from ..core.validation import check_pool_size
 from .fingerprint import fingerprint_of
 from .host import Host, all_ids, existing_ids, fetch_pool
+from .parent_retrieval import parent_examples, parent_host
 
 __all__ = ["calibrate_retriever", "resolve_pool_size"]
 
@@ -45,6 +47,9 @@ def calibrate_retriever(
     progress: bool = True,
     group_by: GroupBy | None = None,
     control: str = "coverage",
+    parents: Any = None,
+    id_key: str | None = None,
+    parent_aggregation: str = "max",
 ) -> RetrievalCalibration:
     """Calibrate the conformal retrieval threshold on labelled examples.
 
@@ -73,6 +78,15 @@ def calibrate_retriever(
         ``E[1 - recall] <= 1 - confidence_level`` (conformal risk control, ``method="split"``
         or ``"crc"``) or that with probability ``1 - delta`` (Learn-then-Test, ``method="ltt"``
         or ``"pac"``). The ConformalRetriever uses the threshold unchanged.
+    parents : BaseStore or Mapping, optional
+        Small-to-big: calibrate and return *parent* documents scored from their chunks. Parent id
+        -> parent ``Document`` (e.g. ``InMemoryStore``). A ``MultiVectorRetriever`` /
+        ``ParentDocumentRetriever`` host brings its own ``docstore`` and ``id_key``; its
+        ``vectorstore`` scores the chunks. Gold ids may be parent ids or chunk ids.
+    id_key : str, optional
+        Chunk metadata key of the parent id (default: the retriever's ``id_key``, else ``"doc_id"``).
+    parent_aggregation : {"max", "sum"}, default "max"
+        A parent's score from its chunks in the pool (the best one, or the sum of min-max normalised scores).
 
     Returns
     -------
@@ -83,17 +97,19 @@ def calibrate_retriever(
     >>> cal = calibrate_retriever(vectorstore, examples, confidence_level=0.9)  # doctest: +SKIP
     >>> retriever = ConformalRetriever(vectorstore=vectorstore, calibration=cal)  # doctest: +SKIP
     """
-    size = resolve_pool_size(host, pool_size)
-    examples = list(examples)
+    source = parent_host(host, parents=parents, id_key=id_key, how=parent_aggregation)
+    size = resolve_pool_size(host if source is None else source, pool_size)
+    examples = list(examples) if source is None else parent_examples(source, examples)
     groups = group_labels(examples, group_by) if group_by is not None else None
     gold = sorted({g for ex in examples for g in ex.gold_ids})
-    known = existing_ids(host, gold) if gold else None
+    known = existing_ids(host, gold) if gold and source is None else None
     if known is not None:
         check_gold_ids(examples, known)
-    fingerprint = fingerprint_of(host)
+    fingerprint = fingerprint_of(host) if source is None else source.fingerprint()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Relevance scores must be between")
-        observations = collect_observations(examples, lambda q: fetch_pool(host, q, size)[0], progress=progress)
+        fetch = (lambda q: fetch_pool(host, q, size)[0]) if source is None else (lambda q: source.fetch_pool(q, size))
+        observations = collect_observations(examples, fetch, progress=progress)
     cal = calibrate_from_pools(
         observations,
         fingerprint=fingerprint,

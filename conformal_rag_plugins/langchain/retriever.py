@@ -12,7 +12,7 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from ..calibration.fingerprint import check_corpus, corpus_digest
 from ..calibration.groups import check_group_options
@@ -22,6 +22,7 @@ from ..core.selection import best_first, check_k_bounds
 from .document_selection import select_documents
 from .fingerprint import fingerprint_of
 from .host import afetch_pool, all_ids, fetch_pairs, pool_from_pairs
+from .parent_retrieval import ParentHost, parent_host
 
 __all__ = ["ConformalRetriever"]
 
@@ -54,11 +55,17 @@ class ConformalRetriever(BaseRetriever):
         documents say which in ``conformal_group`` and ``conformal_threshold_source``.
     monitor : ConformalMonitor, optional
         Updated with every query's statistic (drift alarm); it must belong to ``calibration``.
+    parents, id_key, parent_aggregation : optional
+        Small-to-big, as in :func:`calibrate_retriever`: return the *parent* documents (copies) with
+        the aggregated score and ``metadata['conformal_chunks']`` (``id``, ``score``, ``text`` of the
+        chunks that scored them, best first). A ``MultiVectorRetriever`` / ``ParentDocumentRetriever``
+        host is parent-level by itself. The calibration must be parent-level too (fingerprint).
 
     Examples
     --------
     >>> retriever = ConformalRetriever(vectorstore=store, calibration=cal)  # doctest: +SKIP
     >>> chain = retriever | format_docs | prompt | llm  # doctest: +SKIP
+    >>> parents = ConformalRetriever(retriever=parent_document_retriever, calibration=parent_cal)  # doctest: +SKIP
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -73,6 +80,10 @@ class ConformalRetriever(BaseRetriever):
     group: str | None = None
     group_by: Any = None
     monitor: Any = None
+    parents: Any = None
+    id_key: str | None = None
+    parent_aggregation: str = "max"
+    _parent: ParentHost | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -100,8 +111,12 @@ class ConformalRetriever(BaseRetriever):
             raise ConformalError("Pass exactly one host: vectorstore=... or retriever=...")
         check_k_bounds(self.min_k, self._cap(None))
         check_group_options(self.calibration, self.group, self.group_by)
+        self._parent = parent_host(self._host, parents=self.parents, id_key=self.id_key, how=self.parent_aggregation)
+        if self._parent is not None:
+            self._parent.check_pool_size(self.calibration.pool_size_)
         if self.check_fingerprint:
-            self.calibration.fingerprint_.check_compatible(fingerprint_of(self._host))
+            fp = fingerprint_of(self._host) if self._parent is None else self._parent.fingerprint()
+            self.calibration.fingerprint_.check_compatible(fp)
             if self.calibration.corpus_:
                 check_corpus(self.calibration.corpus_, corpus_digest(all_ids(self._host)), stacklevel=6)
         host_k = getattr(self.retriever, "k", None)
@@ -155,6 +170,8 @@ class ConformalRetriever(BaseRetriever):
         Same order and checks as :func:`fetch_pool`, without building the calibration-side
         :class:`CandidatePool` (ids and texts) on every query.
         """
+        if self._parent is not None:
+            return self._parent.fetch(query, self.calibration.pool_size_, callbacks=callbacks)
         pairs = fetch_pairs(self._host, query, self.calibration.pool_size_, callbacks=callbacks)
         got = best_first([s for _, s in pairs])
         if got is None:
@@ -178,5 +195,8 @@ class ConformalRetriever(BaseRetriever):
         **kwargs: Any,
     ) -> list[Document]:
         child = run_manager.get_child()
+        if self._parent is not None:
+            docs, scores = await self._parent.afetch(query, self.calibration.pool_size_, callbacks=child)
+            return self._select(docs, scores, k, checked=True, query=query, group=kwargs.get("group"))
         pool, docs = await afetch_pool(self._host, query, self.calibration.pool_size_, callbacks=child)
         return self._select(docs, pool.scores, k, checked=True, query=query, group=kwargs.get("group"))

@@ -1,0 +1,344 @@
+"""Small-to-big retrieval in LangChain: score chunks, return their parent documents.
+
+LangChain's own pattern is the ``MultiVectorRetriever`` (and its subclass
+``ParentDocumentRetriever``, both in ``langchain_classic.retrievers``): small chunks live in
+its ``vectorstore`` with the parent's id in ``metadata[id_key]``, and the parents live in
+its ``docstore``. :func:`parent_host` reads those three attributes (no import of
+``langchain_classic``, which is not a base dependency), or takes any scored host (a vector
+store, :class:`~conformal_rag_plugins.langchain.ScoredFusionRetriever`) with ``parents=``
+(a ``BaseStore`` such as ``InMemoryStore``, or a mapping) and ``id_key=``.
+
+The chunk scores are the vector store's relevance scores (or the retriever's
+``metadata['score']``), the same scale as a chunk-level host; each parent is scored from
+its chunks with :func:`~conformal_rag_plugins.calibration.parent_pools.to_parent_pool`,
+at calibration and at query time alike.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import VectorStore
+
+from ..calibration.examples import CalibrationExample
+from ..calibration.fingerprint import Fingerprint
+from ..calibration.parent_pools import (
+    ParentCandidates,
+    check_parent_aggregation,
+    lift_gold_to_parents,
+    parent_fingerprint,
+    to_parent_pool,
+)
+from ..calibration.pool_calibration import CandidatePool
+from ..core.errors import CalibrationError, ConformalError
+from .fingerprint import fingerprint_of
+from .host import Host, afetch_pool, doc_id, fetch_pairs, pool_from_pairs
+
+__all__ = [
+    "CHUNKS_KEY",
+    "DEFAULT_ID_KEY",
+    "ParentHost",
+    "is_multi_vector",
+    "parent_examples",
+    "parent_host",
+    "with_chunks",
+]
+
+#: Metadata key of a returned parent that lists the chunks which scored it.
+CHUNKS_KEY = "conformal_chunks"
+#: LangChain's default ``MultiVectorRetriever.id_key``.
+DEFAULT_ID_KEY = "doc_id"
+
+
+def is_multi_vector(host: Any) -> bool:
+    """Whether ``host`` looks like a ``MultiVectorRetriever`` (``vectorstore``, ``docstore``, ``id_key``).
+
+    Examples
+    --------
+    >>> is_multi_vector(object())
+    False
+    """
+    return (
+        isinstance(host, BaseRetriever)
+        and isinstance(getattr(host, "vectorstore", None), VectorStore)
+        and getattr(host, "docstore", None) is not None
+        and isinstance(getattr(host, "id_key", None), str)
+    )
+
+
+def with_chunks(parent: Document | str, parent_id: str, chunks: Sequence[dict[str, Any]]) -> Document:
+    """A copy of a stored parent (never the store's object) with ``metadata['conformal_chunks']``.
+
+    Examples
+    --------
+    >>> stored = Document(page_content="long text", metadata={"title": "T"})
+    >>> out = with_chunks(stored, "A", [{"id": "a1", "score": 0.9, "text": "long"}])
+    >>> out.id, out.metadata["conformal_chunks"][0]["id"], "conformal_chunks" in stored.metadata
+    ('A', 'a1', False)
+    """
+    if isinstance(parent, Document):
+        return Document(
+            id=parent_id, page_content=parent.page_content, metadata=dict(parent.metadata) | {CHUNKS_KEY: list(chunks)}
+        )
+    return Document(id=parent_id, page_content=str(parent), metadata={CHUNKS_KEY: list(chunks)})
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.page_content if isinstance(value, Document) else str(value)
+
+
+@dataclass(frozen=True)
+class ParentHost:
+    """A scored chunk host, the store of its parents and the metadata key that links them.
+
+    Attributes
+    ----------
+    chunks : VectorStore or BaseRetriever
+        Scores the chunks (a ``MultiVectorRetriever``'s ``vectorstore``, or the host itself).
+    docstore : BaseStore or Mapping
+        Parent id -> parent ``Document`` (or text); read with ``mget`` / ``amget`` when it has them.
+    id_key : str
+        The chunk metadata key holding the parent id.
+    how : {"max", "sum"}
+        How a parent is scored from its chunks.
+    k : int, optional
+        The host's own chunk top-k (``search_kwargs['k']`` or ``k``), checked against the pool size.
+    search_kwargs : dict
+        A ``MultiVectorRetriever``'s other search arguments (e.g. ``filter``), passed to the
+        vector store's relevance search; ``k`` is the pool size, and ``score_threshold`` and the
+        MMR arguments are left out (the conformal threshold decides; scores are relevance scores).
+    """
+
+    chunks: Host
+    docstore: Any
+    id_key: str
+    how: str = "max"
+    k: int | None = None
+    search_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def fingerprint(self) -> Fingerprint:
+        """The chunk host's fingerprint with the parent unit appended (chunk and parent levels refuse each other)."""
+        return parent_fingerprint(fingerprint_of(self.chunks), self.how)
+
+    def check_pool_size(self, pool_size: int) -> None:
+        """Raise when the host's own chunk top-k is below the calibrated pool."""
+        if self.k is not None and self.k < pool_size:
+            raise ConformalError(
+                f"The host retrieves k={self.k} chunks but the calibration used a pool of {pool_size} chunks; "
+                "query with the same pool."
+            )
+
+    @property
+    def _store(self) -> VectorStore | None:
+        return self.chunks if isinstance(self.chunks, VectorStore) else getattr(self.chunks, "vectorstore", None)
+
+    def chunk_parents(self, ids: Sequence[str]) -> dict[str, str]:
+        """Parent id of each chunk id the chunk store holds (others are left out)."""
+        store = self._store
+        if store is None or not ids:
+            return {}
+        try:
+            found = store.get_by_ids(list(ids))
+        except NotImplementedError:
+            return {}
+        return {d.id: str(d.metadata[self.id_key]) for d in found if d.id and d.metadata.get(self.id_key)}
+
+    def _parent_ids(self, docs: Sequence[Document]) -> list[str]:
+        parents: list[str | None] = [d.metadata.get(self.id_key) for d in docs]
+        unknown = [doc_id(d) for d, p in zip(docs, parents, strict=True) if not p and doc_id(d)]
+        looked_up = self.chunk_parents([str(i) for i in unknown]) if unknown else {}
+        out = []
+        for d, p in zip(docs, parents, strict=True):
+            parent = p or looked_up.get(str(doc_id(d)))
+            if not parent:
+                raise ConformalError(
+                    f"Chunk {doc_id(d)!r} has no parent: its metadata lacks {self.id_key!r}, so it cannot be "
+                    "returned at parent level. Index chunks with the parent id in that key (as "
+                    "ParentDocumentRetriever.add_documents does), pass the right id_key=, or calibrate at chunk level."
+                )
+            out.append(str(parent))
+        return out
+
+    def lookup(self, ids: Sequence[str]) -> dict[str, Any]:
+        """Stored parents by id (missing ones are ``None``)."""
+        ids = list(ids)
+        if hasattr(self.docstore, "mget"):
+            return dict(zip(ids, self.docstore.mget(ids), strict=True))
+        return {i: self.docstore.get(i) for i in ids}
+
+    async def alookup(self, ids: Sequence[str]) -> dict[str, Any]:
+        """Async :meth:`lookup` (``amget`` when the store has it)."""
+        if hasattr(self.docstore, "amget"):
+            ids = list(ids)
+            return dict(zip(ids, await self.docstore.amget(ids), strict=True))
+        return self.lookup(ids)
+
+    def _prepare(self, pool: CandidatePool, docs: Sequence[Document]) -> tuple[CandidatePool, dict[str, str]]:
+        """Key the chunk pool by position (ids may be missing) and map each position to its parent."""
+        keys = tuple(str(i) for i in range(len(docs)))
+        return CandidatePool(keys, pool.texts, pool.scores), dict(zip(keys, self._parent_ids(docs), strict=True))
+
+    def _finish(
+        self, keyed: CandidatePool, parent_of: dict[str, str], docs: Sequence[Document], stored: Mapping[str, Any]
+    ) -> tuple[ParentCandidates, list[Document]]:
+        cands = to_parent_pool(keyed, parent_of, lambda pid: _text(stored.get(pid)), how=self.how)
+        out = []
+        for pid, members in zip(cands.pool.ids, cands.members, strict=True):
+            chunks = [
+                {"id": doc_id(docs[m]), "score": float(keyed.scores[m]), "text": docs[m].page_content} for m in members
+            ]
+            out.append(with_chunks(stored[pid], str(pid), chunks))
+        return cands, out
+
+    def candidates(self, pool: CandidatePool, docs: Sequence[Document]) -> tuple[ParentCandidates, list[Document]]:
+        """Parent pool of one chunk pool (best first) and the parent documents with their chunks."""
+        keyed, parent_of = self._prepare(pool, docs)
+        return self._finish(keyed, parent_of, docs, self.lookup(dict.fromkeys(parent_of.values())))
+
+    def _pairs(self, query: str, pool_size: int, callbacks: Any) -> list[tuple[Document, float]]:
+        if not self.search_kwargs or not isinstance(self.chunks, VectorStore):
+            return fetch_pairs(self.chunks, query, pool_size, callbacks=callbacks)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Relevance scores must be between")
+            return self.chunks.similarity_search_with_relevance_scores(query, k=pool_size, **self.search_kwargs)
+
+    async def _apairs(self, query: str, pool_size: int) -> list[tuple[Document, float]]:
+        assert isinstance(self.chunks, VectorStore)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Relevance scores must be between")
+            return await self.chunks.asimilarity_search_with_relevance_scores(query, k=pool_size, **self.search_kwargs)
+
+    def fetch(self, query: str, pool_size: int, *, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
+        """The parents of the host's top ``pool_size`` chunks, best first, and their scores."""
+        pool, docs = pool_from_pairs(self._pairs(query, pool_size, callbacks))
+        cands, parents = self.candidates(pool, docs)
+        return parents, cands.pool.scores
+
+    async def afetch(self, query: str, pool_size: int, *, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
+        """Async :meth:`fetch`."""
+        if self.search_kwargs:
+            pool, docs = pool_from_pairs(await self._apairs(query, pool_size))
+        else:
+            pool, docs = await afetch_pool(self.chunks, query, pool_size, callbacks=callbacks)
+        keyed, parent_of = self._prepare(pool, docs)
+        stored = await self.alookup(dict.fromkeys(parent_of.values()))
+        cands, parents = self._finish(keyed, parent_of, docs, stored)
+        return parents, cands.pool.scores
+
+    def fetch_pool(self, query: str, pool_size: int) -> CandidatePool:
+        """The parent-level candidate pool of one query (what calibration observes)."""
+        pool, docs = pool_from_pairs(self._pairs(query, pool_size, None))
+        return self.candidates(pool, docs)[0].pool
+
+    def lift_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
+        """Replace gold chunk ids by their parents' ids (parent ids are kept as they are)."""
+        gold = sorted({g for ex in examples for g in ex.gold_ids})
+        return lift_gold_to_parents(examples, self.chunk_parents(gold))
+
+    def known_parents(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the docstore holds."""
+        return {i for i, v in self.lookup(ids).items() if v is not None}
+
+
+#: ``MultiVectorRetriever.search_kwargs`` not passed to the relevance search (see :class:`ParentHost`).
+_NOT_PASSED = frozenset({"k", "score_threshold", "fetch_k", "lambda_mult"})
+
+
+def _search_kwargs(host: Any) -> dict[str, Any]:
+    kwargs = getattr(host, "search_kwargs", None) or {}
+    return {k: v for k, v in kwargs.items() if k not in _NOT_PASSED}
+
+
+def _top_k(host: Any) -> int | None:
+    kwargs = getattr(host, "search_kwargs", None)
+    k = kwargs.get("k") if isinstance(kwargs, dict) else getattr(host, "k", None)
+    return k if isinstance(k, int) else None
+
+
+def parent_host(
+    host: Host,
+    *,
+    parents: Any = None,
+    id_key: str | None = None,
+    how: str = "max",
+) -> ParentHost | None:
+    """The parent-level view of ``host``, or ``None`` for a chunk-level host.
+
+    Parameters
+    ----------
+    host : VectorStore or BaseRetriever
+        A ``MultiVectorRetriever`` / ``ParentDocumentRetriever`` (its ``vectorstore`` scores the
+        chunks, its ``docstore`` and ``id_key`` give the parents), or any scored host.
+    parents : BaseStore or Mapping, optional
+        Parent id -> parent ``Document``; required for a plain scored host, and overrides a
+        ``MultiVectorRetriever``'s ``docstore``.
+    id_key : str, optional
+        Chunk metadata key of the parent id (default: the retriever's ``id_key``, else ``"doc_id"``).
+    how : {"max", "sum"}, default "max"
+        ``max`` ranks a parent where its best chunk ranks, as ``MultiVectorRetriever`` does.
+
+    Raises
+    ------
+    ConformalError
+        An unknown ``how``, a ``parents`` that is neither a store nor a mapping, or ``id_key`` /
+        a non-default ``how`` without parents.
+
+    Examples
+    --------
+    >>> parent_host(object(), parents=None) is None
+    True
+    >>> parent_host(vectorstore, parents=InMemoryStore(), id_key="doc_id").how  # doctest: +SKIP
+    'max'
+    """
+    check_parent_aggregation(how)
+    if parents is not None and not (hasattr(parents, "mget") or isinstance(parents, Mapping)):
+        raise ConformalError(
+            f"parents= must be a LangChain BaseStore (e.g. InMemoryStore) or a mapping of parent id -> Document, "
+            f"got {type(parents).__name__}."
+        )
+    if is_multi_vector(host):
+        store = parents if parents is not None else host.docstore  # type: ignore[union-attr]
+        return ParentHost(
+            host.vectorstore,  # type: ignore[union-attr]
+            store,
+            id_key or host.id_key,  # type: ignore[union-attr]
+            how,
+            _top_k(host),
+            _search_kwargs(host),
+        )
+    if parents is None:
+        if id_key is not None or how != "max":
+            raise ConformalError(
+                "id_key= and parent_aggregation= need parents= (the store of parent documents), or a "
+                "MultiVectorRetriever / ParentDocumentRetriever host."
+            )
+        return None
+    return ParentHost(host, parents, id_key or DEFAULT_ID_KEY, how, _top_k(host))
+
+
+def parent_examples(source: ParentHost, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
+    """Lift gold chunk ids to their parents and check that every gold id is a stored parent.
+
+    Raises
+    ------
+    CalibrationError
+        A gold id that is neither a chunk of the vector store nor a parent in the docstore.
+    """
+    lifted = source.lift_gold(examples)
+    gold = sorted({g for ex in lifted for g in ex.gold_ids})
+    missing = sorted(set(gold) - source.known_parents(gold)) if gold else []
+    if missing:
+        shown = ", ".join(repr(m) for m in missing[:5])
+        raise CalibrationError(
+            f"{len(missing)} gold id(s) are neither chunks in the vector store nor parents in the docstore, "
+            f"e.g. {shown}. Give parent ids (docstore keys) or chunk ids (vector store ids)."
+        )
+    return lifted

@@ -1,0 +1,57 @@
+"""Build a LangChain ``ParentDocumentRetriever`` on the offline stack (Chroma + MiniLM), for tests and benchmarks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..calibration.examples import CorpusEntry
+from ..local.chroma import chroma_client, get_collection
+from .embedding import MiniLMEmbeddings
+from .text_splitting import recursive_splitter
+
+__all__ = ["build_parent_document_retriever"]
+
+
+def build_parent_document_retriever(
+    entries: Sequence[CorpusEntry],
+    *,
+    chunk_size: int = 96,
+    chunk_overlap: int | None = None,
+    client: Any = None,
+    collection_name: str | None = None,
+    embeddings: Any = None,
+) -> Any:
+    """A ``ParentDocumentRetriever`` whose chunks are ``chunk_size`` MiniLM tokens, parents in an ``InMemoryStore``.
+
+    The parents keep their ids (``entries[i].id``, the docstore keys and the chunks'
+    ``metadata['doc_id']``); the chunks get the store's own ids. A collection that is
+    already filled (same name, same client) is reused and only the docstore is filled.
+    Needs ``langchain-classic`` (imported here only).
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.local.long_documents import bundled_long_documents
+    >>> pdr = build_parent_document_retriever(bundled_long_documents()[0])  # doctest: +SKIP
+    >>> len(pdr.docstore.mget(["Normans#0+6"]))  # doctest: +SKIP
+    1
+    """
+    from langchain_chroma import Chroma
+    from langchain_classic.retrievers import ParentDocumentRetriever
+    from langchain_core.documents import Document
+    from langchain_core.stores import InMemoryStore
+
+    client = client if client is not None else chroma_client()
+    name = collection_name or f"crp-langchain-parents-{chunk_size}"
+    collection = get_collection(client, name)
+    store = Chroma(client=client, collection_name=name, embedding_function=embeddings or MiniLMEmbeddings())
+    retriever = ParentDocumentRetriever(
+        vectorstore=store, docstore=InMemoryStore(), child_splitter=recursive_splitter(chunk_size, chunk_overlap)
+    )
+    docs = [Document(page_content=e.text, metadata={"title": e.title or ""}) for e in entries]
+    ids = [e.id for e in entries]
+    if collection.count():
+        retriever.docstore.mset(list(zip(ids, docs, strict=True)))
+    else:
+        retriever.add_documents(docs, ids=ids)
+    return retriever
