@@ -11,7 +11,7 @@ from typing import Any
 
 from ..calibration.examples import CalibrationExample, CorpusEntry, load_corpus, load_qa
 from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
-from ..core.config_search import evaluate_tuned_splits
+from ..core.config_search import evaluate_tuned_splits, larger_pools_eligible
 from ..core.errors import ConformalError, InputFileError, PoolMissWarning
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..core.retrieval_scores import SCORE_FAMILIES
@@ -215,10 +215,42 @@ def run_evaluate(
     units = resolve_units(unit, tuned=tuned, any_split=chunked is not None and chunked.n_split_entries > 0)
     labels = question_groups(questions, group_by, qa_name) if group_by is not None else None
     configs: list[FusionConfig | None] = list(grid) if retriever == "hybrid" else [None]
+    first = pools if pool_sizes is not None else pools[:1]
     candidates = collect_candidates(
-        framework, retriever, entries, questions, chunked, units=units, grid=configs, pool_sizes=pools,
-        client=client, progress=progress,
+        framework,
+        retriever,
+        entries,
+        questions,
+        chunked,
+        units=units,
+        grid=configs,
+        pool_sizes=first,
+        client=client,
+        progress=progress,
     )
+    seconds = (candidates.seconds_index, candidates.seconds_queries)
+    larger = "given" if pool_sizes is not None else "none"
+    if len(first) < len(pools):
+        # A larger pool competes only in a trial whose optimisation part misses more than alpha/2 at the base
+        # pool; when no trial does, the tuned result is the same without retrieving them.
+        if larger_pools_eligible(candidates.observations, min(alphas), trials=trials, seed=seed):
+            candidates = collect_candidates(
+                framework,
+                retriever,
+                entries,
+                questions,
+                chunked,
+                units=units,
+                grid=configs,
+                pool_sizes=pools,
+                client=client,
+                progress=progress,
+            )
+            seconds = (seconds[0] + candidates.seconds_index, seconds[1] + candidates.seconds_queries)
+            larger = "retrieved: the base pool missed more than alpha/2 in some trial"
+        else:
+            larger = "not retrieved: no trial's base pool missed more than alpha/2, so they could not compete"
+            pools = first
     base_unit = "chunk" if unit == "auto" else unit
     base_config = DEFAULT_FUSION if retriever == "hybrid" and tuned else configs[0]
     base_key = candidates.key_of(base_unit, base_config, pools[0])
@@ -226,8 +258,16 @@ def run_evaluate(
     chunk_keys = [k for k, st in candidates.settings.items() if st["unit"] == "chunk" and st["pool_size"] == pools[0]]
     several = len(units) > 1 or len(pools) > 1
     rows, tuning = evaluate_observations(
-        dict(by_key), alphas, tuned=tuned, score=score, trials=trials, seed=seed, pac_delta=pac_delta,
-        base_key=base_key, base_of=candidates.base_of, objective="tokens",
+        dict(by_key),
+        alphas,
+        tuned=tuned,
+        score=score,
+        trials=trials,
+        seed=seed,
+        pac_delta=pac_delta,
+        base_key=base_key,
+        base_of=candidates.base_of,
+        objective="tokens",
         chunk_keys=chunk_keys if tuned and several else None,
     )
     for info in tuning.values():
@@ -248,13 +288,14 @@ def run_evaluate(
         "chunking": chunk_report,
         "n_pool_misses": sum(1 for o in base if not o.gold_positions),
         "recall_at_1": sum(1 for o in base if 0 in o.gold_positions) / max(1, len(base)),
-        "seconds_index": candidates.seconds_index,
-        "seconds_queries": candidates.seconds_queries,
+        "seconds_index": round(seconds[0], 2),
+        "seconds_queries": round(seconds[1], 2),
         "tuning": tuning or None,
         "results": rows,
         "unit": unit,
         "units": units,
         "pool_sizes": list(pools),
+        "larger_pools": larger,
         "objective": "tokens" if tuned else None,
         "base_setting": base_key,
         "mean_unit_tokens": mean_unit_tokens(candidates),

@@ -108,12 +108,12 @@ class Candidates:
         raise KeyError(f"No candidate for unit={unit}, fusion={config}, pool={pool}.")
 
     def miss_shares(self) -> dict[str, dict[str, float]]:
-        """``{key without pool: {pool size: share of questions with no gold in the pool}}``."""
+        """``{key of the base-pool setting: {pool size: share of questions with no gold in the pool}}``."""
         out: dict[str, dict[str, float]] = {}
         for key, obs in self.observations.items():
-            s = self.settings[key]
-            name = candidate_key(s["unit"], FusionConfig.parse(s["fusion"]) if s["fusion"] else None, 0, 0)
-            out.setdefault(name, {})[str(s["pool_size"])] = sum(1 for o in obs if not o.gold_positions) / len(obs)
+            name = self.base_of.get(key, key)
+            share = sum(1 for o in obs if not o.gold_positions) / len(obs)
+            out.setdefault(name, {})[str(self.settings[key]["pool_size"])] = share
         return out
 
 

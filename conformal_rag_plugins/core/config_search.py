@@ -28,7 +28,14 @@ from .quantile import conformal_quantile
 from .retrieval_scores import SCORE_FAMILIES
 from .retrieval_trials import PoolObservation, TrialSummary
 
-__all__ = ["OBJECTIVES", "TuningChoice", "choose_configuration", "evaluate_fixed_settings", "evaluate_tuned_splits"]
+__all__ = [
+    "OBJECTIVES",
+    "TuningChoice",
+    "choose_configuration",
+    "evaluate_fixed_settings",
+    "evaluate_tuned_splits",
+    "larger_pools_eligible",
+]
 
 #: What tuning minimises on the optimisation split.
 OBJECTIVES = ("size", "tokens")
@@ -236,6 +243,39 @@ def evaluate_tuned_splits(
             mean_tokens.append(float(cost.mean()))
     summary = TrialSummary(alpha, "tuned", tuple(coverages), tuple(mean_sizes), tuple(all_sizes), tuple(mean_tokens))
     return summary, choices
+
+
+def larger_pools_eligible(
+    observations: Mapping[str, Sequence[PoolObservation]],
+    alpha: float,
+    *,
+    trials: int = 100,
+    seed: int = 0,
+    calibration_fraction: float = 0.5,
+    optimisation_fraction: float = 0.3,
+) -> bool:
+    """Whether, in any trial of :func:`evaluate_tuned_splits` (same seed), a base-pool setting misses more than alpha/2.
+
+    Only then can a larger pool compete (see ``base_of``), so when this is ``False`` the
+    larger pools need not be retrieved at all and the tuned result is the same.
+
+    Examples
+    --------
+    >>> hit, miss = PoolObservation(np.array([0.9]), (0,)), PoolObservation(np.array([0.9]), ())
+    >>> larger_pools_eligible({"p50": [hit] * 40}, 0.1, trials=5)
+    False
+    >>> larger_pools_eligible({"p50": [miss] * 10 + [hit] * 30}, 0.1, trials=5)
+    True
+    """
+    n = _check_aligned(observations)
+    _, n_opt = _split_sizes(n, calibration_fraction, optimisation_fraction)
+    misses = np.array([[not o.gold_positions for o in obs] for obs in observations.values()], dtype=bool)
+    rng = np.random.default_rng(seed)
+    for _ in range(trials):
+        opt_idx = rng.permutation(n)[:n_opt]
+        if (misses[:, opt_idx].mean(axis=1) > alpha / 2).any():
+            return True
+    return False
 
 
 def evaluate_fixed_settings(

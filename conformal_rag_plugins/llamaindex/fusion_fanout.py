@@ -47,6 +47,13 @@ def _scaled(scores: list[float], weight: float, dist_based: bool) -> list[float]
     return out
 
 
+def _text(node: NodeWithScore, cache: dict[str, str]) -> str:
+    nid = node.node.node_id
+    if nid not in cache:
+        cache[nid] = node.node.get_content(metadata_mode=MetadataMode.NONE)
+    return cache[nid]
+
+
 def fuse_lists(
     lists: Sequence[Sequence[NodeWithScore]], hashes: dict[str, str], weights: Sequence[float], dist_based: bool
 ) -> list[tuple[str, float, NodeWithScore]]:
@@ -119,6 +126,7 @@ class FusionFanout:
         dense = self._dense.retrieve(question) if self._dense is not None else []
         lexical = self._bm25.retrieve(question) if self._bm25 is not None else []
         hashes = {n.node.node_id: n.node.hash for n in [*dense, *lexical]} if self._fusers else {}
+        texts: dict[str, str] = {}
         out: dict[FanoutKey, CandidatePool] = {}
         for k in self.pool_sizes:
             if self.kind == "dense":
@@ -132,7 +140,7 @@ class FusionFanout:
                     )[:k]
                     out[(config, k)] = CandidatePool.from_unsorted(
                         [nid for nid, _, _ in fused],
-                        [n.node.get_content(metadata_mode=MetadataMode.NONE) for _, _, n in fused],
+                        [_text(n, texts) for _, _, n in fused],
                         [score for _, score, _ in fused],
                     )
         return out
