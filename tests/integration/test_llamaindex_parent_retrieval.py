@@ -19,7 +19,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import AutoMergingRetriever, RecursiveRetriever
-from llama_index.core.schema import MetadataMode, TextNode
+from llama_index.core.schema import IndexNode, MetadataMode, TextNode
 
 from conformal_rag_plugins.calibration import RetrievalCalibration
 from conformal_rag_plugins.calibration.examples import CalibrationExample
@@ -191,6 +191,23 @@ def test_recursive_retriever_host(chunk_retriever, flat, retriever, cal, split):
     for q in split[1][:15]:
         got, want = recursive.retrieve(q.question), retriever.retrieve(q.question)
         assert _ids(got) == _ids(want) and [n.score for n in got] == [n.score for n in want]
+
+
+def test_recursive_retriever_with_index_nodes(flat, long_docs):
+    """The RecursiveRetriever pattern proper: IndexNode chunks (no relationships) whose ``index_id`` names the
+    parent in ``node_dict``; a SimpleVectorStore index; calibrated and queried through the RecursiveRetriever."""
+    keep = [d.id for d in long_docs[0][:4]]
+    chunks = [c for c in flat.chunks if c.source_node.node_id in keep]
+    nodes = [IndexNode(id_=f"ix-{c.node_id}", text=c.text, index_id=c.source_node.node_id) for c in chunks]
+    vector = VectorStoreIndex(nodes, embed_model=MiniLMEmbedding()).as_retriever(similarity_top_k=POOL)
+    host = RecursiveRetriever("vector", retriever_dict={"vector": vector}, node_dict={k: flat.parents[k] for k in keep})
+    questions = [q for q in long_docs[1] if q.gold_ids[0] in keep]
+    rec_cal = calibrate_retriever(host, questions[:30], confidence_level=0.8, progress=False)
+    assert rec_cal.fingerprint_.retriever.endswith(">parent:max") and rec_cal.n_calibration_ == 30
+    got = ConformalRetriever(retriever=host, calibration=rec_cal).retrieve(questions[-1].question)
+    assert got and all(n.node.node_id in keep for n in got)
+    for n in got:
+        assert all(c["id"].startswith(f"ix-{n.node.node_id}::chunk") for c in n.node.metadata[CHUNKS_METADATA_KEY])
 
 
 def test_sum_aggregation(chunk_retriever, docstore, split, cal):
