@@ -173,30 +173,44 @@ class ParentLevel:
     def lift_gold(
         self, examples: Sequence[CalibrationExample], chunk_retriever: BaseRetriever
     ) -> list[CalibrationExample]:
-        """Gold ids as parent ids: chunk ids are lifted to their parent, parent ids kept, document ids
-        (the ``SOURCE`` of hierarchical parents) replaced by those parents; anything else raises."""
+        """Gold ids as parent ids: a chunk id becomes its parent's id, a parent id stays, a node above the
+        parent level (a ``HierarchicalNodeParser`` root) or a document id (the ``SOURCE`` of the parents)
+        becomes the ids of the parents under it; an id found nowhere raises :class:`CalibrationError`."""
         gold = sorted({g for ex in examples for g in ex.gold_ids})
         if not gold:
             return list(examples)
         in_index = existing_ids(chunk_retriever, gold) or set()
         chunk_nodes = _nodes_by_id(chunk_retriever, sorted(in_index), self.get)
         parent_of: dict[str, str | None] = {}
+        for gid, node in chunk_nodes.items():
+            parent_of[gid] = chunk_parent_id(node)
+            if parent_of[gid] is None:
+                raise CalibrationError(
+                    f"Gold chunk {gid!r} has no parent (no IndexNode index_id, PARENT or SOURCE relationship)."
+                )
+        expand: dict[str, list[str]] = {}
         for gid in gold:
-            node = chunk_nodes.get(gid)
-            if node is not None:
-                parent_of[gid] = chunk_parent_id(node)
-                if parent_of[gid] is None:
-                    raise CalibrationError(f"Gold chunk {gid!r} has no parent (no PARENT/SOURCE relationship).")
-        unresolved = [g for g in gold if g not in parent_of and self.get(g) is None]
+            if gid not in parent_of and (node := self.get(gid)) is not None:
+                expand[gid] = self._parent_level_ids(node)
+        unresolved = [g for g in gold if g not in parent_of and g not in expand]
         by_source = self._parents_by_source() if unresolved else {}
-        check_gold_ids(examples, set(gold) - {g for g in unresolved if g not in by_source})
-        lifted = lift_gold_to_parents(examples, parent_of)
-        if not by_source:
-            return lifted
-        return [
-            replace(ex, gold_ids=tuple(dict.fromkeys(p for g in ex.gold_ids for p in by_source.get(g, [g]))))
-            for ex in lifted
-        ]
+        expand |= {g: by_source[g] for g in unresolved if g in by_source}
+        check_gold_ids(examples, set(parent_of) | set(expand))
+        out = []
+        for ex in lift_gold_to_parents(examples, parent_of):
+            ids = tuple(dict.fromkeys(p for g in ex.gold_ids for p in expand.get(g, [g])))
+            out.append(ex if ids == tuple(ex.gold_ids) else replace(ex, gold_ids=ids))
+        return out
+
+    def _children(self, node: BaseNode) -> list[BaseNode]:
+        return [c for info in node.child_nodes or [] if (c := self.get(info.node_id)) is not None]
+
+    def _parent_level_ids(self, node: BaseNode) -> list[str]:
+        """``[node id]`` for a parent; for a node above the parent level, the parents under it."""
+        children = self._children(node)
+        if not children or not children[0].child_nodes:
+            return [node.node_id]
+        return [p for child in children for p in self._parent_level_ids(child)]
 
     def _parents_by_source(self) -> dict[str, list[str]]:
         """Document id -> ids of the parents cut from it (nodes whose children are leaves)."""

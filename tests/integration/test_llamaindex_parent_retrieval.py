@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from llama_index.core import VectorStoreIndex
+from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import AutoMergingRetriever, RecursiveRetriever
@@ -208,6 +208,35 @@ def test_recursive_retriever_with_index_nodes(flat, long_docs):
     assert got and all(n.node.node_id in keep for n in got)
     for n in got:
         assert all(c["id"].startswith(f"ix-{n.node.node_id}::chunk") for c in n.node.metadata[CHUNKS_METADATA_KEY])
+
+
+def test_three_level_hierarchy_gold(long_docs):
+    """HierarchicalNodeParser with three levels: parents are the level above the leaves, and gold given as a
+    document, root, parent or leaf id all become parent ids; the calibration path queries the leaves."""
+    from llama_index.core import StorageContext
+    from llama_index.core.node_parser import HierarchicalNodeParser, get_leaf_nodes, get_root_nodes
+
+    documents = [Document(id_=d.id, text=d.text) for d in long_docs[0][:2]]
+    nodes = HierarchicalNodeParser.from_defaults(chunk_sizes=[1024, 256, 96]).get_nodes_from_documents(documents)
+    storage = StorageContext.from_defaults()
+    storage.docstore.add_documents(nodes)
+    leaves = get_leaf_nodes(nodes)
+    index = VectorStoreIndex(leaves, storage_context=storage, embed_model=MiniLMEmbedding())
+    host = AutoMergingRetriever(index.as_retriever(similarity_top_k=POOL), storage)
+    level = resolve_parent_level(host)
+    root, leaf = get_root_nodes(nodes)[0], leaves[0]
+    mids = [n.node_id for n in nodes if n.parent_node is not None and n.parent_node.node_id == root.node_id]
+    doc_mids = [
+        n.node_id
+        for n in nodes
+        if n.child_nodes and n.parent_node is not None and n.source_node.node_id == documents[0].doc_id
+    ]
+    gold = (documents[0].doc_id, root.node_id, mids[0], leaf.node_id)
+    lifted = level.lift_gold([CalibrationExample("q", gold_ids=(g,)) for g in gold], level.retriever)
+    assert [ex.gold_ids for ex in lifted] == [tuple(doc_mids), tuple(mids), (mids[0],), (leaf.parent_node.node_id,)]
+    assert len(mids) > 1 and set(mids) <= set(doc_mids)
+    pool = level.parent_pool(level.retriever.retrieve(long_docs[1][0].question))
+    assert set(pool.ids) <= {n.node_id for n in nodes if n.child_nodes and n.parent_node is not None}
 
 
 def test_sum_aggregation(chunk_retriever, docstore, split, cal):
