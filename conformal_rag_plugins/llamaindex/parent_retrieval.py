@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -86,7 +87,7 @@ def _store_lookup(parents: Any) -> tuple[Callable[[str], BaseNode | None], Calla
         docs = getattr(store, "docs", None)
         return get, (lambda: list(store.docs.values())) if docs is not None else None
     if isinstance(parents, Mapping):
-        bad = [k for k, v in list(parents.items())[:50] if not isinstance(v, BaseNode)]
+        bad = [k for k, v in islice(parents.items(), 50) if not isinstance(v, BaseNode)]
         if bad:
             raise ConformalError(f"parents must map ids to LlamaIndex nodes or documents; {bad[0]!r} does not.")
         return parents.get, lambda: list(parents.values())
