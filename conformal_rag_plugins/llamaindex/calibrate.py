@@ -17,6 +17,7 @@ from ..core.errors import ConformalError
 from ..core.validation import check_pool_size
 from .fingerprint import fingerprint_of, pool_size_of
 from .host import all_ids, existing_ids, pool_from_nodes
+from .parent_retrieval import resolve_parent_level
 
 __all__ = ["DEFAULT_POOL_SIZE", "calibrate_retriever", "resolve_host"]
 
@@ -58,6 +59,8 @@ def calibrate_retriever(
     progress: bool = True,
     group_by: GroupBy | None = None,
     control: str = "coverage",
+    parents: Any = None,
+    parent_aggregation: str = "max",
 ) -> RetrievalCalibration:
     """Calibrate the conformal retrieval threshold by querying the host itself.
 
@@ -84,25 +87,36 @@ def calibrate_retriever(
         ``E[1 - recall] <= 1 - confidence_level`` (conformal risk control, ``method="split"``
         or ``"crc"``) or that with probability ``1 - delta`` (Learn-then-Test, ``method="ltt"``
         or ``"pac"``). The ConformalRetriever uses the threshold unchanged.
+    parents : docstore, StorageContext, mapping or list of nodes, optional
+        Small-to-big: calibrate at the level of the chunks' parents (PARENT/SOURCE relationships,
+        or an ``IndexNode``'s ``index_id``), read from this store. An ``AutoMergingRetriever`` host
+        brings its storage context's docstore, a ``RecursiveRetriever`` its ``node_dict``. Gold ids
+        may be parent, chunk or document ids.
+    parent_aggregation : {"max", "sum"}, default "max"
+        A parent's score from its chunks' scores (best chunk, or sum of min-max normalised scores).
 
     Examples
     --------
     >>> cal = calibrate_retriever(index, examples, confidence_level=0.9)  # doctest: +SKIP
     >>> engine = RetrieverQueryEngine(ConformalRetriever(index=index, calibration=cal))  # doctest: +SKIP
     """
-    retriever, size = resolve_host(host, pool_size)
+    level = resolve_parent_level(host, parents, parent_aggregation)
+    retriever, size = resolve_host(host if level is None else level.retriever, pool_size)
     examples = list(examples)
     groups = group_labels(examples, group_by) if group_by is not None else None
     gold = sorted({g for ex in examples for g in ex.gold_ids})
-    known = existing_ids(retriever, gold) if gold else None
-    if known is not None:
-        check_gold_ids(examples, known)
-    observations = collect_observations(
-        examples, lambda q: pool_from_nodes(retriever.retrieve(q))[0], progress=progress
-    )
+    if level is not None:
+        examples = level.lift_gold(examples, retriever)
+        fetch = lambda q: level.parent_pool(retriever.retrieve(q))  # noqa: E731
+    else:
+        known = existing_ids(retriever, gold) if gold else None
+        if known is not None:
+            check_gold_ids(examples, known)
+        fetch = lambda q: pool_from_nodes(retriever.retrieve(q))[0]  # noqa: E731
+    observations = collect_observations(examples, fetch, progress=progress)
     cal = calibrate_from_pools(
         observations,
-        fingerprint=fingerprint_of(retriever),
+        fingerprint=fingerprint_of(retriever) if level is None else level.fingerprint(retriever),
         pool_size=size,
         confidence_level=confidence_level,
         score=score,

@@ -17,8 +17,10 @@ from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
 from .host import all_ids
 from .node_selection import CONFORMAL_METADATA_KEYS, select_nodes
+from .parent_retrieval import check_level, resolve_parent_level
 
 __all__ = ["CONFORMAL_METADATA_KEYS", "ConformalRetriever"]
+
 
 class ConformalRetriever(BaseRetriever):
     """Return every node whose score passes the calibrated threshold.
@@ -44,6 +46,12 @@ class ConformalRetriever(BaseRetriever):
         nodes say which in ``conformal_group`` and ``conformal_threshold_source``.
     monitor : ConformalMonitor, optional
         Updated with every query's statistic (drift alarm); it must belong to ``calibration``.
+    parents : docstore, StorageContext, mapping or list of nodes, optional
+        Small-to-big: return copies of the chunks' parents (as in ``calibrate_retriever``), each
+        scored from its chunks, with ``metadata["conformal_chunks"]`` (``{"id", "score", "text"}``
+        of the chunks that scored it, best first; hidden from the LLM). An ``AutoMergingRetriever``
+        or ``RecursiveRetriever`` host brings its own parents.
+    parent_aggregation : {"max", "sum"}, default "max"
 
     Examples
     --------
@@ -54,6 +62,7 @@ class ConformalRetriever(BaseRetriever):
     group: str | None = None  # class defaults: set per instance by __init__
     group_by: Any = None
     monitor: Any = None
+    parent_level: Any = None
 
     def __init__(
         self,
@@ -69,6 +78,8 @@ class ConformalRetriever(BaseRetriever):
         group: str | None = None,
         group_by: Any = None,
         monitor: Any = None,
+        parents: Any = None,
+        parent_aggregation: str = "max",
     ) -> None:
         if (index is None) == (retriever is None):
             raise ConformalError("Pass exactly one host: index=... or retriever=...")
@@ -78,9 +89,13 @@ class ConformalRetriever(BaseRetriever):
         self.calibration = calibration
         check_group_options(calibration, group, group_by)
         self.group, self.group_by = group, group_by
-        self._host, _ = resolve_host(retriever if retriever is not None else index, calibration.pool_size_)
+        host = retriever if retriever is not None else index
+        self.parent_level = level = resolve_parent_level(host, parents, parent_aggregation)
+        self._host, _ = resolve_host(host if level is None else level.retriever, calibration.pool_size_)
         if check_fingerprint:
-            calibration.fingerprint_.check_compatible(fingerprint_of(self._host))
+            check_level(calibration, level)
+            fingerprint = fingerprint_of(self._host) if level is None else level.fingerprint(self._host)
+            calibration.fingerprint_.check_compatible(fingerprint)
             if calibration.corpus_:
                 check_corpus(calibration.corpus_, corpus_digest(all_ids(self._host)), stacklevel=2)
         self.min_k = min_k
@@ -91,6 +106,8 @@ class ConformalRetriever(BaseRetriever):
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _select(self, nodes: list[NodeWithScore], query: str = "") -> list[NodeWithScore]:
+        if self.parent_level is not None:
+            nodes = self.parent_level.parent_nodes(nodes)
         return select_nodes(
             nodes,
             self.calibration,

@@ -1,0 +1,293 @@
+"""Small-to-big retrieval in LlamaIndex: retrieve chunks, calibrate and return their parents.
+
+A chunk's parent comes from LlamaIndex's own node relationships, in this order:
+
+1. an ``IndexNode``'s ``index_id`` (the ``RecursiveRetriever`` pattern: the chunk points to the
+   node it stands for);
+2. the ``PARENT`` relationship (``HierarchicalNodeParser``, the ``AutoMergingRetriever``
+   pattern: the level just above the leaves);
+3. the ``SOURCE`` relationship (any node parser run on ``Document`` objects: the document);
+4. ``metadata["parent_id"]`` (the library's own chunk nodes,
+   :func:`~conformal_rag_plugins.llamaindex.stack.nodes_from_entries`).
+
+The parents are looked up in a docstore (``StorageContext.docstore``), a mapping id -> node,
+or a list of nodes. An ``AutoMergingRetriever`` host brings both its vector retriever and its
+storage context's docstore; a ``RecursiveRetriever`` brings its root retriever and ``node_dict``.
+The statistics are the framework-free :func:`~conformal_rag_plugins.calibration.parent_pools.to_parent_pool`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from itertools import islice
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import BaseNode, IndexNode, MetadataMode, NodeWithScore
+
+from ..calibration.examples import CalibrationExample
+from ..calibration.fingerprint import Fingerprint
+from ..calibration.parent_pools import (
+    PARENT_MARK,
+    ParentCandidates,
+    check_parent_aggregation,
+    lift_gold_to_parents,
+    parent_fingerprint,
+    to_parent_pool,
+)
+from ..calibration.pool_calibration import CandidatePool, check_gold_ids
+from ..core.errors import CalibrationError, ConformalError
+from .fingerprint import fingerprint_of
+from .host import _index_of, existing_ids, pool_from_nodes
+
+__all__ = [
+    "CHUNKS_METADATA_KEY",
+    "ParentLevel",
+    "check_level",
+    "chunk_parent_id",
+    "resolve_parent_level",
+]
+
+#: Metadata key of a returned parent listing the chunks that scored it (``{"id", "score", "text"}``, best first).
+CHUNKS_METADATA_KEY = "conformal_chunks"
+
+_EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
+
+
+def chunk_parent_id(node: BaseNode) -> str | None:
+    """The id of a chunk node's parent (see the module docstring for the order), or ``None``.
+
+    Examples
+    --------
+    >>> from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+    >>> leaf = TextNode(id_="c1", text="x", relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id="doc")})
+    >>> chunk_parent_id(leaf)
+    'doc'
+    >>> chunk_parent_id(IndexNode(id_="c2", text="x", index_id="big")), chunk_parent_id(TextNode(id_="c3", text="x"))
+    ('big', None)
+    """
+    if isinstance(node, IndexNode) and node.index_id:
+        return str(node.index_id)
+    for related in (node.parent_node, node.source_node):
+        if related is not None and related.node_id and related.node_id != node.node_id:
+            return str(related.node_id)
+    parent = node.metadata.get("parent_id") if node.metadata else None
+    return str(parent) if parent else None
+
+
+def _store_lookup(parents: Any) -> tuple[Callable[[str], BaseNode | None], Callable[[], list[BaseNode]] | None]:
+    """``(get(id) -> node or None, all() -> nodes or None)`` for a docstore, storage context, mapping or list."""
+    store = getattr(parents, "docstore", parents)  # a StorageContext holds its docstore
+    if hasattr(store, "get_document") and hasattr(store, "document_exists"):
+
+        def get(pid: str) -> BaseNode | None:
+            return store.get_document(pid, raise_error=False)
+
+        docs = getattr(store, "docs", None)
+        return get, (lambda: list(store.docs.values())) if docs is not None else None
+    if isinstance(parents, Mapping):
+        bad = [k for k, v in islice(parents.items(), 50) if not isinstance(v, BaseNode)]
+        if bad:
+            raise ConformalError(f"parents must map ids to LlamaIndex nodes or documents; {bad[0]!r} does not.")
+        return parents.get, lambda: list(parents.values())
+    if isinstance(parents, Sequence) and not isinstance(parents, str):
+        if not all(isinstance(n, BaseNode) for n in parents):
+            raise ConformalError("parents must be LlamaIndex nodes or documents (TextNode, Document).")
+        table = {n.node_id: n for n in parents}
+        return table.get, lambda: list(table.values())
+    raise ConformalError(
+        "parents must be a LlamaIndex docstore, a StorageContext, a mapping id -> node, or a list of nodes; "
+        f"got {type(parents).__name__}."
+    )
+
+
+def _host_parts(host: Any) -> tuple[Any, Any]:
+    """``(chunk retriever, parents)`` of an ``AutoMergingRetriever`` / ``RecursiveRetriever``, else ``(host, None)``."""
+    kind = type(host).__name__
+    if kind == "AutoMergingRetriever":
+        return host._vector_retriever, host._storage_context.docstore
+    if kind == "RecursiveRetriever":
+        return host._retriever_dict[host._root_id], host._node_dict or None
+    return host, None
+
+
+@dataclass(frozen=True)
+class ParentLevel:
+    """A chunk retriever with the store its chunks' parents are read from.
+
+    Attributes
+    ----------
+    retriever : BaseRetriever or index
+        The chunk-level host (an ``AutoMergingRetriever``'s vector retriever, a
+        ``RecursiveRetriever``'s root retriever, or what the user passed).
+    how : {"max", "sum"}
+        How a parent's score is made from its chunks' scores.
+    get : callable
+        Parent id -> parent node, or ``None`` when the store does not hold it.
+    every_parent : callable or None
+        All nodes of the store (to map document ids to hierarchical parents), when it can list them.
+    """
+
+    retriever: Any
+    how: str
+    get: Callable[[str], BaseNode | None]
+    every_parent: Callable[[], list[BaseNode]] | None = None
+
+    def fingerprint(self, chunk_retriever: BaseRetriever) -> Fingerprint:
+        """The parent-level fingerprint of the (resolved) chunk retriever."""
+        return parent_fingerprint(fingerprint_of(chunk_retriever), self.how)
+
+    def _text(self, pid: str) -> str | None:
+        node = self.get(pid)
+        return None if node is None else node.get_content(metadata_mode=MetadataMode.NONE)
+
+    def candidates(self, nodes: Sequence[NodeWithScore]) -> tuple[ParentCandidates, CandidatePool]:
+        """Parent-level pool of one query's chunk nodes, and the chunk pool it was made from."""
+        chunks, ordered = pool_from_nodes(nodes)
+        parent_of = {n.node.node_id: chunk_parent_id(n.node) for n in ordered}
+        return to_parent_pool(chunks, parent_of, self._text, how=self.how), chunks
+
+    def parent_pool(self, nodes: Sequence[NodeWithScore]) -> CandidatePool:
+        """The parent-level candidate pool of one query (what calibration scores)."""
+        return self.candidates(nodes)[0].pool
+
+    def parent_nodes(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+        """Copies of the parents, best first, scored from their chunks, with ``conformal_chunks``.
+
+        ``conformal_chunks`` is hidden from the LLM and the embedding model, so the prompt is
+        the parent's text and metadata as stored. The store's nodes are never modified.
+        """
+        found, chunks = self.candidates(nodes)
+        out = []
+        for pid, score, members in zip(found.pool.ids, found.pool.scores, found.members, strict=True):
+            parent = self.get(str(pid))
+            assert parent is not None  # to_parent_pool raised for a parent missing from the store
+            listed = [{"id": chunks.ids[i], "score": float(chunks.scores[i]), "text": chunks.texts[i]} for i in members]
+            update: dict[str, Any] = {"metadata": dict(parent.metadata) | {CHUNKS_METADATA_KEY: listed}}
+            for attr in _EXCLUDED_ATTRS:
+                keys = list(getattr(parent, attr, []) or [])
+                update[attr] = keys if CHUNKS_METADATA_KEY in keys else [*keys, CHUNKS_METADATA_KEY]
+            out.append(NodeWithScore(node=parent.model_copy(update=update), score=float(score)))
+        return out
+
+    def lift_gold(
+        self, examples: Sequence[CalibrationExample], chunk_retriever: BaseRetriever
+    ) -> list[CalibrationExample]:
+        """Gold ids as parent ids: a chunk id becomes its parent's id, a parent id stays, a node above the
+        parent level (a ``HierarchicalNodeParser`` root) or a document id (the ``SOURCE`` of the parents)
+        becomes the ids of the parents under it; an id found nowhere raises :class:`CalibrationError`."""
+        gold = sorted({g for ex in examples for g in ex.gold_ids})
+        if not gold:
+            return list(examples)
+        in_index = existing_ids(chunk_retriever, gold) or set()
+        chunk_nodes = _nodes_by_id(chunk_retriever, sorted(in_index), self.get)
+        parent_of: dict[str, str | None] = {}
+        for gid, node in chunk_nodes.items():
+            parent_of[gid] = chunk_parent_id(node)
+            if parent_of[gid] is None:
+                raise CalibrationError(
+                    f"Gold chunk {gid!r} has no parent (no IndexNode index_id, PARENT or SOURCE relationship)."
+                )
+        expand: dict[str, list[str]] = {}
+        for gid in gold:
+            if gid not in parent_of and (node := self.get(gid)) is not None:
+                expand[gid] = self._parent_level_ids(node)
+        unresolved = [g for g in gold if g not in parent_of and g not in expand]
+        by_source = self._parents_by_source() if unresolved else {}
+        expand |= {g: by_source[g] for g in unresolved if g in by_source}
+        check_gold_ids(examples, set(parent_of) | set(expand))
+        out = []
+        for ex in lift_gold_to_parents(examples, parent_of):
+            ids = tuple(dict.fromkeys(p for g in ex.gold_ids for p in expand.get(g, [g])))
+            out.append(ex if ids == tuple(ex.gold_ids) else replace(ex, gold_ids=ids))
+        return out
+
+    def _children(self, node: BaseNode) -> list[BaseNode]:
+        return [c for info in node.child_nodes or [] if (c := self.get(info.node_id)) is not None]
+
+    def _parent_level_ids(self, node: BaseNode) -> list[str]:
+        """``[node id]`` for a parent; for a node above the parent level, the parents under it."""
+        children = self._children(node)
+        if not children or not children[0].child_nodes:
+            return [node.node_id]
+        return [p for child in children for p in self._parent_level_ids(child)]
+
+    def _parents_by_source(self) -> dict[str, list[str]]:
+        """Document id -> ids of the parents cut from it (nodes whose children are leaves)."""
+        if self.every_parent is None:
+            return {}
+        out: dict[str, list[str]] = {}
+        for node in self.every_parent():
+            children = node.child_nodes or []
+            first = self.get(children[0].node_id) if children else None
+            if first is None or first.child_nodes or node.source_node is None:
+                continue
+            out.setdefault(node.source_node.node_id, []).append(node.node_id)
+        return out
+
+
+def _nodes_by_id(
+    retriever: BaseRetriever, ids: Sequence[str], fallback: Callable[[str], BaseNode | None]
+) -> dict[str, BaseNode]:
+    """Chunk nodes (with their relationships) from the host's vector store or index docstore, else the parent store."""
+    if not ids:
+        return {}
+    index = _index_of(retriever)
+    try:
+        nodes = index.vector_store.get_nodes(node_ids=list(ids)) if index is not None else []
+    except (NotImplementedError, AttributeError, ValueError):
+        nodes = []
+    found = {n.node_id: n for n in nodes}
+    docstore = getattr(index, "docstore", None)
+    for i in ids:
+        if i in found:
+            continue
+        node = docstore.get_node(i, raise_error=False) if docstore is not None else None
+        if (node := node or fallback(i)) is not None:
+            found[i] = node
+    return found
+
+
+def resolve_parent_level(host: Any, parents: Any = None, how: str = "max") -> ParentLevel | None:
+    """The parent level of a host, or ``None`` for plain chunk-level retrieval.
+
+    Parent level is on when ``parents`` is given or the host is an ``AutoMergingRetriever``
+    (its storage context's docstore) or a ``RecursiveRetriever`` (its ``node_dict``).
+
+    Examples
+    --------
+    >>> from llama_index.core.schema import TextNode
+    >>> resolve_parent_level(object()) is None
+    True
+    >>> resolve_parent_level(object(), [TextNode(id_="doc", text="x")], "sum").how
+    'sum'
+    """
+    check_parent_aggregation(how)
+    chunk_host, own = _host_parts(host)
+    store = parents if parents is not None else own
+    if store is None:
+        if how != "max":
+            raise ConformalError(f"parent_aggregation={how!r} needs parents=...: the docstore holding the parents.")
+        if chunk_host is not host:
+            raise ConformalError(
+                f"The {type(host).__name__} has no parent nodes to return (empty node_dict); pass parents=..."
+            )
+        return None
+    get, every = _store_lookup(store)
+    return ParentLevel(chunk_host, how, get, every)
+
+
+def check_level(calibration: Any, level: ParentLevel | None) -> None:
+    """Refuse a parent-level calibration used at chunk level and the other way round, in plain words."""
+    calibrated_parent = PARENT_MARK + "parent:" in str(calibration.fingerprint_.retriever)
+    if calibrated_parent and level is None:
+        raise ConformalError(
+            "This calibration was made at parent level (small-to-big), but no parents were given: pass "
+            "parents=... (the docstore) or the AutoMergingRetriever / RecursiveRetriever host."
+        )
+    if level is not None and not calibrated_parent:
+        raise ConformalError(
+            "This calibration was made at chunk level, so its threshold does not hold for parents: re-run "
+            "calibrate_retriever(..., parents=...) on this host."
+        )

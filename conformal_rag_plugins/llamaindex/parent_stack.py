@@ -1,0 +1,126 @@
+"""Build a small-to-big LlamaIndex stack over long documents: chunks in Chroma, parents in a docstore.
+
+Two of LlamaIndex's own layouts, with MiniLM-sized chunks from
+:func:`~conformal_rag_plugins.llamaindex.text_splitting.sentence_splitter`:
+
+``flat``
+    ``SentenceSplitter.get_nodes_from_documents``: every chunk has a ``SOURCE`` relationship
+    to its ``Document``; the docstore holds the documents (the parents).
+``hierarchical``
+    ``HierarchicalNodeParser`` with two levels (whole-document parents, then chunks), as the
+    ``AutoMergingRetriever`` expects: leaves have a ``PARENT`` relationship; the docstore
+    holds every node.
+
+Used by the tests and the benchmark; a user builds the same with their own parser and store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llama_index.core import Document, StorageContext, VectorStoreIndex
+from llama_index.core.schema import BaseNode
+
+from ..calibration.examples import CorpusEntry
+from ..local.chroma import chroma_client, get_collection
+from .embedding import MiniLMEmbedding
+from .text_splitting import sentence_splitter
+
+__all__ = ["LAYOUTS", "PARENT_LEVEL_CHUNK_SIZE", "ParentStack", "build_parent_stack"]
+
+#: The two layouts :func:`build_parent_stack` builds.
+LAYOUTS = ("flat", "hierarchical")
+
+#: Chunk size (MiniLM tokens) of the parent level of the hierarchical layout: a whole long document.
+PARENT_LEVEL_CHUNK_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class ParentStack:
+    """The pieces of a small-to-big stack.
+
+    Attributes
+    ----------
+    index : VectorStoreIndex
+        Chunks (leaves) in a cosine Chroma collection.
+    chunks : list of BaseNode
+        The indexed chunks, with their relationships.
+    storage_context : StorageContext
+        Its ``docstore`` holds the parents (and, hierarchical, every node).
+    parents : dict
+        Parent id -> parent node.
+    """
+
+    index: VectorStoreIndex
+    chunks: list[BaseNode]
+    storage_context: StorageContext
+    parents: dict[str, BaseNode]
+
+
+def _chunk_id(i: int, doc: BaseNode) -> str:
+    return f"{doc.node_id}::chunk{i}"
+
+
+def _part_id(i: int, doc: BaseNode) -> str:
+    return f"{doc.node_id}#part{i}"
+
+
+def _split(documents: list[Document], layout: str, chunk_size: int) -> tuple[list[BaseNode], list[BaseNode]]:
+    """(chunks, parents) of the documents in one layout."""
+    leaf = sentence_splitter(chunk_size)
+    leaf.id_func = _chunk_id
+    if layout == "flat":
+        return list(leaf.get_nodes_from_documents(documents)), list(documents)
+    from llama_index.core.node_parser import HierarchicalNodeParser, get_leaf_nodes, get_root_nodes
+
+    top = sentence_splitter(PARENT_LEVEL_CHUNK_SIZE, 0)
+    top.id_func = _part_id
+    parser = HierarchicalNodeParser.from_defaults(
+        node_parser_ids=["parent", "chunk"], node_parser_map={"parent": top, "chunk": leaf}
+    )
+    nodes = parser.get_nodes_from_documents(documents)
+    return get_leaf_nodes(nodes), get_root_nodes(nodes)
+
+
+def build_parent_stack(
+    entries: Sequence[CorpusEntry],
+    *,
+    layout: str = "flat",
+    chunk_size: int = 96,
+    client: Any = None,
+    collection_name: str | None = None,
+    embed_model: Any = None,
+) -> ParentStack:
+    """Chunk long entries, index the chunks in Chroma and put the parents in a docstore.
+
+    A collection that already holds the chunk ids is reused (embeddings are cached on disk anyway).
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.local.long_documents import bundled_long_documents
+    >>> stack = build_parent_stack(bundled_long_documents()[0][:3])  # doctest: +SKIP
+    >>> stack.chunks[0].source_node.node_id  # doctest: +SKIP
+    'Normans#0+6'
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}.")
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    documents = [Document(id_=e.id, text=e.text, metadata={"title": e.title} if e.title else {}) for e in entries]
+    chunks, parents = _split(documents, layout, chunk_size)
+    client = client if client is not None else chroma_client()
+    collection = get_collection(client, collection_name or f"crp-li-parent-{layout}-{chunk_size}")
+    store = ChromaVectorStore(chroma_collection=collection)
+    embed_model = embed_model or MiniLMEmbedding()
+    have = set(collection.get(ids=[n.node_id for n in chunks], include=[])["ids"])
+    todo = [n for n in chunks if n.node_id not in have]
+    if todo:
+        VectorStoreIndex(
+            todo, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model
+        )
+    index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+    context = StorageContext.from_defaults()
+    context.docstore.add_documents(parents if layout == "flat" else [*parents, *chunks])
+    return ParentStack(index, chunks, context, {p.node_id: p for p in parents})
