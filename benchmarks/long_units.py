@@ -40,6 +40,12 @@ ALPHA = 0.1
 SEED = 0
 
 
+def _setting(choice: str) -> str:
+    """``"key|family"`` as ``"key (family)"`` (a bar would split a markdown cell)."""
+    key, _, family = choice.rpartition("|")
+    return f"{key} ({family})"
+
+
 def _row(framework: str, case: str, report: dict, seconds: float) -> dict:
     rows = {r["method"]: r for r in report["results"]}
     tuned = rows["tuned"]
@@ -53,10 +59,11 @@ def _row(framework: str, case: str, report: dict, seconds: float) -> dict:
         "tuned coverage": round(tuned["mean_coverage"], 3),
         "tuned set size": round(tuned["mean_set_size"], 2),
         "tuned tokens": round(tuned["mean_context_tokens"]),
-        "most chosen": choice["most_chosen"],
+        "most chosen": _setting(choice["most_chosen"]),
+        "unit": choice["unit"],
         "previous default (chunks) coverage": round(old["mean_coverage"], 3),
         "previous default tokens": round(old["mean_context_tokens"]),
-        "best fixed in hindsight": best["setting"],
+        "best fixed in hindsight": _setting(best["setting"]),
         "best fixed tokens": round(best["mean_context_tokens"]),
         "tuned / best fixed": round(tuned["mean_context_tokens"] / best["mean_context_tokens"], 2),
         "previous / tuned": round(old["mean_context_tokens"] / tuned["mean_context_tokens"], 2),
@@ -115,7 +122,11 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--frameworks", nargs="+", default=["llamaindex", "langchain"])
     args = parser.parse_args()
-    report = run(args.frameworks, args.trials)
+    write(run(args.frameworks, args.trials))
+
+
+def write(report: dict) -> None:
+    """Write the JSON and the markdown table into ``benchmarks/results/``."""
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "long_units.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     cols = [
@@ -125,7 +136,9 @@ def main() -> None:
         "tuned set size",
         "tuned tokens",
         "most chosen",
+        "unit",
         "previous default tokens",
+        "best fixed in hindsight",
         "best fixed tokens",
         "tuned / best fixed",
         "previous / tuned",
@@ -135,7 +148,7 @@ def main() -> None:
         "# What the LLM reads: unit, fusion and pool chosen by context tokens",
         "",
         f"`run_evaluate` defaults (tuned hybrid, `--unit auto`, pools 50/100/200), alpha = {ALPHA}, "
-        f"{args.trials} random 50/50 splits (seed {SEED}). Tokens are MiniLM word pieces of the returned units "
+        f"{report['trials']} random 50/50 splits (seed {SEED}). Tokens are MiniLM word pieces of the returned units "
         "(what an LLM would read). `previous default` is the chunk-level, pool-50, smallest-set tuning of "
         "earlier versions on the same trials; `best fixed` is the setting with the fewest tokens in hindsight.",
         "",

@@ -21,7 +21,7 @@ from ..runtime.atomic import atomic_write_text
 from .chunk_corpus import chunk_corpus
 from .evaluate_groups import groups_block, question_groups
 from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
-from .unit_candidates import collect_candidates, resolve_units
+from .unit_candidates import Candidates, collect_candidates, resolve_units
 from .unit_report import describe_choice, fixed_settings_block, mean_unit_tokens, pool_miss_notes
 
 __all__ = ["DEFAULT_FUSION", "evaluate_observations", "run_evaluate"]
@@ -216,36 +216,29 @@ def run_evaluate(
     labels = question_groups(questions, group_by, qa_name) if group_by is not None else None
     configs: list[FusionConfig | None] = list(grid) if retriever == "hybrid" else [None]
     first = pools if pool_sizes is not None else pools[:1]
-    candidates = collect_candidates(
-        framework,
-        retriever,
-        entries,
-        questions,
-        chunked,
-        units=units,
-        grid=configs,
-        pool_sizes=first,
-        client=client,
-        progress=progress,
-    )
+
+    def collect(sizes: Sequence[int]) -> Candidates:
+        return collect_candidates(
+            framework,
+            retriever,
+            entries,
+            questions,
+            chunked,
+            units=units,
+            grid=configs,
+            pool_sizes=sizes,
+            client=client,
+            progress=progress,
+        )
+
+    candidates = collect(first)
     seconds = (candidates.seconds_index, candidates.seconds_queries)
     larger = "given" if pool_sizes is not None else "none"
     if len(first) < len(pools):
         # A larger pool competes only in a trial whose optimisation part misses more than alpha/2 at the base
         # pool; when no trial does, the tuned result is the same without retrieving them.
         if larger_pools_eligible(candidates.observations, min(alphas), trials=trials, seed=seed):
-            candidates = collect_candidates(
-                framework,
-                retriever,
-                entries,
-                questions,
-                chunked,
-                units=units,
-                grid=configs,
-                pool_sizes=pools,
-                client=client,
-                progress=progress,
-            )
+            candidates = collect(pools)
             seconds = (seconds[0] + candidates.seconds_index, seconds[1] + candidates.seconds_queries)
             larger = "retrieved: the base pool missed more than alpha/2 in some trial"
         else:
