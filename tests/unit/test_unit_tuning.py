@@ -151,3 +151,25 @@ def test_pool_miss_warning_names_a_larger_pool() -> None:
             random_state=0,
             strict=False,
         )
+
+
+def test_skipping_ineligible_larger_pools_changes_nothing() -> None:
+    """``evaluate`` does not retrieve larger pools when no trial could choose them; the result must be identical."""
+    from conformal_rag_plugins.core.config_search import larger_pools_eligible
+
+    rng = np.random.default_rng(5)
+    base = _random_obs(rng, 200, miss=0.0)
+    larger = [
+        PoolObservation(
+            np.concatenate([o.scores, o.scores[-1:] - 0.5]), o.gold_positions, costs=np.append(o.costs, 9.0)
+        )
+        for o in base
+    ]
+    assert not larger_pools_eligible({"a": base}, 0.1, trials=30, seed=4)
+    with_larger, _ = evaluate_tuned_splits(
+        {"a": base, "a@100": larger}, 0.1, trials=30, seed=4, objective="tokens", base_of={"a@100": "a"}
+    )
+    without, _ = evaluate_tuned_splits({"a": base}, 0.1, trials=30, seed=4, objective="tokens")
+    assert with_larger.as_row() == without.as_row()
+    missing = [PoolObservation(o.scores, ()) if i % 4 == 0 else o for i, o in enumerate(base)]
+    assert larger_pools_eligible({"a": missing}, 0.1, trials=30, seed=4)
