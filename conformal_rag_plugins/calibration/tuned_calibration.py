@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.config_search import choose_configuration
+from ..core.config_search import OBJECTIVES, choose_configuration
 from ..core.errors import CalibrationError
 from ..core.quantile import min_calibration_size
 from ..core.retrieval_scores import SCORE_FAMILIES
@@ -195,6 +195,11 @@ def calibrate_tuned(
     examples = list(examples)
     if group_by is not None:
         group_labels(examples, group_by)  # a missing key or a raising function fails before any query
+    if objective is not None and objective not in OBJECTIVES:
+        raise CalibrationError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
+    bad = [u for u, ex in (unit_examples or {}).items() if len(ex) != len(examples)]
+    if bad:
+        raise CalibrationError(f"unit_examples[{bad[0]!r}] must hold the same {len(examples)} questions, in order.")
     opt_idx, cal_idx = split_examples(
         list(range(len(examples))), (optimisation_fraction, 1.0 - optimisation_fraction), seed=random_state
     )

@@ -134,6 +134,16 @@ def test_pool_sizes_are_checked() -> None:
         default_pool_sizes(0)
 
 
+def test_bad_objective_and_misaligned_unit_examples_fail_before_any_query() -> None:
+    def fetch(q):
+        raise AssertionError("queried")
+
+    with pytest.raises(CalibrationError, match="objective must be one of"):
+        calibrate_tuned(_examples(), {Z: fetch}, _fingerprint, pool_size=2, objective="latency")
+    with pytest.raises(CalibrationError, match="same 200 questions"):
+        calibrate_tuned(_examples(), {Z: fetch}, _fingerprint, pool_size=2, unit_examples={"parent:max": []})
+
+
 def test_token_costs_are_counted_once_per_unit() -> None:
     calls: list[str] = []
     costs = TokenCosts(lambda t: calls.append(t) or len(t))
