@@ -151,6 +151,22 @@ def _held_out(framework: str, s: dict[str, Any], host: Any, cal: Any, held: list
             "mean_tokens": float(np.mean(tokens))}  # fmt: skip
 
 
+def _optimisation_view(sel: dict[str, Any]) -> dict[str, Any]:
+    """On the optimisation split: the chosen candidate's and the fewest-units parent candidate's size and tokens."""
+    tokens, sizes = sel.get("mean_tokens") or {}, sel.get("grid") or {}
+    if not tokens:
+        return {}
+    chosen = f"{sel['candidate']}|{sel['chosen']}"
+    out = {"opt_chosen_size": round(sizes[chosen], 3), "opt_chosen_tokens": round(tokens[chosen], 1)}
+    parents = {k: v for k, v in sizes.items() if k.startswith("parent")}
+    if parents:
+        best = min(parents, key=parents.get)
+        out |= {"opt_fewest_units": best, "opt_fewest_units_size": round(sizes[best], 3),
+                "opt_fewest_units_tokens": round(tokens[best], 1),
+                "opt_fewest_units_overall": min(sizes, key=sizes.get)}  # fmt: skip
+    return out
+
+
 def run(seeds: int) -> dict[str, Any]:
     client = chroma_client()
     rows = []
@@ -177,6 +193,7 @@ def run(seeds: int) -> dict[str, Any]:
                         seconds = time.perf_counter() - t0
                         out = _held_out(framework, s, host, cal, held)
                     sel = cal.selection_
+                    opt = _optimisation_view(sel)
                     rows.append({
                         "framework": framework, "setting": name, "seed": seed, "rule": rule,
                         "chosen": f"{sel.get('candidate', sel['fusion_method'])}|{sel['chosen']}",
@@ -184,6 +201,7 @@ def run(seeds: int) -> dict[str, Any]:
                         "pools_tried": len(default_pool_sizes(pool)) if rule == "tokens" else 1,
                         "n_held_out": len(held), "calibrate_s": round(seconds, 2),
                         **{k: round(v, 4) for k, v in out.items()},
+                        **opt,
                     })  # fmt: skip
                     print(rows[-1], flush=True)
     return {
