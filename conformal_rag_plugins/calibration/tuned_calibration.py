@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
-from ..core.config_search import choose_configuration
+from ..core.config_search import OBJECTIVES, choose_configuration
 from ..core.errors import CalibrationError
 from ..core.quantile import min_calibration_size
 from ..core.retrieval_scores import SCORE_FAMILIES
@@ -31,6 +32,7 @@ from .fingerprint import Fingerprint
 from .groups import GroupBy, group_labels
 from .pool_calibration import CandidatePool, calibrate_from_pools, collect_observations, label_counts
 from .retrieval import RetrievalCalibration
+from .tuned_candidates import TunedCandidate, as_candidate, feasible, observe_candidates
 
 __all__ = ["DEFAULT_FUSION_GRID", "FUSION_METHODS", "FusionConfig", "TunedCalibration", "calibrate_tuned", "fusion_of"]
 
@@ -95,10 +97,13 @@ class TunedCalibration:
     calibration : RetrievalCalibration
         ``selection_`` holds the rule, the seed, the split sizes and every
         candidate's mean set size on the optimisation split.
+    candidate : TunedCandidate
+        The chosen unit, fusion setting and pool size.
     """
 
     config: FusionConfig
     calibration: RetrievalCalibration
+    candidate: TunedCandidate | None = None
 
 
 def calibrate_tuned(
@@ -116,17 +121,24 @@ def calibrate_tuned(
     strict: bool = False,
     progress: bool = True,
     group_by: GroupBy | None = None,
+    objective: str | None = None,
+    base_of: Mapping[Any, Any] | None = None,
+    fanout: Callable[[str], Mapping[Any, CandidatePool]] | None = None,
+    token_costs: Callable[[CandidatePool], Mapping[str, float]] | None = None,
+    unit_examples: Mapping[str, Sequence[CalibrationExample]] | None = None,
 ) -> TunedCalibration:
     """Choose the configuration (and family) on an optimisation split, calibrate on the rest.
 
     Parameters
     ----------
     examples : sequence of CalibrationExample
-    fetchers : mapping of FusionConfig to callable
-        ``fetch(question) -> CandidatePool`` of the host built with each configuration.
+    fetchers : mapping of FusionConfig or TunedCandidate to callable
+        ``fetch(question) -> CandidatePool`` of the host built with each configuration
+        (a ``FusionConfig`` is the chunk-level candidate at ``pool_size``).
     fingerprints : callable
-        ``fingerprints(config) -> Fingerprint`` of that host.
+        ``fingerprints(key) -> Fingerprint`` of that host.
     pool_size : int
+        The base pool.
     confidence_level : float, default 0.9
     score : {"auto", "relative", "similarity", "rank"}, default "auto"
         ``auto`` chooses the family together with the configuration; a named family
@@ -137,6 +149,24 @@ def calibrate_tuned(
         Seed of the optimisation/calibration split.
     group_by : str or callable, optional
         Per-group (Mondrian) thresholds on the calibration part (see :mod:`.groups`).
+    objective : {"size", "tokens"}, optional
+        What the choice minimises on the optimisation split; default ``"tokens"`` (mean
+        context tokens of the set) when ``token_costs`` is given, else ``"size"``.
+    base_of : mapping, optional
+        Larger-pool key -> the same setting at the base pool: a larger pool competes only
+        when its base pool misses more than ``alpha/2`` of the optimisation questions.
+    fanout : callable, optional
+        ``fanout(question) -> {key: CandidatePool}``: every candidate's pool from one search
+        (the optimisation split is then never queried per candidate).
+    token_costs : callable, optional
+        ``token_costs(pool) -> {id: context tokens}`` (see :class:`~.tuned_candidates.TokenCosts`).
+    unit_examples : mapping of str to sequence of CalibrationExample, optional
+        The same questions (same order) with the gold of another unit, e.g. parent ids
+        for ``"parent:max"``; a unit not listed uses ``examples``.
+
+    Candidates whose pool misses more than ``alpha`` of the optimisation
+    questions cannot reach ``1 - alpha`` and are left out when another candidate can
+    (``selection_["infeasible"]``).
 
     Returns
     -------
@@ -165,7 +195,15 @@ def calibrate_tuned(
     examples = list(examples)
     if group_by is not None:
         group_labels(examples, group_by)  # a missing key or a raising function fails before any query
-    opt, cal = split_examples(examples, (optimisation_fraction, 1.0 - optimisation_fraction), seed=random_state)
+    if objective is not None and objective not in OBJECTIVES:
+        raise CalibrationError(f"objective must be one of {OBJECTIVES}, got {objective!r}.")
+    bad = [u for u, ex in (unit_examples or {}).items() if len(ex) != len(examples)]
+    if bad:
+        raise CalibrationError(f"unit_examples[{bad[0]!r}] must hold the same {len(examples)} questions, in order.")
+    opt_idx, cal_idx = split_examples(
+        list(range(len(examples))), (optimisation_fraction, 1.0 - optimisation_fraction), seed=random_state
+    )
+    opt, cal = [examples[i] for i in opt_idx], [examples[i] for i in cal_idx]  # as split_examples(examples, ...)
     need = min_calibration_size(alpha)
     if len(cal) < need or not opt:
         raise CalibrationError(
@@ -173,35 +211,63 @@ def calibrate_tuned(
             f"needs at least {need} calibration questions after the optimisation split. Label more questions "
             "or lower confidence_level."
         )
-    configs = list(fetchers)
-    observed = {c.key: collect_observations(opt, fetchers[c], progress=progress) for c in configs}
-    choice = choose_configuration(observed, alpha, families=families)
-    config = next(c for c in configs if c.key == choice.config)
+    cands = {key: as_candidate(key, pool_size) for key in fetchers}
+    names = {key: cands[key].label(pool_size) for key in fetchers}
+
+    def unit_ex(key: Any) -> Sequence[CalibrationExample]:
+        return (unit_examples or {}).get(cands[key].unit, examples)
+
+    observed = observe_candidates(
+        {k: [unit_ex(k)[i] for i in opt_idx] for k in fetchers},
+        fetchers,
+        fanout=fanout,
+        token_costs=token_costs,
+        progress=progress,
+    )
+    by_name = {names[k]: obs for k, obs in observed.items()}
+    usable = feasible(by_name, alpha)
+    objective = objective or ("tokens" if token_costs is not None else "size")
+    bases = {names[k]: names[b] for k, b in (base_of or {}).items() if names[k] in usable and names[b] in usable}
+    choice = choose_configuration(
+        {n: o for n, o in by_name.items() if n in usable}, alpha, families=families, objective=objective, base_of=bases
+    )
+    key = next(k for k in fetchers if names[k] == choice.config)
+    chosen, config = cands[key], cands[key].fusion
     calibration = calibrate_from_pools(
-        collect_observations(cal, fetchers[config], progress=progress),
-        fingerprint=fingerprints(config),
-        pool_size=pool_size,
+        collect_observations([unit_ex(key)[i] for i in cal_idx], fetchers[key], progress=progress),
+        fingerprint=fingerprints(key),
+        pool_size=chosen.pool_size,
         confidence_level=confidence_level,
         score=choice.family,
         method=method,
         delta=delta,
         random_state=random_state,
         strict=strict,
-        labels=label_counts(examples),
+        labels=label_counts(unit_ex(key)),
         group_labels=group_labels(cal, group_by) if group_by is not None else None,
         group_by=group_by,
     )
+    what = "mean context tokens" if objective == "tokens" else "mean set size"
     selection = {
         "rule": "tuned-hybrid",
-        "objective": "mean set size on the optimisation split",
+        "objective": f"{what} on the optimisation split",
         "seed": random_state,
         "n_optimisation": len(opt),
         "fusion_method": config.method,
         "dense_weight": config.weight,
         "chosen": choice.family,
         "grid": choice.mean_sizes,
+        "tuning_objective": objective,
+        "unit": chosen.unit,
+        "pool_size": chosen.pool_size,
+        "candidate": choice.config,
+        "units": sorted({c.unit for c in cands.values()}),
+        "pool_sizes": sorted({c.pool_size for c in cands.values()}),
+        "mean_tokens": choice.mean_tokens,
+        "skipped": list(choice.skipped),
+        "infeasible": sorted(set(by_name) - usable),
     }
-    return TunedCalibration(config, replace(calibration, selection_=selection))
+    return TunedCalibration(config, replace(calibration, selection_=selection), chosen)
 
 
 def fusion_of(calibration: RetrievalCalibration) -> FusionConfig:

@@ -9,6 +9,7 @@ family chosen on an optimisation split) unless ``--fusion`` fixes it.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,13 @@ def register(sub: Any) -> None:
         help="a field of the labelled questions known at query time (collection, tenant): the saved calibration "
         "also holds one threshold per group (Mondrian); pass group=... to ConformalRetriever",
     )
+    p.add_argument(
+        "--pool-sizes",
+        default=None,
+        metavar="N,N,...",
+        help="pool sizes the tuned hybrid tries (default: 1x, 2x and 4x --pool-size); a larger pool competes only "
+        "when --pool-size misses more than alpha/2 of the tuning questions",
+    )
     p.set_defaults(handler=_handle)
 
 
@@ -59,6 +67,7 @@ def _handle(args: argparse.Namespace) -> None:
         seed=args.seed,
         progress=not args.quiet,
         group_by=args.group_by,
+        pool_sizes=_pool_sizes(args.pool_sizes),
     )
     print(cal.summary())
     for g, v in cal.groups_.items():
@@ -68,6 +77,8 @@ def _handle(args: argparse.Namespace) -> None:
     if cal.selection_.get("rule") == "tuned-hybrid":
         sel = cal.selection_
         print(f"tuned: fusion {sel['fusion_method']}:{sel['dense_weight']:g}, score {cal.score_family_}")
+        if "pool_size" in sel:
+            print(f"tuned: pool {sel['pool_size']} of {sel['pool_sizes']}, by {sel['tuning_objective']}")
     print(f"wrote {args.out}")
 
 
@@ -90,8 +101,12 @@ def run_calibrate(
     seed: int = 0,
     progress: bool = True,
     group_by: str | None = None,
+    pool_sizes: Sequence[int] | None = None,
 ) -> Any:
     """Index the chunked corpus, calibrate on the labelled questions, save and return the calibration.
+
+    A tuned hybrid also chooses the pool among ``pool_sizes`` (default 1x, 2x, 4x
+    ``pool_size``) by mean context tokens on the optimisation split.
 
     Gold ids may name whole documents: they are moved onto the chunks that hold a reference
     answer (:func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks`), and the
@@ -116,6 +131,8 @@ def run_calibrate(
 
     alpha = check_alpha(alpha)
     check_at_least("pool_size", pool_size)
+    for size in pool_sizes or ():
+        check_at_least("pool_sizes", size)
     check_outputs(files=[out], dirs=[persist_dir])
     examples = load_questions(questions)
     groups = _groups_by_question(examples, group_by) if group_by is not None else None
@@ -129,7 +146,7 @@ def run_calibrate(
     grid = None if tuned else [FusionConfig.parse(fusion) if retriever == "hybrid" else FusionConfig("zscore", 0.5)]
     family = score or ("auto" if tuned else "relative")
     if tuned:
-        cal = _tuned(framework, chunks, examples, client, 1 - alpha, family, pool_size, seed, progress)
+        cal = _tuned(framework, chunks, examples, client, 1 - alpha, family, pool_size, seed, progress, pool_sizes)
     else:
         bundle = next(
             iter(build_hosts(framework, retriever, chunks, grid=grid, pool_size=pool_size, client=client).values())
@@ -173,8 +190,11 @@ def _tuned(
     pool: int,
     seed: int,
     progress: bool,
+    pool_sizes: Sequence[int] | None = None,
 ) -> Any:
     from .hosts import corpus_key
+
+    sizes = None if pool_sizes is None else sorted({pool, *pool_sizes})
 
     name = f"crp-{framework}-{corpus_key(chunks)}"
     if framework == "llamaindex":
@@ -191,6 +211,7 @@ def _tuned(
             pool_size=pool,
             random_state=seed,
             progress=progress,
+            pool_sizes=sizes,
         )
         return cal
     from ..langchain.hybrid_tuning import calibrate_hybrid_retriever as lc_calibrate
@@ -206,5 +227,21 @@ def _tuned(
         pool_size=pool,
         random_state=seed,
         progress=progress,
+        pool_sizes=sizes,
     )
     return cal
+
+
+def _pool_sizes(text: str | None) -> list[int] | None:
+    """``"50,100,200"`` -> ``[50, 100, 200]``; a bad list exits with a clear message."""
+    if text is None:
+        return None
+    from ..core.errors import ConformalError
+
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConformalError(f"--pool-sizes must be whole numbers separated by commas, got {text!r}.") from None
+    if not sizes:
+        raise ConformalError(f"--pool-sizes must list at least one pool size, got {text!r}.")
+    return sizes

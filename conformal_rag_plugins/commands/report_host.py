@@ -15,6 +15,7 @@ from typing import Any
 
 from ..calibration.chunk_records import Chunk
 from ..calibration.fingerprint import corpus_digest
+from ..calibration.parent_pools import PARENT_MARK
 from ..calibration.retrieval import RetrievalCalibration
 from ..calibration.tuned_calibration import FusionConfig, fusion_of
 from ..core.errors import CalibrationError, FingerprintMismatchError
@@ -35,7 +36,7 @@ def host_spec(calibration: RetrievalCalibration) -> HostSpec:
     ------
     CalibrationError
         The calibration was made on a host ``conformal-rag`` cannot rebuild (another store,
-        framework or retriever).
+        framework or retriever, or parent level).
 
     Examples
     --------
@@ -47,6 +48,12 @@ def host_spec(calibration: RetrievalCalibration) -> HostSpec:
     ('langchain', 'hybrid', FusionConfig(method='zscore', weight=0.5))
     """
     fp = calibration.fingerprint_
+    if PARENT_MARK + "parent:" in fp.retriever:
+        raise CalibrationError(
+            f"This calibration returns parent documents ({fp.retriever.rsplit(PARENT_MARK, 1)[1]}, small-to-big); "
+            "the report rebuilds only chunk-level hosts from the corpus files. Measure it in Python with "
+            "ConformalRetriever(..., parents=...) on held-out questions instead."
+        )
     if calibration.selection_.get("rule") == "tuned-hybrid":
         return fp.framework, "hybrid", fusion_of(calibration)
     retriever = fp.retriever

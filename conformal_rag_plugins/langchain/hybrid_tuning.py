@@ -7,8 +7,9 @@ vector store and BM25 index.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
@@ -16,12 +17,13 @@ from langchain_core.vectorstores import VectorStore
 from ..calibration.examples import CalibrationExample, CorpusEntry
 from ..calibration.fingerprint import corpus_digest
 from ..calibration.groups import GroupBy
-from ..calibration.pool_calibration import CandidatePool, check_gold_ids
 from ..calibration.retrieval import RetrievalCalibration
 from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
+from ..calibration.tuned_candidates import default_pool_sizes
 from ..local.bm25 import BM25Index
 from .fusion import ScoredFusionRetriever
-from .host import all_ids, doc_id, existing_ids, fetch_pool
+from .host import all_ids, doc_id
+from .tuned_units import unit_candidates
 
 __all__ = ["calibrate_hybrid_retriever", "hybrid_from_calibration", "hybrid_retrievers"]
 
@@ -77,8 +79,18 @@ def calibrate_hybrid_retriever(
     strict: bool = False,
     progress: bool = True,
     group_by: GroupBy | None = None,
+    pool_sizes: Sequence[int] | None = None,
+    parents: Any = None,
+    parent_aggregation: str = "max",
+    id_key: str | None = None,
 ) -> tuple[ScoredFusionRetriever, RetrievalCalibration]:
-    """Choose the fusion setting and score family on an optimisation split, calibrate on the rest.
+    """Choose what the LLM reads (unit, fusion setting, pool size) and the score family, calibrate on the rest.
+
+    The choice minimises the mean context tokens (MiniLM tokens of the returned units) of the
+    conformal set on a seeded optimisation split, searched once per question for every
+    candidate; the chosen host alone is then queried on the disjoint calibration split.
+    Whole documents (a separate index of unsplit documents) are not a candidate here; compare
+    them with ``conformal-rag evaluate --unit auto``.
 
     Parameters
     ----------
@@ -93,31 +105,51 @@ def calibrate_hybrid_retriever(
     score : {"auto", "relative", "similarity", "rank"}, default "auto"
     group_by : str or callable, optional
         Per-group (Mondrian) thresholds, as in ``calibrate_retriever``.
+    pool_sizes : sequence of int, optional
+        Pool sizes to try; default ``(pool_size, 2 * pool_size, 4 * pool_size)``. A larger pool
+        competes only when the base pool misses more than ``alpha/2`` of the optimisation
+        questions; a pool missing more than ``alpha`` is left out when another can reach
+        ``1 - alpha``.
+    parents : BaseStore or Mapping, optional
+        Also try returning the chunks' parent documents (small-to-big, as
+        ``calibrate_retriever(..., parents=...)``); the chunks' ``metadata[id_key]`` names the
+        parent. Gold ids may then be chunk or parent ids.
+    parent_aggregation : {"max", "sum"}, default "max"
+    id_key : str, optional
+        Chunk metadata key of the parent id (default ``"doc_id"``, as ``ParentDocumentRetriever``).
 
     Returns
     -------
     retriever : ScoredFusionRetriever
-        The chosen host; wrap it in ``ConformalRetriever(retriever=..., calibration=...)``.
+        The chosen (chunk) host, ``k`` = the chosen pool; wrap it in
+        ``ConformalRetriever(retriever=..., calibration=...)``, adding the same ``parents=`` (and
+        ``id_key=``) when ``calibration.selection_["unit"]`` is a parent unit.
     calibration : RetrievalCalibration
+        Its fingerprint names the fusion, weight and pool (and ``>parent:max`` at parent level);
+        ``selection_`` reports the search (``unit``, ``pool_size``, ``mean_tokens``, ...).
 
     Examples
     --------
     >>> host, cal = calibrate_hybrid_retriever(store, entries, examples)  # doctest: +SKIP
     >>> retriever = ConformalRetriever(retriever=host, calibration=cal)  # doctest: +SKIP
     """
-    hosts = hybrid_retrievers(vectorstore, corpus, grid, pool_size=pool_size)
-    gold = sorted({g for ex in examples for g in ex.gold_ids})
-    known = existing_ids(vectorstore, gold) if gold else None
-    if known is not None:
-        check_gold_ids(examples, known)
-
-    def fetcher(host: ScoredFusionRetriever) -> Callable[[str], CandidatePool]:
-        return lambda q: fetch_pool(host, q, pool_size)[0]
-
+    ids, texts = _ids_texts(corpus)
+    found = unit_candidates(
+        vectorstore,
+        corpus,
+        ids,
+        texts,
+        examples,
+        grid,
+        default_pool_sizes(pool_size, pool_sizes),
+        parents=parents,
+        id_key=id_key,
+        parent_aggregation=parent_aggregation,
+    )
     tuned = calibrate_tuned(
         examples,
-        {c: fetcher(h) for c, h in hosts.items()},
-        lambda c: hosts[c].conformal_fingerprint(),
+        {c: found.fetcher(c) for c in found.candidates},
+        found.fingerprint,
         pool_size=pool_size,
         confidence_level=confidence_level,
         score=score,
@@ -128,8 +160,13 @@ def calibrate_hybrid_retriever(
         strict=strict,
         progress=progress,
         group_by=group_by,
+        base_of=found.base_of,
+        fanout=found.fanout,
+        token_costs=found.token_costs,
+        unit_examples=found.unit_examples,
     )
-    host = hosts[tuned.config]
+    assert tuned.candidate is not None
+    host = found.host(tuned.candidate)
     return host, replace(tuned.calibration, corpus_=corpus_digest(all_ids(host)))
 
 
@@ -137,6 +174,8 @@ def hybrid_from_calibration(
     vectorstore: VectorStore, corpus: Sequence[CorpusEntry | Document], calibration: RetrievalCalibration
 ) -> ScoredFusionRetriever:
     """Rebuild the tuned host a calibration was made with (its fusion setting and pool size).
+
+    At parent level it is the chunk host: pass the calibration's ``parents=`` to ``ConformalRetriever`` too.
 
     Examples
     --------

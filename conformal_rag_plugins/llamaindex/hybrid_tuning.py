@@ -7,8 +7,9 @@ dense index and BM25 retriever.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from llama_index.core import VectorStoreIndex
 from llama_index.core.retrievers import QueryFusionRetriever
@@ -17,13 +18,13 @@ from llama_index.core.schema import BaseNode
 from ..calibration.examples import CalibrationExample
 from ..calibration.fingerprint import corpus_digest
 from ..calibration.groups import GroupBy
-from ..calibration.pool_calibration import CandidatePool, check_gold_ids
 from ..calibration.retrieval import RetrievalCalibration
 from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
+from ..calibration.tuned_candidates import default_pool_sizes
 from .calibrate import DEFAULT_POOL_SIZE
-from .fingerprint import fingerprint_of
-from .host import all_ids, existing_ids, pool_from_nodes
+from .host import all_ids
 from .stack import build_hybrid_retriever
+from .tuned_units import unit_candidates
 
 __all__ = ["calibrate_hybrid_retriever", "hybrid_from_calibration", "hybrid_retrievers"]
 
@@ -68,8 +69,17 @@ def calibrate_hybrid_retriever(
     strict: bool = False,
     progress: bool = True,
     group_by: GroupBy | None = None,
+    pool_sizes: Sequence[int] | None = None,
+    parents: Any = None,
+    parent_aggregation: str = "max",
 ) -> tuple[QueryFusionRetriever, RetrievalCalibration]:
-    """Choose the fusion setting and score family on an optimisation split, calibrate on the rest.
+    """Choose what the LLM reads (unit, fusion setting, pool size) and the score family, calibrate on the rest.
+
+    The choice minimises the mean context tokens (MiniLM tokens of the returned units) of the
+    conformal set on a seeded optimisation split, searched once per question for every
+    candidate; the chosen host alone is then queried on the disjoint calibration split.
+    Whole documents (a separate index of unsplit documents) are not a candidate here; compare
+    them with ``conformal-rag evaluate --unit auto``.
 
     Parameters
     ----------
@@ -86,32 +96,44 @@ def calibrate_hybrid_retriever(
         ``auto`` tunes the score family too.
     group_by : str or callable, optional
         Per-group (Mondrian) thresholds, as in ``calibrate_retriever``.
+    pool_sizes : sequence of int, optional
+        Pool sizes to try; default ``(pool_size, 2 * pool_size, 4 * pool_size)``. A larger pool
+        competes only when the base pool misses more than ``alpha/2`` of the optimisation
+        questions; a pool missing more than ``alpha`` is left out when another can reach
+        ``1 - alpha``.
+    parents : docstore, StorageContext, mapping or list of nodes, optional
+        Also try returning the chunks' parents (small-to-big, as ``calibrate_retriever(...,
+        parents=...)``); gold ids may then be chunk, parent or document ids.
+    parent_aggregation : {"max", "sum"}, default "max"
 
     Returns
     -------
     retriever : QueryFusionRetriever
-        The chosen host; wrap it in ``ConformalRetriever(retriever=..., calibration=...)``.
+        The chosen (chunk) host, with the chosen pool as ``similarity_top_k``; wrap it in
+        ``ConformalRetriever(retriever=..., calibration=...)``, adding the same ``parents=``
+        when ``calibration.selection_["unit"]`` is a parent unit.
     calibration : RetrievalCalibration
-        Its fingerprint names the fusion mode and weights; ``selection_`` reports the search.
+        Its fingerprint names the fusion mode, weights and pool (and ``>parent:max`` at parent
+        level); ``selection_`` reports the search (``unit``, ``pool_size``, ``mean_tokens``, ...).
 
     Examples
     --------
     >>> host, cal = calibrate_hybrid_retriever(index, nodes, examples)  # doctest: +SKIP
     >>> retriever = ConformalRetriever(retriever=host, calibration=cal)  # doctest: +SKIP
     """
-    hosts = hybrid_retrievers(index, nodes, grid, pool_size=pool_size)
-    gold = sorted({g for ex in examples for g in ex.gold_ids})
-    known = existing_ids(next(iter(hosts.values())), gold) if gold and hosts else None
-    if known is not None:
-        check_gold_ids(examples, known)
-
-    def fetcher(host: QueryFusionRetriever) -> Callable[[str], CandidatePool]:
-        return lambda q: pool_from_nodes(host.retrieve(q))[0]
-
+    found = unit_candidates(
+        index,
+        nodes,
+        examples,
+        grid,
+        default_pool_sizes(pool_size, pool_sizes),
+        parents=parents,
+        parent_aggregation=parent_aggregation,
+    )
     tuned = calibrate_tuned(
         examples,
-        {c: fetcher(h) for c, h in hosts.items()},
-        lambda c: fingerprint_of(hosts[c]),
+        {c: found.fetcher(c) for c in found.candidates},
+        found.fingerprint,
         pool_size=pool_size,
         confidence_level=confidence_level,
         score=score,
@@ -122,8 +144,13 @@ def calibrate_hybrid_retriever(
         strict=strict,
         progress=progress,
         group_by=group_by,
+        base_of=found.base_of,
+        fanout=found.fanout,
+        token_costs=found.token_costs,
+        unit_examples=found.unit_examples,
     )
-    host = hosts[tuned.config]
+    assert tuned.candidate is not None
+    host = found.host(tuned.candidate)
     return host, replace(tuned.calibration, corpus_=corpus_digest(all_ids(host)))
 
 
@@ -131,6 +158,8 @@ def hybrid_from_calibration(
     index: VectorStoreIndex, nodes: Sequence[BaseNode], calibration: RetrievalCalibration
 ) -> QueryFusionRetriever:
     """Rebuild the tuned host a calibration was made with (its fusion setting and pool size).
+
+    At parent level it is the chunk host: pass the calibration's ``parents=`` to ``ConformalRetriever`` too.
 
     Examples
     --------
