@@ -32,7 +32,7 @@ from .fingerprint import Fingerprint
 from .groups import GroupBy, group_labels
 from .pool_calibration import CandidatePool, calibrate_from_pools, collect_observations, label_counts
 from .retrieval import RetrievalCalibration
-from .tuned_candidates import TunedCandidate, as_candidate, feasible, observe_candidates
+from .tuned_candidates import TunedCandidate, as_candidate, observe_candidates
 
 __all__ = ["DEFAULT_FUSION_GRID", "FUSION_METHODS", "FusionConfig", "TunedCalibration", "calibrate_tuned", "fusion_of"]
 
@@ -225,12 +225,9 @@ def calibrate_tuned(
         progress=progress,
     )
     by_name = {names[k]: obs for k, obs in observed.items()}
-    usable = feasible(by_name, alpha)
     objective = objective or ("tokens" if token_costs is not None else "size")
-    bases = {names[k]: names[b] for k, b in (base_of or {}).items() if names[k] in usable and names[b] in usable}
-    choice = choose_configuration(
-        {n: o for n, o in by_name.items() if n in usable}, alpha, families=families, objective=objective, base_of=bases
-    )
+    bases = {names[k]: names[b] for k, b in (base_of or {}).items()}
+    choice = choose_configuration(by_name, alpha, families=families, objective=objective, base_of=bases)
     key = next(k for k in fetchers if names[k] == choice.config)
     chosen, config = cands[key], cands[key].fusion
     calibration = calibrate_from_pools(
@@ -265,7 +262,7 @@ def calibrate_tuned(
         "pool_sizes": sorted({c.pool_size for c in cands.values()}),
         "mean_tokens": choice.mean_tokens,
         "skipped": list(choice.skipped),
-        "infeasible": sorted(set(by_name) - usable),
+        "infeasible": sorted(choice.infeasible),
     }
     return TunedCalibration(config, replace(calibration, selection_=selection), chosen)
 

@@ -25,7 +25,6 @@ __all__ = [
     "as_candidate",
     "candidate_grid",
     "default_pool_sizes",
-    "feasible",
     "observe_candidates",
 ]
 
@@ -182,19 +181,3 @@ def _check_labelled(examples: Sequence[CalibrationExample]) -> None:
             f"{len(unlabeled)} example(s) have neither gold ids nor gold texts, e.g. {unlabeled[0]!r}. "
             "Label them, or generate labels with the LLM judge."
         )
-
-
-def feasible(observations: Mapping[str, Sequence[PoolObservation]], alpha: float) -> set[str]:
-    """Keys whose pool misses at most ``alpha`` of the questions (others cannot reach ``1 - alpha``).
-
-    When none is feasible every key is returned (the calibration then warns about pool misses).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> hit, miss = PoolObservation(np.array([0.9]), (0,)), PoolObservation(np.array([0.9]), ())
-    >>> sorted(feasible({"p2": [miss, hit, hit], "p4": [hit, hit, hit]}, 0.1))
-    ['p4']
-    """
-    ok = {k for k, obs in observations.items() if sum(not o.gold_positions for o in obs) <= alpha * len(obs)}
-    return ok or set(observations)

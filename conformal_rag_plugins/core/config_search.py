@@ -60,6 +60,11 @@ class TuningChoice:
     skipped : tuple of str
         Larger-pool configurations left out because their base pool missed at most ``alpha/2``
         of the optimisation questions.
+    infeasible : tuple of str
+        Configurations left out because their pool missed more than ``alpha`` of the
+        optimisation questions: they cannot reach ``1 - alpha`` whatever the threshold, and a
+        threshold of ``+inf`` would keep their whole (small, cheap) pool. Left out only when
+        another configuration is feasible.
     """
 
     config: str
@@ -69,6 +74,7 @@ class TuningChoice:
     mean_tokens: dict[str, float] = field(default_factory=dict)
     objective: str = "size"
     skipped: tuple[str, ...] = ()
+    infeasible: tuple[str, ...] = ()
 
 
 def _check_aligned(observations: Mapping[str, Sequence[PoolObservation]]) -> int:
@@ -112,13 +118,17 @@ def _choose(
 ) -> TuningChoice:
     if objective == "tokens" and any(m.costs is None for m in matrices.values()):
         raise ConformalError("objective='tokens' needs the context tokens (costs) of every candidate.")
-    skipped = tuple(k for k, base in (base_of or {}).items() if matrices[base].miss_share(rows) <= alpha / 2)
+    shares = {k: m.miss_share(rows) for k, m in matrices.items()}
+    infeasible = tuple(k for k, share in shares.items() if share > alpha)
+    if len(infeasible) == len(shares):
+        infeasible = ()  # nothing reaches 1 - alpha: compare them all (the calibration warns about misses)
+    skipped = tuple(k for k, base in (base_of or {}).items() if shares[base] <= alpha / 2 and k not in infeasible)
     sizes: dict[str, float] = {}
     tokens: dict[str, float] = {}
     best: tuple[str, str] | None = None
     best_value = math.inf
     for key, matrix in matrices.items():
-        if key in skipped:
+        if key in skipped or key in infeasible:
             continue
         for fam in families:
             gold = matrix.gold[fam] if rows is None else matrix.gold[fam][rows]
@@ -131,7 +141,7 @@ def _choose(
                 best, best_value = (key, fam), value
     assert best is not None
     n = len(next(iter(matrices.values()))) if rows is None else int(np.size(rows))
-    return TuningChoice(best[0], best[1], sizes, n, tokens, objective, skipped)
+    return TuningChoice(best[0], best[1], sizes, n, tokens, objective, skipped, infeasible)
 
 
 def choose_configuration(
@@ -162,6 +172,9 @@ def choose_configuration(
         tried only when its base pool misses more than ``alpha/2`` of the optimisation
         questions (a miss share near ``alpha`` forces a huge threshold; below ``alpha/2`` a
         larger pool costs latency for nothing).
+
+    A configuration whose pool misses more than ``alpha`` of the optimisation questions is
+    left out when another one is feasible (see :attr:`TuningChoice.infeasible`).
 
     Examples
     --------

@@ -173,3 +173,30 @@ def test_skipping_ineligible_larger_pools_changes_nothing() -> None:
     assert with_larger.as_row() == without.as_row()
     missing = [PoolObservation(o.scores, ()) if i % 4 == 0 else o for i, o in enumerate(base)]
     assert larger_pools_eligible({"a": missing}, 0.1, trials=30, seed=4)
+
+
+def test_a_setting_that_cannot_reach_the_level_is_not_chosen_for_its_cheap_pool() -> None:
+    """A pool missing more than alpha gets threshold +inf and keeps its whole (cheap) pool; it must not win."""
+    hit = PoolObservation(np.array([0.9, 0.8]), (0,), costs=np.full(2, 10.0))
+    miss = PoolObservation(np.array([0.9, 0.8]), (), costs=np.full(2, 10.0))
+    tiny = [miss] * 8 + [hit] * 32  # misses 20% > alpha: covers 80% at best, reads 20 tokens
+    big = [PoolObservation(np.array([0.9, 0.5, 0.4]), (0,), costs=np.full(3, 100.0))] * 40
+    choice = choose_configuration({"tiny": tiny, "big": big}, 0.1, families=("relative",), objective="tokens")
+    assert choice.config == "big" and choice.infeasible == ("tiny",)
+    # the negative control: without the rule the cheap, infeasible pool would win
+    assert choice_without_rule(tiny, big) == "tiny"
+    # when nothing is feasible, all compete
+    assert choose_configuration({"tiny": tiny}, 0.1, objective="tokens").infeasible == ()
+
+
+def choice_without_rule(tiny, big) -> str:
+    matrices = {k: PoolMatrix.from_observations(v, ("relative",)) for k, v in {"tiny": tiny, "big": big}.items()}
+    from conformal_rag_plugins.core.quantile import conformal_quantile
+
+    costs = {}
+    for key, m in matrices.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            q = conformal_quantile(m.gold["relative"], 0.1)
+        costs[key] = float(m.evaluate("relative", q)[2].mean())
+    return min(costs, key=costs.get)
