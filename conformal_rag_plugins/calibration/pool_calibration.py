@@ -30,6 +30,7 @@ __all__ = [
     "CandidatePool",
     "calibrate_from_pools",
     "check_gold_ids",
+    "check_labelled",
     "collect_observations",
     "label_counts",
     "observe",
@@ -93,13 +94,13 @@ def label_counts(examples: Sequence[CalibrationExample]) -> dict[str, dict[str, 
     return out
 
 
-def collect_observations(
-    examples: Sequence[CalibrationExample],
-    fetch_pool: Callable[[str], CandidatePool],
-    *,
-    progress: bool = True,
-) -> list[PoolObservation]:
-    """Query the host once per example and locate its gold chunks in the pool."""
+def check_labelled(examples: Sequence[CalibrationExample]) -> None:
+    """Raise unless there are examples and each has gold ids or gold texts (before any query).
+
+    Examples
+    --------
+    >>> check_labelled([CalibrationExample("q", gold_ids=("a",))])
+    """
     if not examples:
         raise CalibrationError("No calibration examples were given; pass at least one labelled question.")
     unlabeled = [ex.question for ex in examples if not ex.gold_ids and not ex.gold_texts]
@@ -108,6 +109,16 @@ def collect_observations(
             f"{len(unlabeled)} example(s) have neither gold ids nor gold texts, e.g. {unlabeled[0]!r}. "
             "Label them, or generate labels with the LLM judge."
         )
+
+
+def collect_observations(
+    examples: Sequence[CalibrationExample],
+    fetch_pool: Callable[[str], CandidatePool],
+    *,
+    progress: bool = True,
+) -> list[PoolObservation]:
+    """Query the host once per example and locate its gold chunks in the pool."""
+    check_labelled(examples)
     from tqdm.auto import tqdm
 
     return [

@@ -17,7 +17,7 @@ from typing import Any
 from ..core.errors import CalibrationError
 from ..core.retrieval_trials import PoolObservation
 from .examples import CalibrationExample
-from .pool_calibration import CandidatePool, collect_observations, observe
+from .pool_calibration import CandidatePool, check_labelled, collect_observations, observe
 
 __all__ = [
     "TokenCosts",
@@ -158,7 +158,7 @@ def observe_candidates(
     if fanout is None and token_costs is None:
         return {k: collect_observations(examples_of[k], fetchers[k], progress=progress) for k in keys}
     for k in keys:
-        _check_labelled(examples_of[k])
+        check_labelled(examples_of[k])
     from tqdm.auto import tqdm
 
     first = examples_of[keys[0]]
@@ -169,15 +169,3 @@ def observe_candidates(
             pool = pools[k] if pools is not None else fetchers[k](examples_of[k][i].question)
             out[k].append(observe(examples_of[k][i], pool, token_costs(pool) if token_costs is not None else None))
     return out
-
-
-def _check_labelled(examples: Sequence[CalibrationExample]) -> None:
-    """The checks of :func:`collect_observations`, without querying."""
-    if not examples:
-        raise CalibrationError("No calibration examples were given; pass at least one labelled question.")
-    unlabeled = [ex.question for ex in examples if not ex.gold_ids and not ex.gold_texts]
-    if unlabeled:
-        raise CalibrationError(
-            f"{len(unlabeled)} example(s) have neither gold ids nor gold texts, e.g. {unlabeled[0]!r}. "
-            "Label them, or generate labels with the LLM judge."
-        )
