@@ -5,7 +5,9 @@ Tuning compares many hosts that differ only in the fusion setting and the pool s
 same dense and BM25 searches; :class:`FusionFanout` runs each search once at the largest
 pool and fuses the top-``k`` prefixes of both lists with the arithmetic of
 ``QueryFusionRetriever``'s ``relative_score`` / ``dist_based_score`` modes, operation for
-operation, so every pool is bit for bit the one that host returns
+operation, so every pool is the one that host returns, scores bit for bit, except where BM25 scores tie:
+bm25s orders tied documents differently for another top-k, so they may swap places or, at the cut, which
+of them is in the pool
 (``tests/integration/test_fusion_fanout.py`` checks it against ``retrieve`` for every
 setting and pool size). Node hashes, which that code recomputes for every node and
 setting, are computed once per question.

@@ -2,7 +2,7 @@
 
 Unit (chunks, and the chunks' parents when ``parents=`` is given) x fusion setting x pool
 size. The optimisation split is searched once per question (:class:`~.fusion_fanout.FusionFanout`,
-bit for bit the ``QueryFusionRetriever`` pools); each unit's context tokens are its MiniLM
+the ``QueryFusionRetriever`` pools, scores bit for bit); each unit's context tokens are its MiniLM
 token count. Only the chosen candidate's real host is built and queried on the calibration split.
 """
 
