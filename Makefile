@@ -1,15 +1,19 @@
 # Two entry points, both self-installing into .venv/:  make demo  |  make test
+# Every install goes through the lock (constraints.txt); `make lock` regenerates it from constraints.in.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LOCK := constraints.txt
+# The lock also pins what pip installs to build sdists (setuptools, scikit-build-core for llama-cpp-python).
+PIP_INSTALL := $(PY) -m pip install -q -c $(LOCK) --build-constraint $(LOCK)
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test check-lock lint bench lock clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.in $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q -c $(LOCK) --upgrade pip
+	$(PIP_INSTALL) -r constraints.in
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -17,13 +21,25 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/conformal-rag demo
 
-test: $(STAMP)
+check-lock: $(STAMP)
+	$(PY) .ci/check_lock.py $(LOCK)
+
+test: check-lock
 	$(VENV)/bin/ruff check .
 	sh .ci/ensure_chromium.sh
 	CONFORMAL_RAG_REQUIRE_BROWSER=1 $(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) benchmarks/retrieval.py
+
+# Resolve constraints.in (the project, all extras, dev and build tools, held pins) into the lock.
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install -q --upgrade pip
+	.lock-venv/bin/python -m pip install -q --dry-run --ignore-installed --report .lock-venv/report.json -r constraints.in
+	.lock-venv/bin/python .ci/write_lock.py .lock-venv/report.json $(LOCK)
+	rm -rf .lock-venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache

