@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import sys
@@ -196,8 +197,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         the file, such as a missing input or an output folder that does not exist).
     """
     _offline_env()
+    # A native crash (llama.cpp, onnxruntime, torch) kills the process with no Python exception:
+    # print the Python stack of every thread to stderr first, so the user sees which call died.
+    if not faulthandler.is_enabled():
+        faulthandler.enable()
     args = _parser().parse_args(argv)
     from .core.errors import ConformalError
+    from .local.llm import LocalModelError
 
     try:
         if getattr(args, "handler", None) is not None:
@@ -302,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(markdown_table([r for r in report["results"] if "mean_recall" in r], RECALL_COLUMNS))
             _print_evaluate_notes(report)
             print(json.dumps({k: v for k, v in report.items() if k not in ("results", "candidates")}))
-    except ConformalError as exc:
+    except (ConformalError, LocalModelError) as exc:
         print(f"conformal-rag: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:

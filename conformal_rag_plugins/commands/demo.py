@@ -172,6 +172,10 @@ def _answer_sets(
     local = openai_settings() is None
     llm = local_llm(temperature=1.0, logprobs=True) if local else default_llm(temperature=1.0)
     generator_score = "likelihood" if local else "frequency"
+    if local:  # which native model and build is about to run (a crash then names its suspect)
+        from ..local.llm import check_local_model
+
+        print(f"\nLocal model: {check_local_model(llm.model_path)}")
     cache = SampleCache(default_cache_dir() / "samples.sqlite")
     print(
         f"\nAnswer sets (alpha={alpha} end to end, Bonferroni: {alpha_retrieval} retrieval + "

