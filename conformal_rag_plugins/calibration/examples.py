@@ -128,7 +128,7 @@ class CorpusEntry:
 
 def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     rows = []
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:  # a leading byte-order mark is skipped
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue

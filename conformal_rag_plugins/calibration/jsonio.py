@@ -71,13 +71,20 @@ def _checksum(payload: dict[str, Any]) -> str:
 def resolve_signing_key(key: str | bytes | None) -> bytes | None:
     """The signing key: ``key`` if given, else ``$CONFORMAL_RAG_SIGNING_KEY``, else ``None`` (no signing).
 
+    An empty key is refused, given as an argument or as the environment variable set to
+    ``""``: an empty variable is a deployment mistake, never a request to sign nothing.
+
     Examples
     --------
     >>> resolve_signing_key("secret")
     b'secret'
     """
     if key is None:
-        key = os.environ.get(SIGNING_KEY_ENV) or None
+        key = os.environ.get(SIGNING_KEY_ENV)
+        if key is not None and not key:
+            raise CalibrationIntegrityError(
+                f"${SIGNING_KEY_ENV} is set but empty: set it to the signing key, or unset it to work unsigned."
+            )
     if key is None:
         return None
     raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
@@ -164,7 +171,7 @@ def loads_strict(text: str) -> Any:
 def read_checked(path: str | Path, kind: str, schema_version: int) -> dict[str, Any]:
     """Read and :func:`verify` a calibration file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is fine
     except UnicodeDecodeError:  # binary garbage (or a pickle) is corrupted too, not a codec problem
         raise CalibrationIntegrityError("not UTF-8 JSON; it is corrupted") from None
     return verify(loads_strict(text), kind, schema_version)

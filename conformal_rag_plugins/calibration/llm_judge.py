@@ -13,7 +13,9 @@ chunk that holds the answer becomes the gold chunk:
   source chunk (``"budget-exhausted"``). If that chunk ranks beyond the judged ones, an
   unjudged chunk above it may also hold the answer, so its rank gives a larger
   nonconformity score than the true one: a conservative label. Without a source chunk such
-  a question stays unlabelled (``gold_ids=()``) and is counted in :attr:`LabelReport.n_unlabelled`.
+  a question keeps the gold it came with (hand-labelled ``gold_ids``/``gold_texts``, so
+  ``budget=0`` leaves them as they are); with none it stays unlabelled (``gold_ids=()``) and
+  is counted in :attr:`LabelReport.n_unlabelled`.
 
 The judge is any ``judge(question, answer, chunk_text) -> awaitable bool | None``; ``None``
 (an output that says neither yes nor no) counts as "no" and is counted. :class:`LLMJudge`
@@ -138,8 +140,14 @@ class LLMJudge:
     @classmethod
     def for_task(cls, task: LLMTask, *, cache: JsonCache | None = None, timeout: float | None = 60.0) -> LLMJudge:
         """A judge over a framework adapter's :class:`~conformal_rag_plugins.calibration.llm_prompts.LLMTask`."""
-        return cls(task.complete, model=task.model, prompt=task.render, temperature=task.temperature, cache=cache,
-                   timeout=timeout)
+        return cls(
+            task.complete,
+            model=task.model,
+            prompt=task.render,
+            temperature=task.temperature,
+            cache=cache,
+            timeout=timeout,
+        )
 
     async def __call__(self, question: str, answer: str, chunk_text: str) -> bool | None:
         """``True``/``False`` for yes/no, ``None`` for an unparseable output or a failed call."""
@@ -310,12 +318,15 @@ async def alabel_examples(
             meta["judge_model"] = judge_model
         if found is None:
             ids = [cid for cid, _ in ranking]
-            meta |= {"label_rule": RULE_BUDGET, "gold_rank": ids.index(source) + 1 if source in ids else None}
-            if source is None:
-                report.n_unlabelled += 1
             report.budget_exhausted += 1
-            gold = (source,) if source is not None else ()
-            return replace(ex, gold_ids=gold, gold_texts=(), metadata=ex.metadata | meta)
+            if source is None:  # keep the gold the question came with (hand labels), if any
+                ranks = [ids.index(g) + 1 for g in ex.gold_ids if g in ids]
+                meta |= {"label_rule": RULE_BUDGET, "gold_rank": min(ranks) if ranks else None}
+                if not ex.gold_ids and not ex.gold_texts:
+                    report.n_unlabelled += 1
+                return replace(ex, metadata=ex.metadata | meta)
+            meta |= {"label_rule": RULE_BUDGET, "gold_rank": ids.index(source) + 1 if source in ids else None}
+            return replace(ex, gold_ids=(source,), gold_texts=(), metadata=ex.metadata | meta)
         rule, cid, text, pos = found
         meta |= {"label_rule": rule, "gold_rank": pos + 1}
         if rule == RULE_SOURCE:

@@ -131,9 +131,12 @@ def run_calibrate(
 
     alpha = check_alpha(alpha)
     check_at_least("pool_size", pool_size)
+    check_at_least("seed", seed, 0)
     for size in pool_sizes or ():
         check_at_least("pool_sizes", size)
-    check_outputs(files=[out], dirs=[persist_dir])
+    check_outputs(
+        files=[out], dirs=[persist_dir], inputs=[*calibration_inputs.input_files(corpus, docs, glob), questions]
+    )
     examples = load_questions(questions)
     groups = _groups_by_question(examples, group_by) if group_by is not None else None
     chunks = calibration_inputs.load_chunks(

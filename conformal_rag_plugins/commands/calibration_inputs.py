@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from ..calibration.chunk_records import Chunk
 from ..calibration.examples import CorpusEntry
 from ..core.errors import ConformalError, InputFileError
 
-__all__ = ["LLM_KINDS", "add_corpus_arguments", "build_llm", "cache_setting", "load_chunks"]
+__all__ = ["LLM_KINDS", "add_corpus_arguments", "build_llm", "cache_setting", "input_files", "load_chunks"]
 
 LLM_KINDS = ("local", "openai")
 
@@ -79,6 +80,32 @@ def load_chunks(
     else:
         from ..langchain.text_splitting import chunk_entries
     return chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+
+
+def input_files(corpus: Sequence[str | Path] | None, docs: str | Path | None, glob: str = "*.txt") -> list[Path]:
+    """The files ``--corpus``/``--docs`` read, so that no output path overwrites one of them.
+
+    Parameters
+    ----------
+    corpus : sequence of path, optional
+        The ``--corpus`` files.
+    docs : path, optional
+        The ``--docs`` folder; its files matching ``glob`` are listed (nothing when it is not a folder).
+    glob : str, default "*.txt"
+
+    Returns
+    -------
+    list of Path
+
+    Examples
+    --------
+    >>> [str(p) for p in input_files(["corpus.jsonl"], None)]
+    ['corpus.jsonl']
+    """
+    files = [Path(p) for p in corpus or () if isinstance(p, str | os.PathLike)]
+    if docs and Path(docs).is_dir():
+        files += sorted(p for p in Path(docs).glob(glob) if p.is_file())
+    return files
 
 
 def _undecodable_file(docs: str | Path, glob: str, exc: UnicodeDecodeError) -> str:

@@ -63,6 +63,7 @@ def run_demo(
     alpha = check_alpha(alpha)
     check_at_least("pool_size", pool_size)
     check_at_least("samples", n_samples)
+    check_at_least("seed", seed, 0)
     check_outputs(dirs=[out, persist_dir])
     persist = Path(persist_dir) if persist_dir else default_cache_dir() / "chroma"
     out = Path(out)

@@ -67,7 +67,8 @@ def run_evaluate_answers(
     for name, value in (("answer_pool", answer_pool), ("trials", trials), ("samples", samples)):
         check_at_least(name, value)
     check_at_least("max_questions", max_questions)
-    check_outputs(files=[json_out])
+    check_at_least("seed", seed, 0)
+    check_outputs(files=[json_out], inputs=[*corpus, qa])
     entries = load_corpus(*corpus)
     texts = {e.id: e.text for e in entries}
     loaded = load_qa(qa)

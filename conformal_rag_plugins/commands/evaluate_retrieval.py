@@ -192,7 +192,8 @@ def run_evaluate(
     alphas = [check_alpha(a) for a in alphas]
     check_at_least("trials", trials)
     check_at_least("pool_size", pool_size)
-    check_outputs(files=[json_out])
+    check_at_least("seed", seed, 0)
+    check_outputs(files=[json_out], inputs=[*corpus, qa])
     if control not in ("coverage", "recall"):
         raise ConformalError(f"control must be 'coverage' or 'recall', got {control!r}.")
     grid, tuned = _fusion_grid(retriever, fusion)

@@ -83,7 +83,8 @@ def run_generate(
     from .input_checks import check_at_least, check_outputs
 
     check_at_least("max_retries", max_retries, 0)
-    check_outputs(files=[out])
+    check_at_least("seed", seed, 0)
+    check_outputs(files=[out], inputs=calibration_inputs.input_files(corpus, docs, glob))
     chunks = calibration_inputs.load_chunks(
         framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
     )

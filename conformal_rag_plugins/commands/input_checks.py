@@ -7,6 +7,7 @@ Every problem is a :class:`~conformal_rag_plugins.core.errors.ConformalError` (o
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from ..calibration.examples import CalibrationExample
 from ..core.errors import CalibrationError, ConformalError, InputFileError
 from ..runtime.atomic import check_output_dir, check_output_file
 
-__all__ = ["check_at_least", "check_gold_in_corpus", "check_outputs", "load_questions"]
+__all__ = ["check_at_least", "check_gold_in_corpus", "check_not_inputs", "check_outputs", "load_questions"]
 
 
 def check_at_least(name: str, value: int, minimum: int = 1) -> int:
@@ -35,19 +36,71 @@ def check_at_least(name: str, value: int, minimum: int = 1) -> int:
     return value
 
 
-def check_outputs(files: Iterable[str | Path | None] = (), dirs: Iterable[str | Path | None] = ()) -> None:
+def check_outputs(
+    files: Iterable[str | Path | None] = (),
+    dirs: Iterable[str | Path | None] = (),
+    *,
+    inputs: Iterable[Any] = (),
+) -> None:
     """Check every output path before the work starts (``None`` entries are skipped).
 
     ``files`` need an existing, writable parent directory and must not be directories;
     ``dirs`` must be (or be creatable as) writable directories. Raises :class:`OSError`
     subclasses naming the path (see :func:`~conformal_rag_plugins.runtime.atomic.check_output_file`).
+    No file may be one of ``inputs`` (see :func:`check_not_inputs`).
     """
+    files = [path for path in files if path is not None]
     for path in files:
-        if path is not None:
-            check_output_file(path)
+        check_output_file(path)
     for path in dirs:
         if path is not None:
             check_output_dir(path)
+    check_not_inputs(files, inputs)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)  # hard links
+    except OSError:  # one of them does not exist
+        return False
+
+
+def check_not_inputs(outputs: Iterable[str | Path], inputs: Iterable[Any]) -> None:
+    """Refuse an output path that names an input file, which writing it would overwrite.
+
+    Paths are compared resolved (``sub/../qa.jsonl``, symbolic links) and, when both exist,
+    as files (hard links).
+
+    Parameters
+    ----------
+    outputs : iterable of str or Path
+        The files the command will write.
+    inputs : iterable
+        The files it reads; entries that are not paths (in-memory corpora) are skipped.
+
+    Raises
+    ------
+    ConformalError
+        An output is one of the inputs.
+
+    Examples
+    --------
+    >>> check_not_inputs(["report.json"], ["qa.jsonl", None])
+    >>> check_not_inputs(["qa.jsonl"], ["corpus.jsonl", "sub/../qa.jsonl"])
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: qa.jsonl: the output path is also an input file ...
+    """
+    sources = [Path(p) for p in inputs if isinstance(p, str | os.PathLike)]
+    for out in outputs:
+        for source in sources:
+            if _same_file(Path(out), source):
+                raise ConformalError(
+                    f"{out}: the output path is also an input file ({source}); writing it would overwrite the "
+                    "input, so choose another output path."
+                )
 
 
 def check_gold_in_corpus(examples: Sequence[CalibrationExample], known_ids: Collection[str], source: Any) -> None:

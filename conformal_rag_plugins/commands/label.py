@@ -84,7 +84,7 @@ def run_label(
     if budget < 0:
         raise CalibrationError(f"--budget must be >= 0, got {budget}.")
     check_at_least("pool_size", pool_size)
-    check_outputs(files=[out])
+    check_outputs(files=[out], inputs=[*calibration_inputs.input_files(corpus, docs, glob), questions])
     examples = load_questions(questions)
     chunks = calibration_inputs.load_chunks(
         framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap

@@ -169,7 +169,8 @@ def run_monitor(
     alpha = check_alpha(alpha)
     delta = check_delta(delta)
     check_at_least("pool_size", pool_size)
-    check_outputs(files=[json_out, save_monitor])
+    check_at_least("seed", seed, 0)
+    check_outputs(files=[json_out, save_monitor], inputs=[*corpus, qa, stream])
     entries = load_corpus(*corpus)
     if not entries:
         raise InputFileError("The corpus holds no entries.")

@@ -69,7 +69,7 @@ def load_any_calibration(path: str | Path) -> Any:
     from ..calibration.retrieval import RetrievalCalibration
 
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise CalibrationIntegrityError(f"{path}: not UTF-8 JSON; it is corrupted.") from None
     try:
@@ -132,11 +132,13 @@ def run_report(
     from ..calibration.pool_calibration import collect_observations
     from ..local.chroma import chroma_client
     from .chunk_corpus import chunk_corpus
-    from .input_checks import check_gold_in_corpus, check_outputs
-    from .report_figures import build_figures
+    from .input_checks import check_gold_in_corpus, check_not_inputs, check_outputs
+    from .report_figures import FIGURE_NAMES, build_figures
     from .report_host import host_spec, rebuild_host
 
     check_outputs(dirs=[out])
+    written = [Path(out) / name for name in ("index.html", "report.json", *FIGURE_NAMES)]
+    check_not_inputs(written, [calibration, *corpus, qa])
     cal = load_any_calibration(calibration)
     answer_cal = cal if isinstance(cal, AnswerSetCalibration) else None
     retrieval = cal.retrieval_ if answer_cal is not None else cal

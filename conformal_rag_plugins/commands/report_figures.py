@@ -10,7 +10,10 @@ from ..calibration.retrieval import RetrievalCalibration
 from ..core.retrieval_trials import PoolObservation
 from .report_page import Figure
 
-__all__ = ["build_figures"]
+__all__ = ["FIGURE_NAMES", "build_figures"]
+
+#: The PNG files a report may write (the last one for an answer-set calibration only).
+FIGURE_NAMES = ("coverage.png", "set_sizes.png", "scores.png", "answer_sets.png")
 
 
 def build_figures(
@@ -36,13 +39,13 @@ def build_figures(
     scores = report_data.score_distribution(stage, observations)
     band = "shaded: central 95% of Beta-Binomial(n_test, k, n+1-k)/n_test, the exact law of split-conformal coverage"
     drawn = [
-        ("coverage.png", "Coverage against target", plots.plot_coverage(grid),
+        (FIGURE_NAMES[0], "Coverage against target", plots.plot_coverage(grid),
          f"Held-out coverage of the threshold computed from the {grid.n_calibration} stored calibration scores at "
          f"each 1 - alpha; {band}."),
-        ("set_sizes.png", "Set sizes at the calibrated level", plots.plot_set_sizes(sizes),
+        (FIGURE_NAMES[1], "Set sizes at the calibrated level", plots.plot_set_sizes(sizes),
          "Chunks kept per held-out question: the conformal threshold, fixed top-k, and ConFLARE's percentile rule "
          "(cross-fitted on two halves of the held-out questions); each label gives the held-out coverage."),
-        ("scores.png", "Calibration scores and threshold", plots.plot_scores(scores),
+        (FIGURE_NAMES[2], "Calibration scores and threshold", plots.plot_scores(scores),
          f"Calibration nonconformity scores with the threshold; {scores.n_misses} misses (gold outside the pool, "
          "score +inf) counted, not drawn."),
     ]  # fmt: skip
@@ -51,7 +54,7 @@ def build_figures(
         summary = report_data.answer_set_summary(answer_sets, observations)
         numbers["answer_sets"] = summary.to_dict()
         drawn.append(
-            ("answer_sets.png", "Answer sets: generator ceiling and methods", plots.plot_answer_sets(summary),
+            (FIGURE_NAMES[3], "Answer sets: generator ceiling and methods", plots.plot_answer_sets(summary),
              "Left: share of calibration questions where some sampled answer was right, against the generator's "
              "target. Right: retrieval sets (chunks given to the generator) per combination method.")
         )  # fmt: skip

@@ -74,8 +74,19 @@ class MiniLMEncoder:
     def _key(self, text: str) -> str:
         return hashlib.sha256(f"{self.model_name}\0{text}".encode()).hexdigest()
 
+    def _cached_vector(self, blob: object) -> np.ndarray | None:
+        """A cached row as a vector, or ``None`` when it is not ``dimension`` finite float32 values."""
+        if not isinstance(blob, bytes | bytearray | memoryview) or len(blob) != self.dimension * 4:
+            return None
+        vec = np.frombuffer(blob, dtype=np.float32)
+        return vec if np.isfinite(vec).all() else None
+
     def encode(self, texts: Sequence[str], *, show_progress_bar: bool = False) -> np.ndarray:
-        """Return an ``(n, 384)`` float32 array of unit vectors."""
+        """Return an ``(n, 384)`` float32 array of unit vectors.
+
+        A cached row of the wrong length or type, or with non-finite values, counts as a
+        cache miss: the vector is recomputed and the row rewritten.
+        """
         texts = list(texts)
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         keys = [self._key(t) for t in texts]
@@ -84,9 +95,10 @@ class MiniLMEncoder:
             found = self._db.get_many(keys)
             missing = []
             for i, k in enumerate(keys):
-                if k in found:
-                    out[i] = np.frombuffer(found[k], dtype=np.float32)
-                else:
+                vec = self._cached_vector(found.get(k))
+                if vec is not None:
+                    out[i] = vec
+                else:  # not cached, or a corrupted row: recomputed and rewritten below
                     missing.append(i)
         if missing:
             vecs = self._model.encode(

@@ -168,3 +168,17 @@ def test_label_refuses_questions_from_another_corpus(tmp_path, corpus, fake_llm,
     code = main(["label", "--corpus", str(corpus), "--questions", str(questions), "--out", str(tmp_path / "l.jsonl")])
     assert code == 2
     assert "not in this corpus" in capsys.readouterr().err and fake_llm == []
+
+
+def test_label_budget_zero_keeps_existing_gold_ids(tmp_path, corpus, fake_llm, bm25_host, capsys) -> None:
+    """``--budget 0`` judges nothing, so hand-labelled gold ids must come out as they went in."""
+    questions, labelled = tmp_path / "q.jsonl", tmp_path / "labelled.jsonl"
+    rows = [
+        {"id": "q1", "question": "Who founded the duchy?", "answers": ["Rollo"], "gold_ids": ["rollo"]},
+        {"id": "q2", "question": "Which river?", "answers": ["Seine"], "gold_ids": ["seine", "normans"]},
+    ]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    code = main(["label", "--corpus", str(corpus), "--questions", str(questions), "--out", str(labelled),
+                 "--retriever", "bm25", "--pool-size", "4", "--budget", "0", "--quiet"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert [ex.gold_ids for ex in load_examples(labelled)] == [("rollo",), ("seine", "normans")]

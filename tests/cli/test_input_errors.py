@@ -111,7 +111,13 @@ CORPUS_COMMANDS = {
     ],
     "calibrate": lambda c, tmp: ["calibrate", "--corpus", c, "--questions", _labelled(tmp), "--out", tmp / "c.json"],
     "generate-calibration": lambda c, tmp: [
-        "generate-calibration", "--corpus", c, "--n", "1", "--out", tmp / "g.jsonl"
+        "generate-calibration",
+        "--corpus",
+        c,
+        "--n",
+        "1",
+        "--out",
+        tmp / "g.jsonl",
     ],
     "label": lambda c, tmp: ["label", "--corpus", c, "--questions", _labelled(tmp), "--out", tmp / "l.jsonl"],
 }
@@ -443,3 +449,98 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# --- issue 21: negative seeds, outputs that are inputs ------------------------------------------------
+
+
+def _seed_commands(corpus: Path, qa: Path, questions: Path, tmp: Path) -> dict:
+    return {
+        "demo": ["demo", "--out", tmp / "demo", "--persist-dir", tmp / "chroma", "--no-answers"],
+        "evaluate": _evaluate(corpus, qa, tmp / "o.json"),
+        "evaluate --answers": [*_evaluate(corpus, qa, tmp / "o.json"), "--answers"],
+        "calibrate": ["calibrate", "--corpus", corpus, "--questions", questions, "--out", tmp / "c.json"],
+        "generate-calibration": ["generate-calibration", "--corpus", corpus, "--n", "1", "--out", tmp / "g.jsonl"],
+        "monitor": ["monitor", "--corpus", corpus, "--qa", qa, "--stream", qa, "--json", tmp / "m.json"],
+    }
+
+
+@pytest.mark.parametrize("seed", ["-1", "-20"])
+@pytest.mark.parametrize(
+    "command", ["demo", "evaluate", "evaluate --answers", "calibrate", "generate-calibration", "monitor"]
+)
+def test_negative_seeds_are_refused(monkeypatch, tmp_path, corpus, qa, questions, capsys, command, seed) -> None:
+    from conformal_rag_plugins.commands import demo
+
+    monkeypatch.setattr(demo, "bundled_corpus", lambda: pytest.fail("demo started its work"))
+    argv = _seed_commands(corpus, qa, questions, tmp_path)[command]
+    _fails([*argv, "--seed", seed], capsys, "seed must be an integer >= 0", seed)
+
+
+def _self_overwrites(corpus: Path, qa: Path, questions: Path, tmp: Path) -> dict:
+    """Each command with an output path that is one of its inputs: ``(argv, the input overwritten)``."""
+    calibration = tmp / "cal.json"
+    calibration.write_text("{}", encoding="utf-8")
+    report_dir = tmp / "report"
+    report_dir.mkdir()
+    heldout = _jsonl(report_dir / "report.json", _qa_rows())  # the report would write report.json over it
+    return {
+        "evaluate --json QA": (_evaluate(corpus, qa, qa), qa),
+        "evaluate --json CORPUS": (_evaluate(corpus, qa, corpus), corpus),
+        "evaluate --answers": ([*_evaluate(corpus, qa, qa), "--answers"], qa),
+        "calibrate": (["calibrate", "--corpus", corpus, "--questions", questions, "--out", questions], questions),
+        "calibrate --out CORPUS": (
+            ["calibrate", "--corpus", corpus, "--questions", questions, "--out", corpus],
+            corpus,
+        ),
+        "label": (["label", "--corpus", corpus, "--questions", questions, "--out", questions], questions),
+        "generate-calibration": (["generate-calibration", "--corpus", corpus, "--n", "1", "--out", corpus], corpus),
+        "monitor --json": (
+            ["monitor", "--corpus", corpus, "--qa", qa, "--stream", questions, "--json", questions],
+            questions,
+        ),
+        "monitor --save-monitor": (
+            [
+                "monitor",
+                "--corpus",
+                corpus,
+                "--qa",
+                qa,
+                "--stream",
+                questions,
+                "--json",
+                tmp / "m.json",
+                "--save-monitor",
+                qa,
+            ],
+            qa,
+        ),
+        "report": (
+            ["report", "--calibration", calibration, "--corpus", corpus, "--qa", heldout, "--out", report_dir],
+            heldout,
+        ),
+    }
+
+
+SELF_OVERWRITES = [
+    "evaluate --json QA", "evaluate --json CORPUS", "evaluate --answers", "calibrate", "calibrate --out CORPUS",
+    "label", "generate-calibration", "monitor --json", "monitor --save-monitor", "report",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", SELF_OVERWRITES)
+def test_an_output_path_that_is_an_input_is_refused(tmp_path, corpus, qa, questions, capsys, case) -> None:
+    argv, victim = _self_overwrites(corpus, qa, questions, tmp_path)[case]
+    before = victim.read_bytes()
+    _fails(argv, capsys, str(victim), "also an input")
+    assert victim.read_bytes() == before
+
+
+def test_the_same_file_under_another_name_is_refused(tmp_path, corpus, qa, capsys) -> None:
+    """Paths are compared resolved: ``./sub/../qa.jsonl`` and a symlink are the qa file."""
+    (tmp_path / "sub").mkdir()
+    _fails(_evaluate(corpus, qa, tmp_path / "sub" / ".." / "qa.jsonl"), capsys, "also an input")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(qa)
+    _fails(_evaluate(corpus, qa, link), capsys, "also an input")
+    assert json.loads(qa.read_text(encoding="utf-8").splitlines()[0])["id"] == "q1"

@@ -226,3 +226,50 @@ def test_one_store_behind_all_three_caches(tmp_path):
     assert np.array_equal(np.frombuffer(found["k2"], dtype=np.float32), vecs[2])
     assert len(store) == 3
     store.close()
+
+
+class _FakeModel:
+    """Stands in for the SentenceTransformer: unit vectors from the text length; counts the texts it encodes."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.encoded: list[str] = []
+
+    def encode(self, texts: list[str], **kwargs: Any) -> Any:
+        import numpy as np
+
+        self.encoded.extend(texts)
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for i, text in enumerate(texts):
+            out[i, len(text) % self.dimension] = 1.0
+        return out
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [b"\x00\x00\x80?", b"\x00" * 8, b"", "not bytes", b"\x00" * (384 * 8), b"\x00\x00\xc0\x7f" * 384],
+    ids=["4 bytes", "8 bytes", "empty", "text", "float64 row", "nan row"],
+)
+def test_a_corrupted_embedding_row_is_recomputed_and_rewritten(tmp_path, bad) -> None:
+    """A bad cached vector is a cache miss: never broadcast to a constant vector, never a traceback."""
+    import numpy as np
+
+    from conformal_rag_plugins.local.encoder import EmbeddingStore, MiniLMEncoder
+
+    enc = MiniLMEncoder.__new__(MiniLMEncoder)  # no model load: the fake below encodes
+    enc._model = _FakeModel(enc.dimension)
+    enc.batch_size = 8
+    enc._db = EmbeddingStore(tmp_path / "emb.sqlite")
+    texts = ["hello", "hi"]
+    expected = enc.encode(texts)
+    assert enc._model.encoded == texts
+    enc._db.put_many([(enc._key("hello"), bad)])  # corrupt one row in place
+    enc._model.encoded.clear()
+    got = enc.encode(texts)
+    assert np.array_equal(got, expected)
+    assert enc._model.encoded == ["hello"]  # only the bad row is recomputed
+    row = enc._db.get_many([enc._key("hello")])[enc._key("hello")]
+    assert isinstance(row, bytes) and np.array_equal(np.frombuffer(row, dtype=np.float32), expected[0])
+    enc._model.encoded.clear()
+    assert np.array_equal(enc.encode(texts), expected) and enc._model.encoded == []  # rewritten: a hit again
+    enc._db.close()

@@ -87,6 +87,15 @@ def test_load_examples_reports_bad_json_with_line_number(tmp_path):
         load_examples(path)
 
 
+def test_every_jsonl_reader_accepts_a_utf8_byte_order_mark(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"question": "Who?", "gold_ids": ["a"]}\n')
+    assert [ex.question for ex in load_examples(path)] == ["Who?"]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(b"\xef\xbb\xbf" + b'{"id": "a", "text": "x"}\n')
+    assert [e.id for e in load_corpus(corpus)] == ["a"]
+
+
 def test_examples_are_frozen():
     ex = CalibrationExample("q")
     with pytest.raises(AttributeError):

@@ -36,7 +36,13 @@ def answer_cal(method: str = "bonferroni") -> AnswerSetCalibration:
     gen = [-1.0] * 25 + [-0.75] * 20 + [-0.5] * 12 + [math.inf] * 3
     kw: dict[str, Any] = {"delta": 0.2} if method == "pac" else {}
     return AnswerSetCalibration.from_stages(
-        inner, gen, alpha=0.4, method=method, n_samples=4, model="fake", clustering={"method": "rougeL", "tau": 0.7},
+        inner,
+        gen,
+        alpha=0.4,
+        method=method,
+        n_samples=4,
+        model="fake",
+        clustering={"method": "rougeL", "tau": 0.7},
         **kw,
     )
 
@@ -224,3 +230,31 @@ def test_pac_retrieval_stage_round_trips(tmp_path):
     for method in ("bonferroni", "hmp"):
         stage = answer_cal(method).retrieval_stage()
         assert RetrievalCalibration.load(stage.save(tmp_path / f"{method}.json")).threshold_ == stage.threshold_
+
+
+def test_an_empty_environment_key_is_refused_naming_the_variable(tmp_path, monkeypatch):
+    """``CONFORMAL_RAG_SIGNING_KEY=""`` is a mistake, as ``signing_key=""`` is: never silently unsigned."""
+    cal = retrieval_cal()
+    path = cal.save(tmp_path / "s.json", signing_key="k1")
+    monkeypatch.setenv(SIGNING_KEY_ENV, "")
+    with pytest.raises(CalibrationIntegrityError, match=SIGNING_KEY_ENV):
+        retrieval_cal().save(tmp_path / "unsigned.json")
+    assert not (tmp_path / "unsigned.json").exists()
+    with pytest.raises(CalibrationIntegrityError, match=SIGNING_KEY_ENV):
+        RetrievalCalibration.load(path)
+    with pytest.raises(CalibrationIntegrityError, match=SIGNING_KEY_ENV):
+        answer_cal().save(tmp_path / "a.json")
+    assert RetrievalCalibration.load(path, signing_key="k1") == cal  # an explicit key still wins
+
+
+@pytest.mark.parametrize("kind", ["retrieval", "answer sets"])
+def test_a_utf8_byte_order_mark_is_accepted(tmp_path, kind):
+    """Editors on Windows save JSON with a BOM; the file is otherwise intact, so it loads."""
+    from conformal_rag_plugins.commands.report import load_any_calibration
+
+    cal, loader = (retrieval_cal(), RetrievalCalibration.load) if kind == "retrieval" else (
+        answer_cal(), AnswerSetCalibration.load)  # fmt: skip
+    path = cal.save(tmp_path / "c.json")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert loader(path).to_dict() == cal.to_dict()
+    assert load_any_calibration(path).to_dict() == cal.to_dict()

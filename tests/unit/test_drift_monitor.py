@@ -276,3 +276,10 @@ def test_concurrent_updates_give_a_consistent_state(cal) -> None:
     assert mon.n_stream == len(mon.stream) == len(mon.p_values) == 2000 == len(mon.labels)
     assert sorted(mon.stream) == sorted(values.ravel().tolist())
     assert ConformalMonitor.from_dict(mon.to_dict(), cal).to_dict() == mon.to_dict()
+
+
+def test_a_state_file_with_a_utf8_byte_order_mark_loads(monitor, cal, tmp_path) -> None:
+    monitor.observe([0.7, 0.6])
+    path = monitor.save(tmp_path / "monitor.json")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert ConformalMonitor.load(path, cal).to_dict() == monitor.to_dict()

@@ -96,6 +96,18 @@ def test_without_a_source_an_unresolved_question_stays_unlabelled_and_is_reporte
     assert report.n_unlabelled == 1 and "WARNING" in report.summary()
 
 
+@pytest.mark.parametrize("budget", [0, 2])
+def test_an_unresolved_question_keeps_the_gold_it_came_with(budget) -> None:
+    """Hand-labelled questions (gold ids, no source chunk) are never stripped of their gold."""
+    ex = CalibrationExample("Who led the Normans?", gold_ids=("c7", "c8"), answers=("Rollo",))
+    by_text = CalibrationExample("Who led the Normans?", gold_texts=("Rollo led them.",), answers=("Rollo",))
+    (kept, kept_text), report = label_examples([ex, by_text], lambda q: ranking_with(None), Judge(), budget=budget)
+    assert kept.gold_ids == ("c7", "c8") and kept.metadata["gold_rank"] == 7
+    assert kept_text.gold_texts == ("Rollo led them.",)
+    assert kept.metadata["label_rule"] == "budget-exhausted" and kept.metadata["judge_calls"] == budget
+    assert report.n_unlabelled == 0 and report.judge_calls == 2 * budget
+
+
 def test_unparseable_outputs_count_as_no_and_are_counted() -> None:
     judge = Judge({"text of chunk 1": None, "text of chunk 2": None, "text of chunk 3": True})
     (ex,), report = label_examples([example()], lambda q: ranking_with(None), judge, budget=5)
