@@ -49,6 +49,7 @@ from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
 from conformal_rag_plugins.commands.hosts import build_host
 from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.core.martingale import OnlineConformalTest, SimpleJumper, strangeness, tie_uniform
+from conformal_rag_plugins.core.online_coverage import aci_miss
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
@@ -191,7 +192,7 @@ def _labels(short_obs, long_obs) -> list[dict]:
             aci_misses = 0
             for o in stream:
                 r = o.score("relative")
-                aci_misses += r > monitor.aci_threshold()
+                aci_misses += aci_miss(r, monitor.aci_threshold())
                 monitor.observe(o.scores)
                 monitor.observe_label(nonconformity=r)
             lo, hi = monitor.coverage_interval()

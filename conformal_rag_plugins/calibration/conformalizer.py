@@ -111,12 +111,16 @@ class RetrievalConformalizer:
         pool_size: int,
         groups: Sequence[str] | None = None,
         group_by: GroupBy = "group",
+        group_fallback: str = "keep_all",
     ) -> RetrievalConformalizer:
         """Compute the threshold; the result is in ``calibration_``.
 
         With ``groups`` (the group of each observation) the calibration also holds one
         threshold per group (Mondrian, see :mod:`~conformal_rag_plugins.calibration.groups`);
-        ``group_by`` is recorded as how the groups were made.
+        ``group_by`` is recorded as how the groups were made. ``group_fallback`` is what a
+        group too small for its own threshold, or one unseen at calibration, gets:
+        ``"keep_all"`` (every candidate) or ``"pooled"`` (the pooled threshold, marked not
+        guaranteed).
 
         Raises
         ------
@@ -184,7 +188,9 @@ class RetrievalConformalizer:
         )
         if groups is not None:
             labels = [groups[i] for i in kept]
-            self.calibration_ = with_groups(self.calibration_, labels, group_by, strict=self.strict)
+            self.calibration_ = with_groups(
+                self.calibration_, labels, group_by, strict=self.strict, fallback=group_fallback
+            )
         return self
 
     def _recall_calibration(

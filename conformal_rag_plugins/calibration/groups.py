@@ -3,8 +3,12 @@
 A grouped calibration stores the group of every calibration score (``group_labels_``,
 aligned with ``scores_``) and the threshold of every group (``groups_``). Loading a file
 recomputes every group threshold from the stored scores and labels and refuses a file whose
-stored ones disagree. At query time :func:`threshold_for` picks the group's threshold; an
-unknown group (or none) gets the pooled one, and the source says which.
+stored ones disagree. At query time :func:`threshold_for` picks the group's threshold. A group
+too small for its own rank, or one the calibration never saw, gets the calibration's
+``group_fallback_``: by default ``+inf`` (keep every candidate, valid within any group), or
+with ``"pooled"`` the pooled threshold, whose sets :func:`group_caveat` marks not guaranteed
+(it holds over all groups together, not within the query's). A query without a group gets the
+pooled threshold and its ordinary marginal guarantee. The source says which.
 
 Examples
 --------
@@ -14,7 +18,7 @@ Examples
 >>> labels = ("a",) * 20 + ("b",) * 2
 >>> cal = with_groups(RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 22, 0, scores, fp), labels, "tenant")
 >>> threshold_for(cal, "a"), threshold_for(cal, "b"), threshold_for(cal, "zzz")
-((0.9, 'group'), (0.9, 'pooled-small-group'), (0.9, 'pooled-unknown-group'))
+((0.9, 'group'), (inf, 'keep-all-small-group'), (inf, 'keep-all-unknown-group'))
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..core.errors import CalibrationIntegrityError, ConformalError, InfiniteThresholdWarning, SmallGroupWarning
-from ..core.mondrian import check_group_label, group_thresholds
+from ..core.mondrian import check_fallback, check_group_label, group_thresholds
 from .examples import CalibrationExample
 
 __all__ = [
@@ -35,6 +39,7 @@ __all__ = [
     "check_group_options",
     "check_groups",
     "describe_group_by",
+    "group_caveat",
     "group_labels",
     "groups_payload",
     "query_group",
@@ -119,20 +124,27 @@ def recomputed_groups(cal: Any, *, strict: bool = False, warn: bool = False) -> 
         delta=cal.delta_,
         strict=strict,
         warn=warn,
+        fallback=cal.group_fallback_,
     )
     return {g: v.to_dict() for g, v in out.items()}
 
 
-def with_groups(cal: C, labels: Sequence[str], group_by: GroupBy, *, strict: bool = False) -> C:
+def with_groups(
+    cal: C, labels: Sequence[str], group_by: GroupBy, *, strict: bool = False, fallback: str = "keep_all"
+) -> C:
     """A copy of ``cal`` with per-group thresholds for ``labels`` (aligned with its scores).
 
-    A too-small group warns :class:`SmallGroupWarning` and uses the pooled threshold, or
-    raises :class:`~conformal_rag_plugins.core.errors.CalibrationError` with ``strict``.
+    A too-small group warns :class:`SmallGroupWarning` and keeps every candidate
+    (``fallback="keep_all"``) or uses the pooled threshold (``fallback="pooled"``, marked not
+    guaranteed at query time), or raises
+    :class:`~conformal_rag_plugins.core.errors.CalibrationError` with ``strict``. ``fallback``
+    also decides what a group not seen at calibration gets.
     """
+    fallback = check_fallback(fallback)
     labels = tuple(check_group_label(g, f" (calibration question {i})") for i, g in enumerate(labels))
     if len(labels) != len(cal.scores_):  # type: ignore[attr-defined]
         raise ConformalError(f"{len(labels)} group labels for {len(cal.scores_)} calibration scores.")  # type: ignore[attr-defined]
-    staged = replace(cal, group_labels_=labels, group_by_=describe_group_by(group_by))  # type: ignore[type-var]
+    staged = replace(cal, group_labels_=labels, group_by_=describe_group_by(group_by), group_fallback_=fallback)  # type: ignore[type-var]
     with warnings.catch_warnings():
         warnings.simplefilter("always", SmallGroupWarning)
         groups = recomputed_groups(staged, strict=strict, warn=True)
@@ -173,20 +185,51 @@ def groups_payload(cal: Any, encode: Callable[[float], Any]) -> dict[str, Any]:
         "group_by": cal.group_by_,
         "groups": {g: {**v, "threshold": encode(v["threshold"])} for g, v in cal.groups_.items()},
         "group_labels": list(cal.group_labels_),
+        "group_fallback": cal.group_fallback_,
     }
 
 
 def threshold_for(cal: Any, group: str | None) -> tuple[float, str]:
     """``(threshold, source)`` for a query of ``group``; source is one of ``GROUP_SOURCES``.
 
-    ``None`` or a group the calibration never saw gets the pooled threshold
-    (``"pooled-unknown-group"``); a too-small group its stored pooled fallback.
+    A group the calibration saw gets its stored threshold (its own, or the fallback of a
+    too-small group). A group it never saw gets the calibration's ``group_fallback_``:
+    ``+inf`` (``"keep-all-unknown-group"``) or the pooled threshold
+    (``"pooled-unknown-group"``). ``None`` (no group) gets the pooled threshold
+    (``"pooled-no-group"``), which holds marginally over the calibration's population.
     """
-    if group is not None:
-        entry = cal.groups_.get(str(group))
-        if entry is not None:
-            return float(entry["threshold"]), str(entry["source"])
-    return float(cal.threshold_), "pooled-unknown-group"
+    if group is None:
+        return float(cal.threshold_), "pooled-no-group"
+    entry = cal.groups_.get(str(group))
+    if entry is not None:
+        return float(entry["threshold"]), str(entry["source"])
+    if getattr(cal, "group_fallback_", "keep_all") == "pooled":
+        return float(cal.threshold_), "pooled-unknown-group"
+    return math.inf, "keep-all-unknown-group"
+
+
+def group_caveat(source: str | None) -> str:
+    """Why a set built on a threshold from ``source`` is not guaranteed within the query's group ("" if it is).
+
+    The pooled threshold used for a group (``fallback="pooled"``) holds only over all groups
+    together: a hard group can sit far below the target. A ``+inf`` threshold (keep-all) is
+    valid for any group; the retrievers already say that the returned pool covers only when
+    the gold chunk is in it.
+
+    Examples
+    --------
+    >>> group_caveat("group"), group_caveat("keep-all-unknown-group")
+    ('', '')
+    >>> group_caveat("pooled-small-group")[:40]
+    'The pooled threshold was used for a grou'
+    """
+    if source in ("pooled-small-group", "pooled-unknown-group"):
+        why = "too small for a threshold of its own" if source == "pooled-small-group" else "not seen at calibration"
+        return (
+            f"The pooled threshold was used for a group {why} (group_fallback='pooled'): it covers only "
+            "marginally over all groups, not within this one, so the set is not guaranteed for this query."
+        )
+    return ""
 
 
 def query_group(group: Any, group_by: Callable[[str], Any] | None, query: str) -> str | None:

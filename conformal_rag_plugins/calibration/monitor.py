@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -42,7 +43,7 @@ from ..core.martingale import (
     query_statistic,
     strangeness,
 )
-from ..core.online_coverage import aci_next_alpha, aci_threshold, coverage_confidence_sequence
+from ..core.online_coverage import aci_miss, aci_next_alpha, aci_threshold, coverage_confidence_sequence
 from ..core.retrieval_scores import keep_mask
 from .jsonio import decode_float as _dec
 from .jsonio import encode_float as _enc
@@ -170,6 +171,7 @@ class ConformalMonitor:
         self.stream: list[float] = []
         self.labels: list[tuple[bool, float | None]] = []
         self.aci_alpha = float(calibration.alpha_)
+        self.aci_errors: list[bool] = []  # err_t of every label with a nonconformity
         self._lock = threading.RLock()
         self._verified: list[Any] = [calibration]  # calibration objects already checked (kept alive: id reuse)
 
@@ -316,15 +318,16 @@ class ConformalMonitor:
             Whether the returned set held a gold chunk (user feedback, a judge).
         nonconformity : float, optional
             The gold chunk's nonconformity on the calibration's scale (``+inf`` = not in the
-            pool). It gives ``covered`` (``<= threshold_``) and drives adaptive conformal
-            inference: ``err_t`` is whether the set at the current :attr:`aci_alpha` missed.
+            pool). It gives ``covered`` (finite and ``<= threshold_``) and drives adaptive
+            conformal inference: ``err_t`` is whether the set at the current :attr:`aci_alpha`
+            missed. A gold chunk outside the pool is a miss even at a ``+inf`` threshold.
             Without it only the coverage confidence sequence moves.
         """
         if nonconformity is not None:
             r = float(nonconformity)
             if math.isnan(r):
                 raise ConformalError("A NaN nonconformity label; pass the gold chunk's score or +inf for a miss.")
-            hit = r <= self.calibration.threshold_
+            hit = not aci_miss(r, self.calibration.threshold_)
             if covered is not None and bool(covered) != hit:
                 raise ConformalError(
                     f"covered={covered} contradicts nonconformity {r} against the threshold "
@@ -339,9 +342,22 @@ class ConformalMonitor:
 
     def _add_label(self, covered: bool, nonconformity: float | None) -> None:
         if nonconformity is not None:
-            miss = nonconformity > aci_threshold(self.calibration.scores_, self.aci_alpha)
+            miss = aci_miss(nonconformity, aci_threshold(self.calibration.scores_, self.aci_alpha))
             self.aci_alpha = aci_next_alpha(self.aci_alpha, self.calibration.alpha_, self.aci_gamma, miss)
+            self.aci_errors.append(miss)
+            covered = covered and math.isfinite(nonconformity)  # older files: covered at a +inf threshold
         self.labels.append((covered, nonconformity))
+
+    @property
+    def aci_miss_rate(self) -> float:
+        """Share of the labels with a nonconformity whose ACI set missed (``nan`` before any).
+
+        The set at ``alpha_t <= 0`` keeps every candidate, but a gold chunk outside the pool is
+        still a miss, so this is the served sets' real miss rate; when it stays above ``alpha``
+        the pool itself is too small.
+        """
+        with self._lock:
+            return sum(self.aci_errors) / len(self.aci_errors) if self.aci_errors else math.nan
 
     def coverage_interval(self) -> tuple[float, float]:
         """Anytime-valid ``1 - coverage_delta`` interval for the realised coverage of the labelled queries."""
@@ -428,7 +444,18 @@ class ConformalMonitor:
             raise CalibrationIntegrityError(
                 f"The stored alarm_at {data['alarm_at']!r} disagrees with {mon.alarm_at!r} from the replayed stream."
             )
-        _same([mon.aci_alpha], [data["aci_alpha"]], "ACI alpha")
+        if not math.isclose(mon.aci_alpha, float(data["aci_alpha"]), rel_tol=1e-9, abs_tol=1e-12):
+            legacy = _legacy_aci_alpha(
+                mon, [None if x.get("nonconformity") is None else _dec(x["nonconformity"]) for x in data["labels"]]
+            )
+            _same([legacy], [data["aci_alpha"]], "ACI alpha")
+            warnings.warn(
+                "This monitor was saved by a version that counted a gold chunk outside the pool as covered "
+                f"when the ACI threshold was +inf; its ACI level is replayed as {mon.aci_alpha!r} instead of the "
+                f"stored {data['aci_alpha']!r}.",
+                UserWarning,
+                stacklevel=2,
+            )
         return mon
 
     def save(self, path: str | Path) -> Path:
@@ -447,6 +474,16 @@ class ConformalMonitor:
             return cls.from_dict(read_checked(path, _KIND, MONITOR_SCHEMA_VERSION), calibration)
         except CalibrationIntegrityError as exc:
             raise CalibrationIntegrityError(f"{path}: {exc}") from None
+
+
+def _legacy_aci_alpha(mon: ConformalMonitor, nonconformities: Sequence[float | None]) -> float:
+    """The ACI level older versions stored: they did not count a miss at a ``+inf`` threshold (``inf > inf``)."""
+    alpha = float(mon.calibration.alpha_)
+    for r in nonconformities:
+        if r is not None:
+            miss = r > aci_threshold(mon.calibration.scores_, alpha)
+            alpha = aci_next_alpha(alpha, mon.calibration.alpha_, mon.aci_gamma, miss)
+    return alpha
 
 
 def _exp(log_value: float) -> float:

@@ -170,11 +170,13 @@ def calibrate_from_pools(
     group_labels: Sequence[str] | None = None,
     group_by: GroupBy | None = None,
     control: str = "coverage",
+    group_fallback: str = "keep_all",
 ) -> RetrievalCalibration:
     """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses.
 
     With ``group_labels`` (the group of each observation, from :func:`~.groups.group_labels`)
-    the calibration also holds one threshold per group (``group_by`` describes the grouping).
+    the calibration also holds one threshold per group (``group_by`` describes the grouping;
+    ``group_fallback`` what a group without a threshold of its own gets).
     ``control="recall"`` controls the mean share of gold chunks left out (see
     :class:`~conformal_rag_plugins.calibration.RetrievalConformalizer`).
     """
@@ -194,6 +196,7 @@ def calibrate_from_pools(
             pool_size=pool_size,
             groups=group_labels,
             group_by=group_by or "group",
+            group_fallback=group_fallback,
         )
         .calibration_
     )

@@ -72,9 +72,14 @@ class RetrievalCalibration:
         Per-group (Mondrian) calibration: the metadata key grouped by, or
         ``callable:<name>`` (see :mod:`~conformal_rag_plugins.calibration.groups`).
     groups_ : dict
-        Per group ``{"n", "threshold", "source"}`` (source ``group`` or ``pooled-small-group``).
+        Per group ``{"n", "threshold", "source"}`` (source ``group``, ``keep-all-small-group``
+        or ``pooled-small-group``).
     group_labels_ : tuple of str
         The group of each calibration score, aligned with ``scores_`` (empty when ungrouped).
+    group_fallback_ : {"keep_all", "pooled"}
+        What a group too small for its own threshold, or a group not seen at calibration, gets:
+        every candidate (``+inf``), or the pooled threshold (marked not guaranteed). Files saved
+        before this field existed load as ``"pooled"``, the rule they were calibrated with.
     risk_ : {"miscoverage", "recall"}
         What the threshold controls: the chance that no gold chunk is kept, or the mean share
         of gold chunks left out (``1 - recall``, for questions with several gold chunks).
@@ -102,6 +107,7 @@ class RetrievalCalibration:
     group_by_: str | None = field(default=None, compare=False, hash=False)
     groups_: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
     group_labels_: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    group_fallback_: str = field(default="keep_all", compare=False, hash=False)
     risk_: str = "miscoverage"
     gold_scores_: tuple[tuple[float, ...], ...] = field(default=(), compare=False, hash=False)
 
@@ -159,7 +165,7 @@ class RetrievalCalibration:
         check_groups(self)
 
     def threshold_for(self, group: str | None) -> tuple[float, str]:
-        """``(threshold, source)`` for a query of ``group``: its own, or the pooled one (see :func:`threshold_for`)."""
+        """``(threshold, source)`` for a query of ``group``: its own, or the fallback (see :func:`threshold_for`)."""
         return threshold_for(self, group)
 
     def to_dict(self, *, signing_key: str | bytes | None = None) -> dict[str, Any]:
@@ -235,6 +241,7 @@ class RetrievalCalibration:
                     str(g): {**v, "threshold": _dec(v["threshold"])} for g, v in (data.get("groups") or {}).items()
                 },
                 group_labels_=tuple(str(g) for g in data.get("group_labels") or ()),
+                group_fallback_=str(data.get("group_fallback") or ("pooled" if data.get("groups") else "keep_all")),
                 risk_=str(data.get("risk", "miscoverage")),
                 gold_scores_=tuple(tuple(_dec(s) for s in g) for g in data.get("gold_scores") or ()),
             )

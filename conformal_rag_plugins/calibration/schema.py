@@ -74,7 +74,7 @@ class GroupFile(_Strict):
 
     n: Annotated[int, Field(ge=1)]
     threshold: Threshold
-    source: Literal["group", "pooled-small-group"]
+    source: Literal["group", "keep-all-small-group", "pooled-small-group"]
 
 
 class RetrievalFile(_Strict):
@@ -104,6 +104,7 @@ class RetrievalFile(_Strict):
     group_by: Text | None = None
     groups: dict[Text, GroupFile] | None = None
     group_labels: list[Text] | None = None
+    group_fallback: Literal["keep_all", "pooled"] | None = None  # absent in older files: "pooled"
     risk: Literal["miscoverage", "recall"] = "miscoverage"
     gold_scores: list[Annotated[list[Score], Field(min_length=1)]] | None = None
 
@@ -144,7 +145,7 @@ def _group_problems(f: RetrievalFile) -> list[str]:
     """The ``group_by``/``groups``/``group_labels`` fields agree with each other and with ``n``."""
     present = (f.group_by is not None, f.groups is not None, f.group_labels is not None)
     if not any(present):
-        return []
+        return [] if f.group_fallback is None else ["group_fallback without groups"]
     if not all(present):
         return ["group_by, groups and group_labels must be stored together"]
     assert f.groups is not None and f.group_labels is not None
@@ -163,6 +164,7 @@ def _group_problems(f: RetrievalFile) -> list[str]:
             if v.n != counts[g]
         )
     return problems
+
 
 def _risk_problems(f: RetrievalFile) -> list[str]:
     """Disagreements between ``risk``, ``method`` and ``gold_scores`` (recall control)."""

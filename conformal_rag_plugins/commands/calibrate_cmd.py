@@ -39,6 +39,13 @@ def register(sub: Any) -> None:
         "also holds one threshold per group (Mondrian); pass group=... to ConformalRetriever",
     )
     p.add_argument(
+        "--group-fallback",
+        choices=["keep_all", "pooled"],
+        default="keep_all",
+        help="with --group-by: what a group too small for its own threshold, or unseen at calibration, gets: every "
+        "candidate (keep_all, valid within the group) or the pooled threshold (marked conformal_guaranteed=False)",
+    )
+    p.add_argument(
         "--pool-sizes",
         default=None,
         metavar="N,N,...",
@@ -68,6 +75,7 @@ def _handle(args: argparse.Namespace) -> None:
         progress=not args.quiet,
         group_by=args.group_by,
         pool_sizes=_pool_sizes(args.pool_sizes),
+        group_fallback=args.group_fallback,
     )
     print(cal.summary())
     for g, v in cal.groups_.items():
@@ -102,6 +110,7 @@ def run_calibrate(
     progress: bool = True,
     group_by: str | None = None,
     pool_sizes: Sequence[int] | None = None,
+    group_fallback: str = "keep_all",
 ) -> Any:
     """Index the chunked corpus, calibrate on the labelled questions, save and return the calibration.
 
@@ -170,7 +179,8 @@ def run_calibrate(
     if groups is not None:
         from ..calibration.groups import with_groups
 
-        cal = with_groups(cal, [groups[q] for q in cal.question_ids_], group_by)  # type: ignore[arg-type]
+        labels = [groups[q] for q in cal.question_ids_]
+        cal = with_groups(cal, labels, group_by, fallback=group_fallback)  # type: ignore[arg-type]
     with atomic_path(out) as tmp:
         cal.save(tmp)
     return cal

@@ -71,9 +71,11 @@ class CorpusChangedWarning(UserWarning):
 
 
 class SmallGroupWarning(UserWarning):
-    """A group has too few calibration questions for its own threshold and uses the pooled one.
+    """A group has too few calibration questions for a finite threshold of its own.
 
-    The pooled threshold covers marginally, over all groups, not within that group.
+    By default its queries keep every candidate (``+inf``); with ``group_fallback="pooled"``
+    they use the pooled threshold, which covers marginally, over all groups, not within that
+    group (and their sets are marked not guaranteed).
     """
 
 

@@ -4,14 +4,18 @@ Each group's threshold is the ordinary threshold of :mod:`.quantile` computed on
 group's calibration scores only, so a future question of group ``g`` is covered with
 probability at least ``1 - alpha`` *within* ``g`` (questions exchangeable inside each
 group). A group with too few questions for a finite rank (``conformal_rank(n_g, alpha) >
-n_g``, or no PAC rank) falls back to the pooled threshold, which only holds marginally,
-and says so (``source = "pooled-small-group"``), or raises with ``strict=True``.
-A group whose rank lands on a miss keeps its honest ``+inf`` threshold, as a pooled
-calibration does.
+n_g``, or no PAC rank) gets, by default (``fallback="keep_all"``), the threshold its own
+rank gives, ``+inf``: keep every candidate (``source = "keep-all-small-group"``), which is
+as valid as any ``+inf`` threshold (it covers whenever the gold chunk is in the pool). With
+``fallback="pooled"`` it gets the pooled threshold instead, which holds only marginally over
+all groups, not within this one (``source = "pooled-small-group"``; the retrievers mark such
+sets not guaranteed). ``strict=True`` raises instead. A group whose rank lands on a miss keeps
+its honest ``+inf`` threshold, as a pooled calibration does.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -23,15 +27,42 @@ from .quantile import conformal_quantile, conformal_rank, min_calibration_size, 
 from .validation import check_alpha
 
 __all__ = [
+    "GROUP_FALLBACKS",
     "GROUP_SOURCES",
     "GroupThreshold",
+    "check_fallback",
     "check_group_label",
     "group_thresholds",
     "is_small_group",
 ]
 
-#: Where a query's threshold came from: its group's own, or the pooled one.
-GROUP_SOURCES = ("group", "pooled-small-group", "pooled-unknown-group")
+#: Where a query's threshold came from: its group's own; keep every candidate (``+inf``) for a group too
+#: small for a finite rank or never seen at calibration; the pooled one (``fallback="pooled"``, which
+#: holds only over all groups together); or the pooled one for a query without a group.
+GROUP_SOURCES = (
+    "group",
+    "keep-all-small-group",
+    "keep-all-unknown-group",
+    "pooled-small-group",
+    "pooled-unknown-group",
+    "pooled-no-group",
+)
+
+#: What a group without a threshold of its own gets: every candidate (``+inf``), or the pooled threshold.
+GROUP_FALLBACKS = ("keep_all", "pooled")
+
+
+def check_fallback(fallback: object) -> str:
+    """``fallback`` if it is one of :data:`GROUP_FALLBACKS`, else :class:`ConformalError`.
+
+    Examples
+    --------
+    >>> check_fallback("pooled")
+    'pooled'
+    """
+    if fallback not in GROUP_FALLBACKS:
+        raise ConformalError(f"fallback must be one of {GROUP_FALLBACKS}, got {fallback!r}.")
+    return str(fallback)
 
 
 @dataclass(frozen=True)
@@ -43,8 +74,9 @@ class GroupThreshold:
     n : int
         Calibration questions in the group.
     threshold : float
-        The group's own threshold, or the pooled one when the group is too small.
-    source : {"group", "pooled-small-group"}
+        The group's own threshold; for a group too small for a finite rank ``+inf``
+        (``fallback="keep_all"``) or the pooled one (``fallback="pooled"``).
+    source : {"group", "keep-all-small-group", "pooled-small-group"}
     """
 
     n: int
@@ -103,6 +135,7 @@ def group_thresholds(
     delta: float | None = None,
     strict: bool = False,
     warn: bool = True,
+    fallback: str = "keep_all",
 ) -> dict[str, GroupThreshold]:
     """The threshold of every group, computed on that group's scores only.
 
@@ -115,7 +148,7 @@ def group_thresholds(
     alpha : float
         Target miscoverage within every group (epsilon for PAC).
     pooled : float
-        The pooled threshold a too-small group falls back to.
+        The pooled threshold a too-small group falls back to with ``fallback="pooled"``.
     method : {"split", "pac"}
     delta : float, optional
         PAC confidence parameter.
@@ -124,6 +157,10 @@ def group_thresholds(
         miss) instead of falling back (warning :class:`SmallGroupWarning`) or returning ``+inf``.
     warn : bool, default True
         Warn about fallbacks (the trial simulations turn it off).
+    fallback : {"keep_all", "pooled"}, default "keep_all"
+        A group too small for a finite rank gets ``+inf`` (keep every candidate: what its own
+        rank gives, so the within-group guarantee holds for the whole collection) or the pooled
+        threshold (covers only marginally over all groups, not within this one).
 
     Returns
     -------
@@ -141,9 +178,12 @@ def group_thresholds(
     >>> g = ["a"] * 20 + ["b"] * 2
     >>> out = group_thresholds(s, g, 0.1, pooled=0.9, warn=False)
     >>> out["a"].threshold, out["b"].source, out["b"].threshold
-    (0.9, 'pooled-small-group', 0.9)
+    (0.9, 'keep-all-small-group', inf)
+    >>> group_thresholds(s, g, 0.1, pooled=0.9, warn=False, fallback="pooled")["b"].threshold
+    0.9
     """
     alpha = check_alpha(alpha)
+    fallback = check_fallback(fallback)
     if method not in ("split", "pac"):
         raise CalibrationError(f"method must be 'split' or 'pac', got {method!r}.")
     arr = np.asarray(scores, dtype=float).ravel()
@@ -164,15 +204,24 @@ def group_thresholds(
         n = int(g_scores.size)
         if is_small_group(n, alpha, method=method, delta=delta):
             need = f"at least {min_calibration_size(alpha)}" if method == "split" else "more"
+            what = (
+                "it uses the pooled threshold, which covers only marginally over all groups, not within this "
+                "group (its sets are marked not guaranteed)"
+                if fallback == "pooled"
+                else "its queries keep every candidate (threshold +inf), the only threshold valid within the group"
+            )
             message = (
                 f"Group {g!r} has {n} calibration question(s), too few for a finite threshold at alpha={alpha} "
-                f"({need} needed): it uses the pooled threshold, which covers only marginally, not within the group."
+                f"({need} needed): {what}."
             )
             if strict:
                 raise CalibrationError(message)
             if warn:
                 warnings.warn(message, SmallGroupWarning, stacklevel=2)
-            out[g] = GroupThreshold(n, float(pooled), "pooled-small-group")
+            if fallback == "pooled":
+                out[g] = GroupThreshold(n, float(pooled), "pooled-small-group")
+            else:
+                out[g] = GroupThreshold(n, math.inf, "keep-all-small-group")
             continue
         with warnings.catch_warnings():
             if not warn:

@@ -10,6 +10,7 @@ under both. Only arithmetic on arrays, no re-querying.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,7 +40,8 @@ class GroupTrials:
     size_pooled, size_group : ndarray
         Mean set size over a group's test questions.
     fallback : ndarray of bool
-        The group was too small in that trial's calibration half and used the pooled threshold.
+        The group was too small for its own threshold in that trial's calibration half (or absent
+        from it) and kept every candidate (the library's default ``fallback="keep_all"``).
     n_test : ndarray of int
         Test questions of each group in each trial.
     """
@@ -105,8 +107,8 @@ def simulate_group_splits(
         The group of each observation.
     group_quantile : callable, optional
         ``(group_scores, alpha) -> threshold`` replacing the per-group rule (for negative
-        controls in tests); by default :func:`~.mondrian.group_thresholds` with the pooled
-        fallback.
+        controls in tests); by default :func:`~.mondrian.group_thresholds` with its default
+        keep-all fallback.
 
     Examples
     --------
@@ -151,8 +153,8 @@ def simulate_group_splits(
                 q_of = {g: (v.threshold, v.source != "group") for g, v in per.items()}
             else:
                 q_of = {g: (group_quantile(r[cal][gidx[cal] == j], alpha), False) for j, g in enumerate(names)}
-        q_group = np.array([q_of.get(g, (pooled, True))[0] for g in names])
-        fallback[t] = [q_of.get(g, (pooled, True))[1] for g in names]
+        q_group = np.array([q_of.get(g, (math.inf, True))[0] for g in names])
+        fallback[t] = [q_of.get(g, (math.inf, True))[1] for g in names]
         c_p, s_p = apply(np.full(test.size, pooled), test)
         c_g, s_g = apply(q_group[gidx[test]], test)
         for j in range(len(names)):

@@ -18,6 +18,11 @@ drift), the long-run miss rate satisfies ``|mean(err) - alpha| <= (max(alpha_1, 
 + gamma) / (gamma T)``. The set at ``alpha_t`` uses the split-conformal threshold of
 :func:`~conformal_rag_plugins.core.quantile.conformal_quantile`; ``alpha_t <= 0`` gives
 ``+inf`` (include every candidate) and ``alpha_t >= 1`` gives ``-inf`` (the empty set).
+A gold chunk outside the candidate pool (nonconformity ``+inf``) is a miss whatever the
+threshold, ``+inf`` included (:func:`aci_miss`): keeping every candidate cannot return a
+chunk the pool does not hold. The bound above assumes the set at ``alpha_t <= 0`` never
+misses; with gold outside the pool it can, ``alpha_t`` then keeps falling, and the miss
+rate ACI reports is the served sets' real one, above ``alpha``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from collections.abc import Iterable
 from .errors import ConformalError, InfiniteThresholdWarning
 from .quantile import conformal_quantile
 
-__all__ = ["aci_next_alpha", "aci_threshold", "coverage_confidence_sequence", "log_mixture_martingale"]
+__all__ = ["aci_miss", "aci_next_alpha", "aci_threshold", "coverage_confidence_sequence", "log_mixture_martingale"]
 
 
 def _log_beta(a: float, b: float) -> float:
@@ -101,6 +106,17 @@ def aci_next_alpha(alpha_t: float, target: float, gamma: float, miss: bool) -> f
     0.091
     """
     return alpha_t + gamma * (target - (1.0 if miss else 0.0))
+
+
+def aci_miss(nonconformity: float, threshold: float) -> bool:
+    """Whether the set at ``threshold`` missed the gold chunk: a non-finite nonconformity always misses.
+
+    Examples
+    --------
+    >>> aci_miss(0.3, 0.5), aci_miss(0.7, 0.5), aci_miss(math.inf, math.inf)
+    (False, True, True)
+    """
+    return not math.isfinite(nonconformity) or nonconformity > threshold
 
 
 def aci_threshold(scores: Iterable[float], alpha_t: float) -> float:

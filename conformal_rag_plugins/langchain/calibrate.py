@@ -46,6 +46,7 @@ def calibrate_retriever(
     strict: bool = False,
     progress: bool = True,
     group_by: GroupBy | None = None,
+    group_fallback: str = "keep_all",
     control: str = "coverage",
     parents: Any = None,
     id_key: str | None = None,
@@ -72,7 +73,11 @@ def calibrate_retriever(
         Per-group (Mondrian) thresholds: a key of ``CalibrationExample.metadata`` or a
         function of the question text (give the same function to ``ConformalRetriever``).
         Each group with enough questions gets its own threshold (coverage within the group);
-        smaller groups use the pooled one (``SmallGroupWarning``, or an error with ``strict``).
+        smaller groups keep every candidate (``SmallGroupWarning``, or an error with ``strict``).
+    group_fallback : {"keep_all", "pooled"}, default "keep_all"
+        What a group too small for its own threshold, or a group not seen at calibration,
+        gets: every candidate (threshold ``+inf``), or the pooled threshold, which covers
+        only over all groups together; its nodes/documents say ``conformal_guaranteed=False``.
     control : {"coverage", "recall"}, default "coverage"
         ``recall``: every gold chunk of an example counts, and the threshold keeps
         ``E[1 - recall] <= 1 - confidence_level`` (conformal risk control, ``method="split"``
@@ -124,5 +129,6 @@ def calibrate_retriever(
         group_labels=groups,
         group_by=group_by,
         control=control,
+        group_fallback=group_fallback,
     )
     return replace(cal, corpus_=corpus_digest(all_ids(host)))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
 
-from ..calibration.groups import query_threshold
+from ..calibration.groups import group_caveat, query_threshold
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import GuaranteeCutWarning
 from ..core.selection import check_k_bounds, conformal_metadata, decide_set
@@ -36,7 +37,8 @@ def select_documents(
     ``docs`` and ``scores`` are best first; ``checked=True`` when the scores are already known
     NaN-free and sorted. A set cut by ``max_k`` (or a ``+inf`` threshold) warns with
     :class:`GuaranteeCutWarning` and says so in ``conformal_guaranteed``. With a per-group
-    calibration the query's group (``group``, or ``group_by(query)``) picks the threshold; a
+    calibration the query's group (``group``, or ``group_by(query)``) picks the threshold (a
+    pooled fallback is marked not guaranteed); a
     ``monitor`` is updated with the query's scores.
 
     Examples
@@ -53,6 +55,9 @@ def select_documents(
     arr = np.asarray(scores, dtype=float)
     threshold, group_meta = query_threshold(calibration, group, group_by, query)
     decision = decide_set(family, arr, threshold, min_k=min_k, max_k=max_k, validate=not checked)
+    caveat = group_caveat(group_meta.get("conformal_threshold_source"))
+    if caveat:  # the pooled fallback: not this group's own threshold
+        decision = replace(decision, guaranteed=False, reason=" ".join(filter(None, (caveat, decision.reason))))
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
     if monitor is not None:

@@ -51,7 +51,8 @@ class ConformalRetriever(BaseRetriever):
         of every query (one retriever per tenant); ``retriever.invoke(q, group="x")`` sets it per call.
     group_by : callable, optional
         Or a function of the query string giving its group (the one used at calibration;
-        functions are not saved). An unknown group, or none, uses the pooled threshold; the
+        functions are not saved). A group too small or unknown at calibration gets the
+        calibration's ``group_fallback_`` (every candidate by default); no group, the pooled threshold; the
         documents say which in ``conformal_group`` and ``conformal_threshold_source``.
     monitor : ConformalMonitor, optional
         Updated with every query's statistic (drift alarm); it must belong to ``calibration``.

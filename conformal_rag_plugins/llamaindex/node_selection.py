@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from llama_index.core.schema import NodeWithScore
 
-from ..calibration.groups import query_threshold
+from ..calibration.groups import group_caveat, query_threshold
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import GuaranteeCutWarning
 from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
@@ -61,7 +62,8 @@ def select_nodes(
     calibration) are excluded from what the LLM and the embedding model see. A set cut by
     ``max_k`` (or a ``+inf`` threshold) warns with :class:`GuaranteeCutWarning` and says so in
     ``conformal_guaranteed``. With a per-group calibration the query's group (``group``, or
-    ``group_by(query)``) picks the threshold; a ``monitor`` is updated with the query's scores.
+    ``group_by(query)``) picks the threshold (a pooled fallback is marked not guaranteed); a
+    ``monitor`` is updated with the query's scores.
 
     Examples
     --------
@@ -79,6 +81,9 @@ def select_nodes(
     threshold, group_meta = query_threshold(calibration, group, group_by, query)
     # the scores are checked (no NaN) and sorted best first by ordered_nodes: skip re-validating them
     decision = decide_set(family, scores, threshold, min_k=min_k, max_k=max_k, validate=False)
+    caveat = group_caveat(group_meta.get("conformal_threshold_source"))
+    if caveat:  # the pooled fallback: not this group's own threshold
+        decision = replace(decision, guaranteed=False, reason=" ".join(filter(None, (caveat, decision.reason))))
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
     if monitor is not None:

@@ -36,7 +36,7 @@ def test_calibrate_group_by_saves_group_thresholds(tmp_path, capsys) -> None:
     data = json.loads((tmp_path / "cal.json").read_text())
     assert data["group_by"] == "collection" and sorted(data["groups"]) == ["even", "odd"]
     cal = RetrievalCalibration.load(tmp_path / "cal.json")  # every group threshold recomputed on load
-    assert cal.threshold_for("odd")[1] == "group" and cal.threshold_for("other")[1] == "pooled-unknown-group"
+    assert cal.threshold_for("odd")[1] == "group" and cal.threshold_for("other")[1] == "keep-all-unknown-group"
 
 
 def test_calibrate_group_by_a_missing_field_is_exit_2(tmp_path, capsys) -> None:

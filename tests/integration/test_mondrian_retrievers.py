@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import replace
 
@@ -39,6 +40,18 @@ def _calibrate(framework: str, host_factory, examples):
     return host, cal
 
 
+def _pooled_fallback(data: dict) -> dict:
+    """The same file as calibrated with ``group_fallback="pooled"``: small groups stored with the pooled threshold."""
+    from conformal_rag_plugins.calibration.jsonio import with_checksum
+
+    data = {k: v for k, v in data.items() if k != "checksum"} | {"group_fallback": "pooled"}
+    data["groups"] = {
+        g: v if v["source"] == "group" else {**v, "threshold": data["threshold"], "source": "pooled-small-group"}
+        for g, v in data["groups"].items()
+    }
+    return with_checksum(data)
+
+
 def _meta(framework: str, results) -> list[dict]:
     return [r.node.metadata if framework == "llamaindex" else r.metadata for r in results]
 
@@ -52,7 +65,7 @@ def test_retriever_uses_the_group_threshold_and_says_pooled_otherwise(
     else:
         from conformal_rag_plugins.langchain import ConformalRetriever
     host, cal = _calibrate(framework, host_factory, grouped_examples)
-    assert cal.group_by_ == "article" and cal.groups_["tiny"]["source"] == "pooled-small-group"
+    assert cal.group_by_ == "article" and cal.groups_["tiny"]["source"] == "keep-all-small-group"
     loaded = RetrievalCalibration.load(cal.save(tmp_path / "grouped.json"))  # recomputed on load
     assert loaded.groups_ == cal.groups_
     question = next(ex.question for ex in squad_questions if _article(ex) == "Normans")
@@ -64,20 +77,27 @@ def test_retriever_uses_the_group_threshold_and_says_pooled_otherwise(
             got = retriever.retrieve(question) if framework == "llamaindex" else retriever.invoke(question, **call)
             return _meta(framework, got)
 
-    expected = {
-        "Normans": (loaded.groups_["Normans"]["threshold"], "group"),
-        "tiny": (loaded.threshold_, "pooled-small-group"),
-        "Atlantis": (loaded.threshold_, "pooled-unknown-group"),
+    expected = {  # keep-all: +inf, every candidate; the returned pool is not guaranteed to hold the gold
+        "Normans": (loaded.groups_["Normans"]["threshold"], "group", True),
+        "tiny": (math.inf, "keep-all-small-group", False),
+        "Atlantis": (math.inf, "keep-all-unknown-group", False),
     }
-    for group, (threshold, source) in expected.items():
+    for group, (threshold, source, guaranteed) in expected.items():
         metas = run(ConformalRetriever(**kw, group=group))
         assert metas and all(m["conformal_group"] == group for m in metas)
         assert all(m["conformal_threshold_source"] == source and m["conformal_threshold"] == threshold for m in metas)
+        assert all(m["conformal_guaranteed"] is guaranteed for m in metas)
+    pooled = RetrievalCalibration.from_dict(_pooled_fallback(loaded.to_dict()))
+    for group, source in (("tiny", "pooled-small-group"), ("Atlantis", "pooled-unknown-group")):
+        metas = run(ConformalRetriever(retriever=host, calibration=pooled, group=group))
+        assert all(m["conformal_threshold"] == pooled.threshold_ for m in metas)
+        assert all(m["conformal_threshold_source"] == source for m in metas)
+        assert not any(m["conformal_guaranteed"] for m in metas)  # not the group's own threshold
     by_question = ConformalRetriever(**kw, group_by=lambda q: "Normans" if "Norm" in q else "Atlantis")
     assert run(by_question)[0]["conformal_threshold_source"] == "group"
     if framework == "langchain":  # per call: invoke(q, group=...) overrides the retriever's group
         metas = run(ConformalRetriever(**kw, group="Normans"), group="Atlantis")
-        assert metas[0]["conformal_threshold_source"] == "pooled-unknown-group"
+        assert metas[0]["conformal_threshold_source"] == "keep-all-unknown-group"
 
     def boom(q: str) -> str:
         raise RuntimeError("tenant service down")

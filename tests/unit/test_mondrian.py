@@ -52,7 +52,11 @@ def test_group_thresholds_equal_direct_per_group_quantile() -> None:
     for g in ("a", "b"):
         assert out[g].threshold == conformal_quantile(scores[lab == g], ALPHA)
         assert out[g].source == "group" and out[g].n == int((lab == g).sum())
-    assert out["c"] == type(out["c"])(5, pooled, "pooled-small-group")
+    assert out["c"] == type(out["c"])(5, math.inf, "keep-all-small-group")
+    named = group_thresholds(scores, labels, ALPHA, pooled=pooled, warn=False, fallback="pooled")
+    assert named["c"] == type(out["c"])(5, pooled, "pooled-small-group")
+    with pytest.raises(ConformalError, match="fallback must be one of"):
+        group_thresholds(scores, labels, ALPHA, pooled=pooled, fallback="pool")
 
 
 def test_pac_group_thresholds_use_pac_quantile() -> None:
@@ -60,7 +64,7 @@ def test_pac_group_thresholds_use_pac_quantile() -> None:
     out = group_thresholds(scores, labels, ALPHA, pooled=1.0, method="pac", delta=0.2, warn=False)
     assert out["a"].threshold == pac_quantile(scores[:40], ALPHA, 0.2)
     assert out["b"].threshold == pac_quantile(scores[40:65], ALPHA, 0.2)  # rank 25 of 25
-    assert out["c"] == type(out["c"])(5, 1.0, "pooled-small-group")  # 0.9^5 > 0.2: no PAC rank for 5 points
+    assert out["c"] == type(out["c"])(5, math.inf, "keep-all-small-group")  # 0.9^5 > 0.2: no PAC rank for 5 points
 
 
 def test_strict_refuses_a_small_group() -> None:
@@ -107,8 +111,10 @@ def test_json_round_trip_recomputes_groups_and_old_files_load(tmp_path) -> None:
     back = RetrievalCalibration.load(path)
     assert back.groups_ == cal.groups_ and back.group_labels_ == tuple(labels) and back.group_by_ == "tenant"
     assert back.threshold_for("a") == (cal.groups_["a"]["threshold"], "group")
-    assert back.threshold_for("c") == (plain.threshold_, "pooled-small-group")
-    assert back.threshold_for("nope") == (plain.threshold_, "pooled-unknown-group")
+    assert back.threshold_for("c") == (math.inf, "keep-all-small-group")
+    assert back.threshold_for("nope") == (math.inf, "keep-all-unknown-group")
+    assert back.threshold_for(None) == (plain.threshold_, "pooled-no-group")
+    assert back.group_fallback_ == "keep_all"
     # an ungrouped calibration writes no group fields, so the files older versions wrote still load
     old = plain.to_dict()
     assert not {"group_by", "groups", "group_labels"} & set(old)
