@@ -88,7 +88,11 @@ def check_local_model(model_path: str | Path) -> str:
     described = f"{path.name} with llama-cpp-python {version}"
     if path in _checked:
         return _checked[path]
-    advice = f"install the checked version: pip install 'llama-cpp-python=={CHECKED_LLAMA_CPP}'"
+    advice = (
+        f"rebuild it on this machine: pip install --force-reinstall --no-cache-dir 'llama-cpp-python=={version}'"
+        if version == CHECKED_LLAMA_CPP
+        else f"install the checked version: pip install 'llama-cpp-python=={CHECKED_LLAMA_CPP}'"
+    )
     if version == "not installed":
         raise LocalModelError(f"The local model {path.name} needs llama-cpp-python (the 'local' extra); {advice}.")
     try:
