@@ -6,7 +6,7 @@ recomputes every group threshold from the stored scores and labels and refuses a
 stored ones disagree. At query time :func:`threshold_for` picks the group's threshold. A group
 too small for its own rank, or one the calibration never saw, gets the calibration's
 ``group_fallback_``: by default ``+inf`` (keep every candidate, valid within any group), or
-with ``"pooled"`` the pooled threshold, whose sets :func:`group_caveat` marks not guaranteed
+with ``"pooled"`` the pooled threshold, whose sets :func:`mark_group_fallback` marks not guaranteed
 (it holds over all groups together, not within the query's). A query without a group gets the
 pooled threshold and its ordinary marginal guarantee. The source says which.
 
@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..core.errors import CalibrationIntegrityError, ConformalError, InfiniteThresholdWarning, SmallGroupWarning
 from ..core.mondrian import check_fallback, check_group_label, group_thresholds
+from ..core.selection import SetDecision
 from .examples import CalibrationExample
 
 __all__ = [
@@ -39,9 +40,9 @@ __all__ = [
     "check_group_options",
     "check_groups",
     "describe_group_by",
-    "group_caveat",
     "group_labels",
     "groups_payload",
+    "mark_group_fallback",
     "query_group",
     "query_threshold",
     "recomputed_groups",
@@ -208,28 +209,32 @@ def threshold_for(cal: Any, group: str | None) -> tuple[float, str]:
     return math.inf, "keep-all-unknown-group"
 
 
-def group_caveat(source: str | None) -> str:
-    """Why a set built on a threshold from ``source`` is not guaranteed within the query's group ("" if it is).
+def mark_group_fallback(decision: SetDecision, group_meta: Mapping[str, Any]) -> SetDecision:
+    """``decision`` marked not guaranteed when its threshold was the pooled fallback of a group.
 
     The pooled threshold used for a group (``fallback="pooled"``) holds only over all groups
-    together: a hard group can sit far below the target. A ``+inf`` threshold (keep-all) is
-    valid for any group; the retrievers already say that the returned pool covers only when
-    the gold chunk is in it.
+    together: a hard group can sit far below the target. Any other source is returned as it
+    is (a ``+inf`` keep-all threshold is valid within any group, and ``decide_set`` already
+    says that the pool covers only when the gold chunk is in it).
 
     Examples
     --------
-    >>> group_caveat("group"), group_caveat("keep-all-unknown-group")
-    ('', '')
-    >>> group_caveat("pooled-small-group")[:40]
-    'The pooled threshold was used for a grou'
+    >>> d = SetDecision((0, 1), 2, True, "")
+    >>> mark_group_fallback(d, {"conformal_threshold_source": "group"}) is d
+    True
+    >>> marked = mark_group_fallback(d, {"conformal_threshold_source": "pooled-small-group"})
+    >>> marked.guaranteed, marked.reason[:40]
+    (False, 'The pooled threshold was used for a grou')
     """
-    if source in ("pooled-small-group", "pooled-unknown-group"):
-        why = "too small for a threshold of its own" if source == "pooled-small-group" else "not seen at calibration"
-        return (
-            f"The pooled threshold was used for a group {why} (group_fallback='pooled'): it covers only "
-            "marginally over all groups, not within this one, so the set is not guaranteed for this query."
-        )
-    return ""
+    source = group_meta.get("conformal_threshold_source")
+    if source not in ("pooled-small-group", "pooled-unknown-group"):
+        return decision
+    why = "too small for a threshold of its own" if source == "pooled-small-group" else "not seen at calibration"
+    caveat = (
+        f"The pooled threshold was used for a group {why} (group_fallback='pooled'): it covers only "
+        "marginally over all groups, not within this one, so the set is not guaranteed for this query."
+    )
+    return replace(decision, guaranteed=False, reason=" ".join(filter(None, (caveat, decision.reason))))
 
 
 def query_group(group: Any, group_by: Callable[[str], Any] | None, query: str) -> str | None:

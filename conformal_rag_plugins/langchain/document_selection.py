@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
 
-from ..calibration.groups import group_caveat, query_threshold
+from ..calibration.groups import mark_group_fallback, query_threshold
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import GuaranteeCutWarning
 from ..core.selection import check_k_bounds, conformal_metadata, decide_set
@@ -54,10 +53,9 @@ def select_documents(
     check_k_bounds(min_k, max_k)
     arr = np.asarray(scores, dtype=float)
     threshold, group_meta = query_threshold(calibration, group, group_by, query)
-    decision = decide_set(family, arr, threshold, min_k=min_k, max_k=max_k, validate=not checked)
-    caveat = group_caveat(group_meta.get("conformal_threshold_source"))
-    if caveat:  # the pooled fallback: not this group's own threshold
-        decision = replace(decision, guaranteed=False, reason=" ".join(filter(None, (caveat, decision.reason))))
+    decision = mark_group_fallback(
+        decide_set(family, arr, threshold, min_k=min_k, max_k=max_k, validate=not checked), group_meta
+    )
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
     if monitor is not None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from llama_index.core.schema import NodeWithScore
 
-from ..calibration.groups import group_caveat, query_threshold
+from ..calibration.groups import mark_group_fallback, query_threshold
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import GuaranteeCutWarning
 from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
@@ -80,10 +79,9 @@ def select_nodes(
     check_k_bounds(min_k, max_k)
     threshold, group_meta = query_threshold(calibration, group, group_by, query)
     # the scores are checked (no NaN) and sorted best first by ordered_nodes: skip re-validating them
-    decision = decide_set(family, scores, threshold, min_k=min_k, max_k=max_k, validate=False)
-    caveat = group_caveat(group_meta.get("conformal_threshold_source"))
-    if caveat:  # the pooled fallback: not this group's own threshold
-        decision = replace(decision, guaranteed=False, reason=" ".join(filter(None, (caveat, decision.reason))))
+    decision = mark_group_fallback(
+        decide_set(family, scores, threshold, min_k=min_k, max_k=max_k, validate=False), group_meta
+    )
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
     if monitor is not None:

@@ -84,10 +84,10 @@ def check_local_model(model_path: str | Path) -> str:
     'gemma-3-270m-q4_k_m.gguf with llama-cpp-python 0.3.16'
     """
     path = Path(model_path)
-    version = llama_cpp_version()
-    described = f"{path.name} with llama-cpp-python {version}"
     if path in _checked:
         return _checked[path]
+    version = llama_cpp_version()
+    described = f"{path.name} with llama-cpp-python {version}"
     advice = (
         f"rebuild it on this machine: pip install --force-reinstall --no-cache-dir 'llama-cpp-python=={version}'"
         if version == CHECKED_LLAMA_CPP
