@@ -1,40 +1,112 @@
-"""``conformal-rag monitor``: calibrate on labelled questions, then replay a stream through a drift monitor.
+"""``conformal-rag monitor``: replay a stream of questions through a drift monitor tied to one calibration.
 
-The calibration questions (SQuAD-style qa JSONL) are run once through the host: their pools
-give both the conformal threshold and the monitor's reference statistics. The questions of
-the stream file are then asked, in file order, of the framework's ``ConformalRetriever``
-with ``monitor=`` attached, exactly as a deployed retriever would be, and the JSON report
-says whether and when the alarm fired.
+The calibration is either the one a user deployed (``--calibration CAL``: its host is rebuilt
+from the corpus files and its fingerprint, as ``report`` does, and refused unless it is the same
+host) or made here from the answerable questions of ``--qa`` as ``conformal-rag calibrate`` makes
+it by default (the tuned hybrid). The monitor's label-free reference is *every* question of
+``--qa``, answerable or not, asked of that host: a live stream cannot be filtered on a label, so
+the reference must not be either. The questions of the stream file are then asked, in file
+order, of the framework's ``ConformalRetriever`` with ``monitor=`` attached, exactly as a
+deployed retriever would be, and the JSON report says whether and when the alarm fired.
+
+``--resume STATE`` continues a state written by ``--save-monitor`` (its reference, stream,
+p-values and alarm) for the calibration it was made with; without ``--calibration``,
+``--save-monitor`` also writes the calibration made here so that the state can be resumed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_stream", "register", "run_monitor"]
+__all__ = ["read_stream", "reference_questions", "register", "run_monitor"]
+
+#: Defaults of the options a ``--calibration`` or ``--resume`` file may fix instead.
+DEFAULTS: dict[str, Any] = {
+    "alpha": 0.1,
+    "delta": 0.01,
+    "statistic": "top1",
+    "retriever": "hybrid",
+    "fusion": "tuned",
+    "framework": "llamaindex",
+    "pool_size": 50,
+    "seed": 0,
+}
 
 
 def register(sub: Any) -> None:
     """Add the ``monitor`` sub-command to the ``conformal-rag`` parser."""
-    p = sub.add_parser("monitor", help="calibrate, then replay a stream of questions through a drift monitor")
+    p = sub.add_parser(
+        "monitor",
+        help="replay a stream of questions through a drift monitor of a calibration (made here or deployed)",
+    )
     p.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
-    p.add_argument("--qa", required=True, help="calibration qa JSONL (SQuAD-style)")
+    p.add_argument(
+        "--qa",
+        default=None,
+        help="questions of the monitor's label-free reference: every line's question, answerable or not; without "
+        "--calibration its answerable questions (SQuAD-style qa JSONL) also calibrate; not with --resume",
+    )
     p.add_argument("--stream", required=True, help="JSONL of questions to replay in file order ({'question': ...})")
-    p.add_argument("--alpha", type=float, default=0.1, help="target miscoverage of the retriever")
-    p.add_argument("--delta", type=float, default=0.01, help="false-alarm probability of the drift alarm")
-    p.add_argument("--statistic", choices=["top1", "gap", "set_size"], default="top1")
-    p.add_argument("--score", choices=["similarity", "rank", "relative"], default="relative")
-    p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="dense")
-    p.add_argument("--framework", choices=["llamaindex", "langchain"], default="llamaindex")
-    p.add_argument("--pool-size", type=int, default=50)
-    p.add_argument("--seed", type=int, default=0, help="seed of the tie-breaking uniforms")
+    p.add_argument(
+        "--calibration",
+        default=None,
+        metavar="CAL",
+        help="monitor this saved calibration (from calibrate or --save-calibration; signed if "
+        "$CONFORMAL_RAG_SIGNING_KEY is set) on the host rebuilt from --corpus and its fingerprint, instead of "
+        "calibrating on --qa (default: none, calibrate here)",
+    )
+    p.add_argument(
+        "--resume",
+        default=None,
+        metavar="STATE",
+        help="continue a state written by --save-monitor (needs the --calibration it was made with; the state "
+        "holds the reference, delta, statistic and seed) (default: none, a new monitor)",
+    )
+    p.add_argument("--alpha", type=float, default=None, help="target miscoverage when calibrating here (default 0.1)")
+    p.add_argument(
+        "--delta", type=float, default=None, help="false-alarm probability of the drift alarm (default 0.01)"
+    )
+    p.add_argument("--statistic", choices=["top1", "gap", "set_size"], default=None, help="(default top1)")
+    p.add_argument(
+        "--score",
+        choices=["auto", "similarity", "rank", "relative"],
+        default=None,
+        help="score family when calibrating here (default: auto for the tuned hybrid, else relative, as calibrate)",
+    )
+    p.add_argument(
+        "--retriever",
+        choices=["dense", "bm25", "hybrid"],
+        default=None,
+        help="host when calibrating here (default hybrid, as calibrate; it was dense before)",
+    )
+    p.add_argument(
+        "--fusion",
+        default=None,
+        help="'tuned' or METHOD:WEIGHT such as zscore:0.5 (hybrid only; default tuned, as calibrate)",
+    )
+    p.add_argument("--framework", choices=["llamaindex", "langchain"], default=None, help="(default llamaindex)")
+    p.add_argument("--pool-size", type=int, default=None, help="(default 50)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the calibration split and of the monitor's tie-breaking uniforms (default 0)",
+    )
+    p.add_argument("--chunk-size", type=int, default=None, help="as given to calibrate (default 254)")
+    p.add_argument("--chunk-overlap", type=int, default=None, help="as given to calibrate (default 25)")
     p.add_argument("--no-chunking", action="store_true", help="index entries whole")
-    p.add_argument("--save-monitor", default=None, help="also write the monitor's state JSON here")
+    p.add_argument("--save-monitor", default=None, help="also write the monitor's state JSON here (default: none)")
+    p.add_argument(
+        "--save-calibration",
+        default=None,
+        help="write the calibration made here, which --resume needs (default with --save-monitor and no "
+        "--calibration: the state's path with .calibration.json)",
+    )
     p.add_argument("--json", dest="json_out", required=True, help="output JSON path")
     p.set_defaults(handler=_handle)
 
@@ -49,19 +121,46 @@ def _handle(args: argparse.Namespace) -> None:
         statistic=args.statistic,
         score=args.score,
         retriever=args.retriever,
+        fusion=args.fusion,
         framework=args.framework,
         pool_size=args.pool_size,
         seed=args.seed,
         chunking=not args.no_chunking,
+        chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap,
+        calibration=args.calibration,
+        resume=args.resume,
         json_out=args.json_out,
         save_monitor=args.save_monitor,
+        save_calibration=args.save_calibration,
     )
     where = "no alarm" if report["alarm_at"] is None else f"ALARM at query {report['alarm_at']}"
+    resumed = f" ({report['n_stream_new']} new after {report['n_stream'] - report['n_stream_new']} resumed)"
     print(
-        f"{report['n_stream']} stream queries, {report['statistic']} statistic, delta={report['delta']}: {where} "
+        f"{report['n_stream']} stream queries{resumed if report['resumed_from'] else ''}, {report['statistic']} "
+        f"statistic, delta={report['delta']}, reference of {report['n_reference']} questions: {where} "
         f"(final martingale {report['martingale'][-1] if report['martingale'] else 1.0})"
     )
-    print(f"wrote {args.json_out}")
+    for path in (args.json_out, args.save_monitor, report["saved_calibration"]):
+        if path is not None:
+            print(f"wrote {path}")
+
+
+def _read_questions(path: str | Path, what: str) -> list[str]:
+    from ..calibration.examples import _read_input_jsonl
+    from ..core.errors import InputFileError
+
+    rows = _read_input_jsonl(path, what)
+    out = []
+    for lineno, row in rows:
+        question = row.get("question")
+        if not isinstance(question, str) or not question.strip():
+            got = "is missing" if "question" not in row else "must be a non-empty string"
+            raise InputFileError(f"{path}:{lineno}: 'question' {got}.")
+        out.append(question)
+    if not out:
+        raise InputFileError(f"{path}: the {what} file holds no questions.")
+    return out
 
 
 def read_stream(path: str | Path) -> list[str]:
@@ -72,32 +171,21 @@ def read_stream(path: str | Path) -> list[str]:
     >>> read_stream("stream.jsonl")[:1]  # doctest: +SKIP
     ['In what country is Normandy located?']
     """
-    from ..calibration.examples import _read_input_jsonl
-    from ..core.errors import InputFileError
-
-    rows = _read_input_jsonl(path, "stream")
-    out = []
-    for lineno, row in rows:
-        question = row.get("question")
-        if not isinstance(question, str) or not question.strip():
-            got = "is missing" if "question" not in row else "must be a non-empty string"
-            raise InputFileError(f"{path}:{lineno}: 'question' {got}.")
-        out.append(question)
-    if not out:
-        raise InputFileError(f"{path}: the stream file holds no questions.")
-    return out
+    return _read_questions(path, "stream")
 
 
-def _fingerprint_and_corpus(framework: str, host: Any) -> tuple[Any, dict[str, Any]]:
-    from ..calibration.fingerprint import corpus_digest
+def reference_questions(path: str | Path) -> list[str]:
+    """Every question of a qa or questions JSONL file, answerable or not: the monitor's label-free reference.
 
-    if framework == "llamaindex":
-        from ..llamaindex.fingerprint import fingerprint_of
-        from ..llamaindex.host import all_ids
-    else:
-        from ..langchain.fingerprint import fingerprint_of
-        from ..langchain.host import all_ids
-    return fingerprint_of(host), corpus_digest(all_ids(host))
+    A live stream cannot be filtered on a label, so neither is the reference: ``is_impossible``
+    questions stay in (leaving them out makes the reference another population than the stream).
+
+    Examples
+    --------
+    >>> len(reference_questions("qa.jsonl"))  # doctest: +SKIP
+    1407
+    """
+    return _read_questions(path, "reference")
 
 
 def _conformal_retriever(framework: str, kind: str, host: Any, cal: Any, monitor: Any) -> Any:
@@ -112,41 +200,146 @@ def _conformal_retriever(framework: str, kind: str, host: Any, cal: Any, monitor
     return LCRetriever(calibration=cal, retriever=host, monitor=monitor)
 
 
+def _refuse_disagreeing(given: dict[str, Any], stored: dict[str, Any], source: str) -> None:
+    """Refuse an option given on the command line that differs from what ``source`` fixes."""
+    from ..core.errors import ConformalError
+
+    for name, value in given.items():
+        if value is None:
+            continue
+        have = stored[name]
+        same = math.isclose(value, have) if isinstance(value, float) and isinstance(have, float) else value == have
+        if not same:
+            flag = "--" + name.replace("_", "-")
+            raise ConformalError(f"{flag} {value} disagrees with {source}, which fixes it to {have}; leave {flag} out.")
+
+
+def _deployed_options(cal: Any, spec: Any, score: str | None, fusion: str | None) -> dict[str, Any]:
+    """What a calibration fixes, in the monitor's option names (``score``/``fusion`` as given when they agree)."""
+    tuned = cal.selection_.get("rule") == "tuned-hybrid"
+    fusion_key = spec[2].key if spec[2] is not None else None
+    agree_fusion = fusion is None or (fusion == "tuned" and tuned) or fusion == fusion_key
+    return {
+        "alpha": float(cal.alpha_),
+        "framework": spec[0],
+        "retriever": spec[1],
+        "pool_size": int(cal.pool_size_),
+        "score": score if score == "auto" and tuned else cal.score_family_,
+        "fusion": fusion if agree_fusion else ("tuned" if tuned else fusion_key),
+    }
+
+
+def _calibrate_here(
+    framework: str,
+    kind: str,
+    fusion: str,
+    score: str | None,
+    chunks: Sequence[Any],
+    examples: Sequence[Any],
+    *,
+    alpha: float,
+    pool_size: int,
+    seed: int,
+    client: Any,
+    progress: bool,
+) -> tuple[Any, Any]:
+    """The calibration ``conformal-rag calibrate`` makes with these options, and its host when already built."""
+    from ..calibration.tuned_calibration import FusionConfig
+    from .calibrate_cmd import _tuned
+    from .hosts import build_host
+
+    tuned = kind == "hybrid" and fusion == "tuned"
+    family = score or ("auto" if tuned else "relative")
+    if tuned:
+        return _tuned(framework, chunks, examples, client, 1 - alpha, family, pool_size, seed, progress), None
+    config = FusionConfig.parse(fusion) if kind == "hybrid" else None
+    bundle = build_host(framework, kind, chunks, pool_size=pool_size, client=client, fusion=config)
+    if framework == "llamaindex":
+        from ..llamaindex.calibrate import calibrate_retriever
+    else:
+        from ..langchain.calibrate import calibrate_retriever
+    cal = calibrate_retriever(
+        bundle.host,
+        examples,
+        confidence_level=1 - alpha,
+        score=family,
+        pool_size=pool_size,
+        random_state=seed,
+        progress=progress,
+    )
+    return cal, bundle
+
+
 def run_monitor(
     corpus: Sequence[str | Path],
-    qa: str | Path,
+    qa: str | Path | None,
     stream: str | Path,
     *,
-    alpha: float = 0.1,
-    delta: float = 0.01,
-    statistic: str = "top1",
-    score: str = "relative",
-    retriever: str = "dense",
-    framework: str = "llamaindex",
-    pool_size: int = 50,
-    seed: int = 0,
+    alpha: float | None = None,
+    delta: float | None = None,
+    statistic: str | None = None,
+    score: str | None = None,
+    retriever: str | None = None,
+    framework: str | None = None,
+    pool_size: int | None = None,
+    seed: int | None = None,
     chunking: bool = True,
     json_out: str | Path | None = None,
     save_monitor: str | Path | None = None,
     client: Any = None,
     progress: bool = False,
+    calibration: str | Path | None = None,
+    resume: str | Path | None = None,
+    fusion: str | None = None,
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+    save_calibration: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Calibrate on ``qa``, replay the questions of ``stream`` in file order and return the report.
+    """Monitor a calibration (made here from ``qa``, or ``calibration``) on the questions of ``stream``.
+
+    Parameters
+    ----------
+    corpus : paths
+        Corpus JSONL files (chunked as ``calibrate`` chunks them).
+    qa : path or None
+        Every question of it, answerable or not, is the monitor's reference; without
+        ``calibration`` its answerable questions also calibrate (as ``calibrate`` would by
+        default: tuned hybrid). ``None`` only with ``resume``.
+    stream : path
+        Questions replayed in file order.
+    alpha, score, retriever, fusion, framework, pool_size : optional
+        How to calibrate here (defaults as ``calibrate``: 0.1, auto/relative, hybrid, tuned,
+        llamaindex, 50). With ``calibration`` the file fixes them; a value that differs is refused.
+    delta, statistic, seed : optional
+        The monitor's (defaults 0.01, top1, 0); with ``resume`` the state fixes them.
+    calibration : path, optional
+        A saved retrieval or answer-set calibration (its retrieval stage is monitored).
+    resume : path, optional
+        A state from ``save_monitor``; needs ``calibration`` and refuses another calibration's state.
+    save_calibration : path, optional
+        Where to write the calibration made here; defaults to ``save_monitor`` with the suffix
+        ``.calibration.json`` when ``save_monitor`` is given without ``calibration``.
 
     Returns
     -------
     dict
-        ``n_stream``, ``alarm_at`` (0-based index of the first alarm, or ``None``),
-        ``martingale`` (``M_t`` after each query), ``statistic``, plus ``p_values``,
-        ``statistics`` (the raw statistic of each query), ``log_martingale``, ``delta``,
-        ``threshold`` (``1/delta``), ``alpha``, ``n_calibration``, ``calibration_threshold``,
-        ``framework`` and ``retriever``.
+        ``n_stream`` (all queries the monitor has seen, resumed ones included), ``alarm_at``
+        (0-based index of the first alarm, or ``None``), ``martingale`` (``M_t`` after each
+        query), ``statistic``, plus ``p_values``, ``statistics`` (the raw statistic of each
+        query), ``log_martingale``, ``delta``, ``threshold`` (``1/delta``), ``alpha``,
+        ``n_calibration``, ``calibration_threshold``, ``framework``, ``retriever``, and
+        ``n_reference``, ``n_stream_new``, ``resumed_from``, ``calibration_source``
+        (``"file"`` or ``"calibrated"``), ``calibration_file``, ``saved_calibration``,
+        ``fusion``, ``score``, ``pool_size`` and ``seed``.
 
     Raises
     ------
     ConformalError
-        Before any indexing: a bad ``alpha``, ``delta`` (outside (0, 1)) or ``pool_size``,
-        malformed input files (naming file and line), gold ids missing from the corpus.
+        Before any indexing: bad options, options that disagree with ``calibration`` or
+        ``resume``, an output path that is an input, malformed input files (naming file and
+        line), a tampered or unsigned calibration or state, a state of another calibration,
+        gold ids missing from the corpus. After indexing: a rebuilt host that is not the
+        calibration's (:class:`~conformal_rag_plugins.core.errors.FingerprintMismatchError`).
 
     Examples
     --------
@@ -156,71 +349,140 @@ def run_monitor(
     from ..calibration.examples import load_corpus, load_qa
     from ..calibration.jsonio import encode_float
     from ..calibration.monitor import ConformalMonitor
-    from ..calibration.pool_calibration import calibrate_from_pools, collect_observations, label_counts
-    from ..core.errors import InputFileError
+    from ..core.errors import ConformalError, InputFileError
     from ..core.martingale import check_delta
     from ..core.validation import check_alpha
     from ..local.chroma import chroma_client
     from ..runtime.atomic import atomic_write_text
     from .chunk_corpus import chunk_corpus
-    from .hosts import build_host
     from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
+    from .report import load_any_calibration
+    from .report_host import host_spec, rebuild_host
 
-    alpha = check_alpha(alpha)
-    delta = check_delta(delta)
-    check_at_least("pool_size", pool_size)
-    check_at_least("seed", seed, 0)
-    check_outputs(files=[json_out, save_monitor], inputs=[*corpus, qa, stream])
+    if alpha is not None:
+        alpha = check_alpha(alpha)
+    if delta is not None:
+        delta = check_delta(delta)
+    if pool_size is not None:
+        check_at_least("pool_size", pool_size)
+    if seed is not None:
+        check_at_least("seed", seed, 0)
+    if resume is not None and calibration is None:
+        raise ConformalError(
+            "--resume needs --calibration CAL, the calibration the state was made with (monitor --save-monitor "
+            "writes it to --save-calibration, by default beside the state as STATE.calibration.json)."
+        )
+    if resume is not None and qa is not None:
+        raise ConformalError("--qa is not used with --resume: the saved state holds the reference; leave --qa out.")
+    if resume is None and qa is None:
+        raise ConformalError("--qa is required: its questions are the monitor's reference (unless --resume).")
+    if calibration is not None and save_calibration is not None:
+        raise ConformalError("--save-calibration writes a calibration made here; with --calibration there is none.")
+    if save_calibration is None and save_monitor is not None and calibration is None:
+        save_calibration = Path(save_monitor).with_suffix(".calibration.json")
+    check_outputs(files=[json_out, save_monitor, save_calibration], inputs=[*corpus, qa, stream, calibration, resume])
+    stream_questions = read_stream(stream)
+
+    monitor = None
+    deployed = bundle = None
+    labelled: list[Any] = []
+    if calibration is not None:
+        loaded = load_any_calibration(calibration)
+        deployed = loaded.retrieval_stage() if hasattr(loaded, "retrieval_stage") else loaded
+        spec = host_spec(deployed)
+        given = {"alpha": alpha, "framework": framework, "retriever": retriever, "pool_size": pool_size}
+        given |= {"score": score, "fusion": fusion}
+        _refuse_disagreeing(given, _deployed_options(deployed, spec, score, fusion), f"--calibration {calibration}")
+        if resume is not None:
+            monitor = ConformalMonitor.load(resume, deployed)
+            stored = {"delta": monitor.delta, "statistic": monitor.statistic, "seed": monitor.seed}
+            _refuse_disagreeing({"delta": delta, "statistic": statistic, "seed": seed}, stored, f"--resume {resume}")
+        framework = spec[0]
+        reference = reference_questions(qa) if qa is not None else []
+    else:
+        framework = framework or DEFAULTS["framework"]
+        all_questions = load_qa(qa)  # validates the SQuAD-style file
+        labelled = [q for q in all_questions if not q.is_impossible]
+        if not labelled:
+            raise InputFileError(f"{qa}: no answerable questions to calibrate on.")
+        reference = [q.question for q in all_questions]
+        fusion = fusion or DEFAULTS["fusion"]
+        if (retriever or DEFAULTS["retriever"]) == "hybrid" and fusion != "tuned":
+            from ..calibration.tuned_calibration import FusionConfig
+
+            FusionConfig.parse(fusion)  # a bad value fails here, not after indexing
     entries = load_corpus(*corpus)
     if not entries:
         raise InputFileError("The corpus holds no entries.")
-    questions = load_qa(qa, answerable_only=True)
-    if not questions:
-        raise InputFileError(f"{qa}: no answerable questions to calibrate on.")
-    stream_questions = read_stream(stream)
     if chunking:
-        chunked = chunk_corpus(framework, entries, questions)
-        entries, questions = list(chunked.chunks), chunked.questions
-    check_gold_in_corpus(questions, {e.id for e in entries}, qa)
-    bundle = build_host(framework, retriever, entries, pool_size=pool_size, client=client or chroma_client())
-    observations = collect_observations(questions, bundle.fetch, progress=progress)
-    fingerprint, digest = _fingerprint_and_corpus(framework, bundle.host)
-    cal = calibrate_from_pools(
-        observations,
-        fingerprint=fingerprint,
-        pool_size=pool_size,
-        confidence_level=1 - alpha,
-        score=score,
-        method="split",
-        delta=None,
-        random_state=seed,
-        strict=False,
-        labels=label_counts(questions),
-    )
-    cal = replace(cal, corpus_=digest)
-    monitor = ConformalMonitor.from_observations(cal, observations, statistic=statistic, delta=delta, seed=seed)
-    conformal = _conformal_retriever(framework, retriever, bundle.host, cal, monitor)
-    ask = conformal.invoke if framework == "langchain" else conformal.retrieve
+        chunked = chunk_corpus(framework, entries, labelled, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+        chunks, labelled = list(chunked.chunks), chunked.questions
+    else:
+        chunks = list(entries)
+    client = client or chroma_client()
+    if deployed is None:
+        check_gold_in_corpus(labelled, {c.id for c in chunks}, qa)
+        seed = DEFAULTS["seed"] if seed is None else seed
+        deployed, bundle = _calibrate_here(
+            framework,
+            retriever or DEFAULTS["retriever"],
+            fusion or DEFAULTS["fusion"],
+            score,
+            chunks,
+            labelled,
+            alpha=DEFAULTS["alpha"] if alpha is None else alpha,
+            pool_size=pool_size or DEFAULTS["pool_size"],
+            seed=seed,
+            client=client,
+            progress=progress,
+        )
+        spec = host_spec(deployed)
+    if bundle is None:
+        bundle = rebuild_host(deployed, spec, chunks, client=client)
+    if monitor is None:
+        pools = [bundle.fetch(q) for q in reference]
+        monitor = ConformalMonitor.from_observations(
+            deployed,
+            pools,
+            statistic=statistic or DEFAULTS["statistic"],
+            delta=DEFAULTS["delta"] if delta is None else delta,
+            seed=DEFAULTS["seed"] if seed is None else seed,
+        )
+    n_before = monitor.n_stream
+    conformal = _conformal_retriever(spec[0], spec[1], bundle.host, deployed, monitor)
+    ask = conformal.invoke if spec[0] == "langchain" else conformal.retrieve
     for question in stream_questions:
         ask(question)
     report = {
         "n_stream": monitor.n_stream,
         "alarm_at": monitor.alarm_at,
         "martingale": [encode_float(m) for m in monitor.martingale],
-        "statistic": statistic,
+        "statistic": monitor.statistic,
         "statistics": [encode_float(s) for s in monitor.stream],
         "p_values": monitor.p_values,
         "log_martingale": monitor.log_martingale,
-        "delta": delta,
+        "delta": monitor.delta,
         "threshold": monitor.threshold,
-        "alpha": alpha,
-        "n_calibration": cal.n_calibration_,
-        "calibration_threshold": encode_float(cal.threshold_),
-        "framework": framework,
-        "retriever": retriever,
+        "alpha": deployed.alpha_,
+        "n_calibration": deployed.n_calibration_,
+        "calibration_threshold": encode_float(deployed.threshold_),
+        "framework": spec[0],
+        "retriever": spec[1],
+        "n_reference": len(monitor.reference),
+        "n_stream_new": monitor.n_stream - n_before,
+        "resumed_from": None if resume is None else str(resume),
+        "calibration_source": "calibrated" if calibration is None else "file",
+        "calibration_file": None if calibration is None else str(calibration),
+        "saved_calibration": None if save_calibration is None else str(save_calibration),
+        "fusion": spec[2].key if spec[2] is not None else None,
+        "score": deployed.score_family_,
+        "pool_size": deployed.pool_size_,
+        "seed": monitor.seed,
     }
-    if json_out is not None:
-        atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
+    if save_calibration is not None:
+        deployed.save(save_calibration)
     if save_monitor is not None:
         monitor.save(save_monitor)
+    if json_out is not None:
+        atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
     return report

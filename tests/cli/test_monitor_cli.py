@@ -59,16 +59,20 @@ def _argv(files: dict[str, Path], out: Path, *extra: str) -> list[str]:
 def test_monitor_writes_the_report(files, tmp_path, capsys, framework) -> None:
     out, state = tmp_path / "report.json", tmp_path / "monitor.json"
     argv = _argv(files, out, "--delta", "0.05", "--framework", framework, "--save-monitor", str(state))
-    assert main(argv) == 0, capsys.readouterr().err
+    assert main([*argv, "--retriever", "dense"]) == 0, capsys.readouterr().err
     report = json.loads(out.read_text())
     assert {"n_stream", "alarm_at", "martingale", "statistic", "p_values", "delta", "threshold"} <= set(report)
     assert report["n_stream"] == N_STREAM == len(report["martingale"]) == len(report["p_values"])
     assert report["statistic"] == "top1" and report["delta"] == 0.05 and report["threshold"] == pytest.approx(20.0)
     assert report["alarm_at"] is None or 0 <= report["alarm_at"] < N_STREAM
-    assert report["framework"] == framework and report["n_calibration"] == N_CAL
+    assert report["framework"] == framework and report["n_calibration"] == N_CAL and report["retriever"] == "dense"
+    assert report["n_reference"] == N_CAL  # every question of --qa (all answerable here)
     saved = json.loads(state.read_text())
     assert saved["kind"] == "conformal_rag_plugins.conformal_monitor" and len(saved["stream"]) == N_STREAM
     assert saved["calibration"]["threshold"] == report["calibration_threshold"]
+    # --save-monitor also writes the calibration the state needs to be resumed
+    cal = RetrievalCalibration.load(tmp_path / "monitor.calibration.json")
+    assert ConformalMonitor.load(state, cal).n_stream == N_STREAM
     assert "stream queries" in capsys.readouterr().out
 
 
