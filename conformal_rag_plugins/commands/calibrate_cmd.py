@@ -136,13 +136,20 @@ def run_calibrate(
     from ..local.encoder import default_cache_dir
     from ..runtime.atomic import atomic_path
     from .hosts import build_hosts
-    from .input_checks import check_at_least, check_gold_in_corpus, check_outputs, load_questions
+    from .input_checks import (
+        check_at_least,
+        check_distinct_outputs,
+        check_gold_in_corpus,
+        check_outputs,
+        load_questions,
+    )
 
     alpha = check_alpha(alpha)
     check_at_least("pool_size", pool_size)
     check_at_least("seed", seed, 0)
     for size in pool_sizes or ():
         check_at_least("pool_sizes", size)
+    check_distinct_outputs({"--out": out, "--persist-dir": persist_dir})
     check_outputs(
         files=[out], dirs=[persist_dir], inputs=[*calibration_inputs.input_files(corpus, docs, glob), questions]
     )

@@ -164,12 +164,13 @@ def run_monitor(
     from ..runtime.atomic import atomic_write_text
     from .chunk_corpus import chunk_corpus
     from .hosts import build_host
-    from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
+    from .input_checks import check_at_least, check_distinct_outputs, check_gold_in_corpus, check_outputs
 
     alpha = check_alpha(alpha)
     delta = check_delta(delta)
     check_at_least("pool_size", pool_size)
     check_at_least("seed", seed, 0)
+    check_distinct_outputs({"--json": json_out, "--save-monitor": save_monitor})
     check_outputs(files=[json_out, save_monitor], inputs=[*corpus, qa, stream])
     entries = load_corpus(*corpus)
     if not entries:
