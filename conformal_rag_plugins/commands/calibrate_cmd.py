@@ -165,7 +165,20 @@ def run_calibrate(
     grid = None if tuned else [FusionConfig.parse(fusion) if retriever == "hybrid" else FusionConfig("zscore", 0.5)]
     family = score or ("auto" if tuned else "relative")
     if tuned:
-        cal = _tuned(framework, chunks, examples, client, 1 - alpha, family, pool_size, seed, progress, pool_sizes)
+        cal = _tuned(
+            framework,
+            chunks,
+            examples,
+            client,
+            1 - alpha,
+            family,
+            pool_size,
+            seed,
+            progress,
+            pool_sizes,
+            group_by=group_by,
+            group_fallback=group_fallback,
+        )
     else:
         bundle = next(
             iter(build_hosts(framework, retriever, chunks, grid=grid, pool_size=pool_size, client=client).values())
@@ -183,7 +196,7 @@ def run_calibrate(
             random_state=seed,
             progress=progress,
         )
-    if groups is not None:
+    if groups is not None and not tuned:  # the tuned path groups its own calibration part
         from ..calibration.groups import with_groups
 
         labels = [groups[q] for q in cal.question_ids_]
@@ -211,6 +224,9 @@ def _tuned(
     seed: int,
     progress: bool,
     pool_sizes: Sequence[int] | None = None,
+    *,
+    group_by: str | None = None,
+    group_fallback: str = "keep_all",
 ) -> Any:
     from .hosts import corpus_key
 
@@ -232,6 +248,8 @@ def _tuned(
             random_state=seed,
             progress=progress,
             pool_sizes=sizes,
+            group_by=group_by,
+            group_fallback=group_fallback,
         )
         return cal
     from ..langchain.hybrid_tuning import calibrate_hybrid_retriever as lc_calibrate
@@ -248,6 +266,8 @@ def _tuned(
         random_state=seed,
         progress=progress,
         pool_sizes=sizes,
+        group_by=group_by,
+        group_fallback=group_fallback,
     )
     return cal
 
