@@ -21,6 +21,39 @@ from .retrieval import RetrievalCalibration
 __all__ = ["RetrievalConformalizer"]
 
 
+def _question_ids(obs: Sequence[PoolObservation]) -> tuple[str, ...]:
+    """The observations' question ids (empty unless every one has one), refusing a repeated question."""
+    if not all(o.question_id for o in obs):
+        return ()
+    ids = tuple(str(o.question_id) for o in obs)
+    if len(set(ids)) != len(ids):
+        raise CalibrationError(
+            f"{len(ids) - len(set(ids))} calibration question(s) appear more than once (same id and text): a "
+            "repeated question counts twice in the threshold. Drop the duplicates, or give them distinct ids."
+        )
+    return ids
+
+
+def _gold_ranks(obs: Sequence[PoolObservation], pool_size: int) -> tuple[int | None, ...]:
+    """The 1-based position of each observation's best gold candidate in its pool, ``None`` for a miss.
+
+    Raises
+    ------
+    CalibrationError
+        A gold candidate ranked beyond ``pool_size``: the host returned a larger pool than the
+        calibration says it queries with.
+    """
+    ranks = tuple(min(o.gold_positions) + 1 if o.gold_positions else None for o in obs)
+    worst = max((r for r in ranks if r is not None), default=0)
+    if worst > pool_size:
+        raise CalibrationError(
+            f"A gold candidate is ranked {worst}, beyond pool_size={pool_size}: the host returned more candidates "
+            "than the pool it is calibrated for. Configure the host to return pool_size candidates, or pass "
+            "the pool it returns as pool_size."
+        )
+    return ranks
+
+
 class RetrievalConformalizer:
     """Calibrate a retrieval threshold from per-question candidate pools.
 
@@ -184,7 +217,8 @@ class RetrievalConformalizer:
             fingerprint_=fingerprint,
             delta_=self.delta if self.method == "pac" else None,
             selection_=selection,
-            question_ids_=tuple(str(o.question_id) for o in obs) if all(o.question_id for o in obs) else (),
+            question_ids_=_question_ids(obs),
+            gold_ranks_=_gold_ranks(obs, int(pool_size)),
         )
         if groups is not None:
             labels = [groups[i] for i in kept]
@@ -218,7 +252,8 @@ class RetrievalConformalizer:
             fingerprint_=fingerprint,
             delta_=delta,
             selection_=selection,
-            question_ids_=tuple(str(o.question_id) for o in obs) if all(o.question_id for o in obs) else (),
+            question_ids_=_question_ids(obs),
+            gold_ranks_=_gold_ranks(obs, int(pool_size)),
             risk_="recall",
             gold_scores_=gold,
         )

@@ -1,6 +1,7 @@
 """JSON helpers shared by the saved calibration objects: +/-inf encoding, checksums and signatures.
 
-A checksum catches accidents; anybody can recompute it. Where calibration files cross
+A checksum catches accidents; anybody can recompute it, so only a signature proves a
+file unchanged. Where calibration files cross
 a trust boundary, sign them: with a key (an argument, or the environment variable
 ``CONFORMAL_RAG_SIGNING_KEY``) a file carries an HMAC-SHA256 ``signature`` and a file
 without a valid one is refused.
@@ -126,14 +127,17 @@ def with_checksum(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "checksum": _checksum(payload)}
 
 
-def verify(data: Any, kind: str, schema_version: int) -> dict[str, Any]:
-    """Check kind, schema version and checksum of a loaded dict."""
+def verify(data: Any, kind: str, schema_version: int | tuple[int, ...]) -> dict[str, Any]:
+    """Check kind, schema version (one, or a tuple of readable ones) and checksum of a loaded dict."""
     if not isinstance(data, dict) or data.get("kind") != kind:
         raise CalibrationIntegrityError(f"This file is not a {kind.rsplit('.', 1)[-1].replace('_', ' ')}.")
-    if data.get("schema_version") != schema_version:
+    readable = schema_version if isinstance(schema_version, tuple) else (schema_version,)
+    version = data.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version not in readable:
+        shown = " or ".join(str(v) for v in readable)
         raise CalibrationIntegrityError(
-            f"Calibration schema version {data.get('schema_version')!r} is not supported "
-            f"(this library reads version {schema_version}); re-run calibration."
+            f"Calibration schema version {version!r} is not supported "
+            f"(this library reads version {shown}); re-run calibration."
         )
     body = {k: v for k, v in data.items() if k != "checksum"}
     if data.get("checksum") != _checksum(body):
@@ -168,7 +172,7 @@ def loads_strict(text: str) -> Any:
         raise CalibrationIntegrityError("JSON nested too deeply to read; it is corrupted") from None
 
 
-def read_checked(path: str | Path, kind: str, schema_version: int) -> dict[str, Any]:
+def read_checked(path: str | Path, kind: str, schema_version: int | tuple[int, ...]) -> dict[str, Any]:
     """Read and :func:`verify` a calibration file."""
     try:
         text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is fine

@@ -1,4 +1,8 @@
-"""The fitted retrieval calibration: immutable, JSON with a schema version and checksum."""
+"""The fitted retrieval calibration: immutable, JSON with a schema version and checksum.
+
+The checksum only catches accidents (anybody can recompute it); only a signature
+(``CONFORMAL_RAG_SIGNING_KEY``) proves that a file is the one that was saved.
+"""
 
 from __future__ import annotations
 
@@ -18,11 +22,13 @@ from .jsonio import check_signature, read_checked, resolve_signing_key, sign, ve
 from .jsonio import decode_float as _dec
 from .jsonio import encode_float as _enc
 from .recall_calibration import check_risk_fields, recall_threshold
-from .schema import RetrievalFile, check_fields
+from .schema import RetrievalFile, check_fields, record_problems
 
 __all__ = ["SCHEMA_VERSION", "RetrievalCalibration"]
 
-SCHEMA_VERSION = 1
+#: Version 2 always writes ``corpus`` and ``gold_ranks`` (``null`` when unknown); version 1 files still load.
+SCHEMA_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 _KIND = "conformal_rag_plugins.retrieval_calibration"
 
 
@@ -87,6 +93,14 @@ class RetrievalCalibration:
         With ``risk_ == "recall"``: per calibration question, the sorted nonconformity of each
         of its gold chunks (``+inf`` outside the pool), aligned with ``scores_`` (whose entry is
         their minimum). The recall threshold is recomputed from them on load.
+    gold_ranks_ : tuple of int or None
+        Per calibration question, the 1-based position of its best gold candidate in the
+        host's pool (``None`` for a miss), aligned with ``scores_``; empty when not recorded
+        (calibrations built without observations, files saved before this field existed).
+        Every rank is at most ``pool_size_``, which is how a loaded file's pool is checked.
+    schema_version_ : int
+        The file format :meth:`to_dict` writes: the current one, or that of the file this
+        calibration was loaded from (so a re-saved old file keeps its checksum).
     """
 
     threshold_: float
@@ -110,6 +124,8 @@ class RetrievalCalibration:
     group_fallback_: str = field(default="keep_all", compare=False, hash=False)
     risk_: str = "miscoverage"
     gold_scores_: tuple[tuple[float, ...], ...] = field(default=(), compare=False, hash=False)
+    gold_ranks_: tuple[int | None, ...] = field(default=(), compare=False, hash=False)
+    schema_version_: int = field(default=SCHEMA_VERSION, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         check_pool_size(self.pool_size_)
@@ -118,6 +134,11 @@ class RetrievalCalibration:
             raise CalibrationIntegrityError(
                 f"The calibration records {len(self.question_ids_)} question ids for {len(self.scores_)} scores."
             )
+        problems = record_problems(
+            self.scores_, self.pool_size_, self.score_family_, self.gold_ranks_, self.question_ids_
+        )
+        if problems:
+            raise CalibrationIntegrityError(f"The calibration's records disagree: {'; '.join(problems)}.")
 
     @property
     def confidence_level_(self) -> float:
@@ -175,7 +196,7 @@ class RetrievalCalibration:
         """
         payload: dict[str, Any] = {
             "kind": _KIND,
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": self.schema_version_,
             "alpha": self.alpha_,
             "confidence_level": 1.0 - self.alpha_,
             "method": self.method_,
@@ -193,7 +214,10 @@ class RetrievalCalibration:
             "labels": self.labels_,
             "question_ids": list(self.question_ids_),
         }
-        if self.corpus_:
+        if self.schema_version_ >= 2:  # written even when unknown, so that a removed field is noticed
+            payload["corpus"] = dict(self.corpus_) or None
+            payload["gold_ranks"] = list(self.gold_ranks_) if self.gold_ranks_ else None
+        elif self.corpus_:
             payload["corpus"] = dict(self.corpus_)
         payload.update(groups_payload(self, _enc))
         payload["risk"] = self.risk_
@@ -208,14 +232,21 @@ class RetrievalCalibration:
 
         Checks kind, schema version, checksum, the signature (only with an explicit
         ``signing_key``), every field's type and range, that the fields agree with each
-        other, and that the stored threshold is the one the stored scores give.
+        other (gold ranks with ``pool_size``, ``selection`` with ``score_family``, the pool
+        and the fingerprint, distinct question ids, one per score), that a version-2 file
+        has its ``corpus`` and ``gold_ranks`` fields, and that the stored threshold is the one
+        the stored scores give.
+
+        The checksum only catches accidents: whoever edits a file can recompute it, and
+        can also change every field that records the same fact. Only a signature
+        (``signing_key`` or ``$CONFORMAL_RAG_SIGNING_KEY``) proves that a file is unchanged.
 
         Raises
         ------
         CalibrationIntegrityError
             Naming every field that is wrong.
         """
-        verify(data, _KIND, SCHEMA_VERSION)
+        verify(data, _KIND, _READABLE_VERSIONS)
         if signing_key is not None:
             check_signature(data, resolve_signing_key(signing_key))
         check_fields(RetrievalFile, data, "retrieval calibration")
@@ -244,6 +275,8 @@ class RetrievalCalibration:
                 group_fallback_=str(data.get("group_fallback") or ("pooled" if data.get("groups") else "keep_all")),
                 risk_=str(data.get("risk", "miscoverage")),
                 gold_scores_=tuple(tuple(_dec(s) for s in g) for g in data.get("gold_scores") or ()),
+                gold_ranks_=tuple(data.get("gold_ranks") or ()),
+                schema_version_=int(data["schema_version"]),
             )
         except CalibrationIntegrityError:
             raise
@@ -267,7 +300,9 @@ class RetrievalCalibration:
         """Read and verify a file written by :meth:`save`; optionally check its fingerprint.
 
         With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) a file without a valid
-        signature is refused.
+        signature is refused. Without one, the checks of :meth:`from_dict` refuse a file
+        edited by accident or in one field, but whoever edits a file can recompute its
+        checksum: only a signature proves that the file is unchanged.
 
         Raises
         ------
@@ -279,7 +314,7 @@ class RetrievalCalibration:
         >>> RetrievalCalibration.load("missing.json")  # doctest: +SKIP
         """
         try:
-            data = read_checked(path, _KIND, SCHEMA_VERSION)
+            data = read_checked(path, _KIND, _READABLE_VERSIONS)
             cal = cls.from_dict(data, signing_key=resolve_signing_key(signing_key))
         except CalibrationIntegrityError as exc:
             raise CalibrationIntegrityError(f"{path}: {exc}") from None

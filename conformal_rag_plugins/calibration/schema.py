@@ -1,12 +1,20 @@
 """The field-by-field schema of a saved calibration file, checked on every load.
 
 The checksum only says that a file was not changed by accident: anybody can
-recompute it. These models say that every field has the right type, lies in its
-range and agrees with the other fields (``n`` with the number of scores, the
-misses with the ``+inf`` scores, the split of ``alpha`` with ``alpha``), so that a
-hand-edited file is refused even when its checksum was recomputed. The stored
-thresholds are then recomputed from the stored scores by the calibration classes
-themselves (:meth:`RetrievalCalibration.from_dict`, :meth:`AnswerSetCalibration.from_dict`).
+recompute it, and only a signature (``CONFORMAL_RAG_SIGNING_KEY``) proves a file
+unchanged. These models say that every field has the right type, lies in its
+range and agrees with every other field that describes the same thing (``n`` with
+the number of scores, the misses with the ``+inf`` scores, the split of ``alpha``
+with ``alpha``, the gold ranks with ``pool_size``, ``selection`` with
+``score_family``, ``pool_size`` and the fingerprint), so that a hand-edited file is
+refused even when its checksum was recomputed, unless the edit changed every field
+that records the same fact. The stored thresholds are then recomputed from the
+stored scores by the calibration classes themselves
+(:meth:`RetrievalCalibration.from_dict`, :meth:`AnswerSetCalibration.from_dict`).
+
+Schema version 2 of a retrieval calibration writes ``corpus`` and ``gold_ranks``
+always (``null`` when unknown), so a file without them is refused; version 1 files,
+which wrote them only when known, still load under their own rules.
 
 Examples
 --------
@@ -19,6 +27,8 @@ conformal_rag_plugins.core.errors.CalibrationIntegrityError: The retrieval calib
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -27,7 +37,15 @@ from ..core.clustering import CLUSTER_METHODS, GENERATOR_SCORES
 from ..core.errors import CalibrationIntegrityError
 from ..core.retrieval_scores import SCORE_FAMILIES
 
-__all__ = ["AnswerSetFile", "FingerprintFile", "GroupFile", "RetrievalFile", "check_fields"]
+__all__ = [
+    "AnswerSetFile",
+    "CorpusFile",
+    "FingerprintFile",
+    "GroupFile",
+    "RetrievalFile",
+    "check_fields",
+    "record_problems",
+]
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Level = Annotated[float, Field(gt=0.0, lt=1.0, allow_inf_nan=False)]
@@ -69,6 +87,13 @@ class ClusteringFile(BaseModel):
     score: Literal[GENERATOR_SCORES] = "frequency"  # type: ignore[valid-type]
 
 
+class CorpusFile(_Strict):
+    """The ``corpus`` block: the size and id digest of the host's collection at calibration time."""
+
+    size: Annotated[int, Field(ge=0)]
+    ids_sha256: Checksum
+
+
 class GroupFile(_Strict):
     """One entry of the ``groups`` block of a per-group (Mondrian) retrieval calibration."""
 
@@ -81,7 +106,7 @@ class RetrievalFile(_Strict):
     """A saved :class:`~conformal_rag_plugins.calibration.RetrievalCalibration`."""
 
     kind: Literal["conformal_rag_plugins.retrieval_calibration"]
-    schema_version: Literal[1]
+    schema_version: Literal[1, 2]
     alpha: Level
     confidence_level: Level
     method: Literal["split", "pac"] | Literal["crc", "ltt"]  # miscoverage | recall (risk)
@@ -98,7 +123,8 @@ class RetrievalFile(_Strict):
     selection: dict[str, Any] = Field(default_factory=dict)
     labels: dict[str, Any] = Field(default_factory=dict)
     question_ids: list[Text] = Field(default_factory=list)
-    corpus: dict[str, Any] | None = None
+    corpus: CorpusFile | None = None
+    gold_ranks: list[Annotated[int, Field(ge=1)] | None] | None = None
     checksum: Checksum | None = None
     signature: Checksum | None = None
     group_by: Text | None = None
@@ -131,14 +157,168 @@ class RetrievalFile(_Strict):
         elif self.delta is not None or self.epsilon is not None:
             problems.append(f"method {self.method!r} with a PAC delta or epsilon")
         problems.extend(_risk_problems(self))
-        if self.question_ids and len(self.question_ids) != self.n:
-            problems.append(f"{len(self.question_ids)} question ids for n = {self.n} scores")
+        problems.extend(_required_problems(self))
+        scores = [math.inf if _is_inf(s) else float(s) for s in self.scores]
+        problems.extend(
+            record_problems(scores, self.pool_size, self.score_family, self.gold_ranks or (), self.question_ids)
+        )
         if self.threshold == "-inf":
             problems.append("threshold -inf")
         problems.extend(_group_problems(self))
+        problems.extend(_selection_problems(self))
+        problems.extend(_fingerprint_pool_problems(self.fingerprint.retriever, self.pool_size))
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+
+#: Fields a version-2 retrieval calibration always writes (``null`` when unknown).
+_REQUIRED_SINCE_2 = {
+    "corpus": "the digest of the collection it was calibrated on, null when the host could not list its ids",
+    "gold_ranks": "the rank of each calibration question's gold chunk in its pool, null when never recorded",
+}
+
+
+def _required_problems(f: RetrievalFile) -> list[str]:
+    """A version-2 file that lacks a field version 2 always writes had it removed.
+
+    Version 1 never wrote ``gold_ranks`` nor a ``null`` corpus, so a file that says version
+    1 but holds them is a version-2 file with its version edited.
+    """
+    if f.schema_version < 2:
+        wrong = [name for name in ("gold_ranks",) if name in f.model_fields_set]
+        wrong += ["corpus"] if "corpus" in f.model_fields_set and f.corpus is None else []
+        return [f"{name}: schema version 1 never wrote this field as stored; the version was edited" for name in wrong]
+    return [
+        f"{name}: missing ({why}); a file saved by this version always has it, so it was removed. Re-run the "
+        "calibration (calibrate_retriever, or conformal-rag calibrate) to regenerate the file"
+        for name, why in _REQUIRED_SINCE_2.items()
+        if name not in f.model_fields_set
+    ]
+
+
+def record_problems(
+    scores: Sequence[float],
+    pool_size: int,
+    score_family: str,
+    gold_ranks: Sequence[int | None],
+    question_ids: Sequence[str],
+) -> list[str]:
+    """Disagreements between the per-question records, ``pool_size`` and ``score_family``.
+
+    A gold rank is the 1-based position of the question's best gold chunk in its pool of
+    at most ``pool_size`` candidates, ``None`` for a miss, whose score is ``+inf``. Under the
+    ``rank`` family the score is that rank; under ``relative`` it is the top score minus the
+    gold's, so never negative, and 0 when the gold is first. Question ids (when recorded)
+    are distinct, one per score.
+
+    Examples
+    --------
+    >>> record_problems([1.0, 2.0, math.inf], 1, "rank", [1, 2, None], ["a", "b", "c"])
+    ['gold_ranks: question 1 has gold rank 2 but pool_size is 1', 'scores: question 1 has rank 2.0 but pool_size is 1']
+    """
+    problems = []
+    n = len(scores)
+    if gold_ranks:
+        if len(gold_ranks) != n:
+            problems.append(f"gold_ranks: {len(gold_ranks)} gold ranks for n = {n} scores")
+        for i, (rank, score) in enumerate(zip(gold_ranks, scores, strict=False)):
+            if rank is None and not math.isinf(score):
+                problems.append(f"gold_ranks: question {i} is recorded as a miss but its score {score!r} is finite")
+            elif rank is not None and math.isinf(score):
+                problems.append(f"gold_ranks: question {i} has gold rank {rank} but its score is +inf (a miss)")
+            elif rank is not None and rank > pool_size:
+                problems.append(f"gold_ranks: question {i} has gold rank {rank} but pool_size is {pool_size}")
+            elif rank is not None and score_family == "rank" and rank != score:
+                problems.append(f"gold_ranks: question {i} has gold rank {rank} but its rank score is {score!r}")
+            elif rank == 1 and score_family == "relative" and score != 0.0:
+                problems.append(f"gold_ranks: question {i} has its gold ranked first but a relative score {score!r}")
+            if len(problems) >= 3:
+                break
+    if score_family == "rank":
+        bad = [(i, s) for i, s in enumerate(scores) if math.isfinite(s) and (s != int(s) or not 1 <= s <= pool_size)]
+        problems.extend(f"scores: question {i} has rank {s!r} but pool_size is {pool_size}" for i, s in bad[:3])
+    if score_family == "relative":  # the top score minus the gold's, never negative
+        bad = [(i, s) for i, s in enumerate(scores) if s < 0.0]
+        problems.extend(f"scores: question {i} has relative score {s!r} < 0" for i, s in bad[:3])
+    if question_ids:
+        if len(question_ids) != n:
+            problems.append(f"{len(question_ids)} question ids for n = {n} scores")
+        seen: set[str] = set()
+        dup = next((q for q in question_ids if q in seen or seen.add(q)), None)  # type: ignore[func-returns-value]
+        if dup is not None:
+            problems.append(f"question_ids: {dup!r} appears more than once; calibration questions are distinct")
+    return problems
+
+
+#: LlamaIndex fusion modes under the tuned-hybrid names.
+_FUSION_MODE_NAMES = {"dist_based_score": "zscore", "relative_score": "minmax"}
+
+
+def _fingerprint_pool_problems(retriever: str, pool_size: int) -> list[str]:
+    """The pool a fusion fingerprint names agrees with ``pool_size``.
+
+    A LlamaIndex fusion host returns its ``similarity_top_k`` (``top_k=`` in the
+    fingerprint), which calibration requires to equal the pool; a LangChain hybrid host's
+    ``k`` may exceed the pool (the extra candidates are cut), never fall short of it.
+    """
+    if retriever.startswith("fusion("):
+        found = re.search(r"[(,]top_k=(\d+)[,)]", retriever)
+        if found and int(found.group(1)) != pool_size:
+            return [f"pool_size = {pool_size} but the fingerprint's retriever returns top_k={found.group(1)}"]
+    elif retriever.startswith("hybrid("):
+        found = re.search(r"[(,]k=(\d+)[,)]", retriever)
+        if found and int(found.group(1)) < pool_size:
+            return [f"pool_size = {pool_size} but the fingerprint's retriever returns only k={found.group(1)}"]
+    return []
+
+
+def _fingerprint_fusion(retriever: str) -> tuple[str, float] | None:
+    """``(method, dense weight)`` named by a fusion fingerprint, or ``None`` when it names none."""
+    lc = re.match(r"hybrid\(method=(\w+),weight=([0-9.eE+-]+)[,)]", retriever)
+    if lc:
+        return lc.group(1), float(lc.group(2))
+    li = re.match(r"fusion\(mode=(\w+),weights=([0-9.eE+-]+)[,)]", retriever)
+    if li:
+        return _FUSION_MODE_NAMES.get(li.group(1), li.group(1)), float(li.group(2))
+    return None
+
+
+def _same_weight(stored: Any, named: float) -> bool:
+    """``stored`` is a number equal to ``named`` up to the 6 digits a fingerprint prints."""
+    return not isinstance(stored, bool) and isinstance(stored, int | float) and abs(stored - named) <= 1e-5
+
+
+def _selection_problems(f: RetrievalFile) -> list[str]:
+    """``selection`` (how ``auto`` or a tuned host chose) agrees with the family, pool and fingerprint."""
+    sel = f.selection
+    rule = sel.get("rule")
+    if rule not in ("auto", "tuned-hybrid"):
+        return []
+    problems = []
+    if "chosen" in sel and sel["chosen"] != f.score_family:
+        problems.append(f"selection.chosen = {sel['chosen']!r} but score_family = {f.score_family!r}")
+    n_opt = sel.get("n_optimisation")
+    if "n_optimisation" in sel and (isinstance(n_opt, bool) or not isinstance(n_opt, int) or n_opt < 1):
+        problems.append(f"selection.n_optimisation must be a whole number >= 1 (got {n_opt!r})")
+    if rule != "tuned-hybrid":
+        return problems
+    if "pool_size" in sel and sel["pool_size"] != f.pool_size:
+        problems.append(f"selection.pool_size = {sel['pool_size']!r} but pool_size = {f.pool_size}")
+    if "pool_sizes" in sel and isinstance(sel["pool_sizes"], list) and f.pool_size not in sel["pool_sizes"]:
+        problems.append(f"pool_size = {f.pool_size} is not among selection.pool_sizes = {sel['pool_sizes']!r}")
+    unit = sel.get("unit")
+    if isinstance(unit, str):
+        at_parent = ">parent:" in f.fingerprint.retriever
+        if (unit != "chunk") != at_parent or (at_parent and not f.fingerprint.retriever.endswith(">" + unit)):
+            problems.append(f"selection.unit = {unit!r} but the fingerprint's retriever is {f.fingerprint.retriever!r}")
+    fused = _fingerprint_fusion(f.fingerprint.retriever)
+    method, weight = sel.get("fusion_method"), sel.get("dense_weight")
+    if fused is not None and method is not None and method != fused[0]:
+        problems.append(f"selection.fusion_method = {method!r} but the fingerprint names {fused[0]!r}")
+    if fused is not None and weight is not None and not _same_weight(weight, fused[1]):
+        problems.append(f"selection.dense_weight = {weight!r} but the fingerprint names {fused[1]:g}")
+    return problems
 
 
 def _group_problems(f: RetrievalFile) -> list[str]:

@@ -29,7 +29,7 @@ from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.validation import check_alpha
 from .examples import CalibrationExample, split_examples
 from .fingerprint import Fingerprint
-from .groups import GroupBy, group_labels
+from .groups import GroupBy, check_fallback, group_labels
 from .pool_calibration import CandidatePool, calibrate_from_pools, collect_observations, label_counts
 from .retrieval import RetrievalCalibration
 from .tuned_candidates import TunedCandidate, as_candidate, observe_candidates
@@ -121,6 +121,7 @@ def calibrate_tuned(
     strict: bool = False,
     progress: bool = True,
     group_by: GroupBy | None = None,
+    group_fallback: str = "keep_all",
     objective: str | None = None,
     base_of: Mapping[Any, Any] | None = None,
     fanout: Callable[[str], Mapping[Any, CandidatePool]] | None = None,
@@ -149,6 +150,10 @@ def calibrate_tuned(
         Seed of the optimisation/calibration split.
     group_by : str or callable, optional
         Per-group (Mondrian) thresholds on the calibration part (see :mod:`.groups`).
+    group_fallback : {"keep_all", "pooled"}, default "keep_all"
+        With ``group_by``: what a group too small for its own threshold, or a group not seen
+        at calibration, gets: every candidate (threshold ``+inf``), or the pooled threshold,
+        marked not guaranteed at query time (as in ``calibrate_retriever``).
     objective : {"size", "tokens"}, optional
         What the choice minimises on the optimisation split; default ``"tokens"`` (mean
         context tokens of the set) when ``token_costs`` is given, else ``"size"``.
@@ -193,6 +198,7 @@ def calibrate_tuned(
     if score != "auto" and score not in SCORE_FAMILIES:
         raise CalibrationError(f"score must be 'auto' or one of {SCORE_FAMILIES}, got {score!r}.")
     examples = list(examples)
+    group_fallback = check_fallback(group_fallback)
     if group_by is not None:
         group_labels(examples, group_by)  # a missing key or a raising function fails before any query
     if objective is not None and objective not in OBJECTIVES:
@@ -243,6 +249,7 @@ def calibrate_tuned(
         labels=label_counts(unit_ex(key)),
         group_labels=group_labels(cal, group_by) if group_by is not None else None,
         group_by=group_by,
+        group_fallback=group_fallback,
     )
     what = "mean context tokens" if objective == "tokens" else "mean set size"
     selection = {

@@ -136,13 +136,20 @@ def run_calibrate(
     from ..local.encoder import default_cache_dir
     from ..runtime.atomic import atomic_path
     from .hosts import build_hosts
-    from .input_checks import check_at_least, check_gold_in_corpus, check_outputs, load_questions
+    from .input_checks import (
+        check_at_least,
+        check_distinct_outputs,
+        check_gold_in_corpus,
+        check_outputs,
+        load_questions,
+    )
 
     alpha = check_alpha(alpha)
     check_at_least("pool_size", pool_size)
     check_at_least("seed", seed, 0)
     for size in pool_sizes or ():
         check_at_least("pool_sizes", size)
+    check_distinct_outputs({"--out": out, "--persist-dir": persist_dir})
     check_outputs(
         files=[out], dirs=[persist_dir], inputs=[*calibration_inputs.input_files(corpus, docs, glob), questions]
     )
@@ -158,7 +165,20 @@ def run_calibrate(
     grid = None if tuned else [FusionConfig.parse(fusion) if retriever == "hybrid" else FusionConfig("zscore", 0.5)]
     family = score or ("auto" if tuned else "relative")
     if tuned:
-        cal = _tuned(framework, chunks, examples, client, 1 - alpha, family, pool_size, seed, progress, pool_sizes)
+        cal = _tuned(
+            framework,
+            chunks,
+            examples,
+            client,
+            1 - alpha,
+            family,
+            pool_size,
+            seed,
+            progress,
+            pool_sizes,
+            group_by=group_by,
+            group_fallback=group_fallback,
+        )
     else:
         bundle = next(
             iter(build_hosts(framework, retriever, chunks, grid=grid, pool_size=pool_size, client=client).values())
@@ -176,7 +196,7 @@ def run_calibrate(
             random_state=seed,
             progress=progress,
         )
-    if groups is not None:
+    if groups is not None and not tuned:  # the tuned path groups its own calibration part
         from ..calibration.groups import with_groups
 
         labels = [groups[q] for q in cal.question_ids_]
@@ -204,6 +224,9 @@ def _tuned(
     seed: int,
     progress: bool,
     pool_sizes: Sequence[int] | None = None,
+    *,
+    group_by: str | None = None,
+    group_fallback: str = "keep_all",
 ) -> Any:
     from .hosts import corpus_key
 
@@ -225,6 +248,8 @@ def _tuned(
             random_state=seed,
             progress=progress,
             pool_sizes=sizes,
+            group_by=group_by,
+            group_fallback=group_fallback,
         )
         return cal
     from ..langchain.hybrid_tuning import calibrate_hybrid_retriever as lc_calibrate
@@ -241,6 +266,8 @@ def _tuned(
         random_state=seed,
         progress=progress,
         pool_sizes=sizes,
+        group_by=group_by,
+        group_fallback=group_fallback,
     )
     return cal
 

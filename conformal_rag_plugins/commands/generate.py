@@ -80,10 +80,11 @@ def run_generate(
     from ..calibration.examples import save_examples
     from ..calibration.question_gen import sample_chunks
     from ..runtime.atomic import atomic_path
-    from .input_checks import check_at_least, check_outputs
+    from .input_checks import check_at_least, check_distinct_outputs, check_outputs
 
     check_at_least("max_retries", max_retries, 0)
     check_at_least("seed", seed, 0)
+    check_distinct_outputs({"--out": out, "--cache": cache})
     check_outputs(files=[out], inputs=calibration_inputs.input_files(corpus, docs, glob))
     chunks = calibration_inputs.load_chunks(
         framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap

@@ -7,8 +7,9 @@ Every problem is a :class:`~conformal_rag_plugins.core.errors.ConformalError` (o
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,14 @@ from ..calibration.examples import CalibrationExample
 from ..core.errors import CalibrationError, ConformalError, InputFileError
 from ..runtime.atomic import check_output_dir, check_output_file
 
-__all__ = ["check_at_least", "check_gold_in_corpus", "check_not_inputs", "check_outputs", "load_questions"]
+__all__ = [
+    "check_at_least",
+    "check_distinct_outputs",
+    "check_gold_in_corpus",
+    "check_not_inputs",
+    "check_outputs",
+    "load_questions",
+]
 
 
 def check_at_least(name: str, value: int, minimum: int = 1) -> int:
@@ -101,6 +109,42 @@ def check_not_inputs(outputs: Iterable[str | Path], inputs: Iterable[Any]) -> No
                     f"{out}: the output path is also an input file ({source}); writing it would overwrite the "
                     "input, so choose another output path."
                 )
+
+
+def check_distinct_outputs(outputs: Mapping[str, Any]) -> None:
+    """Refuse two output options of one command that name the same path: one would overwrite the other.
+
+    Parameters
+    ----------
+    outputs : mapping of str to path or None
+        Option name (``"--json"``) to the path it names; ``None``, ``True``/``False`` and
+        ``":memory:"`` (an in-memory cache) are skipped. Paths are compared as in
+        :func:`check_not_inputs`.
+
+    Raises
+    ------
+    ConformalError
+        Naming both options and the path.
+
+    Examples
+    --------
+    >>> check_distinct_outputs({"--json": "report.json", "--save-monitor": "state.json"})
+    >>> check_distinct_outputs({"--json": "out.json", "--save-monitor": "./out.json"})
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: --json and --save-monitor both name out.json: one output ...
+    """
+    named = [
+        (flag, Path(path))
+        for flag, path in outputs.items()
+        if isinstance(path, str | os.PathLike) and str(path) != ":memory:"
+    ]
+    for (flag_a, a), (flag_b, b) in itertools.combinations(named, 2):
+        if _same_file(a, b):
+            raise ConformalError(
+                f"{flag_a} and {flag_b} both name {a}: one output would overwrite the other, so give them "
+                "different paths."
+            )
 
 
 def check_gold_in_corpus(examples: Sequence[CalibrationExample], known_ids: Collection[str], source: Any) -> None:

@@ -79,11 +79,12 @@ def run_label(
     from ..core.errors import CalibrationError
     from ..runtime.atomic import atomic_path
     from .hosts import build_host
-    from .input_checks import check_at_least, check_outputs, load_questions
+    from .input_checks import check_at_least, check_distinct_outputs, check_outputs, load_questions
 
     if budget < 0:
         raise CalibrationError(f"--budget must be >= 0, got {budget}.")
     check_at_least("pool_size", pool_size)
+    check_distinct_outputs({"--out": out, "--cache": cache})
     check_outputs(files=[out], inputs=[*calibration_inputs.input_files(corpus, docs, glob), questions])
     examples = load_questions(questions)
     chunks = calibration_inputs.load_chunks(

@@ -355,7 +355,7 @@ def run_monitor(
     from ..local.chroma import chroma_client
     from ..runtime.atomic import atomic_write_text
     from .chunk_corpus import chunk_corpus
-    from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
+    from .input_checks import check_at_least, check_distinct_outputs, check_gold_in_corpus, check_outputs
     from .report import load_any_calibration
     from .report_host import host_spec, rebuild_host
 
@@ -380,6 +380,7 @@ def run_monitor(
         raise ConformalError("--save-calibration writes a calibration made here; with --calibration there is none.")
     if save_calibration is None and save_monitor is not None and calibration is None:
         save_calibration = Path(save_monitor).with_suffix(".calibration.json")
+    check_distinct_outputs({"--json": json_out, "--save-monitor": save_monitor, "--save-calibration": save_calibration})
     check_outputs(files=[json_out, save_monitor, save_calibration], inputs=[*corpus, qa, stream, calibration, resume])
     stream_questions = read_stream(stream)
 

@@ -107,6 +107,7 @@ def align_stages(
             retrieval,
             scores_=scores,
             question_ids_=tuple(retrieval.question_ids_[i] for i in keep_idx),
+            gold_ranks_=tuple(retrieval.gold_ranks_[i] for i in keep_idx) if retrieval.gold_ranks_ else (),
             n_calibration_=len(scores),
             n_misses_=sum(1 for s in scores if math.isinf(s)),
         )

@@ -79,6 +79,7 @@ def calibrate_hybrid_retriever(
     strict: bool = False,
     progress: bool = True,
     group_by: GroupBy | None = None,
+    group_fallback: str = "keep_all",
     pool_sizes: Sequence[int] | None = None,
     parents: Any = None,
     parent_aggregation: str = "max",
@@ -105,6 +106,9 @@ def calibrate_hybrid_retriever(
     score : {"auto", "relative", "similarity", "rank"}, default "auto"
     group_by : str or callable, optional
         Per-group (Mondrian) thresholds, as in ``calibrate_retriever``.
+    group_fallback : {"keep_all", "pooled"}, default "keep_all"
+        With ``group_by``: what a group too small for its own threshold, or unseen at
+        calibration, gets (every candidate, or the pooled threshold marked not guaranteed).
     pool_sizes : sequence of int, optional
         Pool sizes to try; default ``(pool_size, 2 * pool_size, 4 * pool_size)``. A larger pool
         competes only when the base pool misses more than ``alpha/2`` of the optimisation
@@ -160,6 +164,7 @@ def calibrate_hybrid_retriever(
         strict=strict,
         progress=progress,
         group_by=group_by,
+        group_fallback=group_fallback,
         base_of=found.base_of,
         fanout=found.fanout,
         token_costs=found.token_costs,

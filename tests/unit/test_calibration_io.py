@@ -70,7 +70,8 @@ def test_round_trip_inf_threshold_and_pac(tmp_path):
 def test_file_contents_schema_and_checksum(tmp_path):
     path = make().save(tmp_path / "cal.json")
     data = json.loads(path.read_text(encoding="utf-8"))
-    assert data["schema_version"] == SCHEMA_VERSION == 1
+    assert data["schema_version"] == SCHEMA_VERSION == 2
+    assert data["corpus"] is None and data["gold_ranks"] is None  # unknown, but written
     assert data["kind"] == "conformal_rag_plugins.retrieval_calibration"
     assert re.fullmatch(r"[0-9a-f]{64}", data["checksum"])
     assert data["threshold"] == 0.4375
@@ -115,7 +116,7 @@ def test_invalid_json_is_an_integrity_error(tmp_path):
         RetrievalCalibration.load(binary)
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None])
+@pytest.mark.parametrize("version", [0, 3, "1", "2", True, None])
 def test_wrong_schema_version(tmp_path, version):
     path = make().save(tmp_path / "cal.json")
     rewrite(path, lambda d: d.update(schema_version=version))
