@@ -47,7 +47,7 @@ def test_calibrate_group_by_a_missing_field_is_exit_2(tmp_path, capsys) -> None:
 def _chunk_argv(tmp_path, questions: str, key: str = "title") -> list[str]:
     argv = _argv(tmp_path, questions)
     i = argv.index("--group-by")
-    return argv[:i] + ["--chunk-group-key", key] + argv[i + 2 :]
+    return [*argv[:i], "--chunk-group-key", key, *argv[i + 2 :]]
 
 
 @pytest.mark.integration
@@ -73,6 +73,6 @@ def test_calibrate_chunk_group_key_unknown_for_a_question_is_exit_2(tmp_path, ca
 
 
 def test_calibrate_chunk_group_key_with_group_by_is_exit_2(tmp_path, capsys) -> None:
-    argv = _argv(tmp_path, _labelled(tmp_path, 10)) + ["--chunk-group-key", "title"]
+    argv = [*_argv(tmp_path, _labelled(tmp_path, 10)), "--chunk-group-key", "title"]
     assert main(argv) == 2
     assert "exclude each other" in capsys.readouterr().err
