@@ -10,6 +10,13 @@ with ``"pooled"`` the pooled threshold, whose sets :func:`mark_group_fallback` m
 (it holds over all groups together, not within the query's). A query without a group gets the
 pooled threshold and its ordinary marginal guarantee. The source says which.
 
+Label-conditional form (:func:`with_chunk_groups`): the group is a property of the *chunk*
+(a metadata key such as ``collection``), and each calibration question counts in the group
+of its gold chunk. The same per-group thresholds then apply chunk by chunk
+(:func:`chunk_set`): chunk ``c`` is kept iff its nonconformity is within the threshold of
+``c``'s own group, so a gold chunk of group ``g`` is kept with probability at least
+``1 - alpha`` given that it lies in ``g``, with no group needed at query time.
+
 Examples
 --------
 >>> from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
@@ -31,7 +38,7 @@ from typing import Any, TypeVar
 
 from ..core.errors import CalibrationIntegrityError, ConformalError, InfiniteThresholdWarning, SmallGroupWarning
 from ..core.mondrian import check_fallback, check_group_label, group_thresholds
-from ..core.selection import SetDecision
+from ..core.selection import SetDecision, decide_chunk_set
 from .examples import CalibrationExample
 
 __all__ = [
@@ -39,6 +46,9 @@ __all__ = [
     "GroupBy",
     "check_group_options",
     "check_groups",
+    "chunk_group_labels",
+    "chunk_set",
+    "chunk_thresholds",
     "describe_group_by",
     "group_labels",
     "groups_payload",
@@ -47,6 +57,7 @@ __all__ = [
     "query_threshold",
     "recomputed_groups",
     "threshold_for",
+    "with_chunk_groups",
     "with_groups",
 ]
 
@@ -108,6 +119,58 @@ def group_labels(examples: Sequence[CalibrationExample], group_by: GroupBy) -> t
     return tuple(_label_of(group_by, ex) for ex in examples)
 
 
+def chunk_group_labels(
+    examples: Sequence[CalibrationExample], chunk_group_key: str, seen: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """The group of every example's gold chunk, for a label-conditional calibration.
+
+    ``example.metadata[chunk_group_key]`` when the example carries it, else the
+    ``metadata[chunk_group_key]`` of its gold chunk as the host returned it (``seen``: chunk
+    id -> that value, over every pool the calibration fetched). Both present must agree, and
+    gold chunks of one question must share a group.
+
+    Raises
+    ------
+    ConformalError
+        A question whose gold chunk's group is unknown (not in its metadata, and the gold chunk
+        never came back from the host or lacks the key), or disagreeing groups.
+
+    Examples
+    --------
+    >>> ex = [CalibrationExample("Who?", gold_ids=("c1",)), CalibrationExample("When?", gold_ids=("c9",),
+    ...       metadata={"collection": "faq"})]
+    >>> chunk_group_labels(ex, "collection", {"c1": "wiki", "c9": "faq"})
+    ('wiki', 'faq')
+    """
+    key = check_group_label(chunk_group_key, " (chunk_group_key)")
+    out = []
+    for ex in examples:
+        where = f" for question {ex.question!r}"
+        from_chunks = {check_group_label(seen[g], where) for g in ex.gold_ids if seen.get(g) not in (None, "")}
+        if key in ex.metadata:
+            label = check_group_label(ex.metadata[key], where)
+            if from_chunks - {label}:
+                raise ConformalError(
+                    f"The calibration question {ex.question!r} says its gold chunk is in {key}={label!r}, but the "
+                    f"host returned its gold chunk with {key}={sorted(from_chunks)}: fix the question or the chunk."
+                )
+        elif len(from_chunks) == 1:
+            label = from_chunks.pop()
+        elif from_chunks:
+            raise ConformalError(
+                f"The gold chunks of {ex.question!r} lie in several {key} groups {sorted(from_chunks)}; "
+                f"give the question a {key!r} field saying which group it calibrates."
+            )
+        else:
+            raise ConformalError(
+                f"Cannot tell the {key!r} of the gold chunk of {ex.question!r}: the host never returned it with "
+                f"metadata[{key!r}] (a miss, or chunks without the key). Give the question a {key!r} field "
+                "(qa JSONL fields other than the known ones land in metadata), or the chunks that metadata."
+            )
+        out.append(label)
+    return tuple(out)
+
+
 def recomputed_groups(cal: Any, *, strict: bool = False, warn: bool = False) -> dict[str, dict[str, Any]]:
     """Every group's ``{"n", "threshold", "source"}`` from ``cal.scores_`` and ``cal.group_labels_``."""
     if not cal.group_labels_:
@@ -152,6 +215,116 @@ def with_groups(
     return replace(staged, groups_=groups)  # type: ignore[type-var]
 
 
+def with_chunk_groups(
+    cal: C, labels: Sequence[str], chunk_group_key: str, *, strict: bool = False, fallback: str = "keep_all"
+) -> C:
+    """A copy of ``cal`` with label-conditional thresholds: one per group of the *gold chunk*.
+
+    ``labels`` is the group of each calibration question's gold chunk (its
+    ``metadata[chunk_group_key]``), aligned with ``cal.scores_``. Each group's threshold is the
+    one :func:`with_groups` computes (rank ``ceil((n_g + 1)(1 - alpha))`` of that group's scores,
+    ``+inf`` with a :class:`SmallGroupWarning` when the rank exceeds ``n_g``). At query time the
+    retrievers read ``metadata[chunk_group_key]`` of every candidate chunk and apply its group's
+    threshold (:func:`chunk_set`).
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> scores = tuple(i / 20 for i in range(20)) + tuple(i / 100 for i in range(20))
+    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 40, 0, scores, fp)
+    >>> cal = with_chunk_groups(cal, ("wiki",) * 20 + ("faq",) * 20, "collection")
+    >>> cal.chunk_group_key_, cal.groups_["wiki"]["threshold"], cal.groups_["faq"]["threshold"]
+    ('collection', 0.9, 0.18)
+    """
+    key = check_group_label(chunk_group_key, " (chunk_group_key)")
+    staged = with_groups(cal, labels, key, strict=strict, fallback=fallback)
+    return replace(staged, chunk_group_key_=key)  # type: ignore[type-var]
+
+
+def chunk_thresholds(cal: Any, labels: Sequence[Any]) -> tuple[list[float], list[str]]:
+    """The threshold and its source for every candidate chunk of group ``labels[i]``.
+
+    A chunk whose group the calibration never saw, or without the key (``None``), gets the
+    calibration's ``group_fallback_`` like an unknown query group (``+inf`` by default).
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
+    >>> cal = with_chunk_groups(cal, ("a",) * 9, "collection")
+    >>> chunk_thresholds(cal, ["a", "b", None])
+    ([0.9, inf, inf], ['group', 'keep-all-unknown-group', 'keep-all-unknown-group'])
+    """
+    thresholds, sources = [], []
+    for label in labels:
+        text = None if label is None else str(label)
+        threshold, source = threshold_for(cal, text if text and text.strip() else "")
+        thresholds.append(threshold)
+        sources.append(source)
+    return thresholds, sources
+
+
+def chunk_set(
+    cal: Any,
+    scores: Any,
+    labels: Sequence[Any],
+    *,
+    min_k: int | None = None,
+    max_k: int | None = None,
+    validate: bool = False,
+) -> tuple[SetDecision, list[float], list[dict[str, Any]]]:
+    """The label-conditional set of one query: its decision, every candidate's threshold and group metadata.
+
+    ``scores`` are the pool's host scores, best first (checked unless ``validate``); ``labels`` each candidate's
+    ``metadata[cal.chunk_group_key_]`` (``None`` when missing). The set is marked not guaranteed
+    when a candidate got a pooled fallback threshold (valid only over all groups together) or
+    ``+inf`` (a group kept whole: the pool may not hold its gold chunk), and when a calibrated
+    group's threshold is ``+inf``: a gold chunk of that group is covered only if it is in the pool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
+    >>> cal = with_chunk_groups(cal, ("a",) * 9, "collection")
+    >>> d, thr, meta = chunk_set(cal, np.array([1.0, 0.5, 0.0]), ["a", "a", "a"])
+    >>> d.indices, d.guaranteed, meta[0]["conformal_group"]
+    ((0, 1), True, 'a')
+    """
+    thresholds, sources = chunk_thresholds(cal, labels)
+    problems = []
+    whole = sorted(g for g, v in cal.groups_.items() if math.isinf(float(v["threshold"])))
+    if whole:
+        problems.append(
+            f"chunk group(s) {', '.join(map(repr, whole))} have threshold +inf (too few calibration questions or too "
+            "many misses): a gold chunk there is covered only if the pool holds it"
+        )
+    unknown = sorted({str(g) for g, s in zip(labels, sources, strict=True) if s.endswith("unknown-group")})
+    if unknown:
+        how = "the pooled threshold" if cal.group_fallback_ == "pooled" else "every chunk (+inf)"
+        problems.append(
+            f"chunk group(s) {', '.join(map(repr, unknown))} were not seen at calibration and got {how}, which is not "
+            "guaranteed within those groups"
+        )
+    if any(s == "pooled-small-group" for s in sources):
+        problems.append(
+            "a group too small for its own threshold used the pooled one (group_fallback='pooled'), which covers only "
+            "marginally over all groups"
+        )
+    reason = ("Label-conditional set: " + "; ".join(problems) + ".") if problems else ""
+    decision = decide_chunk_set(
+        cal.score_family_, scores, thresholds, min_k=min_k, max_k=max_k, validate=validate, not_guaranteed=reason
+    )
+    meta = [
+        {"conformal_group": None if g is None else str(g), "conformal_threshold_source": s}
+        for g, s in zip(labels, sources, strict=True)
+    ]
+    return decision, thresholds, meta
+
+
 def check_groups(cal: Any) -> None:
     """Raise :class:`CalibrationIntegrityError` unless ``groups_`` is what the scores and labels give."""
     if not cal.group_labels_ and not cal.groups_:
@@ -187,6 +360,7 @@ def groups_payload(cal: Any, encode: Callable[[float], Any]) -> dict[str, Any]:
         "groups": {g: {**v, "threshold": encode(v["threshold"])} for g, v in cal.groups_.items()},
         "group_labels": list(cal.group_labels_),
         "group_fallback": cal.group_fallback_,
+        **({"chunk_group_key": cal.chunk_group_key_} if getattr(cal, "chunk_group_key_", None) else {}),
     }
 
 
@@ -270,6 +444,11 @@ def check_group_options(cal: Any, group: Any, group_by: Any) -> None:
     """Refuse ``group``/``group_by`` for a calibration without per-group thresholds, or a bad ``group``/``group_by``."""
     if group is None and group_by is None:
         return
+    if getattr(cal, "chunk_group_key_", None):
+        raise ConformalError(
+            f"This calibration has per-chunk-group thresholds (chunk_group_key={cal.chunk_group_key_!r}): each "
+            "chunk's threshold comes from its own metadata, so group= and group_by= do not apply."
+        )
     if not getattr(cal, "groups_", None):
         raise ConformalError("group= or group_by= needs a per-group calibration: calibrate with group_by=... first.")
     if group is not None:

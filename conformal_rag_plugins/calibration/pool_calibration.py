@@ -171,8 +171,13 @@ def calibrate_from_pools(
     group_by: GroupBy | None = None,
     control: str = "coverage",
     group_fallback: str = "keep_all",
+    chunk_group_key: str | None = None,
 ) -> RetrievalCalibration:
     """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses.
+
+    With ``chunk_group_key`` the ``group_labels`` are the groups of the gold chunks
+    (:func:`~.groups.chunk_group_labels`) and the calibration is label-conditional: the
+    retrievers apply each chunk's own group threshold (see :func:`~.groups.with_chunk_groups`).
 
     With ``group_labels`` (the group of each observation, from :func:`~.groups.group_labels`)
     the calibration also holds one threshold per group (``group_by`` describes the grouping;
@@ -195,11 +200,15 @@ def calibrate_from_pools(
             fingerprint=fingerprint,
             pool_size=pool_size,
             groups=group_labels,
-            group_by=group_by or "group",
+            group_by=chunk_group_key or group_by or "group",
             group_fallback=group_fallback,
         )
         .calibration_
     )
+    if chunk_group_key is not None:
+        if group_labels is None or group_by is not None:
+            raise CalibrationError("chunk_group_key needs the gold chunks' group labels and no group_by.")
+        cal = replace(cal, chunk_group_key_=chunk_group_key)
     if labels:
         cal = replace(cal, labels_=dict(labels))
         fallback = labels.get("gold_rule", {}).get("all-chunks-fallback", 0)

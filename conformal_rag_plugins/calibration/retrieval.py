@@ -86,6 +86,10 @@ class RetrievalCalibration:
         What a group too small for its own threshold, or a group not seen at calibration, gets:
         every candidate (``+inf``), or the pooled threshold (marked not guaranteed). Files saved
         before this field existed load as ``"pooled"``, the rule they were calibrated with.
+    chunk_group_key_ : str or None
+        Label-conditional calibration: ``groups_`` are groups of the *gold chunk*, read from
+        this metadata key of every candidate chunk at query time (each chunk gets its own
+        group's threshold); ``None`` for a pooled or per-query-group calibration.
     risk_ : {"miscoverage", "recall"}
         What the threshold controls: the chance that no gold chunk is kept, or the mean share
         of gold chunks left out (``1 - recall``, for questions with several gold chunks).
@@ -122,6 +126,7 @@ class RetrievalCalibration:
     groups_: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
     group_labels_: tuple[str, ...] = field(default=(), compare=False, hash=False)
     group_fallback_: str = field(default="keep_all", compare=False, hash=False)
+    chunk_group_key_: str | None = field(default=None, compare=False, hash=False)
     risk_: str = "miscoverage"
     gold_scores_: tuple[tuple[float, ...], ...] = field(default=(), compare=False, hash=False)
     gold_ranks_: tuple[int | None, ...] = field(default=(), compare=False, hash=False)
@@ -273,6 +278,7 @@ class RetrievalCalibration:
                 },
                 group_labels_=tuple(str(g) for g in data.get("group_labels") or ()),
                 group_fallback_=str(data.get("group_fallback") or ("pooled" if data.get("groups") else "keep_all")),
+                chunk_group_key_=data.get("chunk_group_key"),
                 risk_=str(data.get("risk", "miscoverage")),
                 gold_scores_=tuple(tuple(_dec(s) for s in g) for g in data.get("gold_scores") or ()),
                 gold_ranks_=tuple(data.get("gold_ranks") or ()),

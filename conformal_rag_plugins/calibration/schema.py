@@ -131,6 +131,7 @@ class RetrievalFile(_Strict):
     groups: dict[Text, GroupFile] | None = None
     group_labels: list[Text] | None = None
     group_fallback: Literal["keep_all", "pooled"] | None = None  # absent in older files: "pooled"
+    chunk_group_key: Text | None = None  # label-conditional groups (of the gold chunk); absent: per query
     risk: Literal["miscoverage", "recall"] = "miscoverage"
     gold_scores: list[Annotated[list[Score], Field(min_length=1)]] | None = None
 
@@ -325,11 +326,14 @@ def _group_problems(f: RetrievalFile) -> list[str]:
     """The ``group_by``/``groups``/``group_labels`` fields agree with each other and with ``n``."""
     present = (f.group_by is not None, f.groups is not None, f.group_labels is not None)
     if not any(present):
-        return [] if f.group_fallback is None else ["group_fallback without groups"]
+        problems = [] if f.group_fallback is None else ["group_fallback without groups"]
+        return problems + ([] if f.chunk_group_key is None else ["chunk_group_key without groups"])
     if not all(present):
         return ["group_by, groups and group_labels must be stored together"]
     assert f.groups is not None and f.group_labels is not None
     problems = []
+    if f.chunk_group_key is not None and f.chunk_group_key != f.group_by:
+        problems.append(f"chunk_group_key {f.chunk_group_key!r} differs from group_by {f.group_by!r}")
     if len(f.group_labels) != f.n:
         problems.append(f"{len(f.group_labels)} group labels for n = {f.n} scores")
     counts: dict[str, int] = {}

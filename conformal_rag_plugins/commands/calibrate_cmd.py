@@ -39,6 +39,14 @@ def register(sub: Any) -> None:
         "also holds one threshold per group (Mondrian); pass group=... to ConformalRetriever",
     )
     p.add_argument(
+        "--chunk-group-key",
+        default=None,
+        metavar="KEY",
+        help="label-conditional thresholds: a chunk metadata key (collection, source, title); each question counts "
+        "in the group of its gold chunk (its qa field KEY, else the chunk's title when KEY is 'title'), and the "
+        "retrievers keep a chunk iff it passes the threshold of its own metadata[KEY] (not with --group-by)",
+    )
+    p.add_argument(
         "--group-fallback",
         choices=["keep_all", "pooled"],
         default="keep_all",
@@ -76,10 +84,12 @@ def _handle(args: argparse.Namespace) -> None:
         group_by=args.group_by,
         pool_sizes=_pool_sizes(args.pool_sizes),
         group_fallback=args.group_fallback,
+        chunk_group_key=args.chunk_group_key,
     )
     print(cal.summary())
+    kind = f"chunk group {cal.chunk_group_key_}=" if cal.chunk_group_key_ else "group "
     for g, v in cal.groups_.items():
-        print(f"group {g}: n={v['n']} threshold={v['threshold']:.6g} ({v['source']})")
+        print(f"{kind}{g}: n={v['n']} threshold={v['threshold']:.6g} ({v['source']})")
     if cal.labels_:
         print(f"labels: {cal.labels_}")
     if cal.selection_.get("rule") == "tuned-hybrid":
@@ -111,8 +121,13 @@ def run_calibrate(
     group_by: str | None = None,
     pool_sizes: Sequence[int] | None = None,
     group_fallback: str = "keep_all",
+    chunk_group_key: str | None = None,
 ) -> Any:
     """Index the chunked corpus, calibrate on the labelled questions, save and return the calibration.
+
+    ``group_by`` (a qa field known at query time) adds per-query-group thresholds;
+    ``chunk_group_key`` (a chunk metadata key) adds label-conditional ones, one per group of
+    the gold chunk (see :func:`~conformal_rag_plugins.calibration.groups.with_chunk_groups`).
 
     A tuned hybrid also chooses the pool among ``pool_sizes`` (default 1x, 2x, 4x
     ``pool_size``) by mean context tokens on the optimisation split.
@@ -131,6 +146,7 @@ def run_calibrate(
     """
     from ..calibration.chunk_labels import map_gold_to_chunks
     from ..calibration.tuned_calibration import FusionConfig
+    from ..core.errors import ConformalError
     from ..core.validation import check_alpha
     from ..local.chroma import chroma_client
     from ..local.encoder import default_cache_dir
@@ -153,6 +169,10 @@ def run_calibrate(
     check_outputs(
         files=[out], dirs=[persist_dir], inputs=[*calibration_inputs.input_files(corpus, docs, glob), questions]
     )
+    if group_by is not None and chunk_group_key is not None:
+        raise ConformalError("--group-by (a group of the query) and --chunk-group-key (of a chunk) exclude each other.")
+    if chunk_group_key is not None and not chunk_group_key.strip():
+        raise ConformalError("--chunk-group-key must be a non-empty metadata key.")
     examples = load_questions(questions)
     groups = _groups_by_question(examples, group_by) if group_by is not None else None
     chunks = calibration_inputs.load_chunks(
@@ -160,6 +180,12 @@ def run_calibrate(
     )
     examples, _ = map_gold_to_chunks(examples, chunks)  # document-level gold -> the chunks holding the answer
     check_gold_in_corpus(examples, {c.id for c in chunks}, questions)
+    if chunk_group_key is not None:
+        from ..calibration.groups import chunk_group_labels
+
+        seen = {c.id: c.title for c in chunks if c.title} if chunk_group_key == "title" else {}
+        labels_of = chunk_group_labels(examples, chunk_group_key, seen)
+        groups = {ex.digest: g for ex, g in zip(examples, labels_of, strict=True)}
     client = chroma_client(Path(persist_dir) if persist_dir else default_cache_dir() / "chroma")
     tuned = retriever == "hybrid" and fusion == "tuned"
     grid = None if tuned else [FusionConfig.parse(fusion) if retriever == "hybrid" else FusionConfig("zscore", 0.5)]
@@ -196,11 +222,15 @@ def run_calibrate(
             random_state=seed,
             progress=progress,
         )
-    if groups is not None and not tuned:  # the tuned path groups its own calibration part
-        from ..calibration.groups import with_groups
+    # the tuned path groups its own calibration part by the query's group; chunk groups are applied here
+    if groups is not None and (chunk_group_key is not None or not tuned):
+        from ..calibration.groups import with_chunk_groups, with_groups
 
         labels = [groups[q] for q in cal.question_ids_]
-        cal = with_groups(cal, labels, group_by, fallback=group_fallback)  # type: ignore[arg-type]
+        if chunk_group_key is not None:
+            cal = with_chunk_groups(cal, labels, chunk_group_key, fallback=group_fallback)
+        else:
+            cal = with_groups(cal, labels, group_by, fallback=group_fallback)  # type: ignore[arg-type]
     with atomic_path(out) as tmp:
         cal.save(tmp)
     return cal

@@ -88,6 +88,21 @@ def _candidate_matrix(observations: Sequence[PoolObservation], family: str) -> t
     return mat, np.array([r.size for r in rows])
 
 
+def _candidate_group_matrix(
+    candidate_groups: Sequence[Sequence[str]], obs: Sequence[PoolObservation], names: tuple[str, ...], shape: tuple
+) -> np.ndarray:
+    """Index into ``names`` of every candidate's group (``len(names)`` for a group without questions)."""
+    if len(candidate_groups) != len(obs):
+        raise ConformalError(f"{len(obs)} observations but candidate groups for {len(candidate_groups)}.")
+    index = {g: j for j, g in enumerate(names)}
+    out = np.full(shape, len(names), dtype=int)
+    for i, (o, labels) in enumerate(zip(obs, candidate_groups, strict=True)):
+        if len(labels) != o.scores.size:
+            raise ConformalError(f"Observation {i} has {o.scores.size} candidates but {len(labels)} candidate groups.")
+        out[i, : len(labels)] = [index.get(str(g), len(names)) for g in labels]
+    return out
+
+
 def simulate_group_splits(
     observations: Sequence[PoolObservation],
     groups: Sequence[str],
@@ -98,13 +113,22 @@ def simulate_group_splits(
     seed: int = 0,
     calibration_fraction: float = 0.5,
     group_quantile: Callable[[np.ndarray, float], float] | None = None,
+    candidate_groups: Sequence[Sequence[str]] | None = None,
 ) -> GroupTrials:
     """Simulate ``trials`` random splits; see :class:`GroupTrials`.
 
     Parameters
     ----------
     groups : sequence of str
-        The group of each observation.
+        The group of each observation: the query's group (known at query time), or, with
+        ``candidate_groups``, the group of its gold chunk.
+    candidate_groups : sequence of sequence of str, optional
+        Label-conditional (per chunk group) form: the group of every candidate of each
+        observation, aligned with its scores. The per-group rule then keeps candidate ``c``
+        iff its nonconformity is within the threshold of ``c``'s own group (a group without
+        calibration questions in the split keeps its candidates, ``+inf``), so the set size is
+        counted candidate by candidate; coverage is that of the gold chunk under its group's
+        threshold. Without it every candidate of a query gets the query's group threshold.
     group_quantile : callable, optional
         ``(group_scores, alpha) -> threshold`` replacing the per-group rule (for negative
         controls in tests); by default :func:`~.mondrian.group_thresholds` with its default
@@ -129,6 +153,7 @@ def simulate_group_splits(
     if np.isnan(r).any():
         raise ConformalError("A nonconformity score is NaN; the host returned NaN scores.")
     cand, pool_len = _candidate_matrix(obs, family)
+    cand_gidx = None if candidate_groups is None else _candidate_group_matrix(candidate_groups, obs, names, cand.shape)
     n = len(obs)
     n_cal = round(n * calibration_fraction)
     rng = np.random.default_rng(seed)  # the same splits as evaluate_splits(seed=seed)
@@ -140,6 +165,15 @@ def simulate_group_splits(
     def apply(q: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         covered = np.isfinite(r[test]) & (r[test] <= q)
         size = np.where(np.isinf(q), pool_len[test], (cand[test] <= q[:, None]).sum(axis=1))
+        return covered.astype(float), size.astype(float)
+
+    def apply_by_chunk(q_group: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        assert cand_gidx is not None
+        q_ext = np.append(q_group, math.inf)  # index len(names): a candidate group with no calibration questions
+        per_cand = q_ext[cand_gidx[test]]
+        real = np.arange(cand.shape[1])[None, :] < pool_len[test][:, None]
+        size = ((cand[test] <= per_cand) & real).sum(axis=1)
+        covered = np.isfinite(r[test]) & (r[test] <= q_group[gidx[test]])
         return covered.astype(float), size.astype(float)
 
     for t in range(trials):
@@ -156,7 +190,7 @@ def simulate_group_splits(
         q_group = np.array([q_of.get(g, (math.inf, True))[0] for g in names])
         fallback[t] = [q_of.get(g, (math.inf, True))[1] for g in names]
         c_p, s_p = apply(np.full(test.size, pooled), test)
-        c_g, s_g = apply(q_group[gidx[test]], test)
+        c_g, s_g = apply(q_group[gidx[test]], test) if cand_gidx is None else apply_by_chunk(q_group, test)
         for j in range(len(names)):
             m = gidx[test] == j
             n_test[t, j] = int(m.sum())

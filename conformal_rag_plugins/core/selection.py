@@ -11,7 +11,14 @@ import numpy as np
 from .errors import ConformalError
 from .retrieval_scores import candidate_nonconformity, keep_mask
 
-__all__ = ["SetDecision", "best_first", "check_k_bounds", "conformal_metadata", "decide_set"]
+__all__ = [
+    "SetDecision",
+    "best_first",
+    "check_k_bounds",
+    "conformal_metadata",
+    "decide_chunk_set",
+    "decide_set",
+]
 
 
 @dataclass(frozen=True)
@@ -75,17 +82,62 @@ def decide_set(
     if validate:
         check_k_bounds(min_k, max_k)
     mask = keep_mask(family, scores, threshold, validate=validate)
+    reason = (
+        "The calibrated threshold is +inf: the conformal set is every chunk, more than the "
+        "candidate pool holds, so the returned pool is not guaranteed to cover."
+        if math.isinf(threshold)
+        else ""
+    )
+    return _bounded(mask, min_k, max_k, reason)
+
+
+def decide_chunk_set(
+    family: str,
+    scores: Sequence[float] | np.ndarray,
+    thresholds: Sequence[float] | np.ndarray,
+    *,
+    min_k: int | None = None,
+    max_k: int | None = None,
+    validate: bool = True,
+    not_guaranteed: str = "",
+) -> SetDecision:
+    """Label-conditional set: keep candidate ``i`` iff its nonconformity is ``<= thresholds[i]``.
+
+    ``thresholds[i]`` is the threshold of candidate ``i``'s own group (the chunk's
+    collection, source, ...), so a gold chunk of group ``g`` is kept with probability at
+    least ``1 - alpha`` given that it lies in ``g``. The kept candidates need not be a prefix
+    of the best-first pool. ``min_k`` pads with the best candidates not kept and ``max_k``
+    cuts the worst kept ones, as in :func:`decide_set`. ``not_guaranteed`` (non-empty) marks
+    the set not guaranteed with that reason (the caller knows when a group's threshold is
+    ``+inf`` or a pooled fallback).
+
+    Examples
+    --------
+    >>> d = decide_chunk_set("relative", [0.9, 0.8, 0.7], [0.05, 0.05, 0.25])
+    >>> d.indices, d.guaranteed
+    ((0, 2), True)
+    >>> decide_chunk_set("relative", [0.9, 0.8, 0.7], [0.05, 0.05, 0.25], max_k=1).guaranteed
+    False
+    """
+    if validate:
+        check_k_bounds(min_k, max_k)
+    thr = np.asarray(thresholds, dtype=float)
+    nonconf = candidate_nonconformity(family, scores, validate=validate)
+    if thr.shape != nonconf.shape:
+        raise ConformalError(f"{thr.size} thresholds for {nonconf.size} candidates: give one per candidate.")
+    if np.isnan(thr).any():
+        raise ConformalError("A candidate threshold is NaN.")
+    return _bounded(nonconf <= thr, min_k, max_k, not_guaranteed)
+
+
+def _bounded(mask: np.ndarray, min_k: int | None, max_k: int | None, reason: str) -> SetDecision:
+    """The kept positions of ``mask`` padded to ``min_k`` (best first) and cut at ``max_k``."""
     conformal = np.flatnonzero(mask).tolist()
     chosen = conformal
     if min_k is not None and len(chosen) < min_k:
-        chosen = list(range(min(min_k, len(mask))))
-    guaranteed, reason = True, ""
-    if math.isinf(threshold):
-        guaranteed = False
-        reason = (
-            "The calibrated threshold is +inf: the conformal set is every chunk, more than the "
-            "candidate pool holds, so the returned pool is not guaranteed to cover."
-        )
+        extra = [i for i in range(len(mask)) if not mask[i]][: min_k - len(chosen)]
+        chosen = sorted(chosen + extra)
+    guaranteed = not reason
     if max_k is not None and len(chosen) > max_k:
         chosen = chosen[:max_k]
         guaranteed = False
@@ -97,7 +149,12 @@ def decide_set(
 
 
 def conformal_metadata(
-    family: str, threshold: float, alpha: float, scores: np.ndarray, decision: SetDecision
+    family: str,
+    threshold: float,
+    alpha: float,
+    scores: np.ndarray,
+    decision: SetDecision,
+    thresholds: np.ndarray | None = None,
 ) -> list[tuple[int, float, dict[str, object]]]:
     """What both frameworks' retrievers attach to each returned candidate, in ``decision.indices`` order.
 
@@ -105,7 +162,8 @@ def conformal_metadata(
     candidate's nonconformity and the fields shared by the whole set (threshold, alpha,
     family, conformal set size, guaranteed). The adapter stores the score under its
     framework's key (LlamaIndex ``conformal_score``, LangChain ``score``).
-    ``scores`` must be checked and sorted best first.
+    ``scores`` must be checked and sorted best first. With ``thresholds`` (one per candidate,
+    a label-conditional set) each candidate's ``conformal_threshold`` is its own.
 
     Examples
     --------
@@ -126,7 +184,13 @@ def conformal_metadata(
         "conformal_set_size": decision.conformal_size,
         "conformal_guaranteed": decision.guaranteed,
     }
-    return [(i, values[i], {"conformal_nonconformity": nonconf[i], **shared}) for i in decision.indices]
+    if thresholds is None:
+        return [(i, values[i], {"conformal_nonconformity": nonconf[i], **shared}) for i in decision.indices]
+    own = np.asarray(thresholds, dtype=float).tolist()
+    return [
+        (i, values[i], {"conformal_nonconformity": nonconf[i], **shared, "conformal_threshold": own[i]})
+        for i in decision.indices
+    ]
 
 
 def best_first(raw: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray | None] | None:

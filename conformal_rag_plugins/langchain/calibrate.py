@@ -9,7 +9,7 @@ from typing import Any
 
 from ..calibration.examples import CalibrationExample
 from ..calibration.fingerprint import corpus_digest
-from ..calibration.groups import GroupBy, group_labels
+from ..calibration.groups import GroupBy, chunk_group_labels, group_labels
 from ..calibration.pool_calibration import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
@@ -47,6 +47,7 @@ def calibrate_retriever(
     progress: bool = True,
     group_by: GroupBy | None = None,
     group_fallback: str = "keep_all",
+    chunk_group_key: str | None = None,
     control: str = "coverage",
     parents: Any = None,
     id_key: str | None = None,
@@ -78,6 +79,13 @@ def calibrate_retriever(
         What a group too small for its own threshold, or a group not seen at calibration,
         gets: every candidate (threshold ``+inf``), or the pooled threshold, which covers
         only over all groups together; its nodes/documents say ``conformal_guaranteed=False``.
+    chunk_group_key : str, optional
+        Label-conditional thresholds: a metadata key of the documents (``"collection"``,
+        ``"source"``). Each calibration question counts in the group of its gold document (its
+        own ``metadata[chunk_group_key]``, else the gold document's), each group gets its own
+        threshold, and ``ConformalRetriever``/``ConformalCompressor`` keep a document iff it is
+        within the threshold of its own group: ``P(gold kept | gold in group) >= confidence_level``
+        for every group, with no group needed at query time. Not with ``group_by``.
     control : {"coverage", "recall"}, default "coverage"
         ``recall``: every gold chunk of an example counts, and the threshold keeps
         ``E[1 - recall] <= 1 - confidence_level`` (conformal risk control, ``method="split"``
@@ -105,7 +113,10 @@ def calibrate_retriever(
     source = parent_host(host, parents=parents, id_key=id_key, how=parent_aggregation)
     size = resolve_pool_size(host if source is None else source, pool_size)
     examples = list(examples) if source is None else parent_examples(source, examples)
+    if chunk_group_key is not None and group_by is not None:
+        raise ConformalError("Give group_by (a group of the query) or chunk_group_key (of the chunk), not both.")
     groups = group_labels(examples, group_by) if group_by is not None else None
+    seen: dict[str, Any] = {}  # document id -> metadata[chunk_group_key], from every pool fetched
     gold = sorted({g for ex in examples for g in ex.gold_ids})
     known = existing_ids(host, gold) if gold and source is None else None
     if known is not None:
@@ -114,7 +125,11 @@ def calibrate_retriever(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Relevance scores must be between")
         fetch = (lambda q: fetch_pool(host, q, size)[0]) if source is None else (lambda q: source.fetch_pool(q, size))
+        if chunk_group_key is not None and source is None:
+            fetch = lambda q: _recording(fetch_pool(host, q, size), chunk_group_key, seen)  # noqa: E731
         observations = collect_observations(examples, fetch, progress=progress)
+    if chunk_group_key is not None:
+        groups = chunk_group_labels(examples, chunk_group_key, seen)
     cal = calibrate_from_pools(
         observations,
         fingerprint=fingerprint,
@@ -130,5 +145,15 @@ def calibrate_retriever(
         group_by=group_by,
         control=control,
         group_fallback=group_fallback,
+        chunk_group_key=chunk_group_key,
     )
     return replace(cal, corpus_=corpus_digest(all_ids(host)))
+
+
+def _recording(fetched: tuple[Any, list[Any]], key: str, seen: dict[str, Any]) -> Any:
+    """The candidate pool of a fetch, recording each document's ``metadata[key]`` in ``seen``."""
+    pool, docs = fetched
+    for doc_id, doc in zip(pool.ids, docs, strict=True):
+        if doc_id is not None and doc.metadata.get(key) is not None:
+            seen[doc_id] = doc.metadata[key]
+    return pool

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 
-from ..calibration.groups import mark_group_fallback, query_threshold
+from ..calibration.groups import chunk_set, mark_group_fallback, query_threshold
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import GuaranteeCutWarning
 from ..core.selection import check_k_bounds, conformal_metadata, decide_set
@@ -37,7 +37,9 @@ def select_documents(
     NaN-free and sorted. A set cut by ``max_k`` (or a ``+inf`` threshold) warns with
     :class:`GuaranteeCutWarning` and says so in ``conformal_guaranteed``. With a per-group
     calibration the query's group (``group``, or ``group_by(query)``) picks the threshold (a
-    pooled fallback is marked not guaranteed); a
+    pooled fallback is marked not guaranteed); with a per-chunk-group calibration
+    (``chunk_group_key_``) every document gets the threshold of its own
+    ``metadata[chunk_group_key_]`` (stored in its ``conformal_threshold``); a
     ``monitor`` is updated with the query's scores.
 
     Examples
@@ -52,17 +54,29 @@ def select_documents(
     family = calibration.score_family_
     check_k_bounds(min_k, max_k)
     arr = np.asarray(scores, dtype=float)
-    threshold, group_meta = query_threshold(calibration, group, group_by, query)
-    decision = mark_group_fallback(
-        decide_set(family, arr, threshold, min_k=min_k, max_k=max_k, validate=not checked), group_meta
-    )
+    per_chunk: list[dict[str, Any]] | None = None
+    thresholds = None
+    if getattr(calibration, "chunk_group_key_", None):
+        key = calibration.chunk_group_key_
+        decision, thresholds, per_chunk = chunk_set(
+            calibration, arr, [d.metadata.get(key) for d in docs], min_k=min_k, max_k=max_k, validate=not checked
+        )
+        threshold, group_meta = calibration.threshold_, {}
+    else:
+        threshold, group_meta = query_threshold(calibration, group, group_by, query)
+        decision = mark_group_fallback(
+            decide_set(family, arr, threshold, min_k=min_k, max_k=max_k, validate=not checked), group_meta
+        )
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
     if monitor is not None:
         monitor.observe(arr, set_size=decision.conformal_size, calibration=calibration)
     out = []
-    for i, score, meta in conformal_metadata(family, threshold, calibration.alpha_, arr, decision):
+    shared = conformal_metadata(
+        family, threshold, calibration.alpha_, arr, decision, None if thresholds is None else np.array(thresholds)
+    )
+    for i, score, meta in shared:
         doc = docs[i]
-        metadata = dict(doc.metadata) | {"score": score} | meta | group_meta
+        metadata = dict(doc.metadata) | {"score": score} | meta | (group_meta if per_chunk is None else per_chunk[i])
         out.append(Document(id=doc.id, page_content=doc.page_content, metadata=metadata))
     return out

@@ -10,7 +10,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 
 from ..calibration.examples import CalibrationExample
 from ..calibration.fingerprint import corpus_digest
-from ..calibration.groups import GroupBy, group_labels
+from ..calibration.groups import GroupBy, chunk_group_labels, group_labels
 from ..calibration.pool_calibration import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
@@ -59,6 +59,7 @@ def calibrate_retriever(
     progress: bool = True,
     group_by: GroupBy | None = None,
     group_fallback: str = "keep_all",
+    chunk_group_key: str | None = None,
     control: str = "coverage",
     parents: Any = None,
     parent_aggregation: str = "max",
@@ -87,6 +88,13 @@ def calibrate_retriever(
         What a group too small for its own threshold, or a group not seen at calibration,
         gets: every candidate (threshold ``+inf``), or the pooled threshold, which covers
         only over all groups together; its nodes/documents say ``conformal_guaranteed=False``.
+    chunk_group_key : str, optional
+        Label-conditional thresholds: a metadata key of the chunks (``"collection"``,
+        ``"source"``). Each calibration question counts in the group of its gold chunk (its own
+        ``metadata[chunk_group_key]``, else the gold node's), each group gets its own threshold,
+        and ``ConformalRetriever``/``ConformalNodePostprocessor`` keep a node iff it is within
+        the threshold of its own group: ``P(gold kept | gold in group) >= confidence_level`` for
+        every group, with no group needed at query time. Not with ``group_by``.
     control : {"coverage", "recall"}, default "coverage"
         ``recall``: every gold chunk of an example counts, and the threshold keeps
         ``E[1 - recall] <= 1 - confidence_level`` (conformal risk control, ``method="split"``
@@ -108,7 +116,10 @@ def calibrate_retriever(
     level = resolve_parent_level(host, parents, parent_aggregation)
     retriever, size = resolve_host(host if level is None else level.retriever, pool_size)
     examples = list(examples)
+    if chunk_group_key is not None and group_by is not None:
+        raise ConformalError("Give group_by (a group of the query) or chunk_group_key (of the chunk), not both.")
     groups = group_labels(examples, group_by) if group_by is not None else None
+    seen: dict[str, Any] = {}  # chunk id -> metadata[chunk_group_key], from every pool fetched
     gold = sorted({g for ex in examples for g in ex.gold_ids})
     if level is not None:
         examples = level.lift_gold(examples, retriever)
@@ -118,7 +129,11 @@ def calibrate_retriever(
         if known is not None:
             check_gold_ids(examples, known)
         fetch = lambda q: pool_from_nodes(retriever.retrieve(q))[0]  # noqa: E731
+        if chunk_group_key is not None:
+            fetch = lambda q: _recording(retriever.retrieve(q), chunk_group_key, seen)  # noqa: E731
     observations = collect_observations(examples, fetch, progress=progress)
+    if chunk_group_key is not None:
+        groups = chunk_group_labels(examples, chunk_group_key, seen)
     cal = calibrate_from_pools(
         observations,
         fingerprint=fingerprint_of(retriever) if level is None else level.fingerprint(retriever),
@@ -134,5 +149,14 @@ def calibrate_retriever(
         group_by=group_by,
         control=control,
         group_fallback=group_fallback,
+        chunk_group_key=chunk_group_key,
     )
     return replace(cal, corpus_=corpus_digest(all_ids(retriever)))
+
+
+def _recording(nodes: list[Any], key: str, seen: dict[str, Any]) -> Any:
+    """The candidate pool of ``nodes``, recording each node's ``metadata[key]`` in ``seen``."""
+    for n in nodes:
+        if n.node.metadata.get(key) is not None:
+            seen[n.node.node_id] = n.node.metadata[key]
+    return pool_from_nodes(nodes)[0]

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from llama_index.core.schema import NodeWithScore
 
-from ..calibration.groups import mark_group_fallback, query_threshold
+from ..calibration.groups import GROUP_METADATA_KEYS, chunk_set, mark_group_fallback, query_threshold
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import GuaranteeCutWarning
 from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
@@ -61,7 +61,9 @@ def select_nodes(
     calibration) are excluded from what the LLM and the embedding model see. A set cut by
     ``max_k`` (or a ``+inf`` threshold) warns with :class:`GuaranteeCutWarning` and says so in
     ``conformal_guaranteed``. With a per-group calibration the query's group (``group``, or
-    ``group_by(query)``) picks the threshold (a pooled fallback is marked not guaranteed); a
+    ``group_by(query)``) picks the threshold (a pooled fallback is marked not guaranteed); with
+    a per-chunk-group calibration (``chunk_group_key_``) every node gets the threshold of its
+    own ``metadata[chunk_group_key_]`` (stored in its ``conformal_threshold``); a
     ``monitor`` is updated with the query's scores.
 
     Examples
@@ -77,20 +79,33 @@ def select_nodes(
     ordered, scores = ordered_nodes(nodes)
     family = calibration.score_family_
     check_k_bounds(min_k, max_k)
-    threshold, group_meta = query_threshold(calibration, group, group_by, query)
-    # the scores are checked (no NaN) and sorted best first by ordered_nodes: skip re-validating them
-    decision = mark_group_fallback(
-        decide_set(family, scores, threshold, min_k=min_k, max_k=max_k, validate=False), group_meta
-    )
+    per_chunk: list[dict[str, Any]] | None = None
+    thresholds = None
+    if getattr(calibration, "chunk_group_key_", None):
+        key = calibration.chunk_group_key_
+        decision, thresholds, per_chunk = chunk_set(
+            calibration, scores, [n.node.metadata.get(key) for n in ordered], min_k=min_k, max_k=max_k
+        )
+        threshold, group_meta = calibration.threshold_, dict.fromkeys(GROUP_METADATA_KEYS)  # keys to hide
+    else:
+        threshold, group_meta = query_threshold(calibration, group, group_by, query)
+        # the scores are checked (no NaN) and sorted best first by ordered_nodes: skip re-validating them
+        decision = mark_group_fallback(
+            decide_set(family, scores, threshold, min_k=min_k, max_k=max_k, validate=False), group_meta
+        )
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
     if monitor is not None:
         monitor.observe(scores, set_size=decision.conformal_size, calibration=calibration)
     hidden = (*CONFORMAL_METADATA_KEYS, *group_meta)
     out = []
-    for i, score, meta in conformal_metadata(family, threshold, calibration.alpha_, scores, decision):
+    shared = conformal_metadata(
+        family, threshold, calibration.alpha_, scores, decision, None if thresholds is None else np.array(thresholds)
+    )
+    for i, score, meta in shared:
         node = ordered[i].node
-        update: dict[str, Any] = {"metadata": dict(node.metadata) | {"conformal_score": score} | meta | group_meta}
+        own = group_meta if per_chunk is None else per_chunk[i]
+        update: dict[str, Any] = {"metadata": dict(node.metadata) | {"conformal_score": score} | meta | own}
         for attr in _EXCLUDED_ATTRS:
             keys = list(getattr(node, attr, []) or [])
             update[attr] = keys + [k for k in hidden if k not in keys]
