@@ -129,7 +129,7 @@ def calibration_unit(calibration: RetrievalCalibration | Any) -> str:
     Examples
     --------
     >>> from conformal_rag_plugins.calibration import Fingerprint
-    >>> fp = Fingerprint("none", "list>parent:max", "cosine", "toy", 2, "cosine")
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine", retriever="dense>parent:max")
     >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
     >>> calibration_unit(cal)
     'parent:max'

@@ -38,7 +38,7 @@ def select_documents(
     :class:`GuaranteeCutWarning` and says so in ``conformal_guaranteed``. With a per-group
     calibration the query's group (``group``, or ``group_by(query)``) picks the threshold (a
     pooled fallback is marked not guaranteed); a
-    ``monitor`` is updated with the query's scores.
+    ``monitor`` is updated with the query's scores and the group whose threshold it was served.
 
     Examples
     --------
@@ -59,7 +59,10 @@ def select_documents(
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
     if monitor is not None:
-        monitor.observe(arr, set_size=decision.conformal_size, calibration=calibration)
+        # the group whose threshold was served: the monitor's reference used the same rule
+        monitor.observe(
+            arr, set_size=decision.conformal_size, calibration=calibration, group=group_meta.get("conformal_group")
+        )
     out = []
     for i, score, meta in conformal_metadata(family, threshold, calibration.alpha_, arr, decision):
         doc = docs[i]
