@@ -257,7 +257,7 @@ def restart_delta(delta: float, restarts: int) -> float:
     --------
     >>> restart_delta(0.05, 0), restart_delta(0.05, 2)
     (0.05, 0.0125)
-    >>> sum(restart_delta(0.05, k) for k in range(1, 60)) < 0.05
+    >>> sum(restart_delta(0.05, k) for k in range(1, 30)) < 0.05
     True
     """
     delta = check_delta(delta)

@@ -271,9 +271,7 @@ def test_the_seed_is_fixed_at_creation_and_a_restart_continues_its_uniforms() ->
     with pytest.raises(CalibrationIntegrityError, match="p-values"):
         ConformalMonitor.from_dict(reseeded, cal)
     with pytest.raises(CalibrationIntegrityError, match="signature"):
-        ConformalMonitor.from_dict(
-            _rechecksum({**monitor.to_dict(signing_key=KEY), "seed": 8}), cal, signing_key=KEY
-        )
+        ConformalMonitor.from_dict(_rechecksum({**monitor.to_dict(signing_key=KEY), "seed": 8}), cal, signing_key=KEY)
 
 
 def test_a_schema_1_state_loads_with_a_warning_and_is_refused_with_a_key() -> None:
