@@ -760,7 +760,7 @@ class ConformalMonitor:
             seed=data["seed"],
             coverage_delta=data["coverage_delta"],
             aci_gamma=data["aci_gamma"],
-            grouped=bool(data.get("grouped", False)) if version != 1 else None,
+            grouped=bool(data.get("grouped", False)),  # schema 1 took set sizes at the pooled threshold
         )
         stored = dict(data["calibration"])
         if stored != mon.identity:
@@ -966,8 +966,9 @@ def _warn_schema_1(mon: ConformalMonitor) -> None:
     extra = ""
     if getattr(mon.calibration, "groups_", None):
         extra = (
-            " Its set sizes were taken at the pooled threshold and its labels judged against it, while a "
-            "per-group retriever serves each group's threshold: rebuild it for a per-group retriever."
+            " Its set sizes were taken at the pooled threshold and its labels judged against it, so it is loaded "
+            "as a monitor of a retriever without groups (a per-group retriever's set sizes and labels are "
+            "refused): rebuild it for a per-group retriever."
         )
     warnings.warn(
         "This drift monitor state was saved before schema 2: it has no signature, so nothing proves that its "
