@@ -15,7 +15,7 @@ from .examples import (
 from .fingerprint import Fingerprint
 from .gold_matching import gold_positions
 from .llm_judge import LabelReport, LLMJudge, alabel_examples, label_examples
-from .monitor import ConformalMonitor, MonitorUpdate
+from .monitor import ConformalMonitor, MonitorUpdate, ServedScores
 from .question_gen import GenerationReport, agenerate_questions, sample_chunks
 from .retrieval import SCHEMA_VERSION, RetrievalCalibration
 from .text_folder import load_text_folder
@@ -35,6 +35,7 @@ __all__ = [
     "MonitorUpdate",
     "RetrievalCalibration",
     "RetrievalConformalizer",
+    "ServedScores",
     "TunedCalibration",
     "agenerate_questions",
     "alabel_examples",

@@ -43,6 +43,7 @@ __all__ = [
     "check_delta",
     "check_statistics",
     "query_statistic",
+    "restart_delta",
     "smoothed_pvalue",
     "strangeness",
     "tie_uniform",
@@ -188,6 +189,10 @@ class OnlineConformalTest:
         :class:`SimpleJumper` parameter.
     seed : int, default 0
         Seed of the tie-breaking uniforms (:func:`tie_uniform`).
+    first_step : int, default 0
+        Index of this test's first query in a longer stream: the query at position ``i``
+        of the stream draws ``tie_uniform(seed, i)``, so a test restarted in the middle of
+        a stream never reuses the uniforms of the queries before it.
 
     Examples
     --------
@@ -197,12 +202,17 @@ class OnlineConformalTest:
     (1, 5)
     """
 
-    def __init__(self, reference: Iterable[float], *, delta: float, jump: float = 0.01, seed: int = 0) -> None:
+    def __init__(
+        self, reference: Iterable[float], *, delta: float, jump: float = 0.01, seed: int = 0, first_step: int = 0
+    ) -> None:
         ref = check_statistics(reference, "calibration statistic")
         if not ref:
             raise ConformalError("The drift test needs at least one calibration statistic.")
         self.delta = check_delta(delta)
         self.seed = int(seed)
+        if int(first_step) < 0:
+            raise ConformalError(f"first_step must be >= 0, got {first_step!r}.")
+        self.first_step = int(first_step)
         self.n_reference = len(ref)
         self.bag = sorted(ref)
         self.martingale = SimpleJumper(jump)
@@ -222,7 +232,7 @@ class OnlineConformalTest:
         value = float(strangeness)
         if math.isnan(value):
             check_statistics([value])
-        u = tie_uniform(self.seed, self.n_stream)
+        u = tie_uniform(self.seed, self.first_step + self.n_stream)
         p = smoothed_pvalue(self.bag, value, u)
         insort(self.bag, value)
         log_m = self.martingale.update(p)
@@ -232,6 +242,29 @@ class OnlineConformalTest:
             self.alarm_at = self.n_stream
         self.n_stream += 1
         return p
+
+
+def restart_delta(delta: float, restarts: int) -> float:
+    """The false-alarm level of a monitor after ``restarts`` restarts: ``delta / 2**restarts``.
+
+    The first run tests at ``delta``. Every restart begins a new test martingale with
+    ``M_0 = 1``, so by Ville's inequality the run after the ``k``-th restart raises a false
+    alarm with probability at most ``delta / 2**k``; by the union bound all restarted runs
+    together do so with probability at most ``delta/2 + delta/4 + ... < delta``, however many
+    restarts there are, instead of ``k * delta`` for ``k`` restarts at a fixed level.
+
+    Examples
+    --------
+    >>> restart_delta(0.05, 0), restart_delta(0.05, 2)
+    (0.05, 0.0125)
+    >>> sum(restart_delta(0.05, k) for k in range(1, 30)) < 0.05
+    True
+    """
+    delta = check_delta(delta)
+    k = int(restarts)
+    if k < 0:
+        raise ConformalError(f"The number of restarts must be >= 0, got {restarts!r}.")
+    return math.ldexp(delta, -k)
 
 
 #: Label-free statistics of one query, each oriented so that worse retrieval is stranger.

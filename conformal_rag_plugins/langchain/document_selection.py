@@ -40,7 +40,7 @@ def select_documents(
     pooled fallback is marked not guaranteed); with a per-chunk-group calibration
     (``chunk_group_key_``) every document gets the threshold of its own
     ``metadata[chunk_group_key_]`` (stored in its ``conformal_threshold``); a
-    ``monitor`` is updated with the query's scores.
+    ``monitor`` is updated with the query's scores and the group whose threshold it was served.
 
     Examples
     --------
@@ -70,7 +70,10 @@ def select_documents(
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
     if monitor is not None:
-        monitor.observe(arr, set_size=decision.conformal_size, calibration=calibration)
+        # the group whose threshold was served: the monitor's reference used the same rule
+        monitor.observe(
+            arr, set_size=decision.conformal_size, calibration=calibration, group=group_meta.get("conformal_group")
+        )
     out = []
     shared = conformal_metadata(
         family, threshold, calibration.alpha_, arr, decision, None if thresholds is None else np.array(thresholds)

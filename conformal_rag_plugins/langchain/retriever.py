@@ -15,7 +15,9 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from ..calibration.fingerprint import check_corpus, corpus_digest
-from ..calibration.groups import check_group_options
+from ..calibration.groups import check_group_options, query_threshold
+from ..calibration.monitor import ServedScores
+from ..calibration.parent_pools import parent_unit_name
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
 from ..core.selection import best_first, check_k_bounds
@@ -180,6 +182,26 @@ class ConformalRetriever(BaseRetriever):
             raise AssertionError("unreachable")
         scores, order = got
         return ([d for d, _ in pairs] if order is None else [pairs[i][0] for i in order]), scores
+
+    def pool_scores(self, query: str, *, group: str | None = None) -> ServedScores:
+        """The scores the monitor sees for ``query``: the host's pool (parents for small-to-big), best first.
+
+        With the unit and the query's group (``group`` as in ``invoke(query, group=...)``), as
+        :class:`~conformal_rag_plugins.calibration.ServedScores`. Asked for every reference
+        question, it gives
+        :meth:`~conformal_rag_plugins.calibration.ConformalMonitor.from_observations`
+        a reference computed exactly like the stream.
+
+        Examples
+        --------
+        >>> pools = [retriever.pool_scores(q) for q in questions]  # doctest: +SKIP
+        >>> monitor = ConformalMonitor.from_observations(cal, pools, statistic="set_size")  # doctest: +SKIP
+        """
+        check_group_options(self.calibration, group, None)
+        _, scores = self._fetch(query)
+        _, meta = query_threshold(self.calibration, group if group is not None else self.group, self.group_by, query)
+        unit = "chunk" if self._parent is None else parent_unit_name(self._parent.how)
+        return ServedScores(tuple(float(s) for s in scores), unit, meta.get("conformal_group"))
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any

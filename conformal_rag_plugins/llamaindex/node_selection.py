@@ -64,7 +64,7 @@ def select_nodes(
     ``group_by(query)``) picks the threshold (a pooled fallback is marked not guaranteed); with
     a per-chunk-group calibration (``chunk_group_key_``) every node gets the threshold of its
     own ``metadata[chunk_group_key_]`` (stored in its ``conformal_threshold``); a
-    ``monitor`` is updated with the query's scores.
+    ``monitor`` is updated with the query's scores and the group whose threshold it was served.
 
     Examples
     --------
@@ -96,7 +96,10 @@ def select_nodes(
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel)
     if monitor is not None:
-        monitor.observe(scores, set_size=decision.conformal_size, calibration=calibration)
+        # the group whose threshold was served: the monitor's reference used the same rule
+        monitor.observe(
+            scores, set_size=decision.conformal_size, calibration=calibration, group=group_meta.get("conformal_group")
+        )
     hidden = (*CONFORMAL_METADATA_KEYS, *group_meta)
     out = []
     shared = conformal_metadata(

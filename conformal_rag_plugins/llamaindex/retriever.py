@@ -9,14 +9,16 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..calibration.fingerprint import check_corpus, corpus_digest
-from ..calibration.groups import check_group_options
+from ..calibration.groups import check_group_options, query_threshold
+from ..calibration.monitor import ServedScores
+from ..calibration.parent_pools import parent_unit_name
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
 from ..core.selection import check_k_bounds
 from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
 from .host import all_ids
-from .node_selection import CONFORMAL_METADATA_KEYS, select_nodes
+from .node_selection import CONFORMAL_METADATA_KEYS, ordered_nodes, select_nodes
 from .parent_retrieval import check_level, resolve_parent_level
 
 __all__ = ["CONFORMAL_METADATA_KEYS", "ConformalRetriever"]
@@ -119,6 +121,28 @@ class ConformalRetriever(BaseRetriever):
             group_by=self.group_by,
             monitor=self.monitor,
         )
+
+    def pool_scores(self, query: str | QueryBundle) -> ServedScores:
+        """The scores the monitor sees for ``query``: the host's pool (parents for small-to-big), best first.
+
+        With the unit and the query's group, as :class:`~conformal_rag_plugins.calibration.ServedScores`.
+        Asked for every reference question, it gives
+        :meth:`~conformal_rag_plugins.calibration.ConformalMonitor.from_observations`
+        a reference computed exactly like the stream.
+
+        Examples
+        --------
+        >>> pools = [retriever.pool_scores(q) for q in questions]  # doctest: +SKIP
+        >>> monitor = ConformalMonitor.from_observations(cal, pools, statistic="set_size")  # doctest: +SKIP
+        """
+        bundle = query if isinstance(query, QueryBundle) else QueryBundle(query_str=query)
+        nodes = self._host.retrieve(bundle)
+        if self.parent_level is not None:
+            nodes = self.parent_level.parent_nodes(nodes)
+        _, scores = ordered_nodes(nodes)
+        _, meta = query_threshold(self.calibration, self.group, self.group_by, bundle.query_str)
+        unit = "chunk" if self.parent_level is None else parent_unit_name(self.parent_level.how)
+        return ServedScores(tuple(float(s) for s in scores), unit, meta.get("conformal_group"))
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._select(self._host.retrieve(query_bundle), query_bundle.query_str)

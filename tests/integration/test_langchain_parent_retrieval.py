@@ -309,3 +309,35 @@ def test_bad_input_gets_a_clear_error(pdr, parent_cal, long_docs, split) -> None
     small_k = MultiVectorRetriever(vectorstore=store, docstore=pdr.docstore, search_kwargs={"k": 10})
     with pytest.raises(ConformalError, match="k=10"):
         ConformalRetriever(retriever=small_k, calibration=parent_cal)
+
+
+def test_the_drift_monitor_reference_is_built_at_parent_level(pdr, parent_cal, long_docs, split, observations) -> None:
+    """``pool_scores`` gives the parent scores the monitor sees; chunk score lists are refused for this calibration.
+
+    Negative control: set sizes taken on the chunk scores (what a reference of ``host`` scores gives)
+    are another statistic than the parent set sizes the retriever feeds the monitor.
+    """
+    from conformal_rag_plugins.calibration import ConformalMonitor
+    from conformal_rag_plugins.langchain import ConformalRetriever
+
+    questions = long_docs[1]
+    plain = ConformalRetriever(retriever=pdr, calibration=parent_cal)
+    ref = [plain.pool_scores(questions[i].question) for i in split[0][:40]]
+    assert {r.unit for r in ref} == {"parent:max"}
+    for r, i in zip(ref, split[0][:40], strict=True):
+        assert list(r.scores) == pytest.approx(observations["max"][i].scores.tolist())
+    monitor = ConformalMonitor.from_observations(parent_cal, ref, statistic="set_size", delta=0.01)
+    retriever = ConformalRetriever(retriever=pdr, calibration=parent_cal, monitor=monitor)
+    for i in split[1][:10]:
+        docs = retriever.invoke(questions[i].question)
+        assert monitor.stream[-1] == len(docs)
+    chunks = [
+        [s for _, s in pdr.vectorstore.similarity_search_with_relevance_scores(questions[i].question, k=POOL)]
+        for i in split[0][:40]
+    ]
+    with pytest.raises(ConformalError, match="parent-level"):
+        ConformalMonitor.from_observations(parent_cal, chunks, statistic="set_size")
+    chunk_sizes = [int(keep_mask("relative", sorted(c, reverse=True), parent_cal.threshold_).sum()) for c in chunks]
+    # max aggregation: a kept parent has a kept chunk, so chunks never count fewer, and often more
+    assert all(c >= p for c, p in zip(chunk_sizes, monitor.reference, strict=True))
+    assert sum(c > p for c, p in zip(chunk_sizes, monitor.reference, strict=True)) >= 3, chunk_sizes

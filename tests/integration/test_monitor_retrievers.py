@@ -99,3 +99,32 @@ def test_a_monitor_of_another_calibration_is_refused(
         ConformalRetriever(
             li_hybrid_calibration, retriever=host_factory("llamaindex", "hybrid").host, monitor=lc_monitor
         )
+
+
+@pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
+def test_pool_scores_give_the_reference_the_stream_statistic(
+    framework, host_factory, li_hybrid_calibration, lc_hybrid_calibration, squad_questions, dropin_split
+) -> None:
+    """A question asked for the reference and again in the stream gets the same statistic: one function for both."""
+    host = host_factory(framework, "hybrid").host
+    if framework == "llamaindex":
+        from conformal_rag_plugins.llamaindex import ConformalRetriever
+
+        cal = li_hybrid_calibration
+        plain = ConformalRetriever(cal, retriever=host)
+    else:
+        from conformal_rag_plugins.langchain import ConformalRetriever as LCRetriever
+
+        cal = lc_hybrid_calibration
+        plain = LCRetriever(calibration=cal, retriever=host)
+    questions = [squad_questions[i].question for i in dropin_split.calibration[:4]]
+    served = [plain.pool_scores(q) for q in questions]
+    assert {(s.unit, s.group) for s in served} == {("chunk", None)}
+    monitor = ConformalMonitor.from_observations(cal, served, statistic="set_size", delta=0.01)
+    if framework == "llamaindex":
+        ask = ConformalRetriever(cal, retriever=host, monitor=monitor).retrieve
+    else:
+        ask = LCRetriever(calibration=cal, retriever=host, monitor=monitor).invoke
+    for q in questions:
+        ask(q)
+    assert monitor.stream == monitor.reference

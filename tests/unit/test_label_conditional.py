@@ -255,3 +255,13 @@ def test_simulated_coverage_holds_in_each_collection_and_pooled_fails_the_hard_o
     assert pooled["hard"] < 1 - ALPHA - tol, pooled  # NEGATIVE CONTROL: the pooled rule
     # a per-candidate count: the easy collection's chunks are cut by its own small threshold
     assert np.nanmean(res.size_group) < POOL
+
+
+def test_the_monitor_refuses_set_size_for_a_chunk_group_calibration() -> None:
+    """Set sizes of a label-conditional set depend on the chunks' groups, which the monitor does not see."""
+    from conformal_rag_plugins.calibration.monitor import ConformalMonitor
+
+    cal = _two_collections()
+    with pytest.raises(ConformalError, match="per-chunk-group"):
+        ConformalMonitor(cal, reference=[1.0] * 20, statistic="set_size")
+    assert ConformalMonitor(cal, reference=[0.5] * 20, statistic="top1").statistic == "top1"
