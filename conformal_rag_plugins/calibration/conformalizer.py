@@ -18,7 +18,7 @@ from .groups import GroupBy, with_groups
 from .recall_calibration import CONTROLS, recall_method, recall_threshold
 from .retrieval import RetrievalCalibration
 
-__all__ = ["RetrievalConformalizer"]
+__all__ = ["RetrievalConformalizer", "optimisation_ids"]
 
 
 def _question_ids(obs: Sequence[PoolObservation]) -> tuple[str, ...]:
@@ -32,6 +32,28 @@ def _question_ids(obs: Sequence[PoolObservation]) -> tuple[str, ...]:
             "repeated question counts twice in the threshold. Drop the duplicates, or give them distinct ids."
         )
     return ids
+
+
+def optimisation_ids(opt: Sequence[Any], cal: Sequence[Any]) -> list[str]:
+    """The distinct question ids of the optimisation split that are not calibration questions.
+
+    Works on observations (``question_id``) and examples (``digest``) alike. A question
+    that is also in the calibration split is already recorded there, so the two saved lists
+    stay disjoint.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+    >>> obs = [PoolObservation([0.5], (0,), question_id=q) for q in "aab"]
+    >>> optimisation_ids(obs[:2], obs[2:]), optimisation_ids(obs, obs[2:])
+    (['a'], ['a'])
+    """
+
+    def ident(x: Any) -> str:
+        return str(x.question_id if isinstance(x, PoolObservation) else x.digest)
+
+    seen = {ident(x) for x in cal}
+    return [q for q in dict.fromkeys(ident(x) for x in opt) if q not in seen]
 
 
 def _gold_ranks(obs: Sequence[PoolObservation], pool_size: int) -> tuple[int | None, ...]:
@@ -183,6 +205,8 @@ class RetrievalConformalizer:
                 "seed": self.random_state,
                 "chosen": family,
             }
+            if all(o.question_id for o in opt):  # the questions that chose the family: a held-out check skips them
+                selection["optimisation_question_ids"] = optimisation_ids(opt, cal)
             obs = cal
         need = min_calibration_size(alpha)
         if len(obs) < need:

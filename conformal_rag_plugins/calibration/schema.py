@@ -167,6 +167,7 @@ class RetrievalFile(_Strict):
             problems.append("threshold -inf")
         problems.extend(_group_problems(self))
         problems.extend(_selection_problems(self))
+        problems.extend(_optimisation_id_problems(self.selection, self.question_ids))
         problems.extend(_fingerprint_pool_problems(self.fingerprint.retriever, self.pool_size))
         if problems:
             raise ValueError("; ".join(problems))
@@ -319,6 +320,42 @@ def _selection_problems(f: RetrievalFile) -> list[str]:
         problems.append(f"selection.fusion_method = {method!r} but the fingerprint names {fused[0]!r}")
     if fused is not None and weight is not None and not _same_weight(weight, fused[1]):
         problems.append(f"selection.dense_weight = {weight!r} but the fingerprint names {fused[1]:g}")
+    return problems
+
+
+def _optimisation_id_problems(selection: dict[str, Any], question_ids: Sequence[str]) -> list[str]:
+    """``selection.optimisation_question_ids`` (optional): the distinct questions that tuned the host.
+
+    They are recorded only by a rule that tunes on an optimisation split (``auto``,
+    ``tuned-hybrid``), number at most ``n_optimisation`` (repeated questions are recorded
+    once) and are none of the calibration questions. Files saved before the field existed
+    simply lack it.
+
+    Examples
+    --------
+    >>> _optimisation_id_problems({"rule": "auto", "n_optimisation": 2, "optimisation_question_ids": ["a"]}, ["b"])
+    []
+    >>> _optimisation_id_problems({"rule": "auto", "n_optimisation": 1, "optimisation_question_ids": ["a"]}, ["a"])
+    ["selection.optimisation_question_ids: 'a' is also a calibration question; the two splits are disjoint"]
+    """
+    if "optimisation_question_ids" not in selection:
+        return []
+    ids = selection["optimisation_question_ids"]
+    if selection.get("rule") not in ("auto", "tuned-hybrid"):
+        return ["selection.optimisation_question_ids without a rule that tunes on an optimisation split"]
+    if not isinstance(ids, list) or not all(isinstance(q, str) and q for q in ids):
+        return ["selection.optimisation_question_ids must be a list of non-empty question digests"]
+    problems = []
+    n_opt = selection.get("n_optimisation")
+    if not isinstance(n_opt, int) or isinstance(n_opt, bool) or len(ids) > n_opt:
+        problems.append(f"selection.optimisation_question_ids holds {len(ids)} ids for n_optimisation = {n_opt!r}")
+    if len(set(ids)) != len(ids):
+        problems.append("selection.optimisation_question_ids repeats a question")
+    both = next((q for q in ids if q in set(question_ids)), None)
+    if both is not None:
+        problems.append(
+            f"selection.optimisation_question_ids: {both!r} is also a calibration question; the two splits are disjoint"
+        )
     return problems
 
 

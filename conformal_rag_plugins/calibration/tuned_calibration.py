@@ -27,6 +27,7 @@ from ..core.errors import CalibrationError
 from ..core.quantile import min_calibration_size
 from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.validation import check_alpha
+from .conformalizer import optimisation_ids
 from .examples import CalibrationExample, split_examples
 from .fingerprint import Fingerprint
 from .groups import GroupBy, check_fallback, group_labels
@@ -95,8 +96,9 @@ class TunedCalibration:
     ----------
     config : FusionConfig
     calibration : RetrievalCalibration
-        ``selection_`` holds the rule, the seed, the split sizes and every
-        candidate's mean set size on the optimisation split.
+        ``selection_`` holds the rule, the seed, the split sizes, every candidate's
+        mean set size on the optimisation split and the digests of the optimisation
+        questions (``optimisation_question_ids``), so a report can leave them out.
     candidate : TunedCandidate
         The chosen unit, fusion setting and pool size.
     """
@@ -257,6 +259,8 @@ def calibrate_tuned(
         "objective": f"{what} on the optimisation split",
         "seed": random_state,
         "n_optimisation": len(opt),
+        # the questions that chose the host: a held-out check must leave them out too
+        "optimisation_question_ids": optimisation_ids(opt, cal),
         "fusion_method": config.method,
         "dense_weight": config.weight,
         "chosen": choice.family,
