@@ -140,8 +140,20 @@ def plot_set_sizes(comparison: SetSizeComparison) -> Any:
     return fig
 
 
+def _ecdf(scores: tuple[float, ...], total: int) -> tuple[list[float], list[float]]:
+    """Steps of the empirical CDF of ``scores`` over ``total`` questions (misses, +inf, never reached)."""
+    xs = sorted(scores)
+    return xs, [(i + 1) / total for i in range(len(xs))]
+
+
 def plot_scores(distribution: ScoreDistribution) -> Any:
-    """Histogram of the calibration scores with the threshold marked and the misses counted.
+    """Empirical CDF of the calibration scores (and held-out ones), with the threshold and the target.
+
+    An ECDF, not a histogram: scores that many questions share (with the ``relative`` score
+    every question whose gold is ranked first scores 0) show as a jump of that height instead
+    of one spike. The share of questions is over every question, misses (score ``+inf``)
+    included, so the curve ends below 1 by the share of misses. The threshold is where the
+    calibration curve first reaches the finite-sample rank ``ceil((n+1)(1-alpha)) / n``.
 
     Examples
     --------
@@ -149,31 +161,39 @@ def plot_scores(distribution: ScoreDistribution) -> Any:
     """
     fig = new_figure()
     ax = fig.add_subplot()
+    n = distribution.n_calibration
+    n_held = len(distribution.heldout_scores) + distribution.heldout_misses
     both = list(distribution.scores) + list(distribution.heldout_scores)
     lo, hi = (min(both), max(both)) if both else (0.0, 1.0)
-    bins: Any = [lo + (hi - lo) * i / 30 for i in range(31)] if hi > lo else 30
-    if distribution.scores:
-        ax.hist(distribution.scores, bins=bins, density=True, color="tab:blue", alpha=0.6,
-                label=f"calibration ({len(distribution.scores)} finite)")  # fmt: skip
-    if distribution.heldout_scores:
-        ax.hist(distribution.heldout_scores, bins=bins, density=True, histtype="step", color="tab:orange",
-                linewidth=1.5, label=f"held-out ({len(distribution.heldout_scores)} finite)")  # fmt: skip
+    pad = (hi - lo) * 0.03 or 0.5
     q = distribution.threshold
+    right = max(hi, q) + pad if math.isfinite(q) else hi + pad
+    held = f"held-out ({n_held}, {distribution.heldout_misses} misses)"
+    curves = (
+        (distribution.scores, n, "tab:blue", f"calibration ({n}, {distribution.n_misses} misses)"),
+        (distribution.heldout_scores, n_held, "tab:orange", held),
+    )
+    for scores, total, colour, label in curves:
+        if scores and total:
+            xs, ys = _ecdf(scores, total)
+            ax.step([lo - pad, *xs, right], [0.0, *ys, ys[-1]], where="post", color=colour, linewidth=1.5, label=label)
+    target = 1.0 - distribution.alpha
+    ax.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target 1 - alpha = {target:g}")
     if math.isfinite(q):
-        ax.axvline(q, color="tab:red", linewidth=2, label=f"threshold q = {q:.4g}")
-        where = f"{distribution.n_above} of {distribution.n_calibration} calibration scores above q (misses included)"
+        ax.axvline(q, color="tab:red", linewidth=1.5, label=f"threshold q = {q:.4g}")
+        where = f"{distribution.n_above} of {n} calibration scores above q (misses included)"
     else:
         where = "threshold +inf: every candidate is kept"
+    ax.text(0.99, 0.03, where, transform=ax.transAxes, ha="right", va="bottom", fontsize=8)
+    ax.set_xlim(lo - pad, right)
+    ax.set_ylim(0.0, 1.02)
     ax.set_title(
-        f"Calibration scores ({distribution.family}, alpha={distribution.alpha:g}): "
-        f"misses {distribution.n_misses} of {distribution.n_calibration}",
-        fontsize=10,
+        f"Empirical CDF of the calibration scores ({distribution.family}, alpha={distribution.alpha:g})", fontsize=10
     )
-    ax.text(0.99, 0.97, where + f"\nheld-out misses: {distribution.heldout_misses}", transform=ax.transAxes,
-            ha="right", va="top", fontsize=8)  # fmt: skip
-    ax.set_xlabel("nonconformity score (lower conforms better; a miss scores +inf)")
-    ax.set_ylabel("density")
+    ax.set_xlabel("nonconformity score (lower conforms better; a miss scores +inf and is never reached)")
+    ax.set_ylabel("share of questions with score <= x")
     ax.legend(loc="center right", fontsize=8)
+    ax.grid(alpha=0.3)
     return fig
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..core.baselines import conflare_threshold
 from ..core.coverage_band import split_conformal_band
 from ..core.errors import CalibrationError, InfiniteThresholdWarning
-from ..core.quantile import conformal_quantile
+from ..core.quantile import conformal_quantile, conformal_rank
 from ..core.retrieval_trials import PoolObservation
 from .jsonio import encode_float
 
@@ -36,10 +36,15 @@ __all__ = [
     "MethodSizes",
     "ScoreDistribution",
     "SetSizeComparison",
+    "TieLevel",
+    "Verdict",
     "answer_set_summary",
     "coverage_grid",
+    "coverage_verdict",
+    "grid_verdict",
     "score_distribution",
     "set_size_comparison",
+    "tie_levels",
 ]
 
 #: The grid of confidence levels 1 - alpha of the coverage figure (the calibrated level is added).
@@ -81,6 +86,9 @@ class CoverageGrid:
 
     ``thresholds[i]`` is ``conformal_quantile(scores_, 1 - levels[i])``; ``band_low``/``band_high``
     are NaN where that threshold is ``+inf`` (no guarantee, the whole pool is kept).
+    ``ranks[i]`` is the finite-sample rank ``ceil((n+1) levels[i])`` and ``n_at_or_below[i]``
+    the number of calibration scores ``<= thresholds[i]``: more than the rank when scores tie
+    at the threshold, which lifts coverage (see :func:`tie_levels`).
     """
 
     levels: tuple[float, ...]
@@ -94,6 +102,8 @@ class CoverageGrid:
     n_test: int
     calibrated_level: float
     band: str = BAND
+    ranks: tuple[int, ...] = ()
+    n_at_or_below: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (``+inf`` as ``"+inf"``, NaN as ``null``)."""
@@ -115,20 +125,193 @@ def coverage_grid(
     """
     obs = _check_observations(observations)
     grid = sorted({round(float(x), 6) for x in levels} | {round(calibration.confidence_level_, 6)})
-    cov, low, high, qs, sizes = [], [], [], [], []
+    cov, low, high, qs, sizes, ranks, at_or_below = [], [], [], [], [], [], []
+    n = len(calibration.scores_)
     for level in grid:
         q = _quantile(calibration.scores_, 1.0 - level)
         covered, size = _cover(obs, calibration.score_family_, q)
-        lo, hi = split_conformal_band(len(calibration.scores_), len(obs), 1.0 - level)
+        lo, hi = split_conformal_band(n, len(obs), 1.0 - level)
         cov.append(float(np.mean(covered)))
         sizes.append(float(np.mean(size)))
         low.append(lo)
         high.append(hi)
         qs.append(q)
+        ranks.append(conformal_rank(n, 1.0 - level))
+        at_or_below.append(sum(1 for r in calibration.scores_ if r <= q))
     return CoverageGrid(
         tuple(grid), tuple(cov), tuple(low), tuple(high), tuple(qs), tuple(sizes),
-        calibration.score_family_, len(calibration.scores_), len(obs), round(calibration.confidence_level_, 6),
+        calibration.score_family_, n, len(obs), round(calibration.confidence_level_, 6),
+        ranks=tuple(ranks), n_at_or_below=tuple(at_or_below),
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether held-out coverage at one level is what a correct calibration gives.
+
+    ``status`` is ``"inside"`` (inside the 95% band: consistent with the guarantee),
+    ``"below"`` (below it: not consistent), ``"above"`` (above it: the guarantee, a lower
+    bound, is not contradicted; ``text`` says why, e.g. ties at the threshold) or
+    ``"no_band"`` (the threshold is ``+inf`` because the calibration is too small for the
+    level: nothing to check). ``consistent`` is ``True``, ``False`` or ``None`` accordingly.
+    """
+
+    status: str
+    text: str
+    consistent: bool | None
+    coverage: float
+    target: float
+    band_low: float
+    band_high: float
+    n_test: int
+    n_calibration: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (NaN band ends as ``null``)."""
+        return _jsonable(asdict(self))
+
+
+def coverage_verdict(
+    coverage: float,
+    target: float,
+    band: tuple[float, float],
+    *,
+    n_test: int,
+    n_calibration: int,
+    rank: int | None = None,
+    n_at_or_below: int | None = None,
+    threshold: float = 0.0,
+    stage: str = "",
+) -> Verdict:
+    """The verdict line for held-out ``coverage`` at ``target`` = 1 - alpha, against its 95% ``band``.
+
+    Parameters
+    ----------
+    coverage, target : float
+        Held-out coverage and the level it was calibrated for.
+    band : (low, high)
+        :func:`~conformal_rag_plugins.core.coverage_band.split_conformal_band`; NaN when the
+        rank exceeds ``n_calibration`` (threshold ``+inf``).
+    n_test, n_calibration : int
+    rank, n_at_or_below : int, optional
+        The finite-sample rank and the calibration scores ``<=`` the threshold; more scores
+        than the rank means ties at the threshold, which explain coverage above the band.
+    threshold : float
+        The threshold checked (``+inf`` keeps the whole pool).
+    stage : str
+        Prefix of the text, e.g. ``"retrieval-stage "``.
+
+    Examples
+    --------
+    >>> coverage_verdict(0.904, 0.9, (0.847, 0.946), n_test=300, n_calibration=300).text
+    'held-out coverage 0.904 at target 0.9, inside the 95% band [0.847, 0.946]: consistent with the guarantee'
+    >>> coverage_verdict(0.80, 0.9, (0.847, 0.946), n_test=300, n_calibration=300).status
+    'below'
+    """
+    lo, hi = band
+    head = f"{stage}held-out coverage {coverage:.3f} at target {target:g}"
+    where = f"the 95% band [{lo:.3f}, {hi:.3f}]"
+    pool = " The threshold is +inf (too many misses): the whole pool is kept." if math.isinf(threshold) else ""
+    if math.isnan(lo) or math.isnan(hi):
+        status, consistent = "no_band", None
+        text = (
+            f"{head}: no band to check, because {n_calibration} calibration questions are too few for this level "
+            "(the rank ceil((n+1)(1-alpha)) exceeds n), so the threshold is +inf and every candidate is kept; "
+            "no guarantee is claimed beyond what the pool holds"
+        )
+    elif coverage < lo:
+        status, consistent = "below", False
+        text = (
+            f"{head}, below {where}: not consistent with the guarantee. A correct calibration lands this low in "
+            "fewer than 2.5% of draws: the held-out questions may differ from the calibration ones (not "
+            "exchangeable), or the host changed since calibration"
+        )
+    elif coverage > hi:
+        status, consistent = "above", True
+        ties = rank is not None and n_at_or_below is not None and n_at_or_below > rank and not math.isinf(threshold)
+        if ties:
+            text = (
+                f"{head}, above {where}: consistent with the guarantee, which is a lower bound. Scores tie at the "
+                f"threshold: {n_at_or_below} of the {n_calibration} calibration scores are at or below it where the "
+                f"rank needs {rank}, so the sets keep more than the level asks and cover about "
+                f"{n_at_or_below / (n_calibration + 1):.3f}"
+            )
+        else:
+            text = (
+                f"{head}, above {where}: consistent with the guarantee, which is a lower bound, but higher than a "
+                "correct calibration gives in 97.5% of draws with no ties at the threshold: the held-out questions "
+                "may be easier than the calibration ones, and the sets larger than they need to be"
+            )
+    else:
+        status, consistent = "inside", True
+        text = f"{head}, inside {where}: consistent with the guarantee"
+    return Verdict(status, text + pool, consistent, coverage, target, lo, hi, n_test, n_calibration)
+
+
+def grid_verdict(grid: CoverageGrid, stage: str = "") -> Verdict:
+    """The :func:`coverage_verdict` of ``grid`` at its calibrated level.
+
+    Examples
+    --------
+    >>> grid_verdict(coverage_grid(cal, heldout_observations)).status  # doctest: +SKIP
+    'inside'
+    """
+    at = grid.levels.index(grid.calibrated_level)
+    return _level_verdict(grid, at, stage)
+
+
+def _level_verdict(grid: CoverageGrid, at: int, stage: str = "") -> Verdict:
+    return coverage_verdict(
+        grid.coverage[at], grid.levels[at], (grid.band_low[at], grid.band_high[at]), n_test=grid.n_test,
+        n_calibration=grid.n_calibration, rank=grid.ranks[at] if grid.ranks else None,
+        n_at_or_below=grid.n_at_or_below[at] if grid.n_at_or_below else None, threshold=grid.thresholds[at],
+        stage=stage,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TieLevel:
+    """A level of the grid whose held-out coverage lies above its band, and why."""
+
+    level: float
+    coverage: float
+    band_high: float
+    threshold: float
+    rank: int
+    n_at_or_below: int
+    ties: bool
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return _jsonable(asdict(self))
+
+
+def tie_levels(grid: CoverageGrid) -> list[TieLevel]:
+    """The grid levels above their band, each explained (ties at the threshold or not).
+
+    With a discrete score (``rank``) or one that many questions share (``relative``: every
+    question whose gold is ranked first scores 0), the threshold at a low level is that shared
+    value, ``n_at_or_below`` calibration scores reach it where the rank needs fewer, and the
+    set keeps them all: coverage is lifted to about ``n_at_or_below / (n + 1)``.
+
+    Examples
+    --------
+    >>> [t.level for t in tie_levels(coverage_grid(cal, heldout_observations))]  # doctest: +SKIP
+    [0.5, 0.55, 0.6]
+    """
+    out = []
+    for i, level in enumerate(grid.levels):
+        hi = grid.band_high[i]
+        if math.isnan(hi) or grid.coverage[i] <= hi:
+            continue
+        v = _level_verdict(grid, i)
+        ties = bool(grid.ranks) and grid.n_at_or_below[i] > grid.ranks[i] and math.isfinite(grid.thresholds[i])
+        out.append(
+            TieLevel(level, grid.coverage[i], hi, grid.thresholds[i], grid.ranks[i] if grid.ranks else 0,
+                     grid.n_at_or_below[i] if grid.n_at_or_below else 0, ties, v.text)
+        )  # fmt: skip
+    return out
 
 
 @dataclass(frozen=True)

@@ -340,7 +340,7 @@ class RetrievalCalibration:
         )
 
     def plot_scores(self, observations: Any = None) -> Any:
-        """Histogram of the calibration scores, threshold marked, misses counted (needs the ``plots`` extra).
+        """Empirical CDF of the calibration scores, threshold and target marked (needs the ``plots`` extra).
 
         ``observations`` (held-out :class:`~conformal_rag_plugins.core.retrieval_trials.PoolObservation`)
         adds their scores. Returns the matplotlib ``Figure``.

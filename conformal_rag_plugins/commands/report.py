@@ -44,16 +44,14 @@ def _handle(args: argparse.Namespace) -> None:
         progress=not args.quiet,
     )
     grid = report["coverage"]
-    at = grid["levels"].index(grid["calibrated_level"])
     if report["n_unrecorded_optimisation_questions"]:
         print(
-            f"note: the {report['n_unrecorded_optimisation_questions']} questions that tuned the host are not "
-            "recorded in the calibration; leave them out of --qa for a clean held-out set"
+            f"note: this calibration file predates the record of the {report['n_unrecorded_optimisation_questions']} "
+            "questions that tuned the host, so they may be among the held-out ones: re-run calibrate to record them"
         )
-    stage = "retrieval-stage " if report["kind"] == "answer_set" else ""
     print(
-        f"{stage}held-out coverage {grid['coverage'][at]:.3f} at target {grid['calibrated_level']:g} "
-        f"(n_test={grid['n_test']}); wrote {len(report['figures'])} figures to {args.out}/index.html"
+        f"{report['verdict']['text']} (n_test={grid['n_test']}, n_calibration={grid['n_calibration']}); "
+        f"wrote {len(report['figures'])} figures to {args.out}/index.html"
     )
 
 
@@ -134,7 +132,7 @@ def run_report(
     from .chunk_corpus import chunk_corpus
     from .input_checks import check_gold_in_corpus, check_not_inputs, check_outputs
     from .report_figures import FIGURE_NAMES, build_figures
-    from .report_host import host_spec, rebuild_host
+    from .report_host import host_rows, host_spec, rebuild_host
 
     check_outputs(dirs=[out])
     written = [Path(out) / name for name in ("index.html", "report.json", *FIGURE_NAMES)]
@@ -150,11 +148,14 @@ def run_report(
     chunked = chunk_corpus(spec[0], entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     check_gold_in_corpus(chunked.questions, {c.id for c in chunked.chunks}, qa)
     used = set(retrieval.question_ids_)
-    heldout = [q for q in chunked.questions if q.digest not in used]
+    tuning = set(retrieval.selection_.get("optimisation_question_ids") or ())
+    heldout = [q for q in chunked.questions if q.digest not in used and q.digest not in tuning]
     if not heldout:
         raise InputFileError(
-            f"{qa}: no held-out question: all {len(chunked.questions)} answerable questions were used to calibrate."
+            f"{qa}: no held-out question: all {len(chunked.questions)} answerable questions were used to calibrate "
+            "or to tune the host."
         )
+    n_calibration_left_out = sum(1 for q in chunked.questions if q.digest in used)
     bundle = rebuild_host(retrieval, spec, chunked.chunks, client=client or chroma_client())
     observations = collect_observations(heldout, bundle.fetch, progress=progress)
     figures, numbers = build_figures(retrieval, observations, answer_cal)
@@ -173,9 +174,12 @@ def run_report(
         "chunking": chunked.report(),
         "n_questions": len(chunked.questions),
         "n_heldout": len(heldout),
-        "n_excluded_calibration_questions": len(chunked.questions) - len(heldout),
-        # a tuned host's optimisation questions are not recorded, so they cannot be left out
-        "n_unrecorded_optimisation_questions": int(retrieval.selection_.get("n_optimisation") or 0),
+        "n_excluded_calibration_questions": n_calibration_left_out,
+        "n_excluded_optimisation_questions": len(chunked.questions) - len(heldout) - n_calibration_left_out,
+        # files saved before the optimisation questions were recorded: they cannot be left out
+        "n_unrecorded_optimisation_questions": 0
+        if "optimisation_question_ids" in retrieval.selection_
+        else int(retrieval.selection_.get("n_optimisation") or 0),
         **numbers,
         "figures": [f.name for f in figures],
     }
@@ -184,11 +188,27 @@ def run_report(
 
     for fig in figures:
         _write(out, fig.name, fig.png)
+    left_out = f"{n_calibration_left_out} calibration"
+    if report["n_excluded_optimisation_questions"]:
+        left_out += f" and {report['n_excluded_optimisation_questions']} host-tuning"
     summary = [
         ("calibration", report["summary"]),
-        ("host", json.dumps(report["host"])),
-        ("held-out questions", f"{len(heldout)} ({len(chunked.questions) - len(heldout)} calibration ones left out)"),
+        ("held-out questions", f"{len(heldout)} ({left_out} ones left out)"),
     ]
+    if report["n_unrecorded_optimisation_questions"]:
+        summary.append(
+            ("not recorded", f"{report['n_unrecorded_optimisation_questions']} host-tuning questions (older file)")
+        )
+    verdict = (numbers["verdict"]["status"], numbers["verdict"]["text"])
+    ties = [t["text"] for t in numbers["tie_levels"]]
+    page = render_page(
+        "Conformal calibration report",
+        summary,
+        figures,
+        verdict=verdict,
+        host=host_rows(retrieval, spec),
+        tie_notes=ties,
+    )
     atomic_write_text(out / "report.json", json.dumps(report, indent=2, allow_nan=False) + "\n")
-    atomic_write_text(out / "index.html", render_page("Conformal calibration report", summary, figures))
+    atomic_write_text(out / "index.html", page)
     return report

@@ -21,7 +21,7 @@ from ..calibration.tuned_calibration import FusionConfig, fusion_of
 from ..core.errors import CalibrationError, FingerprintMismatchError
 from .hosts import FRAMEWORKS, HostBundle, build_host
 
-__all__ = ["HostSpec", "host_spec", "rebuild_host"]
+__all__ = ["HostSpec", "host_rows", "host_spec", "rebuild_host"]
 
 HostSpec = tuple[str, str, FusionConfig | None]
 _LI_MODES = {"dist_based_score": "zscore", "relative_score": "minmax"}
@@ -104,3 +104,35 @@ def rebuild_host(
     bundle = build_host(framework, kind, chunks, pool_size=calibration.pool_size_, client=client, fusion=fusion)
     calibration.fingerprint_.check_compatible(_fingerprint(framework, bundle.host))
     return bundle
+
+
+def host_rows(calibration: RetrievalCalibration, spec: HostSpec) -> list[tuple[str, str]]:
+    """The host a calibration was made on, as ``(name, value)`` rows of the report's host table.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.calibration import Fingerprint
+    >>> fp = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-distance", "dense")
+    >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 50, 9, 0, (0.1,) * 9, fp)
+    >>> dict(host_rows(cal, host_spec(cal)))["embedding model"]
+    'all-MiniLM-L6-v2 (384 dimensions)'
+    """
+    fp = calibration.fingerprint_
+    framework, kind, fusion = spec
+    dim = f" ({fp.embedding_dim} dimensions)" if fp.embedding_dim else ""
+    corpus = calibration.corpus_
+    rows = [
+        ("framework", framework),
+        ("retriever", kind),
+        ("fusion (method:dense weight)", fusion.key if fusion else "none"),
+        ("pool size (candidates per query)", str(calibration.pool_size_)),
+        ("store", fp.store),
+        ("embedding model", f"{fp.embedding_model}{dim}"),
+        ("distance", fp.distance),
+        ("score scale", fp.score_scale),
+        ("retriever as fingerprinted", fp.retriever),
+        ("score family", calibration.score_family_),
+    ]
+    if corpus.get("size") is not None:
+        rows.append(("chunks in the collection", str(corpus["size"])))
+    return rows

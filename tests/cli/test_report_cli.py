@@ -14,6 +14,7 @@ import pytest
 from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration, save_examples
 from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
 from conformal_rag_plugins.cli import main
+from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.local.corpus import bundled_questions
 from conformal_rag_plugins.local.data import bundled_corpus_paths
 
@@ -41,8 +42,12 @@ def dense_calibration(tmp_path_factory) -> Path:
     return out
 
 
-def _check_in_chromium(page_path: Path, n_figures: int) -> None:
-    """Open the page offline in headless Chromium; every ``<img>`` must have loaded."""
+def _check_in_chromium(page_path: Path, n_figures: int) -> dict:
+    """Open the page offline in headless Chromium; every ``<img>`` must have loaded.
+
+    Returns what a reader sees: the verdict line, the element right after the title, the host
+    table's rows, the listed levels above their band and the figure titles.
+    """
     chromium = shutil.which("chromium")
     try:
         from playwright.sync_api import sync_playwright
@@ -62,10 +67,26 @@ def _check_in_chromium(page_path: Path, n_figures: int) -> None:
             images = page.eval_on_selector_all(
                 "img", "els => els.map(e => ({ok: e.complete, w: e.naturalWidth, h: e.naturalHeight}))"
             )
+            seen = page.evaluate(
+                """() => {
+                  const v = document.querySelector('#verdict');
+                  const host = document.querySelector('table#host');
+                  return {
+                    verdict: v ? v.innerText : null,
+                    verdict_class: v ? v.className : null,
+                    after_title: document.querySelector('h1').nextElementSibling.id,
+                    host: host && Object.fromEntries(
+                      [...host.rows].map(r => [r.cells[0].innerText, r.cells[1].innerText])),
+                    ties: [...document.querySelectorAll('#ties li')].map(li => li.innerText),
+                    figures: [...document.querySelectorAll('figure h2')].map(h => h.innerText),
+                  };
+                }"""
+            )
         finally:
             browser.close()
     assert len(images) == n_figures
     assert all(img["ok"] and img["w"] > 0 and img["h"] > 0 for img in images), images
+    return seen
 
 
 @pytest.mark.integration
@@ -89,7 +110,30 @@ def test_report_writes_figures_html_and_json_that_chromium_loads(dense_calibrati
     assert data["scores"]["n_misses"] == json.loads(dense_calibration.read_text())["n_misses"]
     html = (out / "index.html").read_text()
     assert html.count("<img ") == 3 and "http" not in html.replace("http-equiv", "")
-    _check_in_chromium(out / "index.html", 3)
+    # the verdict: on stdout, in report.json and as the page's first line, worked out from the same numbers
+    verdict = data["verdict"]
+    lo, hi, cov = grid["band_low"][at], grid["band_high"][at], grid["coverage"][at]
+    assert verdict["status"] == "inside" and verdict["consistent"] is True  # (lo <= cov <= hi, asserted above)
+    assert verdict["text"] == (
+        f"held-out coverage {cov:.3f} at target 0.9, inside the 95% band [{lo:.3f}, {hi:.3f}]: "
+        "consistent with the guarantee"
+    )
+    assert verdict["text"] in printed
+    seen = _check_in_chromium(out / "index.html", 3)
+    assert seen["after_title"] == "verdict" and seen["verdict"] == verdict["text"] + "."
+    assert seen["verdict_class"] == "verdict inside"
+    # the host as a table, not raw JSON
+    assert seen["host"]["framework"] == "llamaindex" and seen["host"]["retriever"] == "dense"
+    assert seen["host"]["pool size (candidates per query)"] == "50"
+    model = json.loads(dense_calibration.read_text())["fingerprint"]["embedding_model"]
+    assert seen["host"]["embedding model"].startswith(model)
+    assert not any("{" in v for v in seen["host"].values())
+    # the scores figure is an ECDF; the levels above their band are listed, each explained
+    assert "Calibration scores: empirical CDF and threshold" in seen["figures"]
+    above = [lv for lv, c, h in zip(grid["levels"], grid["coverage"], grid["band_high"], strict=True) if h and c > h]
+    assert [t["level"] for t in data["tie_levels"]] == above and len(seen["ties"]) == len(above)
+    # the relative score ties at 0 (every top-1 hit): the low levels above the band are explained by ties
+    assert above and all(t["ties"] and "Scores tie at the threshold" in t["text"] for t in data["tie_levels"])
 
 
 @pytest.mark.integration
@@ -106,7 +150,83 @@ def test_answer_set_calibration_adds_the_generator_figure(dense_calibration, tmp
     assert data["kind"] == "answer_set" and data["figures"][-1] == "answer_sets.png"
     assert data["answer_sets"]["coverage_ceiling"] == pytest.approx(answers.coverage_ceiling_)
     assert set(data["answer_sets"]["methods"]) == {"bonferroni", "pac", "hmp"}
-    _check_in_chromium(out / "index.html", 4)
+    seen = _check_in_chromium(out / "index.html", 4)
+    assert data["verdict"]["text"].startswith("retrieval-stage held-out coverage")
+    assert seen["verdict"] == data["verdict"]["text"] + "."
+
+
+def _rescaled(cal: RetrievalCalibration, factor: float) -> RetrievalCalibration:
+    """The same calibration with every relative score multiplied by ``factor`` (threshold recomputed from them)."""
+    scores = tuple(s * factor for s in cal.scores_)
+    return replace(cal, scores_=scores, threshold_=conformal_quantile(scores, cal.alpha_))
+
+
+@pytest.mark.integration
+def test_a_too_low_threshold_is_judged_below_the_band(dense_calibration, tmp_path, capsys) -> None:
+    """A calibration whose stored scores are a fifth of the host's (so its threshold is too low) loads through
+    the public path, and the report says plainly that its held-out coverage is not consistent with the
+    guarantee; the page's first line says the same."""
+    low = _rescaled(RetrievalCalibration.load(dense_calibration), 0.2)
+    low.save(tmp_path / "low.json")
+    out = tmp_path / "report"
+    assert main(_report(tmp_path / "low.json", out)) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    data = json.loads((out / "report.json").read_text())
+    grid = data["coverage"]
+    at = grid["levels"].index(0.9)
+    assert grid["coverage"][at] < grid["band_low"][at]
+    assert data["verdict"]["status"] == "below" and data["verdict"]["consistent"] is False
+    assert "below the 95% band" in printed and "not consistent with the guarantee" in printed
+    seen = _check_in_chromium(out / "index.html", 3)
+    assert seen["verdict_class"] == "verdict below" and "not consistent with the guarantee" in seen["verdict"]
+
+
+@pytest.fixture(scope="module")
+def tuned_calibration(tmp_path_factory) -> Path:
+    """``conformal-rag calibrate`` of a tuned hybrid host on 150 seeded random questions."""
+    tmp = tmp_path_factory.mktemp("tuned")
+    questions = list(bundled_questions(True))
+    picked = np.random.default_rng(1).choice(len(questions), 150, replace=False)
+    save_examples([questions[i] for i in sorted(picked)], tmp / "labelled.jsonl")
+    out = tmp / "calibration.json"
+    argv = ["calibrate", *CORPUS, "--questions", str(tmp / "labelled.jsonl"), "--retriever", "hybrid", "--alpha", "0.1",
+            "--persist-dir", str(tmp / "chroma"), "--out", str(out), "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    return out
+
+
+@pytest.mark.integration
+def test_the_questions_that_tuned_the_host_are_left_out(tuned_calibration, tmp_path, capsys) -> None:
+    cal = RetrievalCalibration.load(tuned_calibration)
+    n_opt = cal.selection_["n_optimisation"]
+    assert n_opt == 45 and cal.n_calibration_ == 105
+    out = tmp_path / "report"
+    assert main(_report(tuned_calibration, out)) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    data = json.loads((out / "report.json").read_text())
+    assert data["n_excluded_calibration_questions"] == 105 and data["n_excluded_optimisation_questions"] == 45
+    assert data["n_heldout"] == 705 - 150 and data["coverage"]["n_test"] == 555
+    assert data["n_unrecorded_optimisation_questions"] == 0 and "note:" not in printed
+
+
+@pytest.mark.integration
+def test_old_calibration_files_still_report(tuned_calibration, dense_calibration, tmp_path, capsys) -> None:
+    """A tuned file saved before the tuning questions were recorded, and a schema-1 dense file."""
+    cal = RetrievalCalibration.load(tuned_calibration)
+    selection = {k: v for k, v in cal.selection_.items() if k != "optimisation_question_ids"}
+    replace(cal, selection_=selection).save(tmp_path / "old_tuned.json")
+    out = tmp_path / "r1"
+    assert main(_report(tmp_path / "old_tuned.json", out)) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    data = json.loads((out / "report.json").read_text())
+    assert data["n_unrecorded_optimisation_questions"] == 45 and data["n_heldout"] == 705 - 105
+    assert "re-run calibrate to record them" in printed and data["verdict"]["status"] in {"inside", "above", "below"}
+    dense = RetrievalCalibration.load(dense_calibration)
+    v1 = replace(dense, schema_version_=1, gold_ranks_=(), corpus_={})
+    v1.save(tmp_path / "v1.json")
+    assert json.loads((tmp_path / "v1.json").read_text())["schema_version"] == 1
+    assert main(_report(tmp_path / "v1.json", tmp_path / "r2")) == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "r2" / "report.json").read_text())["verdict"]["status"] == "inside"
 
 
 def _fails(argv: list[str], capsys, *expected: str) -> None:

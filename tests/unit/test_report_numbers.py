@@ -187,7 +187,7 @@ def test_every_plot_returns_a_figure_and_a_png(cal_and_test) -> None:
     figures, numbers = build_figures(cal, test, ans)
     assert [f.name for f in figures] == ["coverage.png", "set_sizes.png", "scores.png", "answer_sets.png"]
     assert all(f.png.startswith(b"\x89PNG") for f in figures)
-    assert set(numbers) == {"coverage", "set_sizes", "scores", "answer_sets"}
+    assert set(numbers) == {"verdict", "tie_levels", "coverage", "set_sizes", "scores", "answer_sets"}
 
 
 def test_missing_matplotlib_names_the_plots_extra(monkeypatch, cal_and_test) -> None:
