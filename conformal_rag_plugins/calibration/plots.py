@@ -168,9 +168,9 @@ def plot_scores(distribution: ScoreDistribution) -> Any:
     pad = (hi - lo) * 0.03 or 0.5
     q = distribution.threshold
     right = max(hi, q) + pad if math.isfinite(q) else hi + pad
-    held = f"held-out ({n_held}, {distribution.heldout_misses} misses)"
+    held = f"held-out (n={n_held}, misses: {distribution.heldout_misses})"
     curves = (
-        (distribution.scores, n, "tab:blue", f"calibration ({n}, {distribution.n_misses} misses)"),
+        (distribution.scores, n, "tab:blue", f"calibration (n={n}, misses: {distribution.n_misses})"),
         (distribution.heldout_scores, n_held, "tab:orange", held),
     )
     for scores, total, colour, label in curves:
