@@ -6,7 +6,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
@@ -146,7 +146,7 @@ def _refuse_unless_marked(what: str) -> None:
 
 
 def _guard_function(module: object, name: str, what: str) -> None:
-    """Wrap ``module.name`` and rebind every already imported ``from module import name``."""
+    """Wrap ``module.name`` and rebind the library's already imported ``from module import name``."""
     import functools
     import sys
 
@@ -157,8 +157,8 @@ def _guard_function(module: object, name: str, what: str) -> None:
         _refuse_unless_marked(what)
         return original(*args, **kwargs)
 
-    for mod in list(sys.modules.values()):
-        if mod is not None and getattr(mod, name, None) is original:
+    for mod_name, mod in list(sys.modules.items()):
+        if mod_name.startswith("conformal_rag_plugins") and getattr(mod, name, None) is original:
             setattr(mod, name, guarded)
 
 
@@ -172,6 +172,7 @@ def _install_real_stack_guard() -> None:
         init(self, *args, **kwargs)
 
     encoder.MiniLMEncoder.__init__ = guarded_init  # type: ignore[method-assign]
+    _guard_function(encoder, "get_encoder", "loads the MiniLM embedding model")  # also when shared and cached
     _guard_function(chroma, "chroma_client", "opens a Chroma client")
     _guard_function(llm, "gemma_model_path", "loads the local Gemma model")
 
@@ -179,11 +180,11 @@ def _install_real_stack_guard() -> None:
 _install_real_stack_guard()
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
     """Remember the running test (its fixtures' setup included) for the real-stack guard."""
     _RUNNING.append(item)
     try:
-        yield
+        return (yield)
     finally:
         _RUNNING.pop()
