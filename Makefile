@@ -1,4 +1,5 @@
 # Two entry points, both self-installing into .venv/:  make demo  |  make test
+# `make check` is the fast tier for everyday work (no model, no Chroma, no browser); `make test` runs everything.
 # Every install goes through the lock (constraints.txt); `make lock` regenerates it from constraints.in.
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +9,7 @@ LOCK := constraints.txt
 # The lock also pins what pip installs to build sdists (setuptools, scikit-build-core for llama-cpp-python).
 PIP_INSTALL := $(PY) -m pip install -q -c $(LOCK) --build-constraint $(LOCK)
 
-.PHONY: install demo test check-lock lint bench lock clean
+.PHONY: install demo test check check-lock lint bench lock clean
 
 $(STAMP): pyproject.toml constraints.in $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +24,12 @@ demo: $(STAMP)
 
 check-lock: $(STAMP)
 	$(PY) .ci/check_lock.py $(LOCK)
+
+# The fast tier: ruff, then every test without the `integration` or `statistical` marker (unit, command-line and
+# the package's doctests). tests/conftest.py fails an unmarked test that loads MiniLM, opens Chroma or loads Gemma.
+check: check-lock
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -m "not integration and not statistical"
 
 test: check-lock
 	$(VENV)/bin/ruff check .

@@ -6,7 +6,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
@@ -121,3 +121,70 @@ def li_index(host_factory, squad_entries, chroma_memory_client):
 def lc_store(host_factory):
     """The ``langchain_chroma.Chroma`` store of the bundled corpus (the dense host)."""
     return host_factory("langchain", "dense").host
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Test tiers. `make check` runs the tests that carry none of REAL_STACK_MARKERS (unit, command-line and doctests,
+# no model); `make test` runs everything. A test that loads MiniLM, opens Chroma or loads the local Gemma model
+# without one of these markers fails here, in both tiers, naming the marker to add: the fast tier stays fast on a
+# machine with empty caches (where the embedding cache does not hide the cost of the real stack).
+REAL_STACK_MARKERS = ("integration", "statistical")
+_RUNNING: list[pytest.Item] = []
+
+
+class UnmarkedRealStackError(RuntimeError):
+    """An unmarked test (fast tier) reached the real offline stack."""
+
+
+def _refuse_unless_marked(what: str) -> None:
+    item = _RUNNING[-1] if _RUNNING else None
+    if item is not None and not any(item.get_closest_marker(m) for m in REAL_STACK_MARKERS):
+        raise UnmarkedRealStackError(
+            f"{item.nodeid} {what}; mark it @pytest.mark.integration (or statistical), or use a fake "
+            "(the fast tier, `make check`, runs no model)"
+        )
+
+
+def _guard_function(module: object, name: str, what: str) -> None:
+    """Wrap ``module.name`` and rebind the library's already imported ``from module import name``."""
+    import functools
+    import sys
+
+    original = getattr(module, name)
+
+    @functools.wraps(original)
+    def guarded(*args: object, **kwargs: object) -> object:
+        _refuse_unless_marked(what)
+        return original(*args, **kwargs)
+
+    for mod_name, mod in list(sys.modules.items()):
+        if mod_name.startswith("conformal_rag_plugins") and getattr(mod, name, None) is original:
+            setattr(mod, name, guarded)
+
+
+def _install_real_stack_guard() -> None:
+    from conformal_rag_plugins.local import chroma, encoder, llm
+
+    init = encoder.MiniLMEncoder.__init__
+
+    def guarded_init(self: object, *args: object, **kwargs: object) -> None:
+        _refuse_unless_marked("loads the MiniLM embedding model")
+        init(self, *args, **kwargs)
+
+    encoder.MiniLMEncoder.__init__ = guarded_init  # type: ignore[method-assign]
+    _guard_function(encoder, "get_encoder", "loads the MiniLM embedding model")  # also when shared and cached
+    _guard_function(chroma, "chroma_client", "opens a Chroma client")
+    _guard_function(llm, "gemma_model_path", "loads the local Gemma model")
+
+
+_install_real_stack_guard()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """Remember the running test (its fixtures' setup included) for the real-stack guard."""
+    _RUNNING.append(item)
+    try:
+        return (yield)
+    finally:
+        _RUNNING.pop()

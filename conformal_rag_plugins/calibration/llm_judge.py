@@ -20,7 +20,7 @@ chunk that holds the answer becomes the gold chunk:
 The judge is any ``judge(question, answer, chunk_text) -> awaitable bool | None``; ``None``
 (an output that says neither yes nor no) counts as "no" and is counted. :class:`LLMJudge`
 builds one from an async ``complete(prompt) -> str`` LLM call, with a
-:class:`~conformal_rag_plugins.generation.kv_cache.JsonCache` of its decisions.
+:class:`~conformal_rag_plugins.runtime.kv_cache.JsonCache` of its decisions.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class LLMJudge:
     cache : JsonCache, optional
         Raw outputs keyed by (model, prompt, question, answer, chunk text).
     timeout, call_retries
-        Per call (:func:`~conformal_rag_plugins.generation.retry.call_with_retries`); a call that
+        Per call (:func:`~conformal_rag_plugins.runtime.retry.call_with_retries`); a call that
         still fails returns ``None`` and counts in ``failed_calls``.
 
     Examples

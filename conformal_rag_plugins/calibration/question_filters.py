@@ -4,7 +4,7 @@ Each generated ``{"question", "answer"}`` object is checked against its source c
 in this order; the first failing check names the rejection reason:
 
 ``not_json``
-    No JSON object in the output (:func:`~conformal_rag_plugins.generation.json_output.parse_json_object`).
+    No JSON object in the output (:func:`~conformal_rag_plugins.runtime.json_output.parse_json_object`).
 ``empty_question``
     The object has no non-empty string ``question``.
 ``wrong_language``

@@ -22,7 +22,7 @@ How it works
    skipped chunks are replaced by the next chunks of the order until ``n_questions`` questions
    are kept or the corpus is exhausted.
 
-Every LLM output is cached in a :class:`~conformal_rag_plugins.generation.kv_cache.JsonCache`
+Every LLM output is cached in a :class:`~conformal_rag_plugins.runtime.kv_cache.JsonCache`
 under (model id, prompt text, attempt index, temperature), so an interrupted run resumes
 without repeating LLM calls, and a re-run with the same settings makes none.
 """
@@ -264,7 +264,7 @@ async def agenerate_questions(
     max_concurrency : int
         LLM calls in flight at once.
     timeout, call_retries
-        Per call, passed to :func:`~conformal_rag_plugins.generation.retry.call_with_retries`.
+        Per call, passed to :func:`~conformal_rag_plugins.runtime.retry.call_with_retries`.
     cache : JsonCache, optional
     min_words : int
         Shorter chunks are not used.

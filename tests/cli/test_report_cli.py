@@ -246,6 +246,7 @@ def test_a_calibration_of_another_host_is_refused(dense_calibration, tmp_path, c
     assert not (tmp_path / "r" / "index.html").exists()
 
 
+@pytest.mark.integration
 def test_other_chunks_than_the_calibrations_are_refused(dense_calibration, tmp_path, capsys) -> None:
     argv = _report(dense_calibration, tmp_path / "r", "--chunk-size", "64")
     _fails(argv, capsys, "--chunk-size", "calibration was made on")

@@ -18,6 +18,8 @@ import pytest
 from conformal_rag_plugins.generation.cache import SampleCache
 from conformal_rag_plugins.runtime.kv_cache import JsonCache
 
+pytestmark = pytest.mark.integration
+
 N_KEYS = 150  # per process and per cache
 DEADLINE = 90.0  # seconds for the whole run (it takes a few)
 

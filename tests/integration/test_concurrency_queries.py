@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.integration
+
 T = TypeVar("T")
 DIM = 2048
 POOL = 20

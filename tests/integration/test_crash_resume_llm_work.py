@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 N_ITEMS = 20
 MAX_CONCURRENCY = 2  # so at most this many calls are in flight when the driver is killed
 KILL_AFTER = 8  # logged calls

@@ -10,6 +10,8 @@ import pytest
 from conformal_rag_plugins.calibration.tuned_calibration import DEFAULT_FUSION_GRID
 from conformal_rag_plugins.commands.hosts import build_fanout, build_hosts
 
+pytestmark = pytest.mark.integration
+
 POOLS = (10, 50, 120)
 
 

@@ -11,6 +11,8 @@ import pytest
 from conformal_rag_plugins.calibration import RetrievalCalibration
 from conformal_rag_plugins.core.errors import ConformalError, SmallGroupWarning
 
+pytestmark = pytest.mark.integration
+
 N_CAL = 120
 TINY = 5
 

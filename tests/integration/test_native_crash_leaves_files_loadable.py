@@ -29,9 +29,13 @@ from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
 from conformal_rag_plugins.generation import SampleCache
 from conformal_rag_plugins.runtime.kv_cache import JsonCache, SqliteStore
+
+pytestmark = pytest.mark.integration
 
 N_ITEMS = 20
 N_SAMPLES = 3  # answers drawn per question: N_ITEMS * N_SAMPLES = 60 LLM calls per run

@@ -33,7 +33,7 @@ ALPHA = 0.1
 TRIALS = 400
 SEED = 20261124
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.statistical]
 
 
 def _tolerance(n_group: int) -> float:

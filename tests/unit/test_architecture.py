@@ -77,6 +77,44 @@ def test_the_checker_can_fail(tmp_path):
     assert violations(root) == ["calibration/probe.py imports llamaindex", "core/probe.py imports runtime"]
 
 
+def reexport_only_modules(root: Path = PKG) -> list[str]:
+    """Modules (other than ``__init__.py``) whose code is nothing but imports and ``__all__``: shims."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the module docstring
+        if all(
+            isinstance(node, ast.Import | ast.ImportFrom)
+            or (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"])
+            for node in body
+        ):
+            found.append(path.relative_to(root).as_posix())
+    return found
+
+
+def test_no_module_only_reexports_another():
+    """Every module holds code of its own; no shim keeps an old import path alive (issue 22)."""
+    shims = reexport_only_modules()
+    assert not shims, f"modules that only re-export another module: {shims}"
+
+
+def test_the_shim_check_can_fail(tmp_path):
+    """A negative control: a star re-export and an import-plus-``__all__`` module are found, real code is not."""
+    root = tmp_path / PKG.name
+    (root / "generation").mkdir(parents=True)
+    (root / "generation" / "__init__.py").write_text("from .moved import x\n", encoding="utf-8")
+    (root / "generation" / "moved.py").write_text(
+        '"""Moved."""\n\nfrom ..runtime.moved import *  # noqa: F403\n', encoding="utf-8"
+    )
+    (root / "generation" / "alias.py").write_text('from ..runtime import y\n\n__all__ = ["y"]\n', encoding="utf-8")
+    real = "from ..runtime import y\n\n\ndef f():\n    return y\n"
+    (root / "generation" / "real.py").write_text(real, encoding="utf-8")
+    assert reexport_only_modules(root) == ["generation/alias.py", "generation/moved.py"]
+
+
 def test_framework_free_layers_import_no_framework():
     frameworks = ("llama_index", "langchain", "langchain_core", "chromadb", "torch", "openai")
     bad = []

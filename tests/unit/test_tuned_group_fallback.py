@@ -128,6 +128,7 @@ def test_both_hybrid_tuning_adapters_pass_the_option_on(monkeypatch, framework: 
 def test_the_cli_flag_reaches_the_tuned_default_path(monkeypatch, tmp_path: Path, capsys) -> None:
     from conformal_rag_plugins.cli import main
     from conformal_rag_plugins.llamaindex import hybrid_tuning, stack
+    from conformal_rag_plugins.local import chroma
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"c{j}", "text": f"Passage {j}."}) + "\n" for j in range(POOL)))
@@ -141,6 +142,7 @@ def test_the_cli_flag_reaches_the_tuned_default_path(monkeypatch, tmp_path: Path
                  for e in examples]  # fmt: skip
         return None, _tuned(fixed, group_fallback=kw["group_fallback"])
 
+    monkeypatch.setattr(chroma, "chroma_client", lambda *a, **k: None)  # no Chroma in the fast tier
     monkeypatch.setattr(stack, "build_chroma_index", lambda *a, **k: (None, []))
     monkeypatch.setattr(hybrid_tuning, "calibrate_hybrid_retriever", spy)
     out = tmp_path / "cal.json"
