@@ -10,8 +10,8 @@ from llama_index.core.base.base_retriever import BaseRetriever
 
 from ..calibration.chunk_labels import map_gold_to_chunks
 from ..calibration.chunk_records import Chunk
+from ..calibration.corpus_filter import corpus_record
 from ..calibration.examples import CalibrationExample
-from ..calibration.fingerprint import corpus_digest
 from ..calibration.groups import GroupBy, chunk_group_labels, group_labels
 from ..calibration.pool_calibration import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.retrieval import RetrievalCalibration
@@ -178,7 +178,7 @@ def calibrate_retriever(
         group_fallback=group_fallback,
         chunk_group_key=chunk_group_key,
     )
-    return replace(cal, corpus_=corpus_digest(all_ids(retriever)))
+    return replace(cal, corpus_=corpus_record(all_ids(retriever)))
 
 
 def _recording(nodes: list[Any], key: str, seen: dict[str, Any]) -> Any:
