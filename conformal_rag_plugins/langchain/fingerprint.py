@@ -29,7 +29,7 @@ def _vectorstore_print(vs: VectorStore) -> tuple[str, str, str, int | None, str]
     space = chroma_space(collection) if collection is not None else "unknown"
     name, dim = describe_embeddings(getattr(vs, "embeddings", None))
     kind = raw_score_kind(vs)
-    if isinstance(vs, InMemoryVectorStore) and kind == "similarity":
+    if type(vs) is InMemoryVectorStore and kind == "similarity":
         space, scale = "cosine", "cosine"  # similarity_search_with_score: cosine similarity
     elif kind is not None:  # the store's raw scores, distances negated so that higher is better
         scale = f"{'-' if kind == 'distance' else ''}{store}.similarity_search_with_score"

@@ -105,7 +105,7 @@ def raw_score_kind(store: VectorStore) -> str | None:
     """
     if _has_relevance(store):
         return None
-    if isinstance(store, InMemoryVectorStore):
+    if type(store) is InMemoryVectorStore:  # a subclass may score otherwise
         return "similarity"  # cosine similarity of the embeddings
     try:
         kind = _probed.get(store)
@@ -127,7 +127,8 @@ def _on_scale(host: VectorStore, kind: str, pairs: list[tuple[Document, float]])
         raise FingerprintMismatchError(
             f"{type(host).__name__}.similarity_search_with_score returned its results in "
             f"{'decreasing' if kind == 'distance' else 'increasing'} score order, but its scores were read as "
-            f"{kind}s (best first): the store's scale changed. Re-calibrate on the store you query."
+            f"{'distances' if kind == 'distance' else 'similarities'} (best first): the store's scale changed. "
+            "Re-calibrate on the store you query."
         )
     return pairs if kind == "similarity" else [(d, -float(s)) for d, s in pairs]
 
