@@ -12,7 +12,9 @@ gold becomes the chunks of that document that contain a reference answer:
 * ``"all-chunks-fallback"``: no chunk contains an answer, or the example has none
   (e.g. unanswerable questions): every chunk of the document is gold.
 * ``"unsplit"``: the gold id is already a chunk id (the document was not split, or
-  the label is chunk-level already); the example is returned unchanged.
+  the label is chunk-level already); the example is returned unchanged. A document held
+  whole in one chunk under another id (a framework's node id for a short document) maps
+  to that chunk under the same rule.
 
 Gold ids that match neither a chunk nor a split document are kept as they are
 and counted in :attr:`GoldReport.n_unknown_ids`.
@@ -119,9 +121,17 @@ def map_gold_to_chunks(
     >>> mapped, report = map_gold_to_chunks([ex], chunks)
     >>> mapped[0].gold_ids, mapped[0].metadata["gold_rule"], report.n_answer_in_chunk
     (('d::chunk1',), 'answer-in-chunk', 1)
+
+    A document kept whole in one chunk with another id maps to that chunk:
+
+    >>> whole, _ = map_gold_to_chunks([replace(ex, gold_ids=("e",))], [Chunk("node-7", "In 911.", parent_id="e")])
+    >>> whole[0].gold_ids, whole[0].metadata["gold_rule"]
+    (('node-7',), 'unsplit')
     """
     chunk_ids = {c.id for c in chunks}
-    split_docs = {p: cs for p, cs in chunks_by_parent(chunks).items() if any(c.is_split for c in cs)}
+    by_parent = chunks_by_parent(chunks)
+    whole = {p: cs[0].id for p, cs in by_parent.items() if len(cs) == 1 and cs[0].is_split}
+    split_docs = {p: cs for p, cs in by_parent.items() if len(cs) > 1 and any(c.is_split for c in cs)}
     out: list[CalibrationExample] = []
     n = n_answer = n_fallback = n_unsplit = n_unknown = 0
     for ex in examples:
@@ -131,6 +141,8 @@ def map_gold_to_chunks(
         for gold in ex.gold_ids:
             if gold in chunk_ids:
                 new_ids.append(gold)
+            elif gold in whole:  # the whole document is one chunk with its own id
+                new_ids.append(whole[gold])
             elif gold in split_docs:
                 doc_chunks = split_docs[gold]
                 hits = [c.id for c in doc_chunks if answer_in_text(ex.answers, c.text)]
@@ -145,7 +157,11 @@ def map_gold_to_chunks(
                 new_ids.append(gold)
         if not rules:
             n_unsplit += 1
-            out.append(replace(ex, metadata=ex.metadata | {"gold_rule": RULE_UNSPLIT}))
+            if tuple(new_ids) == tuple(ex.gold_ids):
+                out.append(replace(ex, metadata=ex.metadata | {"gold_rule": RULE_UNSPLIT}))
+            else:  # a whole-document chunk under its own id
+                meta = ex.metadata | {"gold_rule": RULE_UNSPLIT, "parent_gold_ids": list(ex.gold_ids)}
+                out.append(replace(ex, gold_ids=tuple(dict.fromkeys(new_ids)), metadata=meta))
             continue
         if RULE_ALL_CHUNKS in rules:
             rule = RULE_ALL_CHUNKS

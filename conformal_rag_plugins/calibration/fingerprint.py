@@ -10,7 +10,10 @@ from typing import Any
 
 from ..core.errors import CorpusChangedWarning, FingerprintMismatchError
 
-__all__ = ["Fingerprint", "check_corpus", "corpus_digest"]
+__all__ = ["DIGEST_KEYS", "Fingerprint", "check_corpus", "corpus_digest", "same_corpus", "score_range"]
+
+#: The keys of a corpus digest that identify the collection (a stored ``corpus_`` may hold more, e.g. ``ids_filter``).
+DIGEST_KEYS = ("size", "ids_sha256")
 
 
 def corpus_digest(ids: Iterable[str] | None) -> dict[str, Any]:
@@ -29,6 +32,39 @@ def corpus_digest(ids: Iterable[str] | None) -> dict[str, Any]:
     return {"size": len(keys), "ids_sha256": hashlib.sha256("\n".join(keys).encode("utf-8")).hexdigest()}
 
 
+def same_corpus(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two corpus digests name the same collection (size and id hash; other keys are ignored).
+
+    Examples
+    --------
+    >>> same_corpus(corpus_digest(["a"]), corpus_digest(["a"]) | {"ids_filter": {}})
+    True
+    """
+    return all(a.get(k) == b.get(k) for k in DIGEST_KEYS)
+
+
+def score_range(fingerprint: Fingerprint) -> tuple[float, float] | None:
+    """The interval every score on the fingerprint's scale lies in, when the scale bounds it.
+
+    Cosine similarities (LlamaIndex's ``SimpleVectorStore``, LangChain's ``InMemoryVectorStore``,
+    the compressor's own scoring, LangChain's Chroma ``1-distance`` in cosine space) lie in
+    [-1, 1]; LlamaIndex's Chroma ``exp(-distance)`` in (0, 1]. ``None`` for other scales.
+
+    Examples
+    --------
+    >>> score_range(Fingerprint("llamaindex", "SimpleVectorStore", "cosine", "m", 384, "cosine"))
+    (-1.0, 1.0)
+    >>> score_range(Fingerprint("llamaindex", "BM25Retriever", "bm25", "none", None, "bm25")) is None
+    True
+    """
+    scale = fingerprint.score_scale
+    if scale == "cosine" or scale.startswith("cosine(") or (scale == "1-distance" and fingerprint.distance == "cosine"):
+        return (-1.0, 1.0)
+    if scale == "exp(-distance)":
+        return (0.0, 1.0)
+    return None
+
+
 def check_corpus(calibrated: dict[str, Any], current: dict[str, Any], *, stacklevel: int = 3) -> bool:
     """Warn with :class:`CorpusChangedWarning` when both digests are known and differ; return whether they agree.
 
@@ -37,7 +73,7 @@ def check_corpus(calibrated: dict[str, Any], current: dict[str, Any], *, stackle
     >>> check_corpus(corpus_digest(["a"]), corpus_digest(["a"]))
     True
     """
-    if not calibrated or not current or calibrated == current:
+    if not calibrated or not current or same_corpus(calibrated, current):
         return True
     warnings.warn(
         f"The host's collection changed since calibration ({calibrated.get('size')} chunks then, "

@@ -42,6 +42,7 @@ __all__ = [
     "CorpusFile",
     "FingerprintFile",
     "GroupFile",
+    "IdsFilterFile",
     "RetrievalFile",
     "check_fields",
     "record_problems",
@@ -87,11 +88,30 @@ class ClusteringFile(BaseModel):
     score: Literal[GENERATOR_SCORES] = "frequency"  # type: ignore[valid-type]
 
 
+class IdsFilterFile(_Strict):
+    """The Bloom filter of the collection's ids (:mod:`~conformal_rag_plugins.calibration.corpus_filter`)."""
+
+    bits: Annotated[int, Field(ge=64, le=8 * 1024 * 1024, multiple_of=8)]
+    hashes: Annotated[int, Field(ge=1, le=16)]
+    data: Annotated[str, Field(pattern=r"^[A-Za-z0-9+/]*={0,2}$")]
+
+    @model_validator(mode="after")
+    def _length(self) -> IdsFilterFile:
+        if len(self.data) != 4 * -(-self.bits // 8 // 3):
+            raise ValueError(f"data holds {len(self.data)} base64 characters, not the {self.bits} bits it says")
+        return self
+
+
 class CorpusFile(_Strict):
-    """The ``corpus`` block: the size and id digest of the host's collection at calibration time."""
+    """The ``corpus`` block: the size and id digest of the host's collection at calibration time.
+
+    ``ids_filter`` (optional; absent in files saved before it existed) lets a postprocessor tell a
+    chunk that was not in that collection.
+    """
 
     size: Annotated[int, Field(ge=0)]
     ids_sha256: Checksum
+    ids_filter: IdsFilterFile | None = None
 
 
 class GroupFile(_Strict):

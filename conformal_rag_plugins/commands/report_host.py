@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..calibration.chunk_records import Chunk
-from ..calibration.fingerprint import corpus_digest
+from ..calibration.fingerprint import corpus_digest, same_corpus
 from ..calibration.parent_pools import PARENT_MARK
 from ..calibration.retrieval import RetrievalCalibration
 from ..calibration.tuned_calibration import FusionConfig, fusion_of
@@ -95,7 +95,7 @@ def rebuild_host(
     """
     stored = calibration.corpus_
     current = corpus_digest(c.id for c in chunks)
-    if stored and stored != current:
+    if stored and not same_corpus(stored, current):
         raise FingerprintMismatchError(
             f"The corpus files give {current['size']} chunks (or other chunk ids) but the calibration was made on "
             f"{stored.get('size')}: pass the same --corpus files and --chunk-size/--chunk-overlap as to calibrate."

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..calibration.corpus_filter import corpus_record
 from ..calibration.examples import CalibrationExample
-from ..calibration.fingerprint import corpus_digest
 from ..calibration.groups import GroupBy, chunk_group_labels, group_labels
 from ..calibration.pool_calibration import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.retrieval import RetrievalCalibration
@@ -147,7 +147,7 @@ def calibrate_retriever(
         group_fallback=group_fallback,
         chunk_group_key=chunk_group_key,
     )
-    return replace(cal, corpus_=corpus_digest(all_ids(host)))
+    return replace(cal, corpus_=corpus_record(all_ids(host)))
 
 
 def _recording(fetched: tuple[Any, list[Any]], key: str, seen: dict[str, Any]) -> Any:

@@ -8,8 +8,9 @@ from dataclasses import replace
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 
+from ..calibration.corpus_filter import corpus_record
 from ..calibration.examples import CalibrationExample
-from ..calibration.fingerprint import Fingerprint, corpus_digest
+from ..calibration.fingerprint import Fingerprint
 from ..calibration.pool_calibration import (
     CandidatePool,
     calibrate_from_pools,
@@ -129,4 +130,4 @@ def calibrate_compressor(
         strict=strict,
         labels=label_counts(examples),
     )
-    return replace(cal, corpus_=corpus_digest(all_ids(base_retriever)))
+    return replace(cal, corpus_=corpus_record(all_ids(base_retriever)))

@@ -10,16 +10,17 @@ import numpy as np
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from ..calibration.fingerprint import Fingerprint
 from ..calibration.groups import check_group_options
 from ..calibration.retrieval import RetrievalCalibration
+from ..calibration.served_checks import ServedPoolCheck
 from ..core.errors import ConformalError, FingerprintMismatchError
 from ..core.selection import best_first, check_k_bounds
 from .document_selection import select_documents
 from .fingerprint import describe_embeddings
-from .host import SCORE_KEY
+from .host import SCORE_KEY, doc_id
 
 __all__ = ["COMPRESSOR_SCALE", "ConformalDocumentCompressor", "compressor_fingerprint", "score_documents"]
 
@@ -103,7 +104,9 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
 
     Each call checks the pool: more documents than the calibrated pool, or fewer (a smaller
     ``k``, or a filter before this compressor in a pipeline), raise :class:`ConformalError`; so do
-    embeddings other than the calibrated ones (:class:`FingerprintMismatchError`, when built).
+    embeddings other than the calibrated ones (:class:`FingerprintMismatchError`, when built) and a
+    score outside the calibrated scale's range; documents whose ids the calibrated collection did not
+    hold warn with :class:`CorpusChangedWarning` (once), as ``ConformalRetriever`` does.
     ``group``/``group_by`` (a per-group calibration) and ``monitor`` (a drift monitor) work as in
     :class:`~conformal_rag_plugins.langchain.ConformalRetriever`.
 
@@ -125,6 +128,7 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
     group_by: Any = None
     monitor: Any = None
     check_fingerprint: bool = True
+    _served: ServedPoolCheck | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         cal = data.get("calibration")
@@ -153,6 +157,8 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
                 "This calibration scored documents with embeddings (as EmbeddingsFilter does); pass the same "
                 "embeddings=... to the compressor, or re-calibrate on the base retriever's own scores."
             )
+        if self.check_fingerprint:  # every call's documents: the scale's range, chunks new to the collection
+            self._served = ServedPoolCheck(self.calibration, "ConformalDocumentCompressor")
         return self
 
     @property
@@ -174,6 +180,8 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
                 f"retriever's k is smaller than {pool}, or a filter before this compressor already cut the pool. "
                 f"Use search_kwargs={{'k': {pool}}} and put ConformalDocumentCompressor first in a pipeline."
             )
+        if self._served is not None:
+            self._served([doc_id(d) for d in docs], scores[~np.isnan(scores)])  # a NaN is refused below
         got = best_first(scores.tolist())
         if got is None:
             raise ConformalError("A document score is missing or NaN (a zero embedding?): cannot apply the threshold.")

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from ..calibration.fingerprint import Fingerprint
 from ..local.chroma import chroma_space
+from .host import raw_score_kind
 
 __all__ = ["describe_embeddings", "fingerprint_of"]
 
@@ -27,7 +28,12 @@ def _vectorstore_print(vs: VectorStore) -> tuple[str, str, str, int | None, str]
     collection = getattr(vs, "_collection", None)
     space = chroma_space(collection) if collection is not None else "unknown"
     name, dim = describe_embeddings(getattr(vs, "embeddings", None))
-    if store == "Chroma":
+    kind = raw_score_kind(vs)
+    if type(vs) is InMemoryVectorStore and kind == "similarity":
+        space, scale = "cosine", "cosine"  # similarity_search_with_score: cosine similarity
+    elif kind is not None:  # the store's raw scores, distances negated so that higher is better
+        scale = f"{'-' if kind == 'distance' else ''}{store}.similarity_search_with_score"
+    elif store == "Chroma":
         scale = {"cosine": "1-distance", "l2": "1-distance/sqrt2", "ip": "1-distance"}.get(space, space)
     else:
         scale = f"{store}.relevance_score"
@@ -35,7 +41,13 @@ def _vectorstore_print(vs: VectorStore) -> tuple[str, str, str, int | None, str]
 
 
 def fingerprint_of(host: VectorStore | BaseRetriever) -> Fingerprint:
-    """Fingerprint of a host: vector store (relevance scores) or scored retriever."""
+    """Fingerprint of a host: vector store or scored retriever.
+
+    A store with relevance scores records their scale (Chroma: ``1-distance``); a store without
+    them records what ``similarity_search_with_score`` returns (``InMemoryVectorStore``: ``cosine``
+    similarity; another store ``<Store>.similarity_search_with_score``, with a leading ``-`` when
+    its scores are distances, which are negated so that higher is better).
+    """
     if isinstance(host, VectorStore):
         store, space, name, dim, scale = _vectorstore_print(host)
         return Fingerprint("langchain", store, space, name, dim, scale, "dense")

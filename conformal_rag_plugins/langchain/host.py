@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from ..calibration.pool_calibration import CandidatePool
-from ..core.errors import ConformalError
+from ..core.errors import ConformalError, FingerprintMismatchError
 
 __all__ = [
     "Host",
@@ -22,6 +24,7 @@ __all__ = [
     "fetch_pairs",
     "fetch_pool",
     "pool_from_pairs",
+    "raw_score_kind",
     "texts_by_id",
 ]
 
@@ -54,14 +57,95 @@ def _scored(docs: Sequence[Document], host: BaseRetriever) -> list[tuple[Documen
     return [(d, float(d.metadata[SCORE_KEY])) for d in docs]
 
 
+_RELEVANCE_METHODS = ("similarity_search_with_relevance_scores", "_similarity_search_with_relevance_scores")
+_PROBE = "which way do the scores of this store point"
+_probed: weakref.WeakKeyDictionary[VectorStore, str] = weakref.WeakKeyDictionary()
+
+
+def _has_relevance(store: VectorStore) -> bool:
+    cls = type(store)
+    if any(getattr(cls, m, None) is not getattr(VectorStore, m) for m in _RELEVANCE_METHODS):
+        return True  # the store computes relevance scores its own way
+    try:
+        store._select_relevance_score_fn()
+    except NotImplementedError:
+        return False
+    except Exception:  # e.g. Chroma's unknown distance: the store raises its own error at query time
+        return True
+    return True
+
+
+def _probe_kind(store: VectorStore) -> str:
+    """``similarity`` or ``distance``, from the order of one probe query (stores return best first)."""
+    scores = [float(s) for _, s in store.similarity_search_with_score(_PROBE, k=8)]
+    down = any(b < a for a, b in pairwise(scores))
+    up = any(b > a for a, b in pairwise(scores))
+    if down != up:
+        return "similarity" if down else "distance"
+    raise ConformalError(
+        f"{type(store).__name__} has no relevance scores, and a probe query returned "
+        f"{'scores in no order' if down else 'fewer than two distinct scores'}, so it cannot be told whether its "
+        "similarity_search_with_score gives similarities or distances. Use a store with relevance scores (e.g. "
+        "Chroma), or add more documents."
+    )
+
+
+def raw_score_kind(store: VectorStore) -> str | None:
+    """How a store without relevance scores ranks: ``"similarity"`` (higher is better) or ``"distance"``.
+
+    ``None`` when the store implements relevance scores (they are used, as before). A store without
+    them is queried with ``similarity_search_with_score``: ``InMemoryVectorStore`` returns cosine
+    similarity; another store's direction is read once from the order of a probe query's results.
+
+    Examples
+    --------
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> raw_score_kind(InMemoryVectorStore(DeterministicFakeEmbedding(size=4)))
+    'similarity'
+    """
+    if _has_relevance(store):
+        return None
+    if type(store) is InMemoryVectorStore:  # a subclass may score otherwise
+        return "similarity"  # cosine similarity of the embeddings
+    try:
+        kind = _probed.get(store)
+    except TypeError:  # not weak-referenceable: probe every time
+        return _probe_kind(store)
+    if kind is None:
+        kind = _probe_kind(store)
+        _probed[store] = kind
+    return kind
+
+
+def _on_scale(host: VectorStore, kind: str, pairs: list[tuple[Document, float]]) -> list[tuple[Document, float]]:
+    """Raw store scores as higher-is-better (distances negated), refusing an order against ``kind``."""
+    scores = [float(s) for _, s in pairs]
+    wrong = any(b > a for a, b in pairwise(scores))
+    if kind == "distance":
+        wrong = any(b < a for a, b in pairwise(scores))
+    if wrong:
+        raise FingerprintMismatchError(
+            f"{type(host).__name__}.similarity_search_with_score returned its results in "
+            f"{'decreasing' if kind == 'distance' else 'increasing'} score order, but its scores were read as "
+            f"{'distances' if kind == 'distance' else 'similarities'} (best first): the store's scale changed. "
+            "Re-calibrate on the store you query."
+        )
+    return pairs if kind == "similarity" else [(d, -float(s)) for d, s in pairs]
+
+
 def _relevance(host: VectorStore, query: str, k: int) -> list[tuple[Document, float]]:
+    """The store's top-``k`` pairs on its own scale: relevance scores, else its raw scores (higher is better)."""
+    kind = raw_score_kind(host)
+    if kind is not None:
+        return _on_scale(host, kind, host.similarity_search_with_score(query, k=k))
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Relevance scores must be between")
             return host.similarity_search_with_relevance_scores(query, k=k)
     except NotImplementedError as exc:
         raise ConformalError(
-            f"{type(host).__name__} does not implement relevance scores; use a store that does (e.g. Chroma)."
+            f"{type(host).__name__} implements neither relevance scores nor similarity_search_with_score; use a "
+            "store that does (e.g. Chroma or InMemoryVectorStore)."
         ) from exc
 
 
@@ -86,6 +170,9 @@ async def afetch_pool(
 ) -> tuple[CandidatePool, list[Document]]:
     """Async :func:`fetch_pool` (``callbacks`` as in :func:`fetch_pairs`)."""
     if isinstance(host, VectorStore):
+        kind = raw_score_kind(host)
+        if kind is not None:
+            return pool_from_pairs(_on_scale(host, kind, await host.asimilarity_search_with_score(query, k=pool_size)))
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Relevance scores must be between")
@@ -111,12 +198,15 @@ def existing_ids(host: Host, ids: Sequence[str]) -> set[str] | None:
 
 
 def all_ids(host: Host) -> list[str] | None:
-    """Every document id the host can return (a Chroma store, or a fusion over one plus BM25), or ``None``."""
+    """Every document id the host can return (Chroma, in-memory store, a fusion over one plus BM25), or ``None``."""
     store = host if isinstance(host, VectorStore) else getattr(host, "vectorstore", None)
     collection = getattr(store, "_collection", None) if store is not None else None
-    if collection is None:
+    if isinstance(store, InMemoryVectorStore):
+        ids = {str(i) for i in store.store}
+    elif collection is None:
         return None
-    ids = set(collection.get(include=[])["ids"])
+    else:
+        ids = set(collection.get(include=[])["ids"])
     bm25 = getattr(host, "bm25", None)
     if bm25 is not None and getattr(bm25, "ids", None) is not None:
         ids |= {str(i) for i in bm25.ids}

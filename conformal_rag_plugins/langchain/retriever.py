@@ -19,11 +19,12 @@ from ..calibration.groups import check_group_options, query_threshold
 from ..calibration.monitor import ServedScores
 from ..calibration.parent_pools import parent_unit_name
 from ..calibration.retrieval import RetrievalCalibration
+from ..calibration.served_checks import ServedPoolCheck
 from ..core.errors import ConformalError
 from ..core.selection import best_first, check_k_bounds
 from .document_selection import select_documents
 from .fingerprint import fingerprint_of
-from .host import afetch_pool, all_ids, fetch_pairs, pool_from_pairs
+from .host import afetch_pool, all_ids, doc_id, fetch_pairs, pool_from_pairs
 from .parent_retrieval import ParentHost, parent_host
 
 __all__ = ["ConformalRetriever"]
@@ -87,6 +88,7 @@ class ConformalRetriever(BaseRetriever):
     id_key: str | None = None
     parent_aggregation: str = "max"
     _parent: ParentHost | None = PrivateAttr(default=None)
+    _served: ServedPoolCheck | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -120,8 +122,11 @@ class ConformalRetriever(BaseRetriever):
         if self.check_fingerprint:
             fp = fingerprint_of(self._host) if self._parent is None else self._parent.fingerprint()
             self.calibration.fingerprint_.check_compatible(fp)
+            same = True
             if self.calibration.corpus_:
-                check_corpus(self.calibration.corpus_, corpus_digest(all_ids(self._host)), stacklevel=6)
+                same = check_corpus(self.calibration.corpus_, corpus_digest(all_ids(self._host)), stacklevel=6)
+            if self._parent is None:  # every query's chunks too: the scale's range, chunks new to the collection
+                self._served = ServedPoolCheck(self.calibration, "ConformalRetriever", corpus_warned=not same)
         host_k = getattr(self.retriever, "k", None)
         if isinstance(host_k, int) and host_k < self.calibration.pool_size_:
             raise ConformalError(
@@ -207,6 +212,8 @@ class ConformalRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any
     ) -> list[Document]:
         docs, scores = self._fetch(query, run_manager.get_child())
+        if self._served is not None:
+            self._served([doc_id(d) for d in docs], scores)
         return self._select(docs, scores, k, checked=True, query=query, group=kwargs.get("group"))
 
     async def _aget_relevant_documents(
@@ -222,4 +229,6 @@ class ConformalRetriever(BaseRetriever):
             docs, scores = await self._parent.afetch(query, self.calibration.pool_size_, callbacks=child)
             return self._select(docs, scores, k, checked=True, query=query, group=kwargs.get("group"))
         pool, docs = await afetch_pool(self._host, query, self.calibration.pool_size_, callbacks=child)
+        if self._served is not None:
+            self._served(pool.ids, pool.scores)
         return self._select(docs, pool.scores, k, checked=True, query=query, group=kwargs.get("group"))

@@ -8,18 +8,20 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 
+from ..calibration.chunk_labels import map_gold_to_chunks
+from ..calibration.chunk_records import Chunk
+from ..calibration.corpus_filter import corpus_record
 from ..calibration.examples import CalibrationExample
-from ..calibration.fingerprint import corpus_digest
 from ..calibration.groups import GroupBy, chunk_group_labels, group_labels
 from ..calibration.pool_calibration import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
 from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
 from ..core.validation import check_pool_size
 from .fingerprint import fingerprint_of, pool_size_of
-from .host import all_ids, existing_ids, pool_from_nodes
+from .host import all_ids, document_chunks, existing_ids, pool_from_nodes
 from .parent_retrieval import resolve_parent_level
 
-__all__ = ["DEFAULT_POOL_SIZE", "calibrate_retriever", "resolve_host"]
+__all__ = ["DEFAULT_POOL_SIZE", "calibrate_retriever", "gold_on_chunks", "resolve_host"]
 
 DEFAULT_POOL_SIZE = 50
 
@@ -43,6 +45,29 @@ def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
         size = DEFAULT_POOL_SIZE if pool_size is None else pool_size
         return host.as_retriever(similarity_top_k=size), size
     raise ConformalError(f"Expected a LlamaIndex index or BaseRetriever, got {type(host).__name__}.")
+
+
+def gold_on_chunks(retriever: BaseRetriever, examples: list[CalibrationExample]) -> list[CalibrationExample]:
+    """The examples with gold ids the store holds: document ids become the chunks that answer them.
+
+    Gold ids the store does not hold as node ids are looked up as document ids (``ref_doc_id``)
+    and mapped to that document's chunks by
+    :func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks`; ids that are
+    neither raise :class:`~conformal_rag_plugins.core.CalibrationError` (when the store can tell).
+    """
+    gold = sorted({g for ex in examples for g in ex.gold_ids})
+    known = existing_ids(retriever, gold) if gold else None
+    if known is None:
+        return examples
+    missing = [g for g in gold if g not in known]
+    docs = document_chunks(retriever, missing) if missing else {}
+    if docs:
+        chunks = [Chunk(node_id, text, parent_id=doc) for doc, pairs in docs.items() for node_id, text in pairs]
+        examples, _ = map_gold_to_chunks(examples, chunks)
+        known = existing_ids(retriever, sorted({g for ex in examples for g in ex.gold_ids}))
+    if known is not None:
+        check_gold_ids(examples, known)
+    return examples
 
 
 def calibrate_retriever(
@@ -72,7 +97,12 @@ def calibrate_retriever(
         An index (queried with ``as_retriever(similarity_top_k=pool_size)``) or a
         retriever with scores, e.g. ``QueryFusionRetriever`` over vector + BM25.
     examples : sequence of CalibrationExample
-        Gold chunks given as node ids or texts.
+        Gold chunks given as node ids or texts, or gold *documents* given by their ids
+        (``Document.id_``, the nodes' ``ref_doc_id``, as after ``VectorStoreIndex.from_documents``):
+        a split document's gold becomes its chunks that contain a reference answer (every chunk of
+        it when none does, or the example has no ``answers``), as
+        :func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks` does; the rule of
+        each example is counted in ``labels_["gold_rule"]``.
     confidence_level : float, default 0.9
     score : {"relative", "similarity", "rank", "auto"}
     pool_size : int, optional
@@ -120,14 +150,11 @@ def calibrate_retriever(
         raise ConformalError("Give group_by (a group of the query) or chunk_group_key (of the chunk), not both.")
     groups = group_labels(examples, group_by) if group_by is not None else None
     seen: dict[str, Any] = {}  # chunk id -> metadata[chunk_group_key], from every pool fetched
-    gold = sorted({g for ex in examples for g in ex.gold_ids})
     if level is not None:
         examples = level.lift_gold(examples, retriever)
         fetch = lambda q: level.parent_pool(retriever.retrieve(q))  # noqa: E731
     else:
-        known = existing_ids(retriever, gold) if gold else None
-        if known is not None:
-            check_gold_ids(examples, known)
+        examples = gold_on_chunks(retriever, examples)
         fetch = lambda q: pool_from_nodes(retriever.retrieve(q))[0]  # noqa: E731
         if chunk_group_key is not None:
             fetch = lambda q: _recording(retriever.retrieve(q), chunk_group_key, seen)  # noqa: E731
@@ -151,7 +178,7 @@ def calibrate_retriever(
         group_fallback=group_fallback,
         chunk_group_key=chunk_group_key,
     )
-    return replace(cal, corpus_=corpus_digest(all_ids(retriever)))
+    return replace(cal, corpus_=corpus_record(all_ids(retriever)))
 
 
 def _recording(nodes: list[Any], key: str, seen: dict[str, Any]) -> Any:

@@ -10,7 +10,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from ..calibration.pool_calibration import CandidatePool
 
-__all__ = ["all_ids", "existing_ids", "pool_from_nodes", "texts_by_id"]
+__all__ = ["all_ids", "document_chunks", "existing_ids", "pool_from_nodes", "texts_by_id"]
 
 
 def pool_from_nodes(nodes: Sequence[NodeWithScore]) -> tuple[CandidatePool, list[NodeWithScore]]:
@@ -89,3 +89,42 @@ def texts_by_id(retriever: BaseRetriever, ids: Sequence[str]) -> dict[str, str]:
     except (NotImplementedError, AttributeError, ValueError):
         nodes = [index.docstore.get_node(i) for i in ids if index.docstore.document_exists(i)]
     return {n.node_id: n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes}
+
+
+def _node_ids_of_documents(index: Any, doc_ids: set[str]) -> dict[str, list[str]]:
+    """Node ids per document (``ref_doc_id``) from the store, else from the index's docstore."""
+    vs = index.vector_store
+    data = getattr(vs, "data", None)
+    by_doc: dict[str, list[str]] = {}
+    if data is not None and hasattr(data, "text_id_to_ref_doc_id"):  # SimpleVectorStore
+        for node_id, doc in data.text_id_to_ref_doc_id.items():
+            if doc in doc_ids:
+                by_doc.setdefault(doc, []).append(node_id)
+        return by_doc
+    try:
+        info = index.ref_doc_info
+    except (NotImplementedError, AttributeError, ValueError):
+        return {}
+    return {doc: list(info[doc].node_ids) for doc in doc_ids if doc in info}
+
+
+def document_chunks(retriever: BaseRetriever, doc_ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+    """The ``(node id, text)`` chunks of each document id (``Document.id_``, the nodes' ``ref_doc_id``) the store holds.
+
+    Chroma is asked by its ``ref_doc_id`` metadata; a ``SimpleVectorStore`` or any store whose
+    index keeps its nodes in the docstore by ``ref_doc_info``. Documents it does not know are left out.
+    """
+    index = _index_of(retriever)
+    wanted = {str(d) for d in doc_ids}
+    if index is None or not wanted:
+        return {}
+    collection = getattr(index.vector_store, "_collection", None)
+    if collection is not None:
+        got = collection.get(where={"ref_doc_id": {"$in": sorted(wanted)}}, include=["documents", "metadatas"])
+        out: dict[str, list[tuple[str, str]]] = {}
+        for node_id, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+            out.setdefault(str((meta or {}).get("ref_doc_id")), []).append((node_id, text or ""))
+        return out
+    by_doc = _node_ids_of_documents(index, wanted)
+    texts = texts_by_id(retriever, [i for ids in by_doc.values() for i in ids])
+    return {doc: [(i, texts.get(i, "")) for i in ids] for doc, ids in by_doc.items()}

@@ -15,8 +15,8 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import BaseNode
 
+from ..calibration.corpus_filter import corpus_record
 from ..calibration.examples import CalibrationExample
-from ..calibration.fingerprint import corpus_digest
 from ..calibration.groups import GroupBy
 from ..calibration.retrieval import RetrievalCalibration
 from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
@@ -156,7 +156,7 @@ def calibrate_hybrid_retriever(
     )
     assert tuned.candidate is not None
     host = found.host(tuned.candidate)
-    return host, replace(tuned.calibration, corpus_=corpus_digest(all_ids(host)))
+    return host, replace(tuned.calibration, corpus_=corpus_record(all_ids(host)))
 
 
 def hybrid_from_calibration(

@@ -6,7 +6,7 @@ import warnings
 from typing import Any
 
 import numpy as np
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..calibration.groups import GROUP_METADATA_KEYS, chunk_set, mark_group_fallback, query_threshold
 from ..calibration.retrieval import RetrievalCalibration
@@ -14,7 +14,7 @@ from ..core.errors import GuaranteeCutWarning
 from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
 from .host import pool_from_nodes
 
-__all__ = ["CONFORMAL_METADATA_KEYS", "ordered_nodes", "select_nodes"]
+__all__ = ["CONFORMAL_METADATA_KEYS", "ordered_nodes", "select_nodes", "served_dims"]
 
 CONFORMAL_METADATA_KEYS = (
     "conformal_score",
@@ -27,6 +27,13 @@ CONFORMAL_METADATA_KEYS = (
 )
 
 _EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
+
+
+def served_dims(nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> list[int]:
+    """The dimensions of the embeddings a query carries: the query's (set by a vector retriever) and the nodes'."""
+    dims = [len(n.node.embedding) for n in nodes if getattr(n.node, "embedding", None)]
+    embedding = getattr(query_bundle, "embedding", None)
+    return dims + ([len(embedding)] if embedding else [])
 
 
 def ordered_nodes(nodes: list[NodeWithScore]) -> tuple[list[NodeWithScore], np.ndarray]:

@@ -12,12 +12,13 @@ from pydantic import Field, PrivateAttr
 from ..calibration.fingerprint import check_corpus, corpus_digest
 from ..calibration.groups import check_group_options
 from ..calibration.retrieval import RetrievalCalibration
-from ..core.errors import ConformalError
+from ..calibration.served_checks import ServedPoolCheck
+from ..core.errors import ConformalError, FingerprintMismatchError
 from ..core.selection import check_k_bounds
 from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
 from .host import all_ids
-from .node_selection import select_nodes
+from .node_selection import select_nodes, served_dims
 
 __all__ = ["ConformalNodePostprocessor"]
 
@@ -34,6 +35,11 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
     The pool it receives is checked on every query: more nodes than the pool, fewer nodes
     than the pool (a smaller ``similarity_top_k``, or an earlier postprocessor that already
     removed nodes), and nodes without a score raise :class:`ConformalError` naming the cause.
+    It also checks what the nodes tell (all it can without ``index=``/``retriever=``): a score outside the
+    calibrated scale's range (another store or retriever), a query or node embedding of another
+    dimension, or ``Settings.embed_model`` set to another model than the calibrated one raise
+    :class:`FingerprintMismatchError`; node ids the calibrated collection did not hold warn with
+    :class:`CorpusChangedWarning` (once), as ``ConformalRetriever`` on a changed collection does.
 
     Parameters
     ----------
@@ -41,6 +47,8 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
     index, retriever : optional
         The host, to check the calibration's fingerprint and collection (and, for a retriever,
         its top-k) when the postprocessor is built rather than at the first query.
+    check_fingerprint : bool, default True
+        ``False`` skips every fingerprint and collection check (the pool-size checks stay).
     min_k, max_k : int, optional
         Pad the set (keeps the guarantee) or cut it (loses it; nodes and a warning say so).
     group, group_by, monitor : optional
@@ -61,7 +69,9 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
     group: str | None = None
     group_by: Any = Field(default=None, exclude=True)
     monitor: Any = Field(default=None, exclude=True)
+    check_fingerprint: bool = True
     _expected: int = PrivateAttr()
+    _served: ServedPoolCheck | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -74,6 +84,7 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
         group: str | None = None,
         group_by: Any = None,
         monitor: Any = None,
+        check_fingerprint: bool = True,
         **kwargs: Any,
     ) -> None:
         if hasattr(calibration, "retrieval_stage"):
@@ -85,16 +96,29 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
         if monitor is not None:
             monitor.check_calibration(calibration)
         super().__init__(
-            calibration=calibration, min_k=min_k, max_k=max_k, group=group, group_by=group_by, monitor=monitor, **kwargs
+            calibration=calibration,
+            min_k=min_k,
+            max_k=max_k,
+            group=group,
+            group_by=group_by,
+            monitor=monitor,
+            check_fingerprint=check_fingerprint,
+            **kwargs,
         )
         if index is not None and retriever is not None:
             raise ConformalError("Pass at most one host to check: index=... or retriever=...")
         host = retriever if retriever is not None else index
+        same_corpus = True
         if host is not None:
             checked, _ = resolve_host(host, calibration.pool_size_)
-            calibration.fingerprint_.check_compatible(fingerprint_of(checked))
-            if calibration.corpus_:
-                check_corpus(calibration.corpus_, corpus_digest(all_ids(checked)), stacklevel=2)
+            if check_fingerprint:
+                calibration.fingerprint_.check_compatible(fingerprint_of(checked))
+                if calibration.corpus_:
+                    same_corpus = check_corpus(calibration.corpus_, corpus_digest(all_ids(checked)), stacklevel=2)
+        elif check_fingerprint:
+            _check_settings_model(calibration)
+        if check_fingerprint:
+            self._served = ServedPoolCheck(calibration, "ConformalNodePostprocessor", corpus_warned=not same_corpus)
         size = calibration.corpus_.get("size") if calibration.corpus_ else None
         self._expected = min(calibration.pool_size_, int(size)) if size else calibration.pool_size_
 
@@ -130,6 +154,10 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
     ) -> list[NodeWithScore]:
         nodes = list(nodes)
         self._check_pool(nodes)
+        if self._served is not None:
+            self._served(
+                [n.node.node_id for n in nodes], [n.score for n in nodes], dims=served_dims(nodes, query_bundle)
+            )
         return select_nodes(
             nodes,
             self.calibration,
@@ -139,4 +167,22 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
             group=self.group,
             group_by=self.group_by,
             monitor=self.monitor,
+        )
+
+
+def _check_settings_model(calibration: RetrievalCalibration) -> None:
+    """Refuse ``Settings.embed_model`` when it is set to another model than the calibrated one."""
+    from llama_index.core import Settings
+
+    model = getattr(Settings, "_embed_model", None)  # the private field: reading the property resolves a default
+    expected = calibration.fingerprint_.embedding_model
+    if model is None or expected in ("none", "unknown"):
+        return
+    name = str(getattr(model, "model_name", None) or type(model).__name__)
+    if name not in ("unknown", expected):
+        raise FingerprintMismatchError(
+            f"Settings.embed_model is {name!r} but this calibration was made with {expected!r}: the index the "
+            "query engine searches embeds with another model, so the threshold does not transfer. Re-calibrate with "
+            "this model, or, if the queried index has its own embed_model, pass index=... so that it is checked "
+            "instead of Settings."
         )

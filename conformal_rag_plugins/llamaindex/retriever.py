@@ -13,12 +13,13 @@ from ..calibration.groups import check_group_options, query_threshold
 from ..calibration.monitor import ServedScores
 from ..calibration.parent_pools import parent_unit_name
 from ..calibration.retrieval import RetrievalCalibration
+from ..calibration.served_checks import ServedPoolCheck
 from ..core.errors import ConformalError
 from ..core.selection import check_k_bounds
 from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
 from .host import all_ids
-from .node_selection import CONFORMAL_METADATA_KEYS, ordered_nodes, select_nodes
+from .node_selection import CONFORMAL_METADATA_KEYS, ordered_nodes, select_nodes, served_dims
 from .parent_retrieval import check_level, resolve_parent_level
 
 __all__ = ["CONFORMAL_METADATA_KEYS", "ConformalRetriever"]
@@ -66,6 +67,7 @@ class ConformalRetriever(BaseRetriever):
     group_by: Any = None
     monitor: Any = None
     parent_level: Any = None
+    served_check: Any = None
 
     def __init__(
         self,
@@ -99,8 +101,11 @@ class ConformalRetriever(BaseRetriever):
             check_level(calibration, level)
             fingerprint = fingerprint_of(self._host) if level is None else level.fingerprint(self._host)
             calibration.fingerprint_.check_compatible(fingerprint)
+            same = True
             if calibration.corpus_:
-                check_corpus(calibration.corpus_, corpus_digest(all_ids(self._host)), stacklevel=2)
+                same = check_corpus(calibration.corpus_, corpus_digest(all_ids(self._host)), stacklevel=2)
+            # every query's pool too: the scale's range, embedding dimensions, chunks new to the collection
+            self.served_check = ServedPoolCheck(calibration, "ConformalRetriever", corpus_warned=not same)
         self.min_k = min_k
         self.max_k = max_k
         self.monitor = monitor
@@ -144,8 +149,15 @@ class ConformalRetriever(BaseRetriever):
         unit = "chunk" if self.parent_level is None else parent_unit_name(self.parent_level.how)
         return ServedScores(tuple(float(s) for s in scores), unit, meta.get("conformal_group"))
 
+    def _served(self, nodes: list[NodeWithScore], query_bundle: QueryBundle) -> list[NodeWithScore]:
+        if self.served_check is not None:
+            ids, scores = [n.node.node_id for n in nodes], [n.score for n in nodes]
+            self.served_check(ids, [s for s in scores if s is not None], dims=served_dims(nodes, query_bundle))
+        return nodes
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._select(self._host.retrieve(query_bundle), query_bundle.query_str)
+        return self._select(self._served(self._host.retrieve(query_bundle), query_bundle), query_bundle.query_str)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._select(await self._host.aretrieve(query_bundle), query_bundle.query_str)
+        nodes = self._served(await self._host.aretrieve(query_bundle), query_bundle)
+        return self._select(nodes, query_bundle.query_str)
