@@ -104,9 +104,9 @@ def run_label(
             f"{len(unknown)} source chunk id(s) of the questions are not in this corpus, e.g. {unknown[0]!r}; "
             "pass the corpus and --chunk-size/--chunk-overlap used by generate-calibration."
         )
-    announce_questions(question_file)
     bundle = build_host(framework, retriever, chunks, pool_size=pool_size)
     model = calibration_inputs.build_llm(framework, llm, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+    announce_questions(question_file)
     if framework == "llamaindex":
         from ..llamaindex.judge_labels import label_with_judge
     else:

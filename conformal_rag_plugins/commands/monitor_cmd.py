@@ -433,11 +433,11 @@ def run_monitor(
     else:
         chunks = list(entries)
     client = client or chroma_client()
+    reference_note = "every one is in the monitor's reference"
     if deployed is None:
         check_gold_in_corpus(labelled, {c.id for c in chunks}, qa)
-    if question_file is not None:
-        announce_questions(question_file, "every one is in the monitor's reference")
-    if deployed is None:
+        if question_file is not None:
+            announce_questions(question_file, reference_note)
         seed = DEFAULTS["seed"] if seed is None else seed
         deployed, bundle = _calibrate_here(
             framework,
@@ -455,6 +455,8 @@ def run_monitor(
         spec = host_spec(deployed)
     if bundle is None:
         bundle = rebuild_host(deployed, spec, chunks, client=client)
+        if calibration is not None and question_file is not None:  # once the host is known to be the calibration's
+            announce_questions(question_file, reference_note)
     if monitor is None:
         pools = [bundle.fetch(q) for q in reference]
         monitor = ConformalMonitor.from_observations(

@@ -162,8 +162,8 @@ def run_report(
         raise InputFileError(
             f"{qa}: no held-out question: all {len(chunked.questions)} answerable questions were used to calibrate."
         )
-    announce_questions(question_file, f"{len(heldout)} answerable ones held out from the calibration")
     bundle = rebuild_host(retrieval, spec, chunked.chunks, client=client or chroma_client())
+    announce_questions(question_file, f"{len(heldout)} answerable ones held out from the calibration")
     observations = collect_observations(heldout, bundle.fetch, progress=progress)
     figures, numbers = build_figures(retrieval, observations, answer_cal)
     out = Path(out)
