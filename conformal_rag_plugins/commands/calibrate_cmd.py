@@ -131,6 +131,12 @@ def run_calibrate(
 ) -> Any:
     """Index the chunked corpus, calibrate on the labelled questions, save and return the calibration.
 
+    ``questions`` is a question file of either form (SQuAD-style ``context_id`` lines or labelled
+    ``gold_ids``/``gold_texts`` lines, see
+    :func:`~conformal_rag_plugins.calibration.question_file.read_question_file`); its unanswerable
+    (``is_impossible``) questions have no gold and are skipped, and an answerable one without gold
+    is refused with its line.
+
     ``group_by`` (a qa field known at query time) adds per-query-group thresholds;
     ``chunk_group_key`` (a chunk metadata key) adds label-conditional ones, one per group of
     the gold chunk (see :func:`~conformal_rag_plugins.calibration.groups.with_chunk_groups`).
