@@ -48,7 +48,13 @@ def _parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("evaluate", help="repeated-split coverage and set size on corpus/qa JSONL")
     e.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
-    e.add_argument("--qa", required=True, help="qa JSONL (SQuAD-style)")
+    e.add_argument(
+        "--qa",
+        "--questions",
+        dest="qa",
+        required=True,
+        help="question JSONL: SQuAD-style qa lines or labelled lines (gold_ids/gold_texts, from label)",
+    )
     e.add_argument("--alpha", type=float, action="append", required=True, help="target miscoverage (repeatable)")
     e.add_argument("--trials", type=int, default=100)
     e.add_argument("--seed", type=int, default=0)

@@ -243,12 +243,12 @@ def load_corpus(*paths: str | Path) -> list[CorpusEntry]:
     return entries
 
 
-#: The qa JSONL fields :func:`load_qa` reads into :class:`CalibrationExample` fields; the others go to ``metadata``.
-_QA_FIELDS = ("question", "answers", "context_id", "id", "is_impossible")
-
-
 def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[CalibrationExample]:
-    """Read a qa JSONL file (SQuAD-style ``question``, ``answers``, ``context_id``).
+    """Read a question JSONL file: SQuAD-style (``question``, ``context_id``, ``answers``) or labelled lines.
+
+    A ``context_id`` becomes the example's one gold id; labelled lines (``gold_ids`` and/or
+    ``gold_texts``, as ``label`` writes them) are read as they are. See
+    :func:`~conformal_rag_plugins.calibration.question_file.read_question_file` for the rules.
 
     Parameters
     ----------
@@ -263,50 +263,13 @@ def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[Calibrat
     InputFileError
         (a :class:`~conformal_rag_plugins.core.errors.CalibrationError`) naming the file and
         line: a missing, unreadable or non-UTF-8 file, invalid JSON, a line that is not an
-        object, a missing or empty ``question``, a ``context_id`` or ``answers`` of the wrong
-        type, a duplicate ``id``, or a file with no questions.
+        object, a missing or empty ``question``, a field of the wrong type, a duplicate ``id``,
+        a file mixing the two forms, or a file with no questions.
     """
-    from ..core.errors import InputFileError
+    from .question_file import read_question_file
 
-    rows = _read_input_jsonl(path, "qa")
-    if not rows:
-        raise InputFileError(f"{path}: the qa file holds no questions.")
-    out = []
-    seen: dict[str, int] = {}
-    for lineno, row in rows:
-        where = f"{path}:{lineno}"
-        question = row.get("question")
-        if not isinstance(question, str) or not question.strip():
-            got = "is missing" if "question" not in row else f"must be a non-empty string, got {_json_type(question)}"
-            raise InputFileError(f"{where}: 'question' {got}.")
-        context_id = row.get("context_id")
-        if isinstance(context_id, bool) or not isinstance(context_id, str | int | None):
-            raise InputFileError(f"{where}: 'context_id' must be a string, got {_json_type(context_id)}.")
-        answers = row.get("answers") or ()
-        if isinstance(answers, str):
-            answers = (answers,)
-        if not isinstance(answers, list | tuple) or not all(isinstance(a, str) for a in answers):
-            raise InputFileError(f"{where}: 'answers' must be a list of strings.")
-        qid = row.get("id")
-        if isinstance(qid, bool) or not isinstance(qid, str | int | None):
-            raise InputFileError(f"{where}: 'id' must be a string, got {_json_type(qid)}.")
-        if qid is not None:
-            if qid in seen:
-                raise InputFileError(f"{where}: duplicate question id {qid!r} (first on line {seen[qid]}).")
-            seen[qid] = lineno
-        if answerable_only and row.get("is_impossible", False):
-            continue
-        out.append(
-            CalibrationExample(
-                question=question,
-                gold_ids=(str(context_id),) if context_id not in (None, "") else (),
-                answers=tuple(answers),
-                id=qid,
-                is_impossible=bool(row.get("is_impossible", False)),
-                metadata={k: v for k, v in row.items() if k not in _QA_FIELDS},  # e.g. plausible_answers, a tenant
-            )
-        )
-    return out
+    file = read_question_file(path, "qa")
+    return file.answerable() if answerable_only else list(file.examples)
 
 
 def split_examples(items: Sequence[T], fractions: Sequence[float] = (0.5, 0.5), *, seed: int = 0) -> list[list[T]]:

@@ -22,7 +22,13 @@ def register(sub: Any) -> None:
     """Add the ``calibrate`` sub-command to the ``conformal-rag`` parser."""
     p = sub.add_parser("calibrate", help="calibrate a conformal retriever on labelled questions and save the JSON")
     calibration_inputs.add_corpus_arguments(p)
-    p.add_argument("--questions", required=True, help="labelled calibration JSONL (from label)")
+    p.add_argument(
+        "--questions",
+        "--qa",
+        dest="questions",
+        required=True,
+        help="question JSONL: labelled lines (from label) or SQuAD-style qa lines (unanswerable ones are skipped)",
+    )
     p.add_argument("--out", required=True, help="calibration JSON to write")
     p.add_argument("--alpha", type=float, default=0.1, help="target miscoverage (confidence level 1 - alpha)")
     p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
@@ -125,6 +131,12 @@ def run_calibrate(
 ) -> Any:
     """Index the chunked corpus, calibrate on the labelled questions, save and return the calibration.
 
+    ``questions`` is a question file of either form (SQuAD-style ``context_id`` lines or labelled
+    ``gold_ids``/``gold_texts`` lines, see
+    :func:`~conformal_rag_plugins.calibration.question_file.read_question_file`); its unanswerable
+    (``is_impossible``) questions have no gold and are skipped, and an answerable one without gold
+    is refused with its line.
+
     ``group_by`` (a qa field known at query time) adds per-query-group thresholds;
     ``chunk_group_key`` (a chunk metadata key) adds label-conditional ones, one per group of
     the gold chunk (see :func:`~conformal_rag_plugins.calibration.groups.with_chunk_groups`).
@@ -146,18 +158,19 @@ def run_calibrate(
     """
     from ..calibration.chunk_labels import map_gold_to_chunks
     from ..calibration.tuned_calibration import FusionConfig
-    from ..core.errors import ConformalError
+    from ..core.errors import ConformalError, InputFileError
     from ..core.validation import check_alpha
     from ..local.chroma import chroma_client
     from ..local.encoder import default_cache_dir
     from ..runtime.atomic import atomic_path
     from .hosts import build_hosts
     from .input_checks import (
+        announce_questions,
         check_at_least,
         check_distinct_outputs,
         check_gold_in_corpus,
         check_outputs,
-        load_questions,
+        read_questions,
     )
 
     alpha = check_alpha(alpha)
@@ -173,7 +186,10 @@ def run_calibrate(
         raise ConformalError("--group-by (a group of the query) and --chunk-group-key (of a chunk) exclude each other.")
     if chunk_group_key is not None and not chunk_group_key.strip():
         raise ConformalError("--chunk-group-key must be a non-empty metadata key.")
-    examples = load_questions(questions)
+    file = read_questions(questions)
+    examples = file.labelled()  # answerable questions, each with gold (an unlabelled one is named by its line)
+    if not examples:
+        raise InputFileError(f"{questions}: no answerable questions to calibrate on.")
     groups = _groups_by_question(examples, group_by) if group_by is not None else None
     chunks = calibration_inputs.load_chunks(
         framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
@@ -186,6 +202,8 @@ def run_calibrate(
         seen = {c.id: c.title for c in chunks if c.title} if chunk_group_key == "title" else {}
         labels_of = chunk_group_labels(examples, chunk_group_key, seen)
         groups = {ex.digest: g for ex, g in zip(examples, labels_of, strict=True)}
+    skipped = f"calibrating on the {len(examples)} answerable ones" if file.n_unanswerable else ""
+    announce_questions(file, skipped)  # unanswerable questions have no gold to calibrate on
     client = chroma_client(Path(persist_dir) if persist_dir else default_cache_dir() / "chroma")
     tuned = retriever == "hybrid" and fusion == "tuned"
     grid = None if tuned else [FusionConfig.parse(fusion) if retriever == "hybrid" else FusionConfig("zscore", 0.5)]

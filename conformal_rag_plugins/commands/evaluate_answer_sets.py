@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..calibration.examples import load_corpus, load_qa, split_examples
+from ..calibration.examples import load_corpus, split_examples
 from ..core.errors import ConformalError, InputFileError
 from ..core.validation import check_alpha
 from ..generation import SampleCache
@@ -17,7 +17,7 @@ from ..runtime.atomic import atomic_write_text
 from .answer_sample_rows import build_rows
 from .answer_set_trials import METHODS, evaluate_abstention, evaluate_methods, prepare_rows
 from .hosts import build_host
-from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
+from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
 
 __all__ = ["run_evaluate_answers"]
 
@@ -71,13 +71,15 @@ def run_evaluate_answers(
     check_outputs(files=[json_out], inputs=[*corpus, qa])
     entries = load_corpus(*corpus)
     texts = {e.id: e.text for e in entries}
-    loaded = load_qa(qa)
+    question_file = read_questions(qa, "qa")
+    loaded = list(question_file.examples)
     check_gold_in_corpus(loaded, texts, qa)
     everything = split_examples(loaded, (1.0,), seed=seed)[0]
     answerable = [q for q in everything if not q.is_impossible][:max_questions]
     impossible = [q for q in everything if q.is_impossible][: max(1, max_questions // 4)]
     if not answerable:
         raise InputFileError(f"{qa}: no answerable questions to evaluate.")
+    announce_questions(question_file)
     bundle = build_host("llamaindex", "hybrid", entries, pool_size=50)
     model = _llm(llm, logprobs=generator_score == "likelihood")
     sampler = LlamaIndexSampler(
@@ -98,6 +100,7 @@ def run_evaluate_answers(
     report = {
         "n_questions": len(ans),
         "n_unanswerable": len(imp),
+        "question_format": question_file.form,
         "llm": model_id(model),
         "samples": samples,
         "answer_pool": answer_pool,

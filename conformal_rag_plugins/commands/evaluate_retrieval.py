@@ -9,7 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..calibration.examples import CalibrationExample, CorpusEntry, load_corpus, load_qa
+from ..calibration.examples import CalibrationExample, CorpusEntry, load_corpus
+from ..calibration.parent_pools import lift_gold_to_parents
 from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 from ..core.config_search import evaluate_tuned_splits, larger_pools_eligible
 from ..core.errors import ConformalError, InputFileError, PoolMissWarning
@@ -20,7 +21,7 @@ from ..core.validation import check_alpha
 from ..runtime.atomic import atomic_write_text
 from .chunk_corpus import chunk_corpus
 from .evaluate_groups import groups_block, question_groups
-from .input_checks import check_at_least, check_gold_in_corpus, check_outputs
+from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
 from .unit_candidates import Candidates, collect_candidates, resolve_units
 from .unit_report import describe_choice, fixed_settings_block, mean_unit_tokens, pool_miss_notes
 
@@ -202,19 +203,28 @@ def run_evaluate(
     entries = load_corpus(*corpus) if corpus and isinstance(corpus[0], str | Path) else list(corpus)  # type: ignore[arg-type]
     if not entries:
         raise InputFileError("The corpus holds no entries.")
-    questions = load_qa(qa, answerable_only=True) if isinstance(qa, str | Path) else list(qa)
+    question_file = read_questions(qa, "qa") if isinstance(qa, str | Path) else None
+    questions = question_file.labelled() if question_file is not None else list(qa)  # type: ignore[arg-type]
     qa_name = qa if isinstance(qa, str | Path) else "the qa examples"
     if not questions:
         raise InputFileError(f"{qa_name}: no answerable questions to evaluate.")
-    check_gold_in_corpus(questions, {e.id for e in entries}, qa_name)
     chunk_report: dict[str, Any] | None = None
     chunked = None
     if chunking:
         chunked = chunk_corpus(framework, entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
         chunk_report = chunked.report()
+        # labelled lines may name chunks, SQuAD-style ones documents: an id that is neither is still an id
+        # here (map_gold_to_chunks keeps it), so this one check refuses it
         check_gold_in_corpus(chunked.questions, {e.id for e in chunked.chunks}, qa_name)
+        # the document and parent units count a chunk's document as gold
+        questions = lift_gold_to_parents(questions, {c.id: c.parent_id for c in chunked.chunks})
+    else:
+        check_gold_in_corpus(questions, {e.id for e in entries}, qa_name)
     units = resolve_units(unit, tuned=tuned, any_split=chunked is not None and chunked.n_split_entries > 0)
     labels = question_groups(questions, group_by, qa_name) if group_by is not None else None
+    if question_file is not None:
+        unanswerable = "evaluating the answerable ones" if question_file.n_unanswerable else ""
+        announce_questions(question_file, unanswerable)
     configs: list[FusionConfig | None] = list(grid) if retriever == "hybrid" else [None]
     first = pools if pool_sizes is not None else pools[:1]
 
@@ -272,6 +282,7 @@ def run_evaluate(
         warnings.warn(note, PoolMissWarning, stacklevel=2)
     report = {
         "n_questions": len(questions),
+        "question_format": question_file.form if question_file is not None else None,
         "n_corpus": len(chunked.chunks) if chunked is not None else len(entries),
         "framework": framework,
         "retriever": retriever,

@@ -9,21 +9,25 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..calibration.examples import CalibrationExample
+from ..calibration.question_file import QuestionFile
 from ..core.errors import CalibrationError, ConformalError, InputFileError
 from ..runtime.atomic import check_output_dir, check_output_file
 
 __all__ = [
+    "announce_questions",
     "check_at_least",
     "check_distinct_outputs",
     "check_gold_in_corpus",
     "check_not_inputs",
     "check_outputs",
     "load_questions",
+    "read_questions",
 ]
 
 
@@ -162,35 +166,40 @@ def check_gold_in_corpus(examples: Sequence[CalibrationExample], known_ids: Coll
         raise InputFileError(f"{source}: ids not in the corpus: {exc}") from exc
 
 
-def load_questions(path: str | Path) -> list[CalibrationExample]:
-    """Read a questions JSONL (from ``generate-calibration`` or ``label``), naming file and line on errors.
+def read_questions(path: str | Path, what: str = "questions") -> QuestionFile:
+    """Read a question file of either form: the one reader of every command.
 
-    Reads what :func:`~conformal_rag_plugins.calibration.examples.load_examples` reads, but
-    every problem (missing or non-UTF-8 file, invalid JSON, a line that is not an object, a
-    missing or empty ``question``, a duplicate ``id``, no questions at all) is an
-    :class:`~conformal_rag_plugins.core.errors.InputFileError` with ``path:line``.
+    SQuAD-style lines (``question``, ``context_id``, ``answers``) and labelled lines
+    (``gold_ids`` and/or ``gold_texts``) are both accepted (see
+    :func:`~conformal_rag_plugins.calibration.question_file.read_question_file`); every problem
+    is an :class:`~conformal_rag_plugins.core.errors.InputFileError` with ``path:line``. Once
+    its input checks pass, a command says what it read with :func:`announce_questions`.
     """
-    from ..calibration.examples import _read_input_jsonl
+    from ..calibration.question_file import read_question_file
 
-    rows = _read_input_jsonl(path, "questions")
-    if not rows:
-        raise InputFileError(f"{path}: the questions file holds no questions.")
-    out: list[CalibrationExample] = []
-    seen: dict[str, int] = {}
-    for lineno, row in rows:
-        where = f"{path}:{lineno}"
-        question = row.get("question")
-        if not isinstance(question, str) or not question.strip():
-            got = "is missing" if "question" not in row else "must be a non-empty string"
-            raise InputFileError(f"{where}: 'question' {got}.")
-        qid = row.get("id")
-        if qid is not None:
-            key = str(qid)
-            if key in seen:
-                raise InputFileError(f"{where}: duplicate question id {qid!r} (first on line {seen[key]}).")
-            seen[key] = lineno
-        try:
-            out.append(CalibrationExample.from_dict(row))
-        except (ConformalError, TypeError, ValueError, AttributeError) as exc:
-            raise InputFileError(f"{where}: {exc}") from exc
-    return out
+    return read_question_file(path, what)
+
+
+def announce_questions(file: QuestionFile, note: str = "") -> None:
+    """Say on stderr which questions were read, in which form (stdout stays clean for JSON).
+
+    Called once the inputs are checked, so that a refused input is still one error line.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.calibration.question_file import FORM_SQUAD
+    >>> ex = CalibrationExample("Who?", gold_ids=("d",))
+    >>> announce_questions(QuestionFile("qa.jsonl", FORM_SQUAD, (ex,), (1,)))  # doctest: +SKIP
+    read 1 questions from qa.jsonl (SQuAD-style: question, context_id, answers)
+    """
+    print(file.describe() + (f"; {note}" if note else ""), file=sys.stderr)
+
+
+def load_questions(path: str | Path) -> list[CalibrationExample]:
+    """Every question of a question file of either form (see :func:`read_questions`), naming file and line on errors.
+
+    Examples
+    --------
+    >>> load_questions("labelled.jsonl")  # doctest: +SKIP
+    """
+    return list(read_questions(path).examples)

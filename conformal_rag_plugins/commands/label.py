@@ -19,7 +19,13 @@ def register(sub: Any) -> None:
     """Add the ``label`` sub-command to the ``conformal-rag`` parser."""
     p = sub.add_parser("label", help="label calibration questions with an LLM judge over the host retriever")
     calibration_inputs.add_corpus_arguments(p)
-    p.add_argument("--questions", required=True, help="questions JSONL (from generate-calibration)")
+    p.add_argument(
+        "--questions",
+        "--qa",
+        dest="questions",
+        required=True,
+        help="question JSONL: from generate-calibration, labelled lines, or SQuAD-style qa lines",
+    )
     p.add_argument("--out", required=True, help="labelled calibration JSONL to write")
     p.add_argument("--budget", type=int, default=5, help="chunks judged per question at most")
     p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
@@ -79,14 +85,15 @@ def run_label(
     from ..core.errors import CalibrationError
     from ..runtime.atomic import atomic_path
     from .hosts import build_host
-    from .input_checks import check_at_least, check_distinct_outputs, check_outputs, load_questions
+    from .input_checks import announce_questions, check_at_least, check_distinct_outputs, check_outputs, read_questions
 
     if budget < 0:
         raise CalibrationError(f"--budget must be >= 0, got {budget}.")
     check_at_least("pool_size", pool_size)
     check_distinct_outputs({"--out": out, "--cache": cache})
     check_outputs(files=[out], inputs=[*calibration_inputs.input_files(corpus, docs, glob), questions])
-    examples = load_questions(questions)
+    question_file = read_questions(questions)
+    examples = list(question_file.examples)
     chunks = calibration_inputs.load_chunks(
         framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
     )
@@ -99,6 +106,7 @@ def run_label(
         )
     bundle = build_host(framework, retriever, chunks, pool_size=pool_size)
     model = calibration_inputs.build_llm(framework, llm, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+    announce_questions(question_file)
     if framework == "llamaindex":
         from ..llamaindex.judge_labels import label_with_judge
     else:

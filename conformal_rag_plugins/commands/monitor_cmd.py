@@ -47,9 +47,11 @@ def register(sub: Any) -> None:
     p.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
     p.add_argument(
         "--qa",
+        "--questions",
+        dest="qa",
         default=None,
         help="questions of the monitor's label-free reference: every line's question, answerable or not; without "
-        "--calibration its answerable questions (SQuAD-style qa JSONL) also calibrate; not with --resume",
+        "--calibration its answerable questions also calibrate (SQuAD-style or labelled lines); not with --resume",
     )
     p.add_argument("--stream", required=True, help="JSONL of questions to replay in file order ({'question': ...})")
     p.add_argument(
@@ -175,7 +177,7 @@ def read_stream(path: str | Path) -> list[str]:
 
 
 def reference_questions(path: str | Path) -> list[str]:
-    """Every question of a qa or questions JSONL file, answerable or not: the monitor's label-free reference.
+    """Every question of a question JSONL file of either form, answerable or not: the monitor's label-free reference.
 
     A live stream cannot be filtered on a label, so neither is the reference: ``is_impossible``
     questions stay in (leaving them out makes the reference another population than the stream).
@@ -185,7 +187,9 @@ def reference_questions(path: str | Path) -> list[str]:
     >>> len(reference_questions("qa.jsonl"))  # doctest: +SKIP
     1407
     """
-    return _read_questions(path, "reference")
+    from ..calibration.question_file import read_question_file
+
+    return [ex.question for ex in read_question_file(path, "reference").examples]
 
 
 def _conformal_retriever(framework: str, kind: str, host: Any, cal: Any, monitor: Any) -> Any:
@@ -346,7 +350,7 @@ def run_monitor(
     >>> report = run_monitor(["corpus.jsonl"], "cal.jsonl", "stream.jsonl", delta=0.01)  # doctest: +SKIP
     >>> report["alarm_at"]  # doctest: +SKIP
     """
-    from ..calibration.examples import load_corpus, load_qa
+    from ..calibration.examples import load_corpus
     from ..calibration.jsonio import encode_float
     from ..calibration.monitor import ConformalMonitor
     from ..core.errors import ConformalError, InputFileError
@@ -355,7 +359,14 @@ def run_monitor(
     from ..local.chroma import chroma_client
     from ..runtime.atomic import atomic_write_text
     from .chunk_corpus import chunk_corpus
-    from .input_checks import check_at_least, check_distinct_outputs, check_gold_in_corpus, check_outputs
+    from .input_checks import (
+        announce_questions,
+        check_at_least,
+        check_distinct_outputs,
+        check_gold_in_corpus,
+        check_outputs,
+        read_questions,
+    )
     from .report import load_any_calibration
     from .report_host import host_spec, rebuild_host
 
@@ -383,6 +394,7 @@ def run_monitor(
     check_distinct_outputs({"--json": json_out, "--save-monitor": save_monitor, "--save-calibration": save_calibration})
     check_outputs(files=[json_out, save_monitor, save_calibration], inputs=[*corpus, qa, stream, calibration, resume])
     stream_questions = read_stream(stream)
+    question_file = read_questions(qa, "qa") if qa is not None else None
 
     monitor = None
     deployed = bundle = None
@@ -399,14 +411,14 @@ def run_monitor(
             stored = {"delta": monitor.delta, "statistic": monitor.statistic, "seed": monitor.seed}
             _refuse_disagreeing({"delta": delta, "statistic": statistic, "seed": seed}, stored, f"--resume {resume}")
         framework = spec[0]
-        reference = reference_questions(qa) if qa is not None else []
+        reference = [q.question for q in question_file.examples] if question_file is not None else []
     else:
         framework = framework or DEFAULTS["framework"]
-        all_questions = load_qa(qa)  # validates the SQuAD-style file
-        labelled = [q for q in all_questions if not q.is_impossible]
+        assert question_file is not None  # refused above when both qa and resume are missing
+        labelled = question_file.labelled()  # answerable, each with gold (SQuAD-style or labelled lines)
         if not labelled:
             raise InputFileError(f"{qa}: no answerable questions to calibrate on.")
-        reference = [q.question for q in all_questions]
+        reference = [q.question for q in question_file.examples]  # every question, answerable or not
         fusion = fusion or DEFAULTS["fusion"]
         if (retriever or DEFAULTS["retriever"]) == "hybrid" and fusion != "tuned":
             from ..calibration.tuned_calibration import FusionConfig
@@ -421,8 +433,11 @@ def run_monitor(
     else:
         chunks = list(entries)
     client = client or chroma_client()
+    reference_note = "every one is in the monitor's reference"
     if deployed is None:
         check_gold_in_corpus(labelled, {c.id for c in chunks}, qa)
+        if question_file is not None:
+            announce_questions(question_file, reference_note)
         seed = DEFAULTS["seed"] if seed is None else seed
         deployed, bundle = _calibrate_here(
             framework,
@@ -440,6 +455,8 @@ def run_monitor(
         spec = host_spec(deployed)
     if bundle is None:
         bundle = rebuild_host(deployed, spec, chunks, client=client)
+        if calibration is not None and question_file is not None:  # once the host is known to be the calibration's
+            announce_questions(question_file, reference_note)
     if monitor is None:
         pools = [bundle.fetch(q) for q in reference]
         monitor = ConformalMonitor.from_observations(
@@ -479,6 +496,7 @@ def run_monitor(
         "score": deployed.score_family_,
         "pool_size": deployed.pool_size_,
         "seed": monitor.seed,
+        "question_format": None if question_file is None else question_file.form,
     }
     if save_calibration is not None:
         deployed.save(save_calibration)

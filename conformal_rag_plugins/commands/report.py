@@ -25,7 +25,13 @@ def register(sub: Any) -> None:
     p = sub.add_parser("report", help="figures and an HTML page of a calibration's coverage on held-out questions")
     p.add_argument("--calibration", required=True, help="calibration JSON (from calibrate, or an answer-set one)")
     p.add_argument("--corpus", action="append", required=True, help="corpus JSONL it was made on (repeatable)")
-    p.add_argument("--qa", required=True, help="held-out qa JSONL (SQuAD-style, as for evaluate)")
+    p.add_argument(
+        "--qa",
+        "--questions",
+        dest="qa",
+        required=True,
+        help="held-out question JSONL: SQuAD-style qa lines or labelled lines (as for evaluate and calibrate)",
+    )
     p.add_argument("--out", required=True, help="folder for index.html, report.json and the PNGs")
     p.add_argument("--chunk-size", type=int, default=None, help="as given to calibrate (default 254)")
     p.add_argument("--chunk-overlap", type=int, default=None, help="as given to calibrate (default 25)")
@@ -126,11 +132,11 @@ def run_report(
     >>> report = run_report("calibration.json", ["corpus.jsonl"], "heldout.jsonl", "report/")  # doctest: +SKIP
     """
     from ..calibration.answer_sets import AnswerSetCalibration
-    from ..calibration.examples import load_corpus, load_qa
+    from ..calibration.examples import load_corpus
     from ..calibration.pool_calibration import collect_observations
     from ..local.chroma import chroma_client
     from .chunk_corpus import chunk_corpus
-    from .input_checks import check_gold_in_corpus, check_not_inputs, check_outputs
+    from .input_checks import announce_questions, check_gold_in_corpus, check_not_inputs, check_outputs, read_questions
     from .report_figures import FIGURE_NAMES, build_figures
     from .report_host import host_rows, host_spec, rebuild_host
 
@@ -144,7 +150,8 @@ def run_report(
     entries = load_corpus(*corpus)
     if not entries:
         raise InputFileError("The corpus holds no entries.")
-    questions = load_qa(qa, answerable_only=True)
+    question_file = read_questions(qa, "qa")
+    questions = question_file.labelled()
     chunked = chunk_corpus(spec[0], entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     check_gold_in_corpus(chunked.questions, {c.id for c in chunked.chunks}, qa)
     used = set(retrieval.question_ids_)
@@ -157,6 +164,7 @@ def run_report(
         )
     n_calibration_left_out = sum(1 for q in chunked.questions if q.digest in used)
     bundle = rebuild_host(retrieval, spec, chunked.chunks, client=client or chroma_client())
+    announce_questions(question_file, f"{len(heldout)} answerable ones held out from the calibration")
     observations = collect_observations(heldout, bundle.fetch, progress=progress)
     figures, numbers = build_figures(retrieval, observations, answer_cal)
     out = Path(out)
@@ -172,6 +180,7 @@ def run_report(
             "pool_size": retrieval.pool_size_,
         },
         "chunking": chunked.report(),
+        "question_format": question_file.form,
         "n_questions": len(chunked.questions),
         "n_heldout": len(heldout),
         "n_excluded_calibration_questions": n_calibration_left_out,

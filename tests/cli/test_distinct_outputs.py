@@ -47,6 +47,7 @@ def no_work(monkeypatch, tmp_path):
     monkeypatch.setattr(calibration_inputs, "load_chunks", tripwire)
     monkeypatch.setattr(calibration_inputs, "build_llm", tripwire)
     monkeypatch.setattr(input_checks, "load_questions", tripwire)
+    monkeypatch.setattr(input_checks, "read_questions", tripwire)
     monkeypatch.setattr(examples, "load_corpus", tripwire)
 
 

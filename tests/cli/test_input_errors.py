@@ -354,6 +354,7 @@ def no_input_reading(monkeypatch):
         monkeypatch.setattr(module, "load_corpus", tripwire)
     monkeypatch.setattr(calibration_inputs, "load_chunks", tripwire)
     monkeypatch.setattr(input_checks, "load_questions", tripwire)
+    monkeypatch.setattr(input_checks, "read_questions", tripwire)
 
 
 @pytest.mark.parametrize("command", ["evaluate", "evaluate --answers", "calibrate", "generate-calibration", "label"])

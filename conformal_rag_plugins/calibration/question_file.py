@@ -1,0 +1,230 @@
+"""One reader for every question file: SQuAD-style qa lines and labelled lines, told apart per line.
+
+Two line forms are accepted, so that any command reads any file:
+
+* **SQuAD-style** (``evaluate``, ``report``, ``monitor`` and the bundled data): ``question``,
+  ``context_id`` (the id of the passage that answers it), ``answers`` and optionally
+  ``is_impossible`` (SQuAD 2.0 unanswerable);
+* **labelled** (written by ``label`` and ``generate-calibration``): ``question`` with
+  ``gold_ids`` and/or ``gold_texts`` (the chunks that answer it), optionally ``answers``,
+  ``is_impossible`` and a ``metadata`` object.
+
+A line's form is the form of the gold field that holds a value (a non-empty ``context_id``,
+or a non-empty ``gold_ids``/``gold_texts``); a line with no gold (a bare question, an
+unlabelled one) fits either form. A file holds one form: a line of the other form, or a line
+carrying both, is refused with its file and line number (a mixed file is most often two files
+pasted together, and its gold ids may not even be the same kind of id). Every other field of a
+line (``plausible_answers``, a collection or tenant to group by) goes to the example's
+``metadata``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import InputFileError
+from .examples import CalibrationExample, _json_type, _read_input_jsonl
+
+__all__ = ["FORMS", "FORM_LABELLED", "FORM_QUESTIONS", "FORM_SQUAD", "QuestionFile", "read_question_file"]
+
+FORM_SQUAD = "squad"
+FORM_LABELLED = "labelled"
+FORM_QUESTIONS = "questions"
+
+#: How each form is named in messages.
+FORMS = {
+    FORM_SQUAD: "SQuAD-style: question, context_id, answers",
+    FORM_LABELLED: "labelled: question, gold_ids/gold_texts",
+    FORM_QUESTIONS: "questions without gold",
+}
+
+#: Each form's gold field, as named in the error of a mixed file.
+_NAMES = {FORM_SQUAD: "SQuAD-style (context_id)", FORM_LABELLED: "labelled (gold_ids/gold_texts)"}
+
+#: Fields a line's own keys are read into; any other key goes to ``metadata``.
+_FIELDS = ("question", "context_id", "gold_ids", "gold_texts", "answers", "id", "is_impossible", "metadata")
+
+
+@dataclass(frozen=True)
+class QuestionFile:
+    """The questions of one file, the form it was read as, and the line of each question.
+
+    Attributes
+    ----------
+    path : str
+    form : str
+        ``"squad"``, ``"labelled"`` or ``"questions"`` (no line holds gold).
+    examples : tuple of CalibrationExample
+        Every question, answerable or not, in file order.
+    lines : tuple of int
+        The 1-based line number of each example.
+    """
+
+    path: str
+    form: str
+    examples: tuple[CalibrationExample, ...]
+    lines: tuple[int, ...]
+
+    @property
+    def n_unanswerable(self) -> int:
+        """Questions marked ``is_impossible`` (SQuAD 2.0 unanswerable)."""
+        return sum(ex.is_impossible for ex in self.examples)
+
+    def answerable(self) -> list[CalibrationExample]:
+        """The questions not marked ``is_impossible``, in file order."""
+        return [ex for ex in self.examples if not ex.is_impossible]
+
+    def labelled(self) -> list[CalibrationExample]:
+        """The answerable questions, each with gold; refuse an answerable question without gold.
+
+        Raises
+        ------
+        InputFileError
+            Naming the first line whose question is not marked ``is_impossible`` but has no
+            ``context_id``, ``gold_ids`` or ``gold_texts``, and how many such lines there are.
+
+        Examples
+        --------
+        >>> ex = CalibrationExample("Who?", gold_ids=("d",))
+        >>> QuestionFile("qa.jsonl", FORM_LABELLED, (ex,), (1,)).labelled() == [ex]
+        True
+        """
+        missing = [
+            line
+            for ex, line in zip(self.examples, self.lines, strict=True)
+            if not ex.is_impossible and not ex.gold_ids and not ex.gold_texts
+        ]
+        if missing:
+            raise InputFileError(
+                f"{self.path}:{missing[0]}: the question has no gold (no context_id, gold_ids or gold_texts) and is "
+                f"not marked is_impossible ({len(missing)} such line(s)); label the questions first (conformal-rag "
+                'label) or mark unanswerable ones "is_impossible": true.'
+            )
+        return self.answerable()
+
+    def describe(self) -> str:
+        """One line saying what was read, e.g. ``read 90 questions (SQuAD-style: question, context_id, answers)``.
+
+        Examples
+        --------
+        >>> QuestionFile("qa.jsonl", FORM_SQUAD, (CalibrationExample("Who?", gold_ids=("d",)),), (1,)).describe()
+        'read 1 questions from qa.jsonl (SQuAD-style: question, context_id, answers)'
+        """
+        unanswerable = f", {self.n_unanswerable} of them unanswerable" if self.n_unanswerable else ""
+        return f"read {len(self.examples)} questions from {self.path} ({FORMS[self.form]}{unanswerable})"
+
+
+def _strings(value: Any, name: str, where: str) -> tuple[str, ...]:
+    """A list of strings (a bare string is one item; ``null`` is none)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputFileError(f"{where}: '{name}' must be a list of strings, got {_json_type(value)}.")
+    return tuple(value)
+
+
+def _id(value: Any, name: str, where: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, str | int | None):
+        raise InputFileError(f"{where}: '{name}' must be a string, got {_json_type(value)}.")
+    return value
+
+
+def _line_form(row: dict[str, Any], where: str) -> str | None:
+    """``"squad"``, ``"labelled"`` or ``None`` (no gold) of one line; a line with both is refused."""
+    squad = row.get("context_id") not in (None, "")
+    labelled = bool(row.get("gold_ids")) or bool(row.get("gold_texts"))
+    if squad and labelled:
+        raise InputFileError(
+            f"{where}: the line has both a SQuAD-style 'context_id' and labelled 'gold_ids'/'gold_texts'; give "
+            "its gold one way."
+        )
+    return FORM_SQUAD if squad else FORM_LABELLED if labelled else None
+
+
+def _example(row: dict[str, Any], where: str) -> CalibrationExample:
+    question = row.get("question")
+    if not isinstance(question, str) or not question.strip():
+        got = "is missing" if "question" not in row else f"must be a non-empty string, got {_json_type(question)}"
+        raise InputFileError(f"{where}: 'question' {got}.")
+    context_id = _id(row.get("context_id"), "context_id", where)
+    gold_ids = tuple(str(g) for g in _strings(row.get("gold_ids"), "gold_ids", where))
+    if context_id not in (None, ""):
+        gold_ids = (str(context_id),)
+    impossible = row.get("is_impossible", False)
+    if not isinstance(impossible, bool | None):
+        raise InputFileError(f"{where}: 'is_impossible' must be true or false, got {_json_type(impossible)}.")
+    meta = row.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise InputFileError(f"{where}: 'metadata' must be an object, got {_json_type(meta)}.")
+    return CalibrationExample(
+        question=question,
+        gold_ids=gold_ids,
+        gold_texts=_strings(row.get("gold_texts"), "gold_texts", where),
+        answers=_strings(row.get("answers"), "answers", where),
+        id=_id(row.get("id"), "id", where),
+        is_impossible=bool(impossible),
+        metadata=dict(meta) | {k: v for k, v in row.items() if k not in _FIELDS},  # plausible_answers, a tenant
+    )
+
+
+def read_question_file(path: str | Path, what: str = "qa") -> QuestionFile:
+    """Read a question JSONL file of either form (see the module docstring).
+
+    Parameters
+    ----------
+    path : str or Path
+    what : str
+        How the file is named in messages (``"qa"``, ``"questions"``).
+
+    Returns
+    -------
+    QuestionFile
+
+    Raises
+    ------
+    InputFileError
+        (a :class:`~conformal_rag_plugins.core.errors.CalibrationError`) naming the file and
+        line: a missing, unreadable or non-UTF-8 file, invalid JSON, a line that is not an
+        object, a missing or empty ``question``, a field of the wrong type, a duplicate ``id``,
+        a line with both forms of gold, a line of the other form than the file's first gold
+        line, or a file with no questions.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.local.data import bundled_qa_path
+    >>> read_question_file(bundled_qa_path()).form
+    'squad'
+    """
+    rows = _read_input_jsonl(path, what)
+    if not rows:
+        raise InputFileError(f"{path}: the {what} file holds no questions.")
+    examples: list[CalibrationExample] = []
+    seen: dict[str, int] = {}
+    form: tuple[str, int] | None = None  # the file's form and the line that set it
+    for lineno, row in rows:
+        where = f"{path}:{lineno}"
+        example = _example(row, where)
+        line_form = _line_form(row, where)
+        if line_form is not None and form is None:
+            form = (line_form, lineno)
+        elif line_form is not None and form is not None and line_form != form[0]:
+            raise InputFileError(
+                f"{where}: a {_NAMES[line_form]} line, but line {form[1]} made this a {_NAMES[form[0]]} file; a "
+                "question file holds one form, so split it or convert these lines."
+            )
+        if example.id is not None:
+            key = str(example.id)
+            if key in seen:
+                raise InputFileError(f"{where}: duplicate question id {example.id!r} (first on line {seen[key]}).")
+            seen[key] = lineno
+        examples.append(example)
+    return QuestionFile(
+        path=str(path),
+        form=form[0] if form is not None else FORM_QUESTIONS,
+        examples=tuple(examples),
+        lines=tuple(lineno for lineno, _ in rows),
+    )
