@@ -93,6 +93,9 @@ def no_heavy_work(request, monkeypatch, tmp_path):
     monkeypatch.setattr(calibration_inputs, "build_llm", tripwire)
     monkeypatch.setattr(hosts, "build_hosts", tripwire)
     monkeypatch.setattr(hosts, "build_host", tripwire)
+    from conformal_rag_plugins.local import chroma
+
+    monkeypatch.setattr(chroma, "chroma_client", lambda *a, **k: None)  # no Chroma in the fast tier
     monkeypatch.setattr(evaluate_answer_sets, "build_host", tripwire)
 
 
