@@ -1,4 +1,4 @@
-"""The ``conformal-rag`` command: ``demo``, ``evaluate``, ``generate-calibration`` and ``label``."""
+"""The ``conformal-rag`` command: ``demo`` and ``evaluate`` here, the other sub-commands from ``commands/``."""
 
 from __future__ import annotations
 
@@ -31,37 +31,57 @@ def _chunk_args(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="conformal-rag", description="Conformal prediction for RAG.")
+    from . import __version__
+    from .commands.cli_help import Parser, examples
+
+    p = Parser(prog="conformal-rag", description="Conformal prediction for RAG.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("demo", help="offline demo on the bundled SQuAD subset (the main job)")
-    d.add_argument("--alpha", type=float, default=0.1)
+    d = sub.add_parser(
+        "demo",
+        help="offline demo on the bundled SQuAD subset",
+        epilog=examples("conformal-rag demo --no-answers"),
+    )
+    d.add_argument("--alpha", type=float, default=0.1, help="target miscoverage of the retrieval sets")
     d.add_argument("--persist-dir", default=None, help="Chroma directory (default: ~/.cache/conformal-rag/chroma)")
     d.add_argument("--out", default="conformal_rag_output", help="where the calibration JSON is written")
-    d.add_argument("--pool-size", type=int, default=50)
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--pool-size", type=int, default=50, help="candidates retrieved per question")
+    d.add_argument("--seed", type=int, default=0, help="seed of the calibration/test split")
     d.add_argument("--no-answers", action="store_true", help="skip the answer-set part (local LLM)")
     d.add_argument("--answer-alpha", type=float, default=0.6, help="end-to-end alpha of the answer sets")
     d.add_argument("--answer-alpha-retrieval", type=float, default=0.1, help="retrieval share of --answer-alpha")
     d.add_argument("--samples", type=int, default=5, help="answers sampled per chunk")
     _chunk_args(d)
 
-    e = sub.add_parser("evaluate", help="repeated-split coverage and set size on corpus/qa JSONL")
+    e = sub.add_parser(
+        "evaluate",
+        help="repeated-split coverage and set size on corpus/qa JSONL",
+        epilog=examples("conformal-rag evaluate --corpus corpus.jsonl --qa qa.jsonl --alpha 0.1 --out evaluation.json"),
+    )
     e.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
     e.add_argument("--qa", required=True, help="qa JSONL (SQuAD-style)")
     e.add_argument("--alpha", type=float, action="append", required=True, help="target miscoverage (repeatable)")
-    e.add_argument("--trials", type=int, default=100)
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--trials", type=int, default=100, help="random calibration/test splits")
+    e.add_argument("--seed", type=int, default=0, help="seed of the first split")
     e.add_argument(
         "--score",
         choices=["similarity", "rank", "relative", "auto"],
         default=None,
         help="score family (default: auto with --fusion tuned, else relative)",
     )
-    e.add_argument("--pac-delta", type=float, default=None)
-    e.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
-    e.add_argument("--framework", choices=["llamaindex", "langchain"], default="llamaindex")
-    e.add_argument("--pool-size", type=int, default=50)
+    e.add_argument(
+        "--pac-delta",
+        type=float,
+        default=None,
+        help="also report PAC rows: coverage 1 - alpha held with probability 1 - delta over the calibration draw "
+        "(with --control recall, LTT rows) (default: none, no PAC rows)",
+    )
+    e.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid", help="host retriever")
+    e.add_argument(
+        "--framework", choices=["llamaindex", "langchain"], default="llamaindex", help="whose splitter and index"
+    )
+    e.add_argument("--pool-size", type=int, default=50, help="candidates retrieved per question")
     e.add_argument(
         "--fusion",
         default="tuned",
@@ -84,13 +104,21 @@ def _parser() -> argparse.ArgumentParser:
         help="pool sizes to compare (default: --pool-size, and 2x and 4x of it for the tuned hybrid; a larger "
         "pool competes only where the base pool misses more than alpha/2 of the questions)",
     )
-    e.add_argument("--json", dest="json_out", required=True, help="output JSON path")
+    e.add_argument(
+        "--out",
+        "--json",
+        dest="json_out",
+        default=None,
+        metavar="FILE",
+        help="write the full report JSON here and print a short summary (default: none, the report JSON is the "
+        "last line of stdout)",
+    )
     e.add_argument(
         "--group-by",
         default=None,
         metavar="FIELD",
         help="a field of the qa lines known at query time (collection, tenant): adds a 'groups' block with each "
-        "group's coverage and set size under the pooled and the per-group (Mondrian) threshold",
+        "group's coverage and set size under the pooled and the per-group (Mondrian) threshold (default: none)",
     )
     e.add_argument(
         "--control",
@@ -152,6 +180,23 @@ def _print_evaluate_notes(report: dict) -> None:
             f"groups by {report['groups']['field']} at alpha={alpha}: worst group coverage "
             f"{worst['pooled']:.3f} pooled, {worst['per_group']:.3f} per group"
         )
+
+
+def _print_report_end(report: dict, json_out: str | None, *, exclude: Sequence[str]) -> None:
+    """Close ``evaluate``'s output: a one-line summary when the report went to a file, else the report JSON.
+
+    Without ``--out`` the last stdout line is the report as JSON (without ``exclude``), so a
+    pipeline can read it; with ``--out`` the file holds all of it.
+    """
+    if json_out is None:
+        print(json.dumps({k: v for k, v in report.items() if k not in exclude}))
+        return
+    rows = report.get("results") or []
+    alphas = sorted({r["alpha"] for r in rows if "alpha" in r})
+    print(
+        f"wrote {json_out}: {len(rows)} result rows over {report.get('n_questions', '?')} questions "
+        f"at alpha {', '.join(f'{a:g}' for a in alphas)}"
+    )
 
 
 def _int_list(text: str | None, flag: str) -> list[int] | None:
@@ -261,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ],
                 )
             )
-            print(json.dumps({k: v for k, v in report.items() if k != "results"}))
+            _print_report_end(report, args.json_out, exclude=())
         else:
             from .commands.evaluate_retrieval import run_evaluate
             from .commands.tables import markdown_table
@@ -307,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 print(markdown_table([r for r in report["results"] if "mean_recall" in r], RECALL_COLUMNS))
             _print_evaluate_notes(report)
-            print(json.dumps({k: v for k, v in report.items() if k not in ("results", "candidates")}))
+            _print_report_end(report, args.json_out, exclude=("candidates",))
     except (ConformalError, LocalModelError) as exc:
         print(f"conformal-rag: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
