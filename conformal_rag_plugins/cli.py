@@ -31,11 +31,12 @@ def _chunk_args(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import __version__
+    import conformal_rag_plugins  # the package's own __version__ (not an installed copy's metadata)
+
     from .commands.cli_help import Parser, examples
 
     p = Parser(prog="conformal-rag", description="Conformal prediction for RAG.")
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--version", action="version", version=f"%(prog)s {conformal_rag_plugins.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser(

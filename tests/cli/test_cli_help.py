@@ -24,7 +24,10 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
 
 def _option_help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     """The help text of one option as ``--help`` prints it (defaults expanded, before wrapping)."""
-    return parser._get_formatter()._expand_help(action)
+    formatter = parser._get_formatter()
+    if formatter._get_help_string(action) is None:  # no help text at all
+        return ""
+    return formatter._expand_help(action)
 
 
 def test_version_prints_the_package_version(capsys) -> None:
