@@ -128,7 +128,12 @@ def _parser() -> argparse.ArgumentParser:
         help="recall: every chunk holding a reference answer is gold; adds the mean recall and set size of the "
         "recall-controlling rule (crc; ltt with --pac-delta) beside the single-gold rule",
     )
-    e.add_argument("--answers", action="store_true", help="evaluate end-to-end answer sets instead of retrieval")
+    e.add_argument(
+        "--answers",
+        action="store_true",
+        help="evaluate end-to-end answer sets instead of retrieval (on the LlamaIndex hybrid host, pool 50, entries "
+        "whole: the retrieval options above are ignored)",
+    )
     e.add_argument("--llm", choices=["local", "openai"], default="local", help="with --answers")
     e.add_argument("--samples", type=int, default=6, help="answers sampled per chunk (with --answers)")
     e.add_argument("--max-questions", type=int, default=100, help="answerable questions used (with --answers)")
@@ -155,6 +160,23 @@ def _parser() -> argparse.ArgumentParser:
     monitor_cmd.register(sub)
     report.register(sub)
     return p
+
+
+#: ``evaluate`` options that only one of its two modes reads (the other warns when they are changed).
+_RETRIEVAL_ONLY = (
+    "score",
+    "pac_delta",
+    "retriever",
+    "framework",
+    "pool_size",
+    "fusion",
+    "chunk_size",
+    "chunk_overlap",
+    "no_chunking",
+    "unit",
+    "pool_sizes",
+)
+_ANSWERS_ONLY = ("llm", "samples", "max_questions", "answer_pool", "generator_score")
 
 
 def _print_evaluate_notes(report: dict) -> None:
@@ -247,7 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # print the Python stack of every thread to stderr first, so the user sees which call died.
     if not faulthandler.is_enabled():
         faulthandler.enable()
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     from .core.errors import ConformalError
     from .local.llm import LocalModelError
 
@@ -276,8 +299,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.answers and args.control != "coverage":
             raise ConformalError("--control recall evaluates retrieval thresholds; it does not combine with --answers.")
         elif args.answers:
+            from .commands.cli_help import changed_options, warn_ignored
             from .commands.evaluate_answer_sets import run_evaluate_answers
             from .commands.tables import markdown_table
+
+            given = changed_options(parser, args, _RETRIEVAL_ONLY)
+            warn_ignored("evaluate --answers", given, "it evaluates the LlamaIndex hybrid host, pool 50, entries whole")
 
             report = run_evaluate_answers(
                 args.corpus,
@@ -309,8 +336,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             _print_report_end(report, args.json_out, exclude=())
         else:
+            from .commands.cli_help import changed_options, warn_ignored
             from .commands.evaluate_retrieval import run_evaluate
             from .commands.tables import markdown_table
+
+            given = changed_options(parser, args, _ANSWERS_ONLY)
+            warn_ignored("evaluate without --answers", given, "they set the answer-set evaluation")
 
             report = run_evaluate(
                 args.corpus,

@@ -78,7 +78,8 @@ def register(sub: Any) -> None:
 
 
 def _handle(args: argparse.Namespace) -> None:
-    warn_ignored("calibrate", calibration_inputs.ignored_llm_options(args), "calibration calls no LLM")
+    given = calibration_inputs.ignored_llm_options(args)
+    warn_ignored("calibrate", given, "calibration calls no LLM", deprecated=True)
     cal = run_calibrate(
         args.corpus,
         args.docs,

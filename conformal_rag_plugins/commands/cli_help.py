@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["HelpFormatter", "Parser", "examples", "warn_ignored"]
+__all__ = ["HelpFormatter", "Parser", "changed_options", "examples", "warn_ignored"]
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -60,22 +60,45 @@ def examples(*lines: str) -> str:
     return "\n".join([head, *(f"  {line}" for line in lines)])
 
 
-def warn_ignored(command: str, given: Iterable[str], reason: str) -> None:
-    """One line on stderr for deprecated options a command accepts but does not use.
+def changed_options(parser: argparse.ArgumentParser, args: argparse.Namespace, dests: Iterable[str]) -> list[str]:
+    """The options among ``dests`` of ``args.command`` whose value is not their default (as typed flags).
+
+    An option given with its default value changes nothing, so it does not count.
+
+    Examples
+    --------
+    >>> p = Parser(prog="x")
+    >>> sub = p.add_subparsers(dest="command")
+    >>> s = sub.add_parser("run")
+    >>> _ = s.add_argument("--pool-size", type=int, default=50)
+    >>> _ = s.add_argument("--quiet", action="store_true")
+    >>> changed_options(p, p.parse_args(["run", "--pool-size", "9"]), ["pool_size", "quiet"])
+    ['--pool-size']
+    """
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    command = subparsers.choices[args.command]
+    wanted = set(dests)
+    return [
+        action.option_strings[0]
+        for action in command._actions
+        if action.dest in wanted and getattr(args, action.dest) != action.default
+    ]
+
+
+def warn_ignored(command: str, given: Iterable[str], reason: str, *, deprecated: bool = False) -> None:
+    """One line on stderr naming the options a command accepts but does not use (nothing when none is given).
 
     Examples
     --------
     >>> import contextlib, io
     >>> err = io.StringIO()
     >>> with contextlib.redirect_stderr(err):
-    ...     warn_ignored("calibrate", ["--llm"], "it calls no LLM")
-    >>> err.getvalue().startswith("conformal-rag: warning: calibrate ignores --llm (it calls no LLM)")
-    True
+    ...     warn_ignored("calibrate", ["--llm"], "it calls no LLM", deprecated=True)
+    ...     warn_ignored("calibrate", [], "nothing given: no line")
+    >>> err.getvalue().splitlines()
+    ['conformal-rag: warning: calibrate ignores --llm (it calls no LLM); deprecated, to be removed in a future release']
     """
-    flags = [flag for flag in given]
+    flags = list(given)
     if flags:
-        print(
-            f"conformal-rag: warning: {command} ignores {', '.join(flags)} ({reason}); deprecated, "
-            "to be removed in a future release",
-            file=sys.stderr,
-        )
+        tail = "; deprecated, to be removed in a future release" if deprecated else ""
+        print(f"conformal-rag: warning: {command} ignores {', '.join(flags)} ({reason}){tail}", file=sys.stderr)

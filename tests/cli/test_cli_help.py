@@ -123,3 +123,18 @@ def test_calibrate_hides_the_llm_options_it_ignores_and_warns_when_given(tmp_pat
     # without them: no warning
     assert main([*argv, "--out", str(out)]) == 2
     assert "warning" not in capsys.readouterr().err
+
+
+def test_evaluate_names_the_options_its_mode_ignores(tmp_path, capsys) -> None:
+    """``--answers`` runs on a fixed host; the retrieval options were silently ignored there (and vice versa)."""
+    missing = str(tmp_path / "none.jsonl")
+    base = ["evaluate", "--corpus", missing, "--qa", missing, "--alpha", "0.1"]
+    assert main([*base, "--answers", "--retriever", "dense", "--pool-size", "20", "--framework", "llamaindex"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("conformal-rag: warning: evaluate --answers ignores --retriever, --pool-size (")
+    assert err[1].startswith("conformal-rag: error: ")  # the missing file, as before
+    assert main([*base, "--samples", "3"]) == 2
+    assert capsys.readouterr().err.startswith("conformal-rag: warning: evaluate without --answers ignores --samples")
+    for argv in ([*base, "--answers", "--samples", "3"], [*base, "--retriever", "dense"]):
+        assert main(argv) == 2
+        assert "warning" not in capsys.readouterr().err, argv
