@@ -1,4 +1,4 @@
-"""The ``conformal-rag`` command: ``demo``, ``evaluate``, ``generate-calibration`` and ``label``."""
+"""The ``conformal-rag`` command: ``demo`` and ``evaluate`` here, the other sub-commands from ``commands/``."""
 
 from __future__ import annotations
 
@@ -31,22 +31,35 @@ def _chunk_args(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="conformal-rag", description="Conformal prediction for RAG.")
+    import conformal_rag_plugins  # the package's own __version__ (not an installed copy's metadata)
+
+    from .commands.cli_help import Parser, examples
+
+    p = Parser(prog="conformal-rag", description="Conformal prediction for RAG.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {conformal_rag_plugins.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("demo", help="offline demo on the bundled SQuAD subset (the main job)")
-    d.add_argument("--alpha", type=float, default=0.1)
+    d = sub.add_parser(
+        "demo",
+        help="offline demo on the bundled SQuAD subset",
+        epilog=examples("conformal-rag demo --no-answers"),
+    )
+    d.add_argument("--alpha", type=float, default=0.1, help="target miscoverage of the retrieval sets")
     d.add_argument("--persist-dir", default=None, help="Chroma directory (default: ~/.cache/conformal-rag/chroma)")
     d.add_argument("--out", default="conformal_rag_output", help="where the calibration JSON is written")
-    d.add_argument("--pool-size", type=int, default=50)
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--pool-size", type=int, default=50, help="candidates retrieved per question")
+    d.add_argument("--seed", type=int, default=0, help="seed of the calibration/test split")
     d.add_argument("--no-answers", action="store_true", help="skip the answer-set part (local LLM)")
     d.add_argument("--answer-alpha", type=float, default=0.6, help="end-to-end alpha of the answer sets")
     d.add_argument("--answer-alpha-retrieval", type=float, default=0.1, help="retrieval share of --answer-alpha")
     d.add_argument("--samples", type=int, default=5, help="answers sampled per chunk")
     _chunk_args(d)
 
-    e = sub.add_parser("evaluate", help="repeated-split coverage and set size on corpus/qa JSONL")
+    e = sub.add_parser(
+        "evaluate",
+        help="repeated-split coverage and set size on corpus/qa JSONL",
+        epilog=examples("conformal-rag evaluate --corpus corpus.jsonl --qa qa.jsonl --alpha 0.1 --out evaluation.json"),
+    )
     e.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
     e.add_argument(
         "--qa",
@@ -56,18 +69,26 @@ def _parser() -> argparse.ArgumentParser:
         help="question JSONL: SQuAD-style qa lines or labelled lines (gold_ids/gold_texts, from label)",
     )
     e.add_argument("--alpha", type=float, action="append", required=True, help="target miscoverage (repeatable)")
-    e.add_argument("--trials", type=int, default=100)
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--trials", type=int, default=100, help="random calibration/test splits")
+    e.add_argument("--seed", type=int, default=0, help="seed of the first split")
     e.add_argument(
         "--score",
         choices=["similarity", "rank", "relative", "auto"],
         default=None,
         help="score family (default: auto with --fusion tuned, else relative)",
     )
-    e.add_argument("--pac-delta", type=float, default=None)
-    e.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
-    e.add_argument("--framework", choices=["llamaindex", "langchain"], default="llamaindex")
-    e.add_argument("--pool-size", type=int, default=50)
+    e.add_argument(
+        "--pac-delta",
+        type=float,
+        default=None,
+        help="also report PAC rows: coverage 1 - alpha held with probability 1 - delta over the calibration draw "
+        "(with --control recall, LTT rows) (default: none, no PAC rows)",
+    )
+    e.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid", help="host retriever")
+    e.add_argument(
+        "--framework", choices=["llamaindex", "langchain"], default="llamaindex", help="whose splitter and index"
+    )
+    e.add_argument("--pool-size", type=int, default=50, help="candidates retrieved per question")
     e.add_argument(
         "--fusion",
         default="tuned",
@@ -90,13 +111,21 @@ def _parser() -> argparse.ArgumentParser:
         help="pool sizes to compare (default: --pool-size, and 2x and 4x of it for the tuned hybrid; a larger "
         "pool competes only where the base pool misses more than alpha/2 of the questions)",
     )
-    e.add_argument("--json", dest="json_out", required=True, help="output JSON path")
+    e.add_argument(
+        "--out",
+        "--json",
+        dest="json_out",
+        default=None,
+        metavar="FILE",
+        help="write the full report JSON here and print a short summary (default: none, the report JSON is the "
+        "last line of stdout)",
+    )
     e.add_argument(
         "--group-by",
         default=None,
         metavar="FIELD",
         help="a field of the qa lines known at query time (collection, tenant): adds a 'groups' block with each "
-        "group's coverage and set size under the pooled and the per-group (Mondrian) threshold",
+        "group's coverage and set size under the pooled and the per-group (Mondrian) threshold (default: none)",
     )
     e.add_argument(
         "--control",
@@ -105,7 +134,12 @@ def _parser() -> argparse.ArgumentParser:
         help="recall: every chunk holding a reference answer is gold; adds the mean recall and set size of the "
         "recall-controlling rule (crc; ltt with --pac-delta) beside the single-gold rule",
     )
-    e.add_argument("--answers", action="store_true", help="evaluate end-to-end answer sets instead of retrieval")
+    e.add_argument(
+        "--answers",
+        action="store_true",
+        help="evaluate end-to-end answer sets instead of retrieval (on the LlamaIndex hybrid host, pool 50, entries "
+        "whole: the retrieval options above are ignored)",
+    )
     e.add_argument("--llm", choices=["local", "openai"], default="local", help="with --answers")
     e.add_argument("--samples", type=int, default=6, help="answers sampled per chunk (with --answers)")
     e.add_argument("--max-questions", type=int, default=100, help="answerable questions used (with --answers)")
@@ -134,6 +168,23 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: ``evaluate`` options that only one of its two modes reads (the other warns when they are changed).
+_RETRIEVAL_ONLY = (
+    "score",
+    "pac_delta",
+    "retriever",
+    "framework",
+    "pool_size",
+    "fusion",
+    "chunk_size",
+    "chunk_overlap",
+    "no_chunking",
+    "unit",
+    "pool_sizes",
+)
+_ANSWERS_ONLY = ("llm", "samples", "max_questions", "answer_pool", "generator_score")
+
+
 def _print_evaluate_notes(report: dict) -> None:
     chunking = report.get("chunking")
     if chunking:
@@ -158,6 +209,23 @@ def _print_evaluate_notes(report: dict) -> None:
             f"groups by {report['groups']['field']} at alpha={alpha}: worst group coverage "
             f"{worst['pooled']:.3f} pooled, {worst['per_group']:.3f} per group"
         )
+
+
+def _print_report_end(report: dict, json_out: str | None, *, exclude: Sequence[str]) -> None:
+    """Close ``evaluate``'s output: a one-line summary when the report went to a file, else the report JSON.
+
+    Without ``--out`` the last stdout line is the report as JSON (without ``exclude``), so a
+    pipeline can read it; with ``--out`` the file holds all of it.
+    """
+    if json_out is None:
+        print(json.dumps({k: v for k, v in report.items() if k not in exclude}))
+        return
+    rows = report.get("results") or []
+    alphas = sorted({r["alpha"] for r in rows if "alpha" in r})
+    print(
+        f"wrote {json_out}: {len(rows)} result rows over {report.get('n_questions', '?')} questions "
+        f"at alpha {', '.join(f'{a:g}' for a in alphas)}"
+    )
 
 
 def _int_list(text: str | None, flag: str) -> list[int] | None:
@@ -207,7 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # print the Python stack of every thread to stderr first, so the user sees which call died.
     if not faulthandler.is_enabled():
         faulthandler.enable()
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     from .core.errors import ConformalError
     from .local.llm import LocalModelError
 
@@ -236,8 +305,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.answers and args.control != "coverage":
             raise ConformalError("--control recall evaluates retrieval thresholds; it does not combine with --answers.")
         elif args.answers:
+            from .commands.cli_help import changed_options, warn_ignored
             from .commands.evaluate_answer_sets import run_evaluate_answers
             from .commands.tables import markdown_table
+
+            given = changed_options(parser, args, _RETRIEVAL_ONLY)
+            warn_ignored("evaluate --answers", given, "it evaluates the LlamaIndex hybrid host, pool 50, entries whole")
 
             report = run_evaluate_answers(
                 args.corpus,
@@ -267,10 +340,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ],
                 )
             )
-            print(json.dumps({k: v for k, v in report.items() if k != "results"}))
+            _print_report_end(report, args.json_out, exclude=())
         else:
+            from .commands.cli_help import changed_options, warn_ignored
             from .commands.evaluate_retrieval import run_evaluate
             from .commands.tables import markdown_table
+
+            given = changed_options(parser, args, _ANSWERS_ONLY)
+            warn_ignored("evaluate without --answers", given, "they set the answer-set evaluation")
 
             report = run_evaluate(
                 args.corpus,
@@ -313,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 print(markdown_table([r for r in report["results"] if "mean_recall" in r], RECALL_COLUMNS))
             _print_evaluate_notes(report)
-            print(json.dumps({k: v for k, v in report.items() if k not in ("results", "candidates")}))
+            _print_report_end(report, args.json_out, exclude=("candidates",))
     except (ConformalError, LocalModelError) as exc:
         print(f"conformal-rag: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2

@@ -11,8 +11,10 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
 
 from conformal_rag_plugins import split_examples
+from conformal_rag_plugins.calibration.chunk_labels import map_gold_to_chunks
 from conformal_rag_plugins.langchain import ConformalRetriever, calibrate_retriever
 from conformal_rag_plugins.langchain.stack import build_chroma_vectorstore, build_hybrid_retriever
+from conformal_rag_plugins.langchain.text_splitting import chunk_entries
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 
 
@@ -21,11 +23,12 @@ def format_docs(docs) -> str:
 
 
 def main() -> None:
-    entries = bundled_corpus()
+    entries = chunk_entries(bundled_corpus())  # passages longer than MiniLM's 254-token window split first
+    questions, _ = map_gold_to_chunks(bundled_questions(), entries)  # gold: the chunk holding the answer
     store = build_chroma_vectorstore(entries)  # langchain_chroma.Chroma, cosine space
     host = build_hybrid_retriever(store, entries, pool_size=50)  # dense + BM25, keeps metadata["score"]
 
-    calibration_set, held_out = split_examples(list(bundled_questions()), (0.5, 0.5), seed=0)
+    calibration_set, held_out = split_examples(questions, (0.5, 0.5), seed=0)
     calibration = calibrate_retriever(host, calibration_set, confidence_level=0.9)
     print(calibration.summary())
 

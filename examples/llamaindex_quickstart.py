@@ -10,18 +10,23 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 
 from conformal_rag_plugins import RetrievalCalibration, split_examples
+from conformal_rag_plugins.calibration.chunk_labels import map_gold_to_chunks
 from conformal_rag_plugins.llamaindex import ConformalRetriever, calibrate_retriever
 from conformal_rag_plugins.llamaindex.stack import build_chroma_index, build_hybrid_retriever
+from conformal_rag_plugins.llamaindex.text_splitting import chunk_entries
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 
 
 def main() -> None:
-    # 1. Your index: Chroma (cosine) + MiniLM embeddings, and a BM25 + dense fusion retriever.
-    index, nodes = build_chroma_index(bundled_corpus())
+    # 1. Your index: passages longer than MiniLM's 254-token window split first, Chroma (cosine) + MiniLM
+    #    embeddings, and a BM25 + dense fusion retriever.
+    chunks = chunk_entries(bundled_corpus())
+    questions, _ = map_gold_to_chunks(bundled_questions(), chunks)  # gold: the chunk holding the answer
+    index, nodes = build_chroma_index(chunks)
     host = build_hybrid_retriever(index, nodes, pool_size=50)
 
     # 2. Calibrate on labelled questions (gold = node ids) at 90% confidence.
-    calibration_set, held_out = split_examples(list(bundled_questions()), (0.5, 0.5), seed=0)
+    calibration_set, held_out = split_examples(questions, (0.5, 0.5), seed=0)
     calibration = calibrate_retriever(host, calibration_set, confidence_level=0.9)
     calibration.save("calibration.json")
     print(calibration.summary())

@@ -14,14 +14,23 @@ from pathlib import Path
 from typing import Any
 
 from . import calibration_inputs
+from .cli_help import examples, warn_ignored
 
 __all__ = ["register", "run_calibrate"]
 
 
 def register(sub: Any) -> None:
     """Add the ``calibrate`` sub-command to the ``conformal-rag`` parser."""
-    p = sub.add_parser("calibrate", help="calibrate a conformal retriever on labelled questions and save the JSON")
-    calibration_inputs.add_corpus_arguments(p)
+    p = sub.add_parser(
+        "calibrate",
+        help="calibrate a conformal retriever on labelled questions and save the JSON",
+        epilog=examples(
+            "conformal-rag calibrate --corpus corpus.jsonl --questions labelled.jsonl --alpha 0.1 "
+            "--out calibration.json"
+        ),
+    )
+    # no LLM here: --llm/--cache/--no-cache are accepted (older scripts pass them) but hidden and ignored
+    calibration_inputs.add_corpus_arguments(p, llm=False)
     p.add_argument(
         "--questions",
         "--qa",
@@ -31,10 +40,15 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--out", required=True, help="calibration JSON to write")
     p.add_argument("--alpha", type=float, default=0.1, help="target miscoverage (confidence level 1 - alpha)")
-    p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
+    p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid", help="host retriever")
     p.add_argument("--fusion", default="tuned", help="'tuned' or METHOD:WEIGHT such as zscore:0.5 (hybrid only)")
-    p.add_argument("--score", choices=["auto", "relative", "similarity", "rank"], default=None)
-    p.add_argument("--pool-size", type=int, default=50)
+    p.add_argument(
+        "--score",
+        choices=["auto", "relative", "similarity", "rank"],
+        default=None,
+        help="score family (default: auto for the tuned hybrid, else relative)",
+    )
+    p.add_argument("--pool-size", type=int, default=50, help="candidates retrieved per question")
     p.add_argument("--persist-dir", default=None, help="Chroma directory (default ~/.cache/conformal-rag/chroma)")
     p.add_argument("--seed", type=int, default=0, help="seed of the optimisation/calibration split")
     p.add_argument(
@@ -70,6 +84,8 @@ def register(sub: Any) -> None:
 
 
 def _handle(args: argparse.Namespace) -> None:
+    given = calibration_inputs.ignored_llm_options(args)
+    warn_ignored("calibrate", given, "calibration calls no LLM", deprecated=True)
     cal = run_calibrate(
         args.corpus,
         args.docs,

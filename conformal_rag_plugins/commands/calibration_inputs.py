@@ -12,23 +12,61 @@ from ..calibration.chunk_records import Chunk
 from ..calibration.examples import CorpusEntry
 from ..core.errors import ConformalError, InputFileError
 
-__all__ = ["LLM_KINDS", "add_corpus_arguments", "build_llm", "cache_setting", "input_files", "load_chunks"]
+__all__ = [
+    "LLM_KINDS",
+    "add_corpus_arguments",
+    "build_llm",
+    "cache_setting",
+    "ignored_llm_options",
+    "input_files",
+    "load_chunks",
+]
 
 LLM_KINDS = ("local", "openai")
 
 
-def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--corpus``/``--docs``, the chunking, ``--framework``, ``--llm`` and the cache options."""
-    parser.add_argument("--corpus", action="append", help="corpus JSONL {id, text, title?} (repeatable)")
-    parser.add_argument("--docs", help="a folder of text files (instead of --corpus)")
+def add_corpus_arguments(parser: argparse.ArgumentParser, *, llm: bool = True) -> None:
+    """``--corpus``/``--docs``, the chunking, ``--framework``, ``--llm`` and the cache options.
+
+    With ``llm=False`` (a command that calls no LLM) ``--llm``, ``--cache`` and ``--no-cache``
+    are still accepted, so existing scripts keep running, but hidden from the help; the
+    command names them with :func:`ignored_llm_options`.
+    """
+    parser.add_argument(
+        "--corpus", action="append", help="corpus JSONL {id, text, title?} (repeatable; this or --docs is required)"
+    )
+    parser.add_argument("--docs", help="a folder of text files (instead of --corpus) (default: none)")
     parser.add_argument("--glob", default="*.txt", help="files of --docs to read (default *.txt; **/*.txt recurses)")
     parser.add_argument("--chunk-size", type=int, default=None, help="MiniLM tokens per chunk (default 254)")
     parser.add_argument("--chunk-overlap", type=int, default=None, help="tokens of overlap (default 25)")
-    parser.add_argument("--framework", choices=["llamaindex", "langchain"], default="llamaindex")
-    parser.add_argument("--llm", choices=LLM_KINDS, default="local", help="local Gemma 3 270M, or OpenAI(-compatible)")
-    parser.add_argument("--cache", default=None, help="SQLite cache of LLM outputs (default ~/.cache/conformal-rag)")
-    parser.add_argument("--no-cache", action="store_true", help="do not cache LLM outputs")
+    parser.add_argument(
+        "--framework", choices=["llamaindex", "langchain"], default="llamaindex", help="whose splitter and index"
+    )
+    if llm:
+        parser.add_argument(
+            "--llm", choices=LLM_KINDS, default="local", help="local Gemma 3 270M, or OpenAI(-compatible)"
+        )
+        parser.add_argument(
+            "--cache", default=None, help="SQLite cache of LLM outputs (default ~/.cache/conformal-rag)"
+        )
+        parser.add_argument("--no-cache", action="store_true", help="do not cache LLM outputs")
+    else:
+        parser.add_argument("--llm", choices=LLM_KINDS, default=None, help=argparse.SUPPRESS)
+        parser.add_argument("--cache", default=None, help=argparse.SUPPRESS)
+        parser.add_argument("--no-cache", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def ignored_llm_options(args: argparse.Namespace) -> list[str]:
+    """The LLM options given to a command registered with ``add_corpus_arguments(llm=False)``.
+
+    Examples
+    --------
+    >>> ignored_llm_options(argparse.Namespace(llm="local", cache=None, no_cache=True))
+    ['--llm', '--no-cache']
+    """
+    given = {"--llm": args.llm is not None, "--cache": args.cache is not None, "--no-cache": args.no_cache}
+    return [flag for flag, was_given in given.items() if was_given]
 
 
 def cache_setting(args: argparse.Namespace) -> str | bool:

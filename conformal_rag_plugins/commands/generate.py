@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from . import calibration_inputs
+from .cli_help import examples
 
 __all__ = ["GENERATION_MAX_TOKENS", "GENERATION_TEMPERATURE", "register", "run_generate"]
 
@@ -19,10 +20,14 @@ GENERATION_MAX_TOKENS = 96
 
 def register(sub: Any) -> None:
     """Add the ``generate-calibration`` sub-command to the ``conformal-rag`` parser."""
-    p = sub.add_parser("generate-calibration", help="generate calibration questions from your chunks with an LLM")
+    p = sub.add_parser(
+        "generate-calibration",
+        help="generate calibration questions from your chunks with an LLM",
+        epilog=examples("conformal-rag generate-calibration --docs my_docs/ --n 200 --out questions.jsonl"),
+    )
     calibration_inputs.add_corpus_arguments(p)
     p.add_argument("--n", type=int, default=100, help="questions to generate (one per sampled chunk)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled chunks")
     p.add_argument("--topic", default=None, help="topic of interest, inserted into the prompt")
     p.add_argument("--max-retries", type=int, default=2, help="further attempts per chunk after a bad output")
     p.add_argument("--out", required=True, help="calibration questions JSONL to write")

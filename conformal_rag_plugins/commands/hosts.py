@@ -144,11 +144,14 @@ def build_fanout(
     pool_sizes: Sequence[int],
     client: Any = None,
     show_progress: bool = False,
+    whole_documents: bool = False,
 ) -> Callable[[str], dict[tuple[FusionConfig | None, int], CandidatePool]]:
     """Index ``entries`` once and return ``fetch(question) -> {(fusion or None, pool size): pool}``.
 
     One dense and one BM25 search per question serve every fusion setting and pool size
-    (``llamaindex/fusion_fanout.py``, ``langchain/fusion_fanout.py``).
+    (``llamaindex/fusion_fanout.py``, ``langchain/fusion_fanout.py``). ``whole_documents``
+    marks the ``document`` unit's index, whose long entries are embedded past the window on
+    purpose (beside a chunked index), so the split-them-first warning is not raised for it.
     """
     if framework not in FRAMEWORKS or kind not in RETRIEVERS:
         raise ValueError(f"framework must be one of {FRAMEWORKS} and retriever one of {RETRIEVERS}.")
@@ -157,11 +160,17 @@ def build_fanout(
         from ..llamaindex.fusion_fanout import FusionFanout
         from ..llamaindex.stack import build_chroma_index
 
-        index, nodes = build_chroma_index(entries, client=client, collection_name=name, show_progress=show_progress)
+        index, nodes = build_chroma_index(
+            entries,
+            client=client,
+            collection_name=name,
+            show_progress=show_progress,
+            warn_truncation=not whole_documents,
+        )
         return FusionFanout(index, nodes, kind, grid, pool_sizes)
     from ..langchain.fusion_fanout import FusionFanout as LangChainFanout
     from ..langchain.stack import build_chroma_vectorstore
     from ..local.bm25 import BM25Index
 
-    store = build_chroma_vectorstore(entries, client=client, collection_name=name)
+    store = build_chroma_vectorstore(entries, client=client, collection_name=name, warn_truncation=not whole_documents)
     return LangChainFanout(store, BM25Index([e.id for e in entries], [e.text for e in entries]), kind, grid, pool_sizes)

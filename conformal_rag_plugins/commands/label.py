@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from . import calibration_inputs
+from .cli_help import examples
 
 __all__ = ["JUDGE_MAX_TOKENS", "register", "run_label"]
 
@@ -17,7 +18,11 @@ JUDGE_MAX_TOKENS = 4
 
 def register(sub: Any) -> None:
     """Add the ``label`` sub-command to the ``conformal-rag`` parser."""
-    p = sub.add_parser("label", help="label calibration questions with an LLM judge over the host retriever")
+    p = sub.add_parser(
+        "label",
+        help="label calibration questions with an LLM judge over the host retriever",
+        epilog=examples("conformal-rag label --corpus corpus.jsonl --questions questions.jsonl --out labelled.jsonl"),
+    )
     calibration_inputs.add_corpus_arguments(p)
     p.add_argument(
         "--questions",
@@ -28,8 +33,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--out", required=True, help="labelled calibration JSONL to write")
     p.add_argument("--budget", type=int, default=5, help="chunks judged per question at most")
-    p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
-    p.add_argument("--pool-size", type=int, default=50)
+    p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid", help="host retriever")
+    p.add_argument("--pool-size", type=int, default=50, help="candidates retrieved per question")
     p.set_defaults(handler=_handle)
 
 

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .cli_help import examples
+
 __all__ = ["read_stream", "reference_questions", "register", "run_monitor"]
 
 #: Defaults of the options a ``--calibration`` or ``--resume`` file may fix instead.
@@ -43,6 +45,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "monitor",
         help="replay a stream of questions through a drift monitor of a calibration (made here or deployed)",
+        epilog=examples(
+            "conformal-rag monitor --corpus corpus.jsonl --calibration calibration.json --qa reference.jsonl "
+            "--stream queries.jsonl --out monitor.json"
+        ),
     )
     p.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
     p.add_argument(
@@ -73,7 +79,13 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--delta", type=float, default=None, help="false-alarm probability of the drift alarm (default 0.01)"
     )
-    p.add_argument("--statistic", choices=["top1", "gap", "set_size"], default=None, help="(default top1)")
+    p.add_argument(
+        "--statistic",
+        choices=["top1", "gap", "set_size"],
+        default=None,
+        help="label-free statistic of each query: the best host score, best minus second best, or the conformal "
+        "set's size (default top1)",
+    )
     p.add_argument(
         "--score",
         choices=["auto", "similarity", "rank", "relative"],
@@ -91,8 +103,13 @@ def register(sub: Any) -> None:
         default=None,
         help="'tuned' or METHOD:WEIGHT such as zscore:0.5 (hybrid only; default tuned, as calibrate)",
     )
-    p.add_argument("--framework", choices=["llamaindex", "langchain"], default=None, help="(default llamaindex)")
-    p.add_argument("--pool-size", type=int, default=None, help="(default 50)")
+    p.add_argument(
+        "--framework",
+        choices=["llamaindex", "langchain"],
+        default=None,
+        help="whose splitter and index (default llamaindex)",
+    )
+    p.add_argument("--pool-size", type=int, default=None, help="candidates retrieved per question (default 50)")
     p.add_argument(
         "--seed",
         type=int,
@@ -109,7 +126,7 @@ def register(sub: Any) -> None:
         help="write the calibration made here, which --resume needs (default with --save-monitor and no "
         "--calibration: the state's path with .calibration.json)",
     )
-    p.add_argument("--json", dest="json_out", required=True, help="output JSON path")
+    p.add_argument("--out", "--json", dest="json_out", required=True, metavar="FILE", help="report JSON to write")
     p.set_defaults(handler=_handle)
 
 

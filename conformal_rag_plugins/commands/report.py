@@ -16,13 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import CalibrationIntegrityError, InputFileError
+from .cli_help import examples
 
 __all__ = ["load_any_calibration", "register", "run_report"]
 
 
 def register(sub: Any) -> None:
     """Add the ``report`` sub-command to the ``conformal-rag`` parser."""
-    p = sub.add_parser("report", help="figures and an HTML page of a calibration's coverage on held-out questions")
+    p = sub.add_parser(
+        "report",
+        help="figures and an HTML page of a calibration's coverage on held-out questions",
+        epilog=examples(
+            "conformal-rag report --calibration calibration.json --corpus corpus.jsonl --qa held_out.jsonl "
+            "--out report/"
+        ),
+    )
     p.add_argument("--calibration", required=True, help="calibration JSON (from calibrate, or an answer-set one)")
     p.add_argument("--corpus", action="append", required=True, help="corpus JSONL it was made on (repeatable)")
     p.add_argument(

@@ -163,7 +163,9 @@ def collect_candidates(
             framework, kind, chunks, grid=configs, pool_sizes=pool_sizes, client=client, show_progress=progress
         )
     fetch_docs = (
-        build_fanout(framework, kind, documents, grid=configs, pool_sizes=pool_sizes, client=client)
+        build_fanout(
+            framework, kind, documents, grid=configs, pool_sizes=pool_sizes, client=client, whole_documents=True
+        )
         if "document" in units
         else None
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,6 +20,7 @@ from ..calibration.retrieval import RetrievalCalibration
 from ..core.clustering import GENERATOR_SCORES
 from ..core.errors import CalibrationError, CoverageCeilingWarning
 from ..core.validation import check_alpha
+from ..runtime.caller_warning import warn_at_caller
 from .engine import SampleFn, acalibrate_generation, coverage_report
 from .gold import GoldChunk, defining_gold, references_of
 from .split_optimisation import optimise_split_on_host
@@ -175,11 +175,11 @@ async def acalibrate_end_to_end(
     report = coverage_report(scores, cal.alpha_generation_, threshold_finite=cal.generator_reachable_)
     logger.warning("Generator stage: %s", report)
     if not cal.guaranteed_:
-        warnings.warn(
+        # run by run_sync, a fixed stacklevel would name asyncio's event loop: name the user's line
+        warn_at_caller(
             f"{cal.reason_} (generator coverage ceiling {cal.coverage_ceiling_:.2f}, retrieval misses "
             f"{cal.retrieval_.n_misses_} of {cal.retrieval_.n_calibration_}).",
             CoverageCeilingWarning,
-            stacklevel=2,
         )
     return cal
 

@@ -30,8 +30,13 @@ def build_chroma_vectorstore(
     client: Any = None,
     collection_name: str = "conformal-rag-langchain",
     embeddings: Any = None,
+    warn_truncation: bool = True,
 ) -> Any:
     """A ``langchain_chroma.Chroma`` store on a cosine collection, reused when already filled.
+
+    With the MiniLM embeddings, a ``UserWarning`` names the entries it embeds past its
+    254-token window (split them first); ``warn_truncation=False`` silences it where whole
+    documents are indexed on purpose (``evaluate``'s ``document`` unit).
 
     Examples
     --------
@@ -45,7 +50,7 @@ def build_chroma_vectorstore(
     ids = [e.id for e in entries]
     have = set(collection.get(ids=ids, include=[])["ids"])
     todo = [e for e in entries if e.id not in have]
-    if todo and isinstance(embeddings, MiniLMEmbeddings):
+    if todo and warn_truncation and isinstance(embeddings, MiniLMEmbeddings):
         warn_if_truncated([e.text for e in todo])
     if todo:
         vectors = embeddings.embed_documents([e.text for e in todo])

@@ -55,8 +55,13 @@ def build_chroma_index(
     collection_name: str = "conformal-rag-llamaindex",
     embed_model: Any = None,
     show_progress: bool = False,
+    warn_truncation: bool = True,
 ) -> tuple[VectorStoreIndex, list[TextNode]]:
     """A ``VectorStoreIndex`` on a cosine Chroma collection, reused when already filled.
+
+    With the MiniLM embedding, a ``UserWarning`` names the entries it embeds past its
+    254-token window (split them first); ``warn_truncation=False`` silences it where whole
+    documents are indexed on purpose (``evaluate``'s ``document`` unit).
 
     Examples
     --------
@@ -71,7 +76,7 @@ def build_chroma_index(
     nodes = nodes_from_entries(entries)
     have = set(collection.get(ids=[n.node_id for n in nodes], include=[])["ids"])
     todo = [n for n in nodes if n.node_id not in have]
-    if todo and isinstance(embed_model, MiniLMEmbedding):
+    if todo and warn_truncation and isinstance(embed_model, MiniLMEmbedding):
         warn_if_truncated([n.get_content() for n in todo])
     if todo:
         context = StorageContext.from_defaults(vector_store=store)

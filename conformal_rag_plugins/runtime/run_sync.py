@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
+
+from .caller_warning import remember_caller
 
 __all__ = ["run_sync"]
 
@@ -33,5 +36,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
+    context = contextvars.copy_context()
+    # warnings raised on the worker thread continue their walk to the user's frame from here
+    context.run(remember_caller, sys._getframe(1))
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(contextvars.copy_context().run, asyncio.run, coro).result()
+        return pool.submit(context.run, asyncio.run, coro).result()

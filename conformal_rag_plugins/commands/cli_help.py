@@ -1,0 +1,104 @@
+"""How ``conformal-rag --help`` reads: every option's default, one usage example per sub-command.
+
+:class:`Parser` is the ``argparse`` parser of the command and of every sub-command (the
+sub-parsers inherit its class), so a ``register`` function only adds its options and an
+``epilog=examples(...)``; the formatter appends the default an option's help text does not
+already state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["HelpFormatter", "Parser", "changed_options", "examples", "warn_ignored"]
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help that names every option's default, and keeps the epilog's example lines as written.
+
+    A help text that already mentions its default is left alone; otherwise a required option
+    gets ``(required)``, an option without a default ``(default: none)`` and any other
+    ``(default: VALUE)``. Flags without a value (``--quiet``) are off unless given and get nothing.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if text == argparse.SUPPRESS or not action.option_strings or action.nargs == 0:
+            return action.help
+        if "default" in text.lower():
+            return text
+        if action.required:
+            suffix = "(required)"
+        elif action.default is None:
+            suffix = "(default: none)"
+        else:
+            suffix = "(default: %(default)s)"
+        return f"{text} {suffix}" if text else suffix
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` with :class:`HelpFormatter` unless another is given."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def examples(*lines: str) -> str:
+    """The epilog of a sub-command: its usage examples, one command per line.
+
+    Examples
+    --------
+    >>> print(examples("conformal-rag demo --no-answers"))
+    example:
+      conformal-rag demo --no-answers
+    """
+    head = "example:" if len(lines) == 1 else "examples:"
+    return "\n".join([head, *(f"  {line}" for line in lines)])
+
+
+def changed_options(parser: argparse.ArgumentParser, args: argparse.Namespace, dests: Iterable[str]) -> list[str]:
+    """The options among ``dests`` of ``args.command`` whose value is not their default (as typed flags).
+
+    An option given with its default value changes nothing, so it does not count.
+
+    Examples
+    --------
+    >>> p = Parser(prog="x")
+    >>> sub = p.add_subparsers(dest="command")
+    >>> s = sub.add_parser("run")
+    >>> _ = s.add_argument("--pool-size", type=int, default=50)
+    >>> _ = s.add_argument("--quiet", action="store_true")
+    >>> changed_options(p, p.parse_args(["run", "--pool-size", "9"]), ["pool_size", "quiet"])
+    ['--pool-size']
+    """
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    command = subparsers.choices[args.command]
+    wanted = set(dests)
+    return [
+        action.option_strings[0]
+        for action in command._actions
+        if action.dest in wanted and getattr(args, action.dest) != action.default
+    ]
+
+
+def warn_ignored(command: str, given: Iterable[str], reason: str, *, deprecated: bool = False) -> None:
+    """One line on stderr naming the options a command accepts but does not use (nothing when none is given).
+
+    Examples
+    --------
+    >>> import contextlib, io
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...     warn_ignored("calibrate", ["--llm"], "it calls no LLM", deprecated=True)
+    ...     warn_ignored("calibrate", [], "nothing given: no line")
+    >>> err.getvalue().splitlines()
+    ['conformal-rag: warning: calibrate ignores --llm (it calls no LLM); deprecated, to be removed in a future release']
+    """
+    flags = list(given)
+    if flags:
+        tail = "; deprecated, to be removed in a future release" if deprecated else ""
+        print(f"conformal-rag: warning: {command} ignores {', '.join(flags)} ({reason}){tail}", file=sys.stderr)

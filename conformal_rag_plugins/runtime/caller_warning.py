@@ -1,0 +1,85 @@
+"""Warnings that point at the user's line, not at the library or the event loop that ran it.
+
+A warning raised inside a coroutine that :func:`~conformal_rag_plugins.runtime.run_sync.run_sync`
+runs would, with a fixed ``stacklevel``, name ``asyncio/events.py``. :func:`warn_at_caller`
+walks out of this package, ``asyncio``, ``concurrent.futures`` and ``threading`` to the first
+frame of the caller (what ``skip_file_prefixes`` does on Python 3.12, which 3.10 and 3.11 lack).
+When ``run_sync`` runs the coroutine on a worker thread (a loop was already running), that
+thread's stack ends in ``threading``; the walk then continues from the frame that called
+``run_sync``, which ``run_sync`` records in a context variable the thread inherits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import os
+import sys
+import threading
+import warnings
+from types import FrameType
+
+__all__ = ["remember_caller", "warn_at_caller"]
+
+
+def _folder(module_file: str) -> str:
+    """The folder of a package's ``__init__.py``, with a trailing separator."""
+    return os.path.dirname(os.path.abspath(module_file)) + os.sep
+
+
+#: Files whose frames are never "the caller": this package, the event loop, the thread pool.
+_SKIPPED_PREFIXES: tuple[str, ...] = (
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # conformal_rag_plugins/
+    _folder(asyncio.__file__),
+    _folder(concurrent.futures.__file__),
+    os.path.abspath(threading.__file__),
+)
+
+#: The frame that called ``run_sync`` when the coroutine runs on a worker thread.
+_OUTER_FRAME: contextvars.ContextVar[FrameType | None] = contextvars.ContextVar("crp_outer_frame", default=None)
+
+
+def remember_caller(frame: FrameType | None) -> None:
+    """Record ``frame`` as where a worker thread's warnings continue their walk (call it in the thread's context)."""
+    _OUTER_FRAME.set(frame)
+
+
+def _first_outside(frame: FrameType | None) -> FrameType | None:
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_SKIPPED_PREFIXES):
+        frame = frame.f_back
+    return frame
+
+
+def warn_at_caller(message: str, category: type[Warning]) -> None:
+    """``warnings.warn(message, category)`` attributed to the first frame outside the library.
+
+    Filters, ``-W`` options and the once-per-location registry apply as for ``warnings.warn``
+    at that frame. When no such frame exists (a bare thread), the warning names the caller of
+    the function that called this, as ``stacklevel=2`` there would.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_at_caller("look here", UserWarning)
+    >>> caught[0].filename == "<doctest conformal_rag_plugins.runtime.caller_warning.warn_at_caller[1]>"
+    True
+    """
+    frame = _first_outside(sys._getframe(1))
+    if frame is None:
+        frame = _first_outside(_OUTER_FRAME.get())
+    if frame is None:
+        warnings.warn(message, category, stacklevel=3)
+        return
+    module_globals = frame.f_globals
+    warnings.warn_explicit(
+        message,
+        category,
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        module=module_globals.get("__name__", "<string>"),
+        registry=module_globals.setdefault("__warningregistry__", {}),
+        module_globals=module_globals,
+    )
