@@ -241,7 +241,7 @@ def test_a_saved_record_round_trips_and_is_checked(world, calibrated: AnswerSetC
     data = json.loads(path.read_text())
     data["generator"]["sampling"]["n_samples"] = M + 1
     path.write_text(json.dumps(with_checksum({k: v for k, v in data.items() if k != "checksum"})))
-    with pytest.raises(CalibrationIntegrityError, match="generator.sampling.n_samples"):
+    with pytest.raises(CalibrationIntegrityError, match=r"generator\.sampling\.n_samples"):
         AnswerSetCalibration.load(path)
 
 
