@@ -114,7 +114,10 @@ class LangChainSampler(AnswerSampler):
 
     def _sampling_settings(self) -> dict[str, Any]:
         # LangChain models list the parameters of every call in ``_default_params`` (LlamaCpp, OpenAI, ...)
-        params = getattr(self.model, "_default_params", None)
+        try:
+            params = getattr(self.model, "_default_params", None)
+        except Exception:  # a client that cannot list its parameters yet
+            params = None
         if isinstance(params, dict):
             own = json_settings(params, [k for k in params if k not in ("model", "model_name")])
             return {**own, **json_settings(self.model, (), self.kwargs_attrs)}
