@@ -8,6 +8,7 @@ themselves through p-values).
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from collections.abc import Sequence
@@ -24,7 +25,12 @@ from ..core.combination import (
     harmonic_mean_rule,
     pac_thresholds,
 )
-from ..core.errors import CalibrationError, CalibrationIntegrityError, InfiniteThresholdWarning
+from ..core.errors import (
+    CalibrationError,
+    CalibrationIntegrityError,
+    InfiniteThresholdWarning,
+    UncheckedGeneratorWarning,
+)
 from ..core.quantile import conformal_quantile, min_calibration_size, pac_rank
 from ..core.validation import check_alpha
 from .jsonio import (
@@ -163,6 +169,12 @@ class AnswerSetCalibration:
 
     Use :meth:`retrieval_stage` to drive a ``ConformalRetriever`` with the retrieval
     threshold of this split.
+
+    ``generator_`` records what the generator threshold is tied to (the LLM, its sampling
+    settings and prompt, and the clustering embedding model; see
+    :mod:`conformal_rag_plugins.generation.identity`); every query compares it with the
+    LLM in use. ``None`` for files saved before it was recorded (they load with an
+    :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning`).
     """
 
     retrieval_: RetrievalCalibration
@@ -183,6 +195,7 @@ class AnswerSetCalibration:
     created_at_: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
     optimisation_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     question_ids_: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    generator_: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         check_alpha(self.alpha_)
@@ -314,13 +327,16 @@ class AnswerSetCalibration:
         clustering: dict[str, Any],
         optimisation: dict[str, Any] | None = None,
         question_ids: Sequence[str] | None = None,
+        generator: dict[str, Any] | None = None,
     ) -> AnswerSetCalibration:
         """Combine the two stages' calibration scores.
 
         ``alpha_retrieval`` defaults to ``alpha / 2`` (the equal split); PAC splits
         ``delta`` equally unless ``delta_retrieval`` is given; HMP uses ``hmp_weight``
         (default 0.5) and a retrieval prefilter at ``alpha * w / 2``, a superset of the
-        chunks the pair rule can keep.
+        chunks the pair rule can keep. ``generator`` is the record of the LLM, sampling
+        settings and embedder the generator scores came from
+        (:func:`~conformal_rag_plugins.generation.identity.generator_record`).
         """
         alpha = check_alpha(alpha)
         gen = tuple(float(s) for s in generation_scores)
@@ -330,6 +346,7 @@ class AnswerSetCalibration:
             "clustering_": clustering,
             "optimisation_": optimisation or {},
             "question_ids_": tuple(question_ids or ()),
+            "generator_": None if generator is None else json.loads(json.dumps(generator, allow_nan=False)),
         }
         if len(gen) != len(retrieval.scores_):
             raise CalibrationError(
@@ -404,6 +421,8 @@ class AnswerSetCalibration:
                 "question_ids": list(self.question_ids_),
                 "guaranteed": self.guaranteed_,
         }
+        if self.generator_ is not None:
+            payload["generator"] = self.generator_
         return with_checksum(sign(payload, key))
 
     @classmethod
@@ -434,6 +453,15 @@ class AnswerSetCalibration:
         except CalibrationError as exc:
             raise CalibrationIntegrityError(f"Answer-set calibration file is inconsistent: {exc}") from exc
         cls._compare(cal, fresh)
+        if cal.generator_ is None:
+            warnings.warn(
+                "This answer-set calibration does not record the LLM, sampling settings and embedding model it was "
+                "made with (saved by an older version, or made without an adapter that describes its LLM), so "
+                "queries cannot check that they use the same ones; its generator threshold is used unchecked. "
+                "Re-calibrate with calibrate_answer_sets to record them.",
+                UncheckedGeneratorWarning,
+                stacklevel=3,
+            )
         return cal
 
     @classmethod
@@ -483,6 +511,7 @@ class AnswerSetCalibration:
             created_at_=str(data["created_at"]),
             optimisation_=dict(data.get("optimisation") or {}),
             question_ids_=tuple(str(q) for q in data.get("question_ids") or ()),
+            generator_=None if data.get("generator") is None else dict(data["generator"]),
         )
 
     def save(self, path: str | Path, *, signing_key: str | bytes | None = None) -> Path:

@@ -41,6 +41,7 @@ __all__ = [
     "AnswerSetFile",
     "CorpusFile",
     "FingerprintFile",
+    "GeneratorFile",
     "GroupFile",
     "IdsFilterFile",
     "RetrievalFile",
@@ -112,6 +113,42 @@ class CorpusFile(_Strict):
     size: Annotated[int, Field(ge=0)]
     ids_sha256: Checksum
     ids_filter: IdsFilterFile | None = None
+
+
+class EmbeddingIdentityFile(_Strict):
+    """The ``generator.embedding`` block: the embedding model answers were clustered with."""
+
+    model: Text
+    dim: Annotated[int, Field(ge=1)] | None = None
+
+
+class GeneratorFile(_Strict):
+    """The ``generator`` block of an answer-set calibration: what its generator threshold is tied to.
+
+    ``llm`` and ``sampling`` are compared key by key at query time, so they may hold any
+    JSON; ``llm`` names the model, ``sampling`` records ``n_samples`` and the prompt.
+    """
+
+    llm: dict[str, Any]
+    sampling: dict[str, Any]
+    embedding: EmbeddingIdentityFile | None = None
+
+    @model_validator(mode="after")
+    def _named(self) -> GeneratorFile:
+        problems = [f"llm.{k} missing or not text" for k in ("class", "name") if not _text(self.llm.get(k))]
+        n = self.sampling.get("n_samples")
+        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+            problems.append(f"sampling.n_samples must be an integer >= 1 (got {n!r})")
+        digest = self.sampling.get("prompt_sha256")
+        if digest is not None and not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+            problems.append(f"sampling.prompt_sha256 is not a SHA-256 (got {digest!r})")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def _text(x: Any) -> bool:
+    return isinstance(x, str) and bool(x)
 
 
 class GroupFile(_Strict):
@@ -450,10 +487,16 @@ class AnswerSetFile(_Strict):
     guaranteed: bool | None = None
     checksum: Checksum | None = None
     signature: Checksum | None = None
+    generator: GeneratorFile | None = None  # absent in older files: loaded with an UncheckedGeneratorWarning
 
     @model_validator(mode="after")
     def _agree(self) -> AnswerSetFile:
         problems = []
+        if self.generator is not None and self.generator.sampling.get("n_samples") != self.n_samples:
+            problems.append(
+                f"generator.sampling.n_samples = {self.generator.sampling.get('n_samples')!r} but n_samples = "
+                f"{self.n_samples}"
+            )
         if self.method == "hmp":
             if self.hmp_weight is None:
                 problems.append("method 'hmp' without hmp_weight")

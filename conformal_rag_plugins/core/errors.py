@@ -9,12 +9,14 @@ __all__ = [
     "CorpusChangedWarning",
     "CoverageCeilingWarning",
     "FingerprintMismatchError",
+    "GeneratorMismatchError",
     "GuaranteeCutWarning",
     "InfiniteThresholdWarning",
     "InputFileError",
     "NotFittedError",
     "PoolMissWarning",
     "SmallGroupWarning",
+    "UncheckedGeneratorWarning",
 ]
 
 
@@ -32,6 +34,18 @@ class CalibrationIntegrityError(ConformalError):
 
 class FingerprintMismatchError(ConformalError):
     """A calibration is used with another embedding model, store, distance or scale."""
+
+
+class GeneratorMismatchError(FingerprintMismatchError):
+    """An answer-set calibration is used with another LLM, sampling settings or clustering embedding model.
+
+    The message names every field that differs, with its calibrated and its live value;
+    ``fields`` lists the names (``"llm.name"``, ``"sampling.temperature"``, ``"embedding.model"``).
+    """
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.fields = tuple(fields)
 
 
 class InputFileError(CalibrationError):
@@ -84,4 +98,13 @@ class PoolMissWarning(UserWarning):
 
     A miss counts as ``+inf`` nonconformity, so a miss share near alpha forces a huge
     threshold (often the whole pool). A larger pool brings the share down.
+    """
+
+
+class UncheckedGeneratorWarning(UserWarning):
+    """The LLM, sampling settings or embedding model of an answer-set calibration cannot be compared.
+
+    Files saved before the generator was recorded (and calibrations made without an adapter
+    that describes its LLM) carry no record, or the caller gave no live one: the generator
+    threshold is then used unchecked. Re-calibrate to get the check.
     """

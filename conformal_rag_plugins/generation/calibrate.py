@@ -23,6 +23,7 @@ from ..core.validation import check_alpha
 from ..runtime.caller_warning import warn_at_caller
 from .engine import SampleFn, acalibrate_generation, coverage_report
 from .gold import GoldChunk, defining_gold, references_of
+from .identity import live_generator
 from .split_optimisation import optimise_split_on_host
 
 __all__ = [
@@ -133,12 +134,15 @@ async def acalibrate_end_to_end(
     progress: bool = True,
     optimisation: dict[str, Any] | None = None,
     embed: Any = None,
+    generator: dict[str, Any] | None = None,
 ) -> AnswerSetCalibration:
     """Score the generator on each example (aligned with ``retrieval``) and combine the stages.
 
     ``examples`` must be the retrieval calibration's questions in its order (see
     :func:`align_stages`); ``gold_text(example)`` gives the text of the chunk that
-    defines the example's retrieval score.
+    defines the example's retrieval score. ``generator`` is the record of the LLM,
+    sampling settings and embedder behind ``sample`` (:func:`~.identity.generator_record`),
+    kept in the calibration and compared at query time.
     """
     alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
     clustering = dict(clustering or DEFAULT_CLUSTERING)
@@ -171,6 +175,7 @@ async def acalibrate_end_to_end(
         clustering={**clustering, "match": "rouge1", "match_threshold": match_threshold},
         optimisation=optimisation,
         question_ids=[ex.digest for ex in examples],
+        generator=generator,
     )
     report = coverage_report(scores, cal.alpha_generation_, threshold_finite=cal.generator_reachable_)
     logger.warning("Generator stage: %s", report)
@@ -186,7 +191,13 @@ async def acalibrate_end_to_end(
 
 @dataclass(frozen=True)
 class HostHooks:
-    """What a framework adapter supplies to :func:`calibrate_stages`."""
+    """What a framework adapter supplies to :func:`calibrate_stages`.
+
+    ``identity()`` describes the LLM and sampler behind ``sample``
+    (:meth:`~.sampler.AnswerSampler.identity`) and ``embedding_identity()`` the embedding
+    model, asked only when answers are clustered by embedding cosine; both are recorded
+    in the calibration (without ``identity`` nothing is, and queries warn that they cannot check).
+    """
 
     fetch: Callable[[str], Any]
     texts_for: Callable[[list[str]], dict[str, str]]
@@ -194,6 +205,14 @@ class HostHooks:
     sample: SampleFn
     model: str
     run: Callable[[Any], Any]
+    identity: Callable[[], dict[str, Any]] | None = None
+    embedding_identity: Callable[[], dict[str, Any] | None] | None = None
+
+    def generator(self, clustering: dict[str, Any]) -> dict[str, Any] | None:
+        """The generator record of this host for ``clustering`` (``None`` without ``identity``)."""
+        if self.identity is None:
+            return None
+        return live_generator(self.identity(), clustering, self.embedding_identity)
 
 
 def calibrate_stages(
@@ -303,5 +322,6 @@ def calibrate_stages(
             progress=progress,
             optimisation=optimisation,
             embed=embed,
+            generator=hooks.generator(clustering),
         )
     )

@@ -20,6 +20,7 @@ from ..core.clustering import cluster_answers, merge_clusters
 from ..core.combination import decide_end_to_end
 from ..core.errors import CalibrationError, ConformalError
 from ..core.generation_scores import generation_score
+from .identity import check_generator
 from .prompts import IDK
 from .sample_record import Sample
 
@@ -188,21 +189,30 @@ async def abuild_answer_set(
     equivalence: Any = None,
     embed: EmbedFn | None = None,
     cut_reason: str = "",
+    generator: Mapping[str, Any] | None = None,
 ) -> AnswerSetResult:
     """Sample every chunk the rule can keep, cluster, and apply the end-to-end rule.
 
     The result is ``guaranteed`` only if the rule is (:attr:`AnswerSetCalibration.guaranteed_`)
     and every chunk's retriever kept its set (``ChunkInput.guaranteed``); ``cut_reason``
     says why a chunk did not.
+
+    ``generator`` is the record of the LLM, sampler and embedder behind ``sample``
+    (:func:`~.identity.generator_record`); before any LLM call it is compared with the
+    calibration's (:func:`~.identity.check_generator`), and a difference raises
+    :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`. Without a record on
+    either side the answer set is built with an ``UncheckedGeneratorWarning`` and
+    ``extra["generator_checked"]`` is False.
     """
     check_equivalence(calibration, equivalence)
+    kwargs = clustering_kwargs(calibration.clustering_, equivalence, embed)
+    checked = check_generator(calibration.generator_, generator, calibration.clustering_, stacklevel=3)
     rule = calibration.rule()
     ids = [c.chunk_id for c in chunks]
     nonconf = np.array([c.nonconformity for c in chunks], dtype=float)
     keep = rule.retrieval_mask(nonconf) if chunks else np.zeros(0, dtype=bool)
     todo = [c for c, k in zip(chunks, keep, strict=True) if k]
     sampled = await asyncio.gather(*(sample(question, c.text) for c in todo))
-    kwargs = clustering_kwargs(calibration.clustering_, equivalence, embed)
     clusters = {
         c.chunk_id: cluster_samples(
             got, calibration.clustering_, kwargs, n_samples=calibration.n_samples_, chunk_id=c.chunk_id
@@ -245,7 +255,7 @@ async def abuild_answer_set(
         prompt_tokens=sum(s.prompt_tokens for s in all_samples),
         completion_tokens=sum(s.completion_tokens for s in all_samples),
         reason=reason,
-        extra={"sampled_clusters": sampled_clusters},
+        extra={"sampled_clusters": sampled_clusters, "generator_checked": checked},
     )
 
 

@@ -13,12 +13,28 @@ from typing import Any
 
 from .cache import SampleCache
 from .concurrent_draws import ConcurrencyLimit, draw_samples
+from .identity import SAMPLING_ATTRS, json_settings, prompt_digest
 from .sample_record import Sample, reports_logprobs
 
-__all__ = ["AnswerSampler", "model_id"]
+__all__ = ["AnswerSampler", "model_id", "model_name"]
+
+NAME_ATTRS = ("model", "model_path", "model_name")
 
 
-def model_id(model: Any, name_attrs: Sequence[str] = ("model", "model_path", "model_name")) -> str:
+def model_name(model: Any, name_attrs: Sequence[str] = NAME_ATTRS) -> str | None:
+    """The first of ``name_attrs`` that is set on an LLM client (``None`` when none is).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> model_name(SimpleNamespace(model_path="/models/gemma.gguf"))
+    '/models/gemma.gguf'
+    """
+    value = next((v for v in (getattr(model, a, None) for a in name_attrs) if v), None)
+    return None if value is None else str(value)
+
+
+def model_id(model: Any, name_attrs: Sequence[str] = NAME_ATTRS) -> str:
     """A stable identifier of an LLM client for cache keys and calibration records.
 
     The class name and the first of ``name_attrs`` that is set; ``+logprobs`` when the
@@ -43,8 +59,14 @@ class AnswerSampler(ABC):
     samples are stored per (question, context, model, prompt, temperature, n).
 
     Subclasses implement :meth:`_call` (one answer) and :meth:`_prompt_text` (the prompt,
-    as text, for the cache key), and may override :meth:`_model_id`.
+    as text, for the cache key), and may override :meth:`_model_id`, :meth:`_llm_identity`,
+    :meth:`_sampling_settings` and :meth:`_prompt_kind`, which :meth:`identity` reports.
     """
+
+    name_attrs: tuple[str, ...] = NAME_ATTRS
+    """Attributes naming the model, in order (the first that is set)."""
+    kwargs_attrs: tuple[str, ...] = ("generate_kwargs", "additional_kwargs")
+    """Attributes of the client holding keyword arguments passed to every call (recorded with the settings)."""
 
     def __init__(
         self,
@@ -79,7 +101,51 @@ class AnswerSampler(ABC):
         """The prompt in use, as text (part of the cache key)."""
 
     def _model_id(self) -> str:
-        return model_id(self.model)
+        return model_id(self.model, self.name_attrs)
+
+    def _llm_identity(self) -> dict[str, Any]:
+        """Class, name and whether the client reports logprobs (adapters add what identifies a local model)."""
+        return {
+            "class": type(self.model).__name__,
+            "name": model_name(self.model, self.name_attrs) or "unknown",
+            "logprobs": reports_logprobs(self.model),
+        }
+
+    def _sampling_settings(self) -> dict[str, Any]:
+        """The client's sampling settings (:func:`~.identity.json_settings`)."""
+        return json_settings(self.model, SAMPLING_ATTRS, self.kwargs_attrs)
+
+    def _prompt_kind(self) -> str:
+        """``"chat"`` or ``"completion"``: which of the two prompts is in use."""
+        return "completion"
+
+    def identity(self) -> dict[str, Any]:
+        """The LLM and sampling part of a generator record (:func:`~.identity.generator_record`).
+
+        ``llm``: class, name (a local model file's name, with its SHA-256 when an adapter
+        knows the file), whether it reports logprobs. ``sampling``: the client's sampling
+        settings, ``n_samples``, which prompt is in use and the SHA-256 of its template.
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace
+        >>> class Echo(AnswerSampler):
+        ...     async def _call(self, question, context, config=None): return Sample(context)
+        ...     def _prompt_text(self): return "Q: {question}"
+        >>> llm = SimpleNamespace(model="m", temperature=0.7)
+        >>> got = Echo(llm, n_samples=3, completion_prompt=None, chat_prompt=None).identity()
+        >>> got["llm"], got["sampling"]["temperature"], got["sampling"]["n_samples"]
+        ({'class': 'SimpleNamespace', 'name': 'm', 'logprobs': False}, 0.7, 3)
+        """
+        return {
+            "llm": self._llm_identity(),
+            "sampling": {
+                **self._sampling_settings(),
+                "n_samples": self.n_samples,
+                "prompt": self._prompt_kind(),
+                "prompt_sha256": prompt_digest(self._prompt_text()),
+            },
+        }
 
     async def asample(self, question: str, context: str, *, config: Any = None) -> list[Sample]:
         """``n_samples`` answers, from the cache when present.

@@ -9,11 +9,13 @@ from langchain_core.outputs import LLMResult
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
 from ..generation import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE, Sample, SampleCache, mean_logprob
+from ..generation.identity import SAMPLING_ATTRS, embedding_identity, json_settings
 from ..generation.sampler import AnswerSampler
 from ..generation.sampler import model_id as _model_id
+from ..local.llm import llama_cpp_identity
 from .llm_calls import is_chat
 
-__all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LangChainSampler", "model_id"]
+__all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LangChainSampler", "embedder_identity", "model_id"]
 
 DEFAULT_COMPLETION_PROMPT = PromptTemplate.from_template(FEW_SHOT_TEMPLATE)
 DEFAULT_CHAT_PROMPT = ChatPromptTemplate.from_messages([("system", CHAT_SYSTEM_PROMPT), ("human", CHAT_USER_TEMPLATE)])
@@ -22,6 +24,15 @@ DEFAULT_CHAT_PROMPT = ChatPromptTemplate.from_messages([("system", CHAT_SYSTEM_P
 def model_id(model: Any) -> str:
     """A stable identifier of the model for cache keys and calibration records."""
     return _model_id(model, ("model_name", "model", "model_path"))
+
+
+def embedder_identity(embeddings: Any) -> dict[str, Any] | None:
+    """Name and dimension of LangChain embeddings (one probe call), for generator records."""
+    if embeddings is None:
+        return None
+    from .fingerprint import describe_embeddings
+
+    return embedding_identity(*describe_embeddings(embeddings))
 
 
 def _to_sample(out: Any) -> Sample:
@@ -91,8 +102,29 @@ class LangChainSampler(AnswerSampler):
     def _prompt_text(self) -> str:
         return repr(self.prompt)
 
+    name_attrs = ("model_name", "model", "model_path")
+    kwargs_attrs = ("model_kwargs",)
+
     def _model_id(self) -> str:
         return model_id(self.model)
+
+    def _llm_identity(self) -> dict[str, Any]:
+        # a llama.cpp model is named by its file and digest, not by the path it was loaded from
+        return {**super()._llm_identity(), **(llama_cpp_identity(getattr(self.model, "client", None)) or {})}
+
+    def _sampling_settings(self) -> dict[str, Any]:
+        # LangChain models list the parameters of every call in ``_default_params`` (LlamaCpp, OpenAI, ...)
+        try:
+            params = getattr(self.model, "_default_params", None)
+        except Exception:  # a client that cannot list its parameters yet
+            params = None
+        if isinstance(params, dict):
+            own = json_settings(params, [k for k in params if k not in ("model", "model_name")])
+            return {**own, **json_settings(self.model, (), self.kwargs_attrs)}
+        return json_settings(self.model, SAMPLING_ATTRS, self.kwargs_attrs)
+
+    def _prompt_kind(self) -> str:
+        return "chat" if is_chat(self.model) else "completion"
 
     async def _call(self, question: str, context: str, config: Any = None) -> Sample:
         value = self.prompt.invoke({"context": context, "question": question})

@@ -13,7 +13,7 @@ from ..calibration.retrieval import RetrievalCalibration
 from ..generation import SampleCache
 from ..generation.calibrate import HostHooks, calibrate_stages
 from ..runtime.run_sync import run_sync
-from .answer_sampler import LangChainSampler, model_id
+from .answer_sampler import LangChainSampler, embedder_identity, model_id
 from .calibrate import calibrate_retriever, resolve_pool_size
 from .host import Host, fetch_pool, texts_by_id
 
@@ -65,6 +65,8 @@ def calibrate_answer_sets(
         sample=sampler.asample,
         model=model_id(llm),
         run=run_sync,
+        identity=sampler.identity,
+        embedding_identity=lambda: embedder_identity(embeddings),
     )
     embed = embeddings.embed_documents if embeddings is not None else None
     return calibrate_stages(

@@ -8,7 +8,7 @@ from langchain_community.llms import LlamaCpp
 from langchain_core.outputs import Generation, LLMResult
 from langchain_core.runnables.config import run_in_executor
 
-from ..local.logprobs import continuation_logprob
+from ..local.logprobs import continuation_logprob, model_lock
 
 __all__ = ["LlamaCppWithLogprobs"]
 
@@ -17,7 +17,7 @@ class LlamaCppWithLogprobs(LlamaCpp):
     """``langchain_community`` ``LlamaCpp`` whose generations report their mean token log-probability.
 
     ``generation_info["logprobs"]`` holds it in llama.cpp's format, scored by teacher forcing
-    on the prompt already in the KV cache
+    from a fixed state of the prompt, so it does not depend on earlier calls
     (:func:`~conformal_rag_plugins.local.logprobs.continuation_logprob`); the stock class
     returns only the text. Built by :func:`~.llm.local_llm` with ``logprobs=True``.
     """
@@ -29,9 +29,10 @@ class LlamaCppWithLogprobs(LlamaCpp):
     ) -> LLMResult:
         generations = []
         for prompt in prompts:
-            result = self.client(prompt=prompt, **{**self._get_parameters(stop), **kwargs})
-            text = result["choices"][0]["text"]
-            logprob = continuation_logprob(self.client, prompt, text)
+            with model_lock(self.client):  # the async path runs here in executor threads: one call at a time
+                result = self.client(prompt=prompt, **{**self._get_parameters(stop), **kwargs})
+                text = result["choices"][0]["text"]
+                logprob = continuation_logprob(self.client, prompt, text)
             info = {"logprobs": None if logprob is None else {"tokens": [text], "token_logprobs": [logprob]}}
             generations.append([Generation(text=text, generation_info=info)])
         return LLMResult(generations=generations)

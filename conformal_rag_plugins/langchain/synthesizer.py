@@ -16,8 +16,9 @@ from ..calibration.answer_sets import AnswerSetCalibration
 from ..core.errors import CalibrationError, ConformalError
 from ..generation import Sample, SampleCache
 from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
+from ..generation.identity import live_generator
 from ..runtime.run_sync import run_sync
-from .answer_sampler import LangChainSampler
+from .answer_sampler import LangChainSampler, embedder_identity
 from .host import doc_id
 
 __all__ = ["ConformalAnswerSetSynthesizer"]
@@ -35,6 +36,11 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
     Input ``{"question": str, "context": list[Document]}``; output an
     :class:`~conformal_rag_plugins.generation.engine.AnswerSetResult` (``response``,
     ``answers`` with confidences and supporting document ids, ``abstained``, ``alpha``, tokens).
+
+    Every run first compares the model (class, name, a local model's file digest), its sampling
+    settings, the prompt and, for embedding clustering, ``embeddings`` with the ones the
+    calibration recorded, and raises :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`
+    naming each field that differs.
 
     Examples
     --------
@@ -55,6 +61,7 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
     equivalence: Any = None
     embeddings: Any = None
     _sampler: LangChainSampler = PrivateAttr()
+    _embedding_identity: list[dict[str, Any] | None] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _setup(self) -> ConformalAnswerSetSynthesizer:
@@ -104,9 +111,15 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
     ) -> AnswerSetResult:
         return run_sync(self._build(value, patch_config(config, callbacks=run_manager.get_child())))
 
+    def _describe_embeddings(self) -> dict[str, Any] | None:
+        if not self._embedding_identity:  # one probe call, once
+            self._embedding_identity.append(embedder_identity(self.embeddings))
+        return self._embedding_identity[0]
+
     async def _build(self, value: dict[str, Any], child: RunnableConfig) -> AnswerSetResult:
         question, docs = self._parse(value)
         chunks, cut_reason = _chunks(docs, self.calibration)
+        generator = live_generator(self._sampler.identity(), self.calibration.clustering_, self._describe_embeddings)
 
         async def sample(q: str, context: str) -> list[Sample]:
             return await self._sampler.asample(q, context, config=child)
@@ -119,6 +132,7 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
             equivalence=self.equivalence,
             embed=self.embeddings.embed_documents if self.embeddings is not None else None,
             cut_reason=cut_reason,
+            generator=generator,
         )
 
     async def ainvoke(

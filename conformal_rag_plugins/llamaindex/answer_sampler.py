@@ -10,11 +10,20 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 
 from ..generation import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE, Sample, SampleCache, mean_logprob
+from ..generation.identity import embedding_identity
 from ..generation.sampler import AnswerSampler
 from ..generation.sampler import model_id as _model_id
+from ..local.llm import llama_cpp_identity
 from .llm_calls import is_chat
 
-__all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LlamaIndexSampler", "SamplerPrompts", "model_id"]
+__all__ = [
+    "DEFAULT_CHAT_PROMPT",
+    "DEFAULT_COMPLETION_PROMPT",
+    "LlamaIndexSampler",
+    "SamplerPrompts",
+    "embedder_identity",
+    "model_id",
+]
 
 DEFAULT_COMPLETION_PROMPT = PromptTemplate(FEW_SHOT_TEMPLATE)
 DEFAULT_CHAT_PROMPT = ChatPromptTemplate(
@@ -28,6 +37,15 @@ DEFAULT_CHAT_PROMPT = ChatPromptTemplate(
 def model_id(llm: Any) -> str:
     """A stable identifier of the LLM for cache keys and calibration records."""
     return _model_id(llm, ("model", "model_path", "model_name"))
+
+
+def embedder_identity(embed_model: Any) -> dict[str, Any] | None:
+    """Name and dimension of a LlamaIndex embedding model (one probe call), for generator records."""
+    if embed_model is None:
+        return None
+    from .fingerprint import _embed_description
+
+    return embedding_identity(*_embed_description(embed_model))
 
 
 def _usage(raw: Any) -> tuple[int, int]:
@@ -95,6 +113,13 @@ class LlamaIndexSampler(AnswerSampler):
 
     def _model_id(self) -> str:
         return model_id(self.llm)
+
+    def _llm_identity(self) -> dict[str, Any]:
+        # a llama.cpp model is named by its file and digest, not by the path it was loaded from
+        return {**super()._llm_identity(), **(llama_cpp_identity(getattr(self.llm, "_model", None)) or {})}
+
+    def _prompt_kind(self) -> str:
+        return "chat" if self.is_chat else "completion"
 
     async def _call(self, question: str, context: str, config: Any = None) -> Sample:
         if self.is_chat:

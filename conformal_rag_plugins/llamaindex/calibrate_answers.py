@@ -13,7 +13,7 @@ from ..calibration.retrieval import RetrievalCalibration
 from ..generation import SampleCache
 from ..generation.calibrate import HostHooks, calibrate_stages
 from ..runtime.run_sync import run_sync
-from .answer_sampler import LlamaIndexSampler, model_id
+from .answer_sampler import LlamaIndexSampler, embedder_identity, model_id
 from .calibrate import calibrate_retriever, resolve_host
 from .host import pool_from_nodes, texts_by_id
 
@@ -84,6 +84,8 @@ def calibrate_answer_sets(
         sample=sampler.asample,
         model=model_id(llm),
         run=run_sync,
+        identity=sampler.identity,
+        embedding_identity=lambda: embedder_identity(embed_model),
     )
     embed = embed_model.get_text_embedding_batch if embed_model is not None else None
     return calibrate_stages(

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from llama_index.core.base.llms.types import CompletionResponse
 from llama_index.llms.llama_cpp import LlamaCPP
 
-from ..local.logprobs import continuation_logprob
+from ..local.logprobs import continuation_logprob, model_lock
 
 __all__ = ["LlamaCPPWithLogprobs"]
 
@@ -16,8 +16,8 @@ class LlamaCPPWithLogprobs(LlamaCPP):
     """``LlamaCPP`` that adds ``choices[0].logprobs`` (llama.cpp's format) to each completion's ``raw``.
 
     The value is the mean token log-probability of the completion text given the prompt,
-    scored by teacher forcing on the prompt already in the KV cache
-    (:func:`~conformal_rag_plugins.local.logprobs.continuation_logprob`); the ``"likelihood"``
+    scored by teacher forcing from a fixed state of the prompt, so it does not depend on earlier
+    calls (:func:`~conformal_rag_plugins.local.logprobs.continuation_logprob`); the ``"likelihood"``
     generator score reads it. Built by :func:`~.llm.local_llm` with ``logprobs=True``.
     """
 
@@ -25,8 +25,9 @@ class LlamaCPPWithLogprobs(LlamaCPP):
 
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         full = prompt if formatted else self.completion_to_prompt(prompt)
-        response = super().complete(full, formatted=True, **kwargs)
-        logprob = continuation_logprob(self._model, full, response.text)
+        with model_lock(self._model):  # no other thread's call between the completion and its score
+            response = super().complete(full, formatted=True, **kwargs)
+            logprob = continuation_logprob(self._model, full, response.text)
         raw = dict(response.raw or {})
         choices = [dict(c) for c in raw.get("choices") or [{"text": response.text}]]
         choices[0]["logprobs"] = None if logprob is None else {"tokens": [response.text], "token_logprobs": [logprob]}

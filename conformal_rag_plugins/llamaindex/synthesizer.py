@@ -15,8 +15,9 @@ from ..calibration.answer_sets import AnswerSetCalibration
 from ..core.errors import CalibrationError
 from ..generation import SampleCache
 from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
+from ..generation.identity import live_generator
 from ..runtime.run_sync import run_sync
-from .answer_sampler import LlamaIndexSampler, SamplerPrompts
+from .answer_sampler import LlamaIndexSampler, SamplerPrompts, embedder_identity
 from .traced_synthesis import TracedSynthesis
 
 __all__ = ["ConformalAnswerSetSynthesizer"]
@@ -56,6 +57,11 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
         ``clustering={"method": ...}`` instead.
     embed_model : BaseEmbedding, optional
         Required when the calibration clusters by embedding cosine (``clustering={"method": "embedding"}``).
+
+    Every query first compares the LLM (class, name, a local model's file digest), its sampling
+    settings, the prompt and, for embedding clustering, ``embed_model`` with the ones the
+    calibration recorded, and raises :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`
+    naming each field that differs.
 
     Examples
     --------
@@ -99,6 +105,7 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
         self.calibration = calibration
         self.equivalence = equivalence
         self.embed_model = embed_model
+        self._embedding_identity: list[dict[str, Any] | None] = []  # described once (one probe call)
         self.sampler = LlamaIndexSampler(
             llm,
             n_samples=m,
@@ -110,7 +117,13 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
             cache=cache,
         )
 
+    def _describe_embedder(self) -> dict[str, Any] | None:
+        if not self._embedding_identity:
+            self._embedding_identity.append(embedder_identity(self.embed_model))
+        return self._embedding_identity[0]
+
     async def _aresult(self, query_str: str, chunks: list[ChunkInput], cut_reason: str = "") -> AnswerSetResult:
+        generator = live_generator(self.sampler.identity(), self.calibration.clustering_, self._describe_embedder)
         return await abuild_answer_set(
             self.calibration,
             query_str,
@@ -119,6 +132,7 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
             equivalence=self.equivalence,
             embed=self.embed_model.get_text_embedding_batch if self.embed_model is not None else None,
             cut_reason=cut_reason,
+            generator=generator,
         )
 
     def _response(self, result: AnswerSetResult, nodes: Sequence[NodeWithScore]) -> Response:

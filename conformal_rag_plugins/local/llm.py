@@ -13,11 +13,13 @@ llama-cpp-python version and the signal.
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from ..runtime.openai_settings import openai_settings
 from .encoder import default_cache_dir
@@ -26,7 +28,9 @@ __all__ = [
     "GEMMA_FILE",
     "LocalModelError",
     "check_local_model",
+    "file_sha256",
     "gemma_model_path",
+    "llama_cpp_identity",
     "llama_cpp_version",
     "openai_settings",
 ]
@@ -43,6 +47,7 @@ out = llm("Question: What is the capital of France?\\nAnswer:", max_tokens=4, te
 assert isinstance(out["choices"][0]["text"], str)
 """
 _checked: dict[Path, str] = {}
+_digests: dict[tuple[str, int, int], str] = {}
 
 
 class LocalModelError(RuntimeError):
@@ -140,3 +145,50 @@ def gemma_model_path(*, check: bool = True) -> Path:
     if check:
         check_local_model(path)
     return path
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file, computed once per process and version of the file (path, size, mtime).
+
+    The Gemma GGUF (253 MB) takes about 0.15 s when the file is in the page cache.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile(delete=False) as f:
+    ...     _ = f.write(b"abc")
+    >>> file_sha256(f.name)[:12]
+    'ba7816bf8f01'
+    """
+    resolved = Path(path).resolve()
+    stat = resolved.stat()
+    key = (str(resolved), stat.st_size, stat.st_mtime_ns)
+    if key not in _digests:
+        digest = hashlib.sha256()
+        with resolved.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        _digests[key] = digest.hexdigest()
+    return _digests[key]
+
+
+def llama_cpp_identity(llama: Any) -> dict[str, Any] | None:
+    """What identifies a loaded ``llama_cpp.Llama``: model file name and SHA-256, llama-cpp-python, ``n_batch``.
+
+    ``n_batch`` is recorded because llama.cpp's results depend on how a prompt is cut into
+    batches. ``None`` when ``llama`` is not a llama.cpp model.
+
+    Examples
+    --------
+    >>> llama_cpp_identity(object()) is None
+    True
+    """
+    if not type(llama).__module__.startswith("llama_cpp") or not getattr(llama, "model_path", None):
+        return None
+    path = Path(llama.model_path)
+    return {
+        "name": path.name,
+        "file_sha256": file_sha256(path) if path.is_file() else "unknown",
+        "llama_cpp_python": llama_cpp_version(),
+        "n_batch": int(llama.n_batch),
+    }

@@ -2,18 +2,46 @@
 
 llama-cpp-python reports logprobs only with ``logits_all=True``, and then log-softmaxes every
 position and sorts the whole vocabulary in Python for each token: with Gemma's 262k-token
-vocabulary that costs seconds per sample. Scoring the text afterwards is cheap instead: the
-prompt is already in the KV cache, so each completion token is one decode and one softmax.
+vocabulary that costs seconds per sample. Scoring the text afterwards is cheap instead.
+
+The score must be a fixed function of (prompt, text): the calibrated generator threshold is
+compared with scores computed at query time, after another history of calls. llama.cpp's
+results are not: a prompt prefix left in the KV cache by earlier calls was computed in other
+batches (and other cache cells), and on Gemma 3 270M reusing it moves the mean log-probability
+of the same text by up to 0.14 nats. So every score starts from one fixed cache state: the
+prompt (all but its last token) evaluated from an emptied cache, saved once per prompt and
+restored before each text (``llama_state_seq_get_data`` / ``set_data``, a memory copy).
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
+import threading
+import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["continuation_logprob"]
+__all__ = ["continuation_logprob", "model_lock"]
+
+# Per model: the prompt prefix whose fixed state is saved, the saved bytes, and their length.
+_states: weakref.WeakKeyDictionary[Any, tuple[tuple[int, ...], Any, int]] = weakref.WeakKeyDictionary()
+_locks: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_locks_guard = threading.Lock()
+
+
+def model_lock(llama: Any) -> threading.RLock:
+    """The lock that serialises calls on one llama.cpp model (it is not thread-safe).
+
+    Hold it across a completion and its scoring, so that no other thread's call runs in between.
+    """
+    with _locks_guard:
+        lock = _locks.get(llama)
+        if lock is None:
+            lock = _locks[llama] = threading.RLock()
+        return lock
 
 
 def _last_logprobs(llama: Any) -> np.ndarray:
@@ -22,12 +50,42 @@ def _last_logprobs(llama: Any) -> np.ndarray:
     return logits - (top + math.log(float(np.exp(logits - top).sum())))
 
 
+def _restore_prefix(llama: Any, prefix: Sequence[int]) -> None:
+    """Put ``prefix`` in the KV cache in its fixed state: evaluated from an empty cache, whatever came before."""
+    import llama_cpp
+
+    ctx = llama._ctx.ctx
+    key = tuple(prefix)
+    saved = _states.get(llama)
+    if key and (saved is None or saved[0] != key):
+        llama._ctx.kv_cache_clear()
+        llama.n_tokens = 0
+        llama.eval(list(key))
+        size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
+        buffer = (ctypes.c_uint8 * size)()
+        written = int(llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0))
+        saved = _states[llama] = (key, buffer, written)
+    llama._ctx.kv_cache_clear()  # empties every cell: the restored prefix lands in the same cells each time
+    llama.n_tokens = 0
+    if not key:
+        return
+    assert saved is not None
+    if int(llama_cpp.llama_state_seq_set_data(ctx, saved[1], saved[2], 0)) == 0:
+        _states.pop(llama, None)
+        raise RuntimeError("llama.cpp could not restore the saved prompt state")
+    llama.input_ids[: len(key)] = key
+    llama.n_tokens = len(key)
+
+
 def continuation_logprob(llama: Any, prompt: str, continuation: str) -> float | None:
     """Mean log-probability of the tokens of ``continuation`` after ``prompt`` (``None`` when it is empty).
 
-    ``llama`` is a ``llama_cpp.Llama``. The longest prefix already in its KV cache (the
-    few-shot examples, or the prompt of the completion just sampled) is reused. The value
-    is a fixed function of (prompt, text), so calibration and query time score alike.
+    ``llama`` is a ``llama_cpp.Llama``. The value is a fixed function of (prompt, text): all
+    but the last prompt token are restored from a state evaluated once from an emptied
+    cache (shared by every text scored after the same prompt), then the last prompt token
+    and the text are evaluated one token at a time. Earlier calls on the model (other
+    prompts, sampling, other texts) do not change it, so calibration and query time score
+    alike, bit for bit.
 
     Examples
     --------
@@ -39,15 +97,12 @@ def continuation_logprob(llama: Any, prompt: str, continuation: str) -> float | 
     if not cont:
         return None
     tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
-    done = llama.input_ids[: llama.n_tokens].tolist()
-    keep = 0
-    while keep < min(len(done), len(tokens) - 1) and done[keep] == tokens[keep]:
-        keep += 1
-    llama.n_tokens = keep  # eval() drops the KV cache past n_tokens
-    llama.eval(tokens[keep:])
-    total = 0.0
-    for k, tok in enumerate(cont):
-        total += float(_last_logprobs(llama)[tok])
-        if k + 1 < len(cont):
-            llama.eval([tok])
+    with model_lock(llama):
+        _restore_prefix(llama, tokens[:-1])
+        llama.eval(tokens[-1:])
+        total = 0.0
+        for k, tok in enumerate(cont):
+            total += float(_last_logprobs(llama)[tok])
+            if k + 1 < len(cont):
+                llama.eval([tok])
     return total / len(cont)

@@ -21,6 +21,10 @@ def _check_calibration(cal: AnswerSetCalibration) -> None:
     assert 0.0 <= cal.coverage_ceiling_ <= 1.0
     assert cal.n_samples_ == M and "gguf" in cal.model_
     assert math.isclose(cal.alpha_retrieval_ + cal.alpha_generation_, cal.alpha_)
+    # the generator record names the model file by digest, not by the cache path it was loaded from
+    llm = cal.generator_["llm"]
+    assert llm["name"] == "gemma-3-270m-q4_k_m.gguf" and len(llm["file_sha256"]) == 64 and llm["llama_cpp_python"]
+    assert cal.generator_["sampling"]["n_samples"] == M and cal.generator_["sampling"]["prompt"] == "completion"
 
 
 def test_llamaindex_local_llm_answer_sets(host_factory, squad_questions, tmp_path) -> None:
@@ -56,6 +60,7 @@ def test_llamaindex_local_llm_answer_sets(host_factory, squad_questions, tmp_pat
     response = engine.query(question.question)
     meta = response.metadata
     assert meta["llm_calls"] == M * len(meta["retrieval_set"])
+    assert meta["extra"]["generator_checked"] is True  # the same LLM passes the comparison
     assert meta["retrieval_set"], "the relative family always keeps the top chunk"
     assert isinstance(meta["answer_set"], list) and meta["alpha"] == pytest.approx(0.6)
     if not meta["abstained"]:
@@ -91,6 +96,7 @@ def test_langchain_local_llm_answer_sets(host_factory, squad_questions, tmp_path
     } | ConformalAnswerSetSynthesizer(llm=llm, calibration=cal, cache=cache, max_concurrency=1)
     result = chain.invoke(squad_questions[20].question)
     assert result.llm_calls == M * len(result.retrieval_set) and result.retrieval_set
+    assert result.extra["generator_checked"] is True
     assert result.abstained or result.response in {a["text"] for a in result.answers}
 
 

@@ -1,0 +1,278 @@
+"""Issue 21 part 3: an answer-set calibration records its generator and refuses another one at query time.
+
+Each adapter calibrates through its own ``calibrate_answer_sets`` on a small in-memory host with a
+fake LLM, then queries through its own synthesizer: the same LLM works, another LLM, other sampling
+settings, another prompt or another clustering embedding model is refused with an error naming the
+field, its calibrated and its live value. Before the fix nothing was recorded and nothing compared.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any
+
+import pytest
+
+from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
+from conformal_rag_plugins.calibration.examples import CalibrationExample
+from conformal_rag_plugins.calibration.jsonio import with_checksum
+from conformal_rag_plugins.core.errors import (
+    CalibrationIntegrityError,
+    FingerprintMismatchError,
+    GeneratorMismatchError,
+    InfiniteThresholdWarning,
+    UncheckedGeneratorWarning,
+)
+from conformal_rag_plugins.generation.engine import ChunkInput, abuild_answer_set
+from conformal_rag_plugins.runtime.run_sync import run_sync
+
+N = 12
+M = 3
+TEXTS = [f"Chunk {i} says the answer is text." for i in range(N)]
+EXAMPLES = [CalibrationExample(f"question {i}?", gold_ids=(f"g{i}",), answers=("text",), id=f"q{i}") for i in range(N)]
+CONTEXT = [  # nodes/documents as a ConformalRetriever of the calibration writes them
+    ("c1", "Rollo led the Norse.", {"conformal_nonconformity": 0.0}),
+    ("c2", "Paris is in France.", {"conformal_nonconformity": 0.1}),
+]
+
+
+def _quiet(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InfiniteThresholdWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return fn(*args, **kwargs)
+
+
+class LlamaIndexWorld:
+    """A ``VectorStoreIndex`` of the chunks, ``MockLLM`` samples and the LlamaIndex synthesizer."""
+
+    def __init__(self) -> None:
+        from llama_index.core import VectorStoreIndex
+        from llama_index.core.embeddings import MockEmbedding
+        from llama_index.core.schema import TextNode
+
+        nodes = [TextNode(id_=f"g{i}", text=t) for i, t in enumerate(TEXTS)]
+        self.retriever = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8)).as_retriever(
+            similarity_top_k=5
+        )
+
+    @staticmethod
+    def llm(max_tokens: int = 2, other_class: bool = False) -> Any:
+        from llama_index.core.llms import MockLLM
+
+        class OtherMock(MockLLM):
+            pass
+
+        return (OtherMock if other_class else MockLLM)(max_tokens=max_tokens)
+
+    @staticmethod
+    def embedder(dim: int = 8) -> Any:
+        from llama_index.core.embeddings import MockEmbedding
+
+        return MockEmbedding(embed_dim=dim)
+
+    def calibrate(self, llm: Any, **kw: Any) -> AnswerSetCalibration:
+        from conformal_rag_plugins.llamaindex import calibrate_answer_sets
+
+        return _quiet(
+            calibrate_answer_sets,
+            self.retriever,
+            llm,
+            EXAMPLES,
+            confidence_level=0.4,
+            alpha_retrieval=0.1,
+            n_samples=M,
+            progress=False,
+            embed_model=kw.pop("embed", None),
+            **kw,
+        )
+
+    @staticmethod
+    def query(cal: AnswerSetCalibration, llm: Any, embed: Any = None, prompt: str | None = None) -> dict[str, Any]:
+        from llama_index.core.prompts import PromptTemplate
+        from llama_index.core.schema import NodeWithScore, TextNode
+
+        from conformal_rag_plugins.llamaindex import ConformalAnswerSetSynthesizer
+
+        synth = ConformalAnswerSetSynthesizer(llm=llm, calibration=cal, embed_model=embed)
+        if prompt is not None:
+            synth.update_prompts({"completion_prompt": PromptTemplate(prompt)})
+        nodes = [NodeWithScore(node=TextNode(id_=i, text=t, metadata=m), score=1.0) for i, t, m in CONTEXT]
+        return dict(synth.synthesize("Who led the Norse?", nodes).metadata)
+
+
+class LangChainWorld:
+    """An in-memory vector store with relevance scores, a fake completion LLM and the LangChain synthesizer."""
+
+    def __init__(self) -> None:
+        from langchain_core.documents import Document
+        from langchain_core.embeddings import DeterministicFakeEmbedding
+        from langchain_core.vectorstores import InMemoryVectorStore
+
+        class ScoredStore(InMemoryVectorStore):
+            def _select_relevance_score_fn(self) -> Any:
+                return lambda cosine: (1.0 + cosine) / 2.0
+
+        self.store = ScoredStore(DeterministicFakeEmbedding(size=8))
+        self.store.add_documents([Document(id=f"g{i}", page_content=t) for i, t in enumerate(TEXTS)])
+
+    @staticmethod
+    def llm(max_tokens: int = 2, other_class: bool = False) -> Any:
+        from langchain_core.language_models import FakeListLLM
+
+        class SettingsLLM(FakeListLLM):
+            max_tokens: int = 2
+
+        class OtherLLM(SettingsLLM):
+            pass
+
+        return (OtherLLM if other_class else SettingsLLM)(responses=["text"], max_tokens=max_tokens)
+
+    @staticmethod
+    def embedder(dim: int = 8) -> Any:
+        from langchain_core.embeddings import DeterministicFakeEmbedding
+
+        return DeterministicFakeEmbedding(size=dim)
+
+    def calibrate(self, llm: Any, **kw: Any) -> AnswerSetCalibration:
+        from conformal_rag_plugins.langchain import calibrate_answer_sets
+
+        return _quiet(
+            calibrate_answer_sets,
+            self.store,
+            llm,
+            EXAMPLES,
+            confidence_level=0.4,
+            alpha_retrieval=0.1,
+            n_samples=M,
+            pool_size=5,
+            progress=False,
+            embeddings=kw.pop("embed", None),
+            **kw,
+        )
+
+    @staticmethod
+    def query(cal: AnswerSetCalibration, llm: Any, embed: Any = None, prompt: str | None = None) -> dict[str, Any]:
+        from langchain_core.documents import Document
+        from langchain_core.prompts import PromptTemplate
+
+        from conformal_rag_plugins.langchain import ConformalAnswerSetSynthesizer
+
+        synth = ConformalAnswerSetSynthesizer(llm=llm, calibration=cal, embeddings=embed)
+        if prompt is not None:
+            synth.sampler.completion_prompt = PromptTemplate.from_template(prompt)
+        docs = [Document(id=i, page_content=t, metadata=m) for i, t, m in CONTEXT]
+        return synth.invoke({"question": "Who led the Norse?", "context": docs}).to_dict()
+
+
+@pytest.fixture(params=["llamaindex", "langchain"], scope="module")
+def world(request: pytest.FixtureRequest) -> LlamaIndexWorld | LangChainWorld:
+    return LlamaIndexWorld() if request.param == "llamaindex" else LangChainWorld()
+
+
+@pytest.fixture(scope="module")
+def calibrated(world: LlamaIndexWorld | LangChainWorld) -> AnswerSetCalibration:
+    return world.calibrate(world.llm())
+
+
+def _refused(world: Any, cal: AnswerSetCalibration, field: str, calibrated_value: Any, live_value: Any, **q: Any):
+    with pytest.raises(GeneratorMismatchError) as info:
+        world.query(cal, q.pop("llm", None) or world.llm(), **q)
+    message = str(info.value)
+    assert field in info.value.fields, message
+    line = next(ln for ln in message.splitlines() if f"{field}:" in ln)
+    assert repr(calibrated_value) in line.split("used with")[0] and repr(live_value) in line.split("used with")[1]
+    assert isinstance(info.value, FingerprintMismatchError)  # caught like a retrieval calibration's mismatch
+    return info.value
+
+
+def test_calibration_records_the_generator(world, calibrated: AnswerSetCalibration) -> None:
+    gen = calibrated.generator_
+    assert gen is not None
+    assert gen["llm"]["class"] in ("MockLLM", "SettingsLLM")
+    assert gen["sampling"]["max_tokens"] == 2 and gen["sampling"]["n_samples"] == M
+    assert gen["sampling"]["prompt"] == "completion" and len(gen["sampling"]["prompt_sha256"]) == 64
+    assert gen["embedding"] is None  # ROUGE clustering uses no embedder
+
+
+def test_the_calibrated_generator_is_accepted(world, calibrated: AnswerSetCalibration) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncheckedGeneratorWarning)
+        meta = world.query(calibrated, world.llm())
+    assert meta["extra"]["generator_checked"] is True
+    assert meta["retrieval_set"]
+
+
+def test_another_llm_is_refused_naming_the_field(world, calibrated: AnswerSetCalibration) -> None:
+    name = calibrated.generator_["llm"]["class"]
+    other = "OtherMock" if name == "MockLLM" else "OtherLLM"
+    _refused(world, calibrated, "llm.class", name, other, llm=world.llm(other_class=True))
+
+
+def test_other_sampling_settings_are_refused_naming_the_field(world, calibrated: AnswerSetCalibration) -> None:
+    _refused(world, calibrated, "sampling.max_tokens", 2, 5, llm=world.llm(max_tokens=5))
+
+
+def test_another_prompt_is_refused_naming_the_field(world, calibrated: AnswerSetCalibration) -> None:
+    with pytest.raises(GeneratorMismatchError) as info:
+        world.query(calibrated, world.llm(), prompt="C: {context}\nQ: {question}\nA:")
+    assert info.value.fields == ("sampling.prompt_sha256",)
+    assert calibrated.generator_["sampling"]["prompt_sha256"] in str(info.value)
+
+
+def test_another_embedding_model_is_refused_naming_the_field(world) -> None:
+    cal = world.calibrate(world.llm(), embed=world.embedder(8), clustering={"method": "embedding", "tau": 0.9})
+    assert cal.generator_["embedding"]["dim"] == 8
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncheckedGeneratorWarning)
+        assert world.query(cal, world.llm(), embed=world.embedder(8))["extra"]["generator_checked"] is True
+    _refused(world, cal, "embedding.dim", 8, 16, embed=world.embedder(16))
+
+
+def test_a_saved_record_round_trips_and_is_checked(world, calibrated: AnswerSetCalibration, tmp_path) -> None:
+    path = calibrated.save(tmp_path / "cal.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncheckedGeneratorWarning)
+        loaded = AnswerSetCalibration.load(path)
+    assert loaded == calibrated and loaded.generator_ == calibrated.generator_
+    _refused(world, loaded, "sampling.max_tokens", 2, 3, llm=world.llm(max_tokens=3))
+    # a record that disagrees with the file is refused like any other bad field
+    data = json.loads(path.read_text())
+    data["generator"]["sampling"]["n_samples"] = M + 1
+    path.write_text(json.dumps(with_checksum({k: v for k, v in data.items() if k != "checksum"})))
+    with pytest.raises(CalibrationIntegrityError, match=r"generator\.sampling\.n_samples"):
+        AnswerSetCalibration.load(path)
+
+
+def test_an_old_file_without_a_record_loads_with_a_warning_and_queries_unchecked(
+    world, calibrated: AnswerSetCalibration, tmp_path
+) -> None:
+    data = calibrated.to_dict()
+    old = with_checksum({k: v for k, v in data.items() if k not in ("generator", "checksum")})  # as version 1 wrote
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    with pytest.warns(UncheckedGeneratorWarning, match="cannot check"):
+        loaded = AnswerSetCalibration.load(path)
+    assert loaded.generator_ is None
+    with pytest.warns(UncheckedGeneratorWarning, match="cannot be compared"):
+        meta = world.query(loaded, world.llm(max_tokens=5))  # another setting: not detectable, but said so
+    assert meta["extra"]["generator_checked"] is False
+
+
+def test_the_engine_compares_and_says_when_it_cannot(calibrated: AnswerSetCalibration) -> None:
+    from conformal_rag_plugins.generation import Sample
+
+    async def sample(question: str, context: str) -> list[Sample]:
+        return [Sample("Rollo")] * M
+
+    chunks = [ChunkInput("c1", "Rollo led the Norse.", 0.0)]
+    same = run_sync(abuild_answer_set(calibrated, "Who?", chunks, sample, generator=calibrated.generator_))
+    assert same.extra["generator_checked"] is True
+    hotter = json.loads(json.dumps(calibrated.generator_))
+    hotter["sampling"]["temperature"] = 1.5
+    with pytest.raises(GeneratorMismatchError, match=r"sampling\.temperature: calibrated with nothing, used with 1\.5"):
+        run_sync(abuild_answer_set(calibrated, "Who?", chunks, sample, generator=hotter))
+    with pytest.warns(UncheckedGeneratorWarning, match="did not describe"):
+        blind = run_sync(abuild_answer_set(calibrated, "Who?", chunks, sample))
+    assert blind.extra["generator_checked"] is False
