@@ -206,7 +206,7 @@ async def abuild_answer_set(
     """
     check_equivalence(calibration, equivalence)
     kwargs = clustering_kwargs(calibration.clustering_, equivalence, embed)
-    checked = check_generator(calibration.generator_, generator, calibration.clustering_, stacklevel=3)
+    checked = check_generator(calibration.generator_, generator, calibration.clustering_)
     rule = calibration.rule()
     ids = [c.chunk_id for c in chunks]
     nonconf = np.array([c.nonconformity for c in chunks], dtype=float)

@@ -20,11 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..core.errors import GeneratorMismatchError, UncheckedGeneratorWarning
+from ..runtime.caller_warning import warn_at_caller
 
 __all__ = [
     "CALL_KWARG_ATTRS",
@@ -203,8 +203,6 @@ def check_generator(
     recorded: Mapping[str, Any] | None,
     live: Mapping[str, Any] | None,
     clustering: Mapping[str, Any],
-    *,
-    stacklevel: int = 3,
 ) -> bool:
     """Refuse a live generator that differs from the calibrated one; return whether the check was made.
 
@@ -251,11 +249,10 @@ def check_generator(
             if recorded is None
             else "the caller did not describe the LLM in use"
         )
-        warnings.warn(
+        warn_at_caller(
             f"The answer-set calibration's LLM, sampling settings and embedding model cannot be compared with the "
             f"ones in use: {what}. The generator threshold is used unchecked; re-calibrate to get the check.",
             UncheckedGeneratorWarning,
-            stacklevel=stacklevel,
         )
         return False
     live = generator_record(live, live.get("embedding")) or {}
@@ -274,11 +271,10 @@ def check_generator(
             tuple(name for name, _ in diffs),
         )
     if unchecked:
-        warnings.warn(
+        warn_at_caller(
             f"The answer-set calibration's {' and '.join(unchecked)} cannot be compared with the one in use (not "
             "recorded on one side); it is used unchecked.",
             UncheckedGeneratorWarning,
-            stacklevel=stacklevel,
         )
         return False
     return True
