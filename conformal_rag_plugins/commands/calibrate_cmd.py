@@ -243,19 +243,7 @@ def run_calibrate(
         bundle = next(
             iter(build_hosts(framework, retriever, chunks, grid=grid, pool_size=pool_size, client=client).values())
         )
-        if framework == "llamaindex":
-            from ..llamaindex.calibrate import calibrate_retriever
-        else:
-            from ..langchain.calibrate import calibrate_retriever
-        cal = calibrate_retriever(
-            bundle.host,
-            examples,
-            confidence_level=1 - alpha,
-            score=family,
-            pool_size=pool_size,
-            random_state=seed,
-            progress=progress,
-        )
+        cal = calibrate_host(framework, bundle.host, examples, 1 - alpha, family, pool_size, seed, progress)
     # the tuned path groups its own calibration part by the query's group; chunk groups are applied here
     if groups is not None and (chunk_group_key is not None or not tuned):
         from ..calibration.groups import with_chunk_groups, with_groups
@@ -275,6 +263,25 @@ def _groups_by_question(examples: Any, field: str) -> dict[str, str]:
     from ..calibration.groups import group_labels
 
     return {ex.digest: g for ex, g in zip(examples, group_labels(examples, field), strict=True)}
+
+
+def calibrate_host(
+    framework: str, host: Any, examples: Any, level: float, family: str, pool_size: int, seed: int, progress: Any
+) -> Any:
+    """Calibrate a built (untuned) host with the framework's own ``calibrate_retriever``."""
+    if framework == "llamaindex":
+        from ..llamaindex.calibrate import calibrate_retriever
+    else:
+        from ..langchain.calibrate import calibrate_retriever
+    return calibrate_retriever(
+        host,
+        examples,
+        confidence_level=level,
+        score=family,
+        pool_size=pool_size,
+        random_state=seed,
+        progress=progress,
+    )
 
 
 def _tuned(

@@ -266,7 +266,7 @@ def _calibrate_here(
 ) -> tuple[Any, Any]:
     """The calibration ``conformal-rag calibrate`` makes with these options, and its host when already built."""
     from ..calibration.tuned_calibration import FusionConfig
-    from .calibrate_cmd import _tuned
+    from .calibrate_cmd import _tuned, calibrate_host
     from .hosts import build_host
 
     tuned = kind == "hybrid" and fusion == "tuned"
@@ -275,20 +275,7 @@ def _calibrate_here(
         return _tuned(framework, chunks, examples, client, 1 - alpha, family, pool_size, seed, progress), None
     config = FusionConfig.parse(fusion) if kind == "hybrid" else None
     bundle = build_host(framework, kind, chunks, pool_size=pool_size, client=client, fusion=config)
-    if framework == "llamaindex":
-        from ..llamaindex.calibrate import calibrate_retriever
-    else:
-        from ..langchain.calibrate import calibrate_retriever
-    cal = calibrate_retriever(
-        bundle.host,
-        examples,
-        confidence_level=1 - alpha,
-        score=family,
-        pool_size=pool_size,
-        random_state=seed,
-        progress=progress,
-    )
-    return cal, bundle
+    return calibrate_host(framework, bundle.host, examples, 1 - alpha, family, pool_size, seed, progress), bundle
 
 
 def run_monitor(
