@@ -20,7 +20,7 @@ from ..calibration.pool_calibration import CandidatePool
 from ..calibration.tuned_calibration import FusionConfig
 from ..core.errors import CalibrationError
 from ..local.bm25 import BM25Index
-from ..local.chroma import query_in_batches
+from ..local.chroma import MAX_QUERY_ROWS, query_in_batches
 from .fusion import ScoredFusionRetriever
 from .host import _relevance, pool_from_pairs
 
@@ -79,16 +79,19 @@ class FusionFanout:
         lexical = self.bm25.search(question, top) if self.kind != "dense" else []
         return self._pools(dense, lexical)
 
-    def many(self, questions: Sequence[str], *, batch_size: int = 512) -> Iterator[dict[FanoutKey, CandidatePool]]:
+    def many(
+        self, questions: Sequence[str], *, batch_size: int | None = None
+    ) -> Iterator[dict[FanoutKey, CandidatePool]]:
         """The pools of every question in order, as :meth:`__call__` gives them, from batched searches.
 
-        ``batch_size`` questions are embedded together (through the embedding model's
-        cache), sent to a Chroma store in as few queries as its limits allow (other stores:
-        one search per question), and scored by BM25 in one ``bm25s`` call.
+        ``batch_size`` questions (default: as many as one Chroma query returns,
+        ``MAX_QUERY_ROWS // largest pool``) are embedded together through the embedding
+        model's cache, sent to a Chroma store in as few queries as its limits allow (other
+        stores: one search per question), and scored by BM25 in one ``bm25s`` call.
         """
         questions = list(questions)
-        step = max(1, int(batch_size))
         top = self.pool_sizes[-1]
+        step = max(1, int(batch_size) if batch_size is not None else MAX_QUERY_ROWS // top)
         for start in range(0, len(questions), step):
             block = questions[start : start + step]
             dense = self._dense_many(block, top)

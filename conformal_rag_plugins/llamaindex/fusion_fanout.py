@@ -35,7 +35,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from ..calibration.pool_calibration import CandidatePool
 from ..calibration.tuned_calibration import FusionConfig
 from ..core.errors import CalibrationError
-from ..local.chroma import query_in_batches
+from ..local.chroma import MAX_QUERY_ROWS, query_in_batches
 from .stack import build_hybrid_retriever
 
 __all__ = ["FusionFanout", "fuse_lists"]
@@ -160,17 +160,22 @@ class FusionFanout:
         lexical = self._bm25.retrieve(question) if self._bm25 is not None else []
         return self._pools(self._register(_DENSE, dense), self._register(_LEXICAL, lexical))
 
-    def many(self, questions: Sequence[str], *, batch_size: int = 512) -> Iterator[dict[FanoutKey, CandidatePool]]:
+    def many(
+        self, questions: Sequence[str], *, batch_size: int | None = None
+    ) -> Iterator[dict[FanoutKey, CandidatePool]]:
         """The pools of every question in order, as :meth:`__call__` gives them, from batched searches.
 
-        ``batch_size`` questions are embedded together (through the embedding model's
-        cache), sent to Chroma in as few queries as its limits allow, and scored by BM25
-        in one ``bm25s`` call. Given the same query vectors (the encoder's cache holds
-        them), every pool equals ``self(question)``, ids and scores bit for bit.
+        ``batch_size`` questions (default: as many as one Chroma query returns,
+        ``MAX_QUERY_ROWS // largest pool``, which bounds the memory of a block) are embedded
+        together through the embedding model's cache, sent to Chroma in as few queries as
+        its limits allow, and scored by BM25 in one ``bm25s`` call. Given the same query
+        vectors (the encoder's cache holds them), every pool equals ``self(question)``, ids
+        and scores bit for bit.
         """
         questions = list(questions)
-        for start in range(0, len(questions), max(1, int(batch_size))):
-            block = questions[start : start + max(1, int(batch_size))]
+        step = _block_size(batch_size, self.pool_sizes[-1])
+        for start in range(0, len(questions), step):
+            block = questions[start : start + step]
             dense = self._dense_many(block) if self._dense is not None else [[] for _ in block]
             lexical = self._lexical_many(block) if self._bm25 is not None else [[] for _ in block]
             for d, lex in zip(dense, lexical, strict=True):
@@ -275,6 +280,11 @@ class FusionFanout:
                     [score for _, score, _ in fused],
                 )
         return out
+
+
+def _block_size(batch_size: int | None, top: int) -> int:
+    """Questions per block: ``batch_size``, or as many as one Chroma query returns at ``top`` results each."""
+    return max(1, int(batch_size) if batch_size is not None else MAX_QUERY_ROWS // max(1, int(top)))
 
 
 def _chroma_collection(retriever: Any) -> Any:
