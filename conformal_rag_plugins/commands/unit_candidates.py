@@ -15,12 +15,13 @@ not be the same:
 
 Every candidate's observations carry the MiniLM token count of each unit, so tuning
 can minimise what the LLM reads. One dense and one BM25 search per question and index
-serve every fusion point and pool size (:func:`~.hosts.build_fanout`).
+serve every fusion point and pool size (:func:`~.hosts.build_fanout`), and the questions
+are embedded and searched in batches (``FusionFanout.many``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +118,14 @@ class Candidates:
         return out
 
 
+def _pools_of_each(fetch: Any, questions: list[str]) -> Iterator[dict[Any, Any]]:
+    """Every question's pools in order: one batched pass (``fetch.many``) when the fan-out has one."""
+    if fetch is None:
+        return iter([{}] * len(questions))
+    many = getattr(fetch, "many", None)
+    return iter(many(questions)) if callable(many) else map(fetch, questions)
+
+
 def collect_candidates(
     framework: str,
     kind: str,
@@ -130,7 +139,7 @@ def collect_candidates(
     client: Any = None,
     progress: bool = True,
 ) -> Candidates:
-    """Query every index once per question and build every candidate's observations.
+    """Query every index once per question (in batches) and build every candidate's observations.
 
     Parameters
     ----------
@@ -181,9 +190,11 @@ def collect_candidates(
                 out.settings[key] = {"unit": unit, "fusion": config.key if config else None, "pool_size": pool}
                 if pool != base_pool:
                     out.base_of[key] = candidate_key(unit, config, base_pool, base_pool, kind)
-    for i, ex in enumerate(tqdm(questions, desc="querying", unit="q", disable=not progress)):
-        chunk_pools = fetch_chunks(ex.question) if fetch_chunks is not None else {}
-        doc_pools = fetch_docs(ex.question) if fetch_docs is not None else {}
+    texts = [ex.question for ex in questions]
+    each = zip(questions, _pools_of_each(fetch_chunks, texts), _pools_of_each(fetch_docs, texts), strict=True)
+    for i, (ex, chunk_pools, doc_pools) in enumerate(
+        tqdm(each, desc="querying", unit="q", total=len(texts), disable=not progress)
+    ):
         for unit in units:
             for config in grid:
                 for pool in pool_sizes:

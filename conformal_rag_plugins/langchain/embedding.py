@@ -31,3 +31,13 @@ class MiniLMEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         """Embed one query."""
         return self.encoder.encode([text])[0].tolist()
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Embed many queries in one batched (and cached) encoder call.
+
+        Each vector is the one :meth:`embed_query` returns for that query whenever the
+        encoder's cache holds it; the first computation of a vector in a batch may differ
+        from a one-query computation in the last float32 bits (the model's arithmetic
+        depends on the batch shape).
+        """
+        return self.encoder.encode(texts).tolist()

@@ -3,18 +3,24 @@
 The LangChain twin of ``llamaindex/fusion_fanout.py``: each ``(setting, k)`` pool is
 :meth:`ScoredFusionRetriever.fuse` of the top-``k`` prefixes of one search at the largest
 pool, which is what that host's ``invoke`` computes from its own two searches.
+:meth:`FusionFanout.many` does it for a list of questions with the query embeddings, the
+Chroma queries and the BM25 searches batched; given the same query vectors (the encoder's
+cache), its pools equal the one-question path's bit for bit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
+from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from ..calibration.pool_calibration import CandidatePool
 from ..calibration.tuned_calibration import FusionConfig
 from ..core.errors import CalibrationError
 from ..local.bm25 import BM25Index
+from ..local.chroma import MAX_QUERY_ROWS, query_in_batches
 from .fusion import ScoredFusionRetriever
 from .host import _relevance, pool_from_pairs
 
@@ -43,6 +49,8 @@ class FusionFanout:
     >>> fan = FusionFanout(store, BM25Index(ids, texts), "hybrid", DEFAULT_FUSION_GRID, (50, 100))  # doctest: +SKIP
     >>> fan("Who ruled Normandy?")[(FusionConfig("zscore", 0.5), 50)].scores.size  # doctest: +SKIP
     50
+    >>> [p[(FusionConfig("zscore", 0.5), 50)].ids[0] for p in fan.many(["Who ruled Normandy?"])]  # doctest: +SKIP
+    ['Normans#0']
     """
 
     def __init__(
@@ -68,12 +76,65 @@ class FusionFanout:
         """Every pool of ``question``, keyed by ``(fusion setting or None, pool size)``."""
         top = self.pool_sizes[-1]
         dense = _relevance(self.store, question, top)
+        lexical = self.bm25.search(question, top) if self.kind != "dense" else []
+        return self._pools(dense, lexical)
+
+    def many(
+        self, questions: Sequence[str], *, batch_size: int | None = None
+    ) -> Iterator[dict[FanoutKey, CandidatePool]]:
+        """The pools of every question in order, as :meth:`__call__` gives them, from batched searches.
+
+        ``batch_size`` questions (default: as many as one Chroma query returns,
+        ``MAX_QUERY_ROWS // largest pool``) are embedded together through the embedding
+        model's cache, sent to a Chroma store in as few queries as its limits allow (other
+        stores: one search per question), and scored by BM25 in one ``bm25s`` call.
+        """
+        questions = list(questions)
+        top = self.pool_sizes[-1]
+        step = max(1, int(batch_size) if batch_size is not None else MAX_QUERY_ROWS // top)
+        for start in range(0, len(questions), step):
+            block = questions[start : start + step]
+            dense = self._dense_many(block, top)
+            lexical = self.bm25.search_many(block, top) if self.kind != "dense" else [[] for _ in block]
+            for d, lex in zip(dense, lexical, strict=True):
+                yield self._pools(d, lex)
+
+    def _dense_many(self, block: list[str], top: int) -> list[list[tuple[Document, float]]]:
+        """``_relevance(store, q, top)`` for every question: one embedding call and batched Chroma queries."""
+        collection = _chroma_collection(self.store)
+        if collection is None:
+            return [_relevance(self.store, q, top) for q in block]
+        from langchain_chroma.vectorstores import _results_to_docs_and_scores
+
+        embeddings = self.store.embeddings
+        batch = getattr(embeddings, "embed_queries", None)
+        vectors = batch(block) if callable(batch) else [embeddings.embed_query(q) for q in block]
+        relevance = self.store._select_relevance_score_fn()
+        out = []
+        for result in query_in_batches(collection, vectors, top):
+            pairs = _results_to_docs_and_scores({key: [value] for key, value in result.items()})
+            out.append([(doc, relevance(score)) for doc, score in pairs])
+        return out
+
+    def _pools(
+        self, dense: list[tuple[Document, float]], lexical: list[tuple[str, float]]
+    ) -> dict[FanoutKey, CandidatePool]:
         if self.kind == "dense":
             return {(None, k): pool_from_pairs(dense[:k])[0] for k in self.pool_sizes}
-        lexical = self.bm25.search(question, top)
         out: dict[FanoutKey, CandidatePool] = {}
         for (config, k), fuser in self._fusers.items():
             docs = fuser.fuse(dense, lexical)
             key = (None, k) if self.kind == "bm25" else (config, k)
             out[key] = pool_from_pairs([(d, float(d.metadata["score"])) for d in docs])[0]
         return out
+
+
+def _chroma_collection(store: VectorStore) -> Any:
+    """The collection of a ``langchain_chroma.Chroma`` store that embeds queries itself, else ``None``."""
+    try:
+        from langchain_chroma import Chroma
+    except ImportError:  # pragma: no cover - depends on extras
+        return None
+    if not isinstance(store, Chroma) or store.embeddings is None or store.override_relevance_score_fn is not None:
+        return None
+    return store._collection

@@ -39,6 +39,16 @@ class MiniLMEmbedding(BaseEmbedding):
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)
 
+    def get_query_embeddings(self, queries: list[str]) -> list[list[float]]:
+        """The query embeddings of ``queries`` from one batched (and cached) encoder call.
+
+        Each vector is the one :meth:`get_query_embedding` returns for that query whenever
+        the encoder's cache holds it; the first computation of a vector in a batch may
+        differ from a one-query computation in the last float32 bits (the model's
+        arithmetic depends on the batch shape).
+        """
+        return self._encoder.encode(queries).tolist()
+
     def _get_text_embedding(self, text: str) -> list[float]:
         return self._encoder.encode([text])[0].tolist()
 

@@ -10,26 +10,39 @@ bm25s orders tied documents differently for another top-k, so they may swap plac
 of them is in the pool
 (``tests/integration/test_fusion_fanout.py`` checks it against ``retrieve`` for every
 setting and pool size). Node hashes, which that code recomputes for every node and
-setting, are computed once per question.
+setting, are computed once per node.
+
+:meth:`FusionFanout.many` does the same for a list of questions with the searches batched:
+one embedding call per block of questions (through the encoder's cache), Chroma queries
+with many query vectors each, and one ``bm25s`` retrieval for the block. Given the same query
+vectors, its pools equal the one-question path's bit for bit
+(``tests/integration/test_batched_fanout.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
 
+import numpy as np
 from llama_index.core import VectorStoreIndex
 from llama_index.core.retrievers import QueryFusionRetriever
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, ObjectType, QueryBundle
+from llama_index.core.vector_stores.types import VectorStoreQueryMode
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from ..calibration.pool_calibration import CandidatePool
 from ..calibration.tuned_calibration import FusionConfig
 from ..core.errors import CalibrationError
-from .host import pool_from_nodes
+from ..local.chroma import MAX_QUERY_ROWS, query_in_batches
 from .stack import build_hybrid_retriever
 
 __all__ = ["FusionFanout", "fuse_lists"]
 
 FanoutKey = tuple[FusionConfig | None, int]
+# Which retriever's list a node came from: its hash and text are read from that retriever's node.
+_DENSE, _LEXICAL = 0, 1
 
 
 def _scaled(scores: list[float], weight: float, dist_based: bool) -> list[float]:
@@ -49,11 +62,24 @@ def _scaled(scores: list[float], weight: float, dist_based: bool) -> list[float]
     return out
 
 
-def _text(node: NodeWithScore, cache: dict[str, str]) -> str:
-    nid = node.node.node_id
-    if nid not in cache:
-        cache[nid] = node.node.get_content(metadata_mode=MetadataMode.NONE)
-    return cache[nid]
+def _fuse_pairs(
+    lists: Sequence[Sequence[tuple[str, float | None]]],
+    hashes: dict[str, str],
+    weights: Sequence[float],
+    dist_based: bool,
+) -> list[tuple[str, float, int]]:
+    """``(node id, fused score, list of its first occurrence)`` best first; the arithmetic of :func:`fuse_lists`."""
+    merged: dict[str, list] = {}
+    for source, (pairs, weight) in enumerate(zip(lists, weights, strict=True)):
+        scaled = _scaled([score or 0.0 for _, score in pairs], weight, dist_based)
+        for (nid, _), value in zip(pairs, scaled, strict=True):
+            key = hashes[nid]
+            if key in merged:
+                merged[key][1] = merged[key][1] + value
+            else:
+                merged[key] = [nid, value, source]
+    ordered = sorted(merged.values(), key=lambda item: item[1], reverse=True)
+    return [(nid, score, source) for nid, score, source in ordered]
 
 
 def fuse_lists(
@@ -63,21 +89,21 @@ def fuse_lists(
 
     ``hashes`` maps node id to ``node.hash`` (nodes with the same hash are one candidate).
     """
-    merged: dict[str, list] = {}
-    for nodes, weight in zip(lists, weights, strict=True):
-        scaled = _scaled([n.score or 0.0 for n in nodes], weight, dist_based)
-        for n, value in zip(nodes, scaled, strict=True):
-            key = hashes[n.node.node_id]
-            if key in merged:
-                merged[key][1] = merged[key][1] + value
-            else:
-                merged[key] = [n.node.node_id, value, n]
-    ordered = sorted(merged.values(), key=lambda item: item[1], reverse=True)
-    return [(nid, score, n) for nid, score, n in ordered]
+    first: dict[tuple[int, str], NodeWithScore] = {}
+    pairs = []
+    for source, nodes in enumerate(lists):
+        pairs.append([(n.node.node_id, n.score) for n in nodes])
+        for n in nodes:
+            first.setdefault((source, n.node.node_id), n)
+    fused = _fuse_pairs(pairs, hashes, weights, dist_based)
+    return [(nid, score, first[(source, nid)]) for nid, score, source in fused]
 
 
 class FusionFanout:
     """Every ``(fusion setting, pool size)`` pool of one question from one dense and one BM25 search.
+
+    Call it on one question, or use :meth:`many` for a list: the same pools, with the
+    query embeddings, the Chroma searches and the BM25 searches batched.
 
     Parameters
     ----------
@@ -95,6 +121,8 @@ class FusionFanout:
     >>> pools = fan("Who ruled Normandy?")  # doctest: +SKIP
     >>> len(pools[(FusionConfig("zscore", 0.5), 50)].ids)  # doctest: +SKIP
     50
+    >>> [p[(FusionConfig("zscore", 0.5), 50)].ids[0] for p in fan.many(["Who ruled Normandy?"])]  # doctest: +SKIP
+    ['Normans#0']
     """
 
     def __init__(
@@ -122,27 +150,155 @@ class FusionFanout:
                 )
                 for c in grid
             }
+        # (source, node id) -> (node hash, node text); computed once per node, not per question and setting.
+        self._info: dict[tuple[int, str], tuple[str, str]] = {}
+        self._corpus_ids: dict[int, str] = {}
 
     def __call__(self, question: str) -> dict[FanoutKey, CandidatePool]:
         """Every pool of ``question``, keyed by ``(fusion setting or None, pool size)``."""
         dense = self._dense.retrieve(question) if self._dense is not None else []
         lexical = self._bm25.retrieve(question) if self._bm25 is not None else []
-        hashes = {n.node.node_id: n.node.hash for n in [*dense, *lexical]} if self._fusers else {}
-        texts: dict[str, str] = {}
-        out: dict[FanoutKey, CandidatePool] = {}
-        for k in self.pool_sizes:
-            if self.kind == "dense":
-                out[(None, k)] = pool_from_nodes(dense[:k])[0]
-            elif self.kind == "bm25":
-                out[(None, k)] = pool_from_nodes(lexical[:k])[0]
-            else:
-                for config, fuser in self._fusers.items():
-                    fused = fuse_lists(
-                        [dense[:k], lexical[:k]], hashes, fuser._retriever_weights, config.method == "zscore"
-                    )[:k]
-                    out[(config, k)] = CandidatePool.from_unsorted(
-                        [nid for nid, _, _ in fused],
-                        [_text(n, texts) for _, _, n in fused],
-                        [score for _, score, _ in fused],
-                    )
+        return self._pools(self._register(_DENSE, dense), self._register(_LEXICAL, lexical))
+
+    def many(
+        self, questions: Sequence[str], *, batch_size: int | None = None
+    ) -> Iterator[dict[FanoutKey, CandidatePool]]:
+        """The pools of every question in order, as :meth:`__call__` gives them, from batched searches.
+
+        ``batch_size`` questions (default: as many as one Chroma query returns,
+        ``MAX_QUERY_ROWS // largest pool``, which bounds the memory of a block) are embedded
+        together through the embedding model's cache, sent to Chroma in as few queries as
+        its limits allow, and scored by BM25 in one ``bm25s`` call. Given the same query
+        vectors (the encoder's cache holds them), every pool equals ``self(question)``, ids
+        and scores bit for bit.
+        """
+        questions = list(questions)
+        step = _block_size(batch_size, self.pool_sizes[-1])
+        for start in range(0, len(questions), step):
+            block = questions[start : start + step]
+            dense = self._dense_many(block) if self._dense is not None else [[] for _ in block]
+            lexical = self._lexical_many(block) if self._bm25 is not None else [[] for _ in block]
+            for d, lex in zip(dense, lexical, strict=True):
+                yield self._pools(d, lex)
+
+    def _register(self, source: int, nodes: Sequence[NodeWithScore]) -> list[tuple[str, float | None]]:
+        for n in nodes:
+            self._remember(source, n.node)
+        return [(n.node.node_id, n.score) for n in nodes]
+
+    def _remember(self, source: int, node: BaseNode) -> str:
+        key = (source, node.node_id)
+        if key not in self._info:
+            self._info[key] = (node.hash, node.get_content(metadata_mode=MetadataMode.NONE))
+        return node.node_id
+
+    def _dense_many(self, block: list[str]) -> list[list[tuple[str, float | None]]]:
+        """The dense retriever's ``(node id, score)`` lists: one batched embedding, batched Chroma queries."""
+        retriever = self._dense
+        embed = retriever._embed_model
+        batch = getattr(embed, "get_query_embeddings", None)
+        vectors = batch(block) if callable(batch) else [embed.get_agg_embedding_from_queries([q]) for q in block]
+        chroma = _chroma_collection(retriever)
+        found: list[list[tuple[str, float | None]] | None] = [None] * len(block)
+        if chroma is not None:
+            results = query_in_batches(chroma, vectors, retriever.similarity_top_k)
+            found = [self._chroma_pairs(r) for r in results]
+        return [
+            pairs
+            if pairs is not None
+            else self._register(_DENSE, retriever.retrieve(QueryBundle(query_str=q, embedding=list(v))))
+            for q, v, pairs in zip(block, vectors, found, strict=True)
+        ]
+
+    def _chroma_pairs(self, result: dict[str, list]) -> list[tuple[str, float | None]] | None:
+        """``ChromaVectorStore.query`` + the retriever's scoring of one result; ``None`` when a node needs more."""
+        out: list[tuple[str, float | None]] = []
+        for nid, text, metadata, distance in zip(
+            result["ids"], result["documents"], result["metadatas"], result["distances"], strict=False
+        ):
+            if (_DENSE, nid) not in self._info:
+                try:
+                    node = metadata_dict_to_node(metadata, text=text)
+                except Exception:  # a legacy record: the retriever's own path reads it
+                    return None
+                if node.get_type() != ObjectType.TEXT:  # the retriever would fetch it from the docstore
+                    return None
+                self._remember(_DENSE, node)
+            out.append((nid, math.exp(-distance)))
         return out
+
+    def _lexical_many(self, block: list[str]) -> list[list[tuple[str, float | None]]]:
+        """``BM25Retriever`` on every question of ``block`` from one ``bm25s`` tokenisation and retrieval."""
+        import bm25s
+
+        bm25 = self._bm25
+        tokens = bm25s.tokenize(
+            block,
+            stemmer=bm25.stemmer if not bm25.skip_stemming else None,
+            token_pattern=bm25.token_pattern,
+            show_progress=False,
+        )
+        mask = np.array(bm25.corpus_weight_mask) if bm25.corpus_weight_mask else None
+        indexes, scores = bm25.bm25.retrieve(tokens, k=bm25.similarity_top_k, show_progress=False, weight_mask=mask)
+        return [
+            [(self._corpus_id(idx), float(score)) for idx, score in zip(row, row_scores, strict=True)]
+            for row, row_scores in zip(indexes, scores, strict=True)
+        ]
+
+    def _corpus_id(self, idx: object) -> str:
+        if isinstance(idx, dict):
+            return self._remember(_LEXICAL, metadata_dict_to_node(idx))
+        i = int(idx)  # type: ignore[call-overload]
+        if i not in self._corpus_ids:
+            self._corpus_ids[i] = self._remember(_LEXICAL, metadata_dict_to_node(self._bm25.corpus[i]))
+        return self._corpus_ids[i]
+
+    def _pool(self, source: int, pairs: Sequence[tuple[str, float | None]]) -> CandidatePool:
+        """:func:`~.host.pool_from_nodes` of one retriever's list."""
+        ordered = sorted(pairs, key=lambda p: -(p[1] if p[1] is not None else float("nan")))
+        return CandidatePool.from_unsorted(
+            [nid for nid, _ in ordered], [self._info[(source, nid)][1] for nid, _ in ordered], [s for _, s in ordered]
+        )
+
+    def _pools(
+        self, dense: list[tuple[str, float | None]], lexical: list[tuple[str, float | None]]
+    ) -> dict[FanoutKey, CandidatePool]:
+        out: dict[FanoutKey, CandidatePool] = {}
+        if self.kind != "hybrid":
+            source, pairs = (_DENSE, dense) if self.kind == "dense" else (_LEXICAL, lexical)
+            return {(None, k): self._pool(source, pairs[:k]) for k in self.pool_sizes}
+        hashes = {nid: self._info[(_DENSE, nid)][0] for nid, _ in dense}
+        hashes.update({nid: self._info[(_LEXICAL, nid)][0] for nid, _ in lexical})
+        for k in self.pool_sizes:
+            for config, fuser in self._fusers.items():
+                fused = _fuse_pairs(
+                    [dense[:k], lexical[:k]], hashes, fuser._retriever_weights, config.method == "zscore"
+                )[:k]
+                out[(config, k)] = CandidatePool.from_unsorted(
+                    [nid for nid, _, _ in fused],
+                    [self._info[(source, nid)][1] for nid, _, source in fused],
+                    [score for _, score, _ in fused],
+                )
+        return out
+
+
+def _block_size(batch_size: int | None, top: int) -> int:
+    """Questions per block: ``batch_size``, or as many as one Chroma query returns at ``top`` results each."""
+    return max(1, int(batch_size) if batch_size is not None else MAX_QUERY_ROWS // max(1, int(top)))
+
+
+def _chroma_collection(retriever: Any) -> Any:
+    """The Chroma collection behind a plain ``VectorIndexRetriever`` (no filters, default mode), else ``None``."""
+    try:
+        from llama_index.vector_stores.chroma import ChromaVectorStore
+    except ImportError:  # pragma: no cover - depends on extras
+        return None
+    store = getattr(retriever, "_vector_store", None)
+    plain = (
+        getattr(retriever, "_filters", None) is None
+        and not getattr(retriever, "_node_ids", None)
+        and not getattr(retriever, "_doc_ids", None)
+        and not getattr(retriever, "_kwargs", None)
+        and getattr(retriever, "_vector_store_query_mode", None) == VectorStoreQueryMode.DEFAULT
+    )
+    return store.client if isinstance(store, ChromaVectorStore) and plain else None

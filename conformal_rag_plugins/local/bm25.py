@@ -42,4 +42,37 @@ class BM25Index:
         if not tokens.vocab:
             return []
         docs, scores = self._model.retrieve(tokens, k=k, show_progress=False)
-        return [(self.ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+        return self._hits(docs[0], scores[0])
+
+    def _hits(self, docs: Sequence[int], scores: Sequence[float]) -> list[tuple[str, float]]:
+        return [(self.ids[int(d)], float(s)) for d, s in zip(docs, scores, strict=True) if s > 0]
+
+    def search_many(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        """:meth:`search` for every query, tokenised and scored in one ``bm25s`` call.
+
+        Each list equals ``search(query, k)``: bm25s scores every query on its own and
+        selects its top ``k`` the same way, so ties are broken as in the one-query call.
+
+        Examples
+        --------
+        >>> idx = BM25Index(["a", "b"], ["the cat sat", "a dog ran"])
+        >>> [[i for i, _ in hits] for hits in idx.search_many(["cat", "dog", "the"], 1)]
+        [['a'], ['b'], []]
+        >>> idx.search_many(["cat"], 1) == [idx.search("cat", 1)]
+        True
+        """
+        queries = list(queries)
+        out: list[list[tuple[str, float]]] = [[] for _ in queries]
+        if not queries:
+            return out
+        k = min(k, len(self.ids))
+        tokens = self._bm25s.tokenize(queries, stopwords="en", show_progress=False)
+        words = {i: w for w, i in tokens.vocab.items()}
+        # A query with no token after stop words matches nothing, as in :meth:`search`.
+        rows = [i for i, ids in enumerate(tokens.ids) if len(ids) > 0]
+        if not rows:
+            return out
+        docs, scores = self._model.retrieve([[words[t] for t in tokens.ids[i]] for i in rows], k=k, show_progress=False)
+        for j, i in enumerate(rows):
+            out[i] = self._hits(docs[j], scores[j])
+        return out

@@ -6,7 +6,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HNSW_CONFIG", "add_in_batches", "chroma_client", "chroma_space", "get_collection"]
+__all__ = [
+    "HNSW_CONFIG",
+    "MAX_QUERY_ROWS",
+    "add_in_batches",
+    "chroma_client",
+    "chroma_space",
+    "get_collection",
+    "query_in_batches",
+]
 
 # High ef values make HNSW near-exact on corpora of this size (NOTES: default ef gave recall@20 ~0.77).
 HNSW_CONFIG: dict[str, Any] = {"hnsw": {"space": "cosine", "ef_search": 500, "ef_construction": 500}}
@@ -57,3 +65,43 @@ def add_in_batches(
             documents=list(documents[start:end]),
             metadatas=list(metadatas[start:end]) if metadatas is not None else None,
         )
+
+
+#: Most result rows (queries x ``n_results``) one batched Chroma query may return: Chroma reads them back
+#: from SQLite with one variable per row, and SQLite refuses more than 32,766 variables.
+MAX_QUERY_ROWS = 16_000
+#: The keys of a Chroma query result that hold one list per query.
+_PER_QUERY = ("ids", "documents", "metadatas", "distances", "embeddings", "uris", "data")
+
+
+def query_in_batches(
+    collection: Any,
+    embeddings: Sequence[Sequence[float]],
+    n_results: int,
+    *,
+    max_rows: int = MAX_QUERY_ROWS,
+    **kwargs: Any,
+) -> list[dict[str, list[Any]]]:
+    """``collection.query`` for many query vectors, a few hundred per call; one result per vector.
+
+    Each result has the keys of a one-query result with the outer list removed (``ids``,
+    ``documents``, ``metadatas``, ``distances``, ...): Chroma answers every query of a batch
+    on its own, so it equals ``collection.query(query_embeddings=[v], n_results=n_results)``
+    unwrapped. Calls hold at most ``max_rows // n_results`` queries (at least one).
+
+    Examples
+    --------
+    >>> results = query_in_batches(collection, vectors, 50)  # doctest: +SKIP
+    >>> results[0]["ids"][:2]  # doctest: +SKIP
+    ['Normans#0', 'Normans#3']
+    """
+    if n_results < 1:
+        raise ValueError(f"n_results must be at least 1, got {n_results}.")
+    step = max(1, int(max_rows) // int(n_results))
+    out: list[dict[str, list[Any]]] = []
+    for start in range(0, len(embeddings), step):
+        block = [list(map(float, v)) for v in embeddings[start : start + step]]
+        result = collection.query(query_embeddings=block, n_results=n_results, **kwargs)
+        fields = {key: result[key] for key in _PER_QUERY if isinstance(result.get(key), list)}
+        out.extend({key: value[i] for key, value in fields.items()} for i in range(len(block)))
+    return out
