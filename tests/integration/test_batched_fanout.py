@@ -18,6 +18,8 @@ from conformal_rag_plugins.commands import unit_candidates
 from conformal_rag_plugins.commands.hosts import build_fanout
 from conformal_rag_plugins.commands.unit_candidates import collect_candidates
 
+pytestmark = pytest.mark.integration
+
 POOLS = (10, 50, 120)
 #: Questions a batch must not trip over: nothing but punctuation, only stop words, only words the corpus lacks.
 ODD_QUESTIONS = ("?", "what is the of and", "zqxjv wvutq plorkh")
