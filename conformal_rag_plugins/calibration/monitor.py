@@ -62,7 +62,7 @@ from ..core.martingale import (
 from ..core.mondrian import check_group_label
 from ..core.online_coverage import aci_miss, aci_next_alpha, aci_threshold, coverage_confidence_sequence
 from ..core.retrieval_scores import keep_mask
-from .groups import threshold_for
+from .groups import query_threshold, threshold_for
 from .jsonio import (
     SIGNING_KEY_ENV,
     check_signature,
@@ -76,7 +76,7 @@ from .jsonio import (
 from .jsonio import decode_float as _dec
 from .jsonio import encode_float as _enc
 from .monitor_schema import MonitorFile, check_fields
-from .parent_pools import PARENT_MARK
+from .parent_pools import PARENT_MARK, parent_unit_name
 from .retrieval import RetrievalCalibration
 
 __all__ = [
@@ -206,6 +206,23 @@ class ServedScores:
     scores: tuple[float, ...]
     unit: str = "chunk"
     group: str | None = None
+
+    @classmethod
+    def of_query(
+        cls,
+        calibration: RetrievalCalibration | Any,
+        scores: Iterable[float],
+        query: str,
+        *,
+        group: str | None,
+        group_by: Any,
+        parent_how: str | None,
+    ) -> ServedScores:
+        """A retriever's pool scores for ``query``, with the unit (``parent_how``: the aggregation of a
+        small-to-big retriever, else ``None``) and the group whose threshold the query is served."""
+        _, meta = query_threshold(calibration, group, group_by, query)
+        unit = "chunk" if parent_how is None else parent_unit_name(parent_how)
+        return cls(tuple(float(s) for s in scores), unit, meta.get("conformal_group"))
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,8 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from ..calibration.fingerprint import check_corpus, corpus_digest
-from ..calibration.groups import check_group_options, query_threshold
+from ..calibration.groups import check_group_options
 from ..calibration.monitor import ServedScores
-from ..calibration.parent_pools import parent_unit_name
 from ..calibration.retrieval import RetrievalCalibration
 from ..calibration.served_checks import ServedPoolCheck
 from ..core.errors import ConformalError
@@ -204,9 +203,14 @@ class ConformalRetriever(BaseRetriever):
         """
         check_group_options(self.calibration, group, None)
         _, scores = self._fetch(query)
-        _, meta = query_threshold(self.calibration, group if group is not None else self.group, self.group_by, query)
-        unit = "chunk" if self._parent is None else parent_unit_name(self._parent.how)
-        return ServedScores(tuple(float(s) for s in scores), unit, meta.get("conformal_group"))
+        return ServedScores.of_query(
+            self.calibration,
+            scores,
+            query,
+            group=group if group is not None else self.group,
+            group_by=self.group_by,
+            parent_how=None if self._parent is None else self._parent.how,
+        )
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any

@@ -9,9 +9,8 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..calibration.fingerprint import check_corpus, corpus_digest
-from ..calibration.groups import check_group_options, query_threshold
+from ..calibration.groups import check_group_options
 from ..calibration.monitor import ServedScores
-from ..calibration.parent_pools import parent_unit_name
 from ..calibration.retrieval import RetrievalCalibration
 from ..calibration.served_checks import ServedPoolCheck
 from ..core.errors import ConformalError
@@ -145,9 +144,10 @@ class ConformalRetriever(BaseRetriever):
         if self.parent_level is not None:
             nodes = self.parent_level.parent_nodes(nodes)
         _, scores = ordered_nodes(nodes)
-        _, meta = query_threshold(self.calibration, self.group, self.group_by, bundle.query_str)
-        unit = "chunk" if self.parent_level is None else parent_unit_name(self.parent_level.how)
-        return ServedScores(tuple(float(s) for s in scores), unit, meta.get("conformal_group"))
+        how = None if self.parent_level is None else self.parent_level.how
+        return ServedScores.of_query(
+            self.calibration, scores, bundle.query_str, group=self.group, group_by=self.group_by, parent_how=how
+        )
 
     def _served(self, nodes: list[NodeWithScore], query_bundle: QueryBundle) -> list[NodeWithScore]:
         if self.served_check is not None:
