@@ -329,9 +329,9 @@ def ratio_lines(ratios: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]
 
 def _setup(args: argparse.Namespace) -> tuple[Any, Any, list[Any], list[Any], dict[str, Any]]:
     """Index the chunked corpus, calibrate the tuned hybrid, pick the test questions."""
-    from conformal_rag_plugins.calibration.examples import split_examples
     from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
     from conformal_rag_plugins.commands.hosts import corpus_key
+    from conformal_rag_plugins.datasets.examples import split_examples
     from conformal_rag_plugins.llamaindex import calibrate_hybrid_retriever
     from conformal_rag_plugins.llamaindex.stack import build_chroma_index
     from conformal_rag_plugins.local.chroma import chroma_client
@@ -422,8 +422,8 @@ async def _run_llm(
     """Answer every question with every strategy; return outcomes per strategy and per-question records."""
     from llama_index.core.schema import MetadataMode
 
-    from conformal_rag_plugins.generation.adaptive_context import join_chunks
-    from conformal_rag_plugins.generation.prompts import IDK
+    from conformal_rag_plugins.answer_sets.adaptive_context import join_chunks
+    from conformal_rag_plugins.answer_sets.prompts import IDK
     from conformal_rag_plugins.llamaindex import AdaptiveContextSynthesizer
     from conformal_rag_plugins.llamaindex.answer_sampler import LlamaIndexSampler
     from conformal_rag_plugins.llamaindex.host import pool_from_nodes
@@ -584,7 +584,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-    from conformal_rag_plugins.generation import SampleCache
+    from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
     from conformal_rag_plugins.llamaindex import ConformalRetriever
     from conformal_rag_plugins.llamaindex.answer_sampler import model_id
     from conformal_rag_plugins.llamaindex.llm import default_llm, local_llm

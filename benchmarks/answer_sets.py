@@ -25,8 +25,8 @@ import math
 import time
 from pathlib import Path
 
-from conformal_rag_plugins.commands.answer_set_trials import evaluate_methods, prepare_rows
 from conformal_rag_plugins.commands.tables import markdown_table
+from conformal_rag_plugins.evaluation.answer_set_trials import evaluate_methods, prepare_rows
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = ("bonferroni", "frequency")

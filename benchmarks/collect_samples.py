@@ -27,10 +27,10 @@ import time
 import warnings
 from pathlib import Path
 
-from conformal_rag_plugins.calibration.examples import split_examples
+from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
 from conformal_rag_plugins.commands.answer_sample_rows import build_rows
 from conformal_rag_plugins.commands.hosts import build_host
-from conformal_rag_plugins.generation import SampleCache
+from conformal_rag_plugins.datasets.examples import split_examples
 from conformal_rag_plugins.llamaindex.answer_sampler import LlamaIndexSampler
 from conformal_rag_plugins.llamaindex.llm import local_llm
 from conformal_rag_plugins.local.chroma import chroma_client

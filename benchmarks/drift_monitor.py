@@ -43,8 +43,6 @@ from pathlib import Path
 
 import numpy as np
 
-from conformal_rag_plugins.calibration import ConformalMonitor
-from conformal_rag_plugins.calibration.pool_calibration import calibrate_from_pools, collect_observations
 from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
 from conformal_rag_plugins.commands.hosts import build_host
 from conformal_rag_plugins.commands.tables import markdown_table
@@ -53,6 +51,8 @@ from conformal_rag_plugins.core.online_coverage import aci_miss
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
+from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+from conformal_rag_plugins.retrieval.pool_calibration import calibrate_from_pools, collect_observations
 
 OUT = Path(__file__).resolve().parent / "results"
 N_CAL = 300
@@ -178,7 +178,8 @@ def _user_path(client, entries, questions, long_chunks, long_questions) -> dict:
 
 def _labels(short_obs, long_obs) -> list[dict]:
     """Labelled streams: realised coverage of the fixed threshold, its anytime interval, and ACI's miss rate."""
-    from conformal_rag_plugins.calibration import Fingerprint, RetrievalConformalizer
+    from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
+    from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
     perm = np.random.default_rng(SPLIT_SEED).permutation(len(short_obs))
     cal_obs = [short_obs[i] for i in perm[:N_CAL]]

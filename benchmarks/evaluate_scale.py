@@ -84,10 +84,10 @@ class ModelSpy:
 
 def compare_paths(framework: str, entries: list[Any], examples: list[Any], client: Any) -> list[dict[str, Any]]:
     """Collect the candidates of ``examples`` one question at a time and batched (fresh texts for each)."""
-    from conformal_rag_plugins.calibration.tuned_calibration import DEFAULT_FUSION_GRID
     from conformal_rag_plugins.commands import unit_candidates
     from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
     from conformal_rag_plugins.commands.evaluate_retrieval import DEFAULT_FUSION
+    from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID
 
     grid = list(DEFAULT_FUSION_GRID) + ([DEFAULT_FUSION] if DEFAULT_FUSION not in DEFAULT_FUSION_GRID else [])
     rows = []

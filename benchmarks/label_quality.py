@@ -38,20 +38,20 @@ from typing import Any
 
 import numpy as np
 
-from conformal_rag_plugins.calibration.chunk_labels import answer_in_text
-from conformal_rag_plugins.calibration.examples import CalibrationExample, split_examples
-from conformal_rag_plugins.calibration.llm_judge import LabelReport, alabel_examples
-from conformal_rag_plugins.calibration.pool_calibration import collect_observations
 from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
 from conformal_rag_plugins.commands.hosts import build_host
 from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.core import PoolObservation, conformal_quantile
+from conformal_rag_plugins.datasets.examples import CalibrationExample, split_examples
+from conformal_rag_plugins.labelling.chunk_labels import answer_in_text
+from conformal_rag_plugins.labelling.llm_judge import LabelReport, alabel_examples
 from conformal_rag_plugins.llamaindex.host import pool_from_nodes
 from conformal_rag_plugins.llamaindex.judge_labels import label_with_judge
 from conformal_rag_plugins.llamaindex.llm import local_llm
 from conformal_rag_plugins.llamaindex.question_gen import generate_calibration_questions
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
+from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 
 OUT = Path(__file__).resolve().parent / "results"
 ALPHAS = (0.1, 0.2)

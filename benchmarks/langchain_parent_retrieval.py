@@ -41,17 +41,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-from conformal_rag_plugins.calibration.chunk_labels import map_gold_to_chunks
-from conformal_rag_plugins.calibration.chunk_records import Chunk
-from conformal_rag_plugins.calibration.gold_matching import gold_positions
 from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.core.retrieval_scores import keep_mask, nonconformity
+from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
+from conformal_rag_plugins.labelling.chunk_records import Chunk
 from conformal_rag_plugins.langchain.host import fetch_pairs, pool_from_pairs
 from conformal_rag_plugins.langchain.parent_retrieval import parent_examples, parent_host
 from conformal_rag_plugins.langchain.parent_stack import build_parent_document_retriever
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
 from conformal_rag_plugins.local.tokens import count_tokens
+from conformal_rag_plugins.retrieval.gold_matching import gold_positions
 
 HERE = Path(__file__).resolve().parent
 FAMILY = "relative"

@@ -3,7 +3,7 @@
 The bundled corpus (SQuAD paragraphs and distractors) is indexed as the tests do (Chroma + MiniLM,
 the default hybrid BM25 + dense host of each framework, pool 50); every answerable question is
 queried once. Then ``--trials`` seeded random calibration/test halves are simulated on those pools
-(:func:`conformal_rag_plugins.core.mondrian_trials.simulate_group_splits`): on each split, the
+(:func:`conformal_rag_plugins.evaluation.mondrian_trials.simulate_group_splits`): on each split, the
 pooled split-conformal threshold and each group's own threshold, and every group's test
 coverage and mean set size under both. Three groupings:
 
@@ -77,13 +77,13 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-    from conformal_rag_plugins.calibration.pool_calibration import observe
     from conformal_rag_plugins.commands.hosts import build_host
     from conformal_rag_plugins.commands.tables import markdown_table
-    from conformal_rag_plugins.core.mondrian_trials import simulate_group_splits
+    from conformal_rag_plugins.evaluation.mondrian_trials import simulate_group_splits
     from conformal_rag_plugins.local.chroma import chroma_client
     from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
     from conformal_rag_plugins.local.groups import bundled_collection, question_type
+    from conformal_rag_plugins.retrieval.pool_calibration import observe
 
     entries = list(bundled_corpus())
     questions = list(bundled_questions(True))

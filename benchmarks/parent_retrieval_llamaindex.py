@@ -35,18 +35,18 @@ from pathlib import Path
 
 import numpy as np
 
-from conformal_rag_plugins.calibration.chunk_labels import map_gold_to_chunks
-from conformal_rag_plugins.calibration.chunk_records import Chunk
-from conformal_rag_plugins.calibration.gold_matching import gold_positions
 from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.core.retrieval_scores import candidate_nonconformity
+from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
+from conformal_rag_plugins.labelling.chunk_records import Chunk
 from conformal_rag_plugins.llamaindex.host import pool_from_nodes
 from conformal_rag_plugins.llamaindex.parent_retrieval import chunk_parent_id, resolve_parent_level
 from conformal_rag_plugins.llamaindex.parent_stack import build_parent_stack
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
 from conformal_rag_plugins.local.tokens import count_tokens
+from conformal_rag_plugins.retrieval.gold_matching import gold_positions
 
 OUT = Path(__file__).resolve().parent / "results"
 NAME = "parent_retrieval_llamaindex"

@@ -31,15 +31,16 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from conformal_rag_plugins.core.recall_pools import RecallPools
 
-from conformal_rag_plugins.calibration.pool_calibration import collect_observations
-from conformal_rag_plugins.calibration.tuned_calibration import FusionConfig
 from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
 from conformal_rag_plugins.commands.hosts import build_host
 from conformal_rag_plugins.commands.tables import markdown_table
-from conformal_rag_plugins.core.recall_trials import RecallPools, evaluate_recall_splits
+from conformal_rag_plugins.evaluation.recall_trials import evaluate_recall_splits
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
+from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
+from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig
 
 OUT = Path(__file__).resolve().parent / "results"
 ALPHAS = (0.05, 0.1, 0.2)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from conformal_rag_plugins.calibration import save_examples
 from conformal_rag_plugins.cli import main
 from conformal_rag_plugins.commands.tables import markdown_table
+from conformal_rag_plugins.datasets.examples import save_examples
 from conformal_rag_plugins.local.corpus import bundled_questions
 from conformal_rag_plugins.local.data import bundled_corpus_paths
 

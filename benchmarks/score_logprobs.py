@@ -23,7 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
-from conformal_rag_plugins.generation.prompts import FEW_SHOT_TEMPLATE
+from conformal_rag_plugins.answer_sets.prompts import FEW_SHOT_TEMPLATE
 from conformal_rag_plugins.local.corpus import bundled_corpus
 from conformal_rag_plugins.local.llm import gemma_model_path
 from conformal_rag_plugins.local.logprobs import continuation_logprob

@@ -35,13 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from conformal_rag_plugins.calibration.chunk_labels import map_gold_to_chunks
-from conformal_rag_plugins.calibration.chunk_records import Chunk
-from conformal_rag_plugins.calibration.tuned_calibration import DEFAULT_FUSION_GRID, calibrate_tuned
-from conformal_rag_plugins.calibration.tuned_candidates import default_pool_sizes
 from conformal_rag_plugins.commands.tables import markdown_table
+from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
+from conformal_rag_plugins.labelling.chunk_records import Chunk
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.tokens import count_tokens
+from conformal_rag_plugins.tuning.candidates import default_pool_sizes
+from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID, calibrate_tuned
 
 OUT = Path(__file__).resolve().parent / "results"
 NAME = "tuned_tokens_library"

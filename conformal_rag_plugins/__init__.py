@@ -7,19 +7,19 @@ Framework adapters live in :mod:`conformal_rag_plugins.llamaindex` and
 
 from __future__ import annotations
 
-from .calibration import (
+from .core import conformal_quantile, pac_quantile
+from .datasets.examples import (
     CalibrationExample,
-    ConformalMonitor,
-    Fingerprint,
-    RetrievalCalibration,
-    RetrievalConformalizer,
     load_corpus,
     load_examples,
     load_qa,
     save_examples,
     split_examples,
 )
-from .core import conformal_quantile, pac_quantile
+from .monitor.monitor import ConformalMonitor
+from .retrieval.calibration import RetrievalCalibration
+from .retrieval.conformalizer import RetrievalConformalizer
+from .retrieval.fingerprint import Fingerprint
 
 __version__ = "0.1.0"
 

@@ -10,7 +10,7 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 
 from conformal_rag_plugins import RetrievalCalibration, split_examples
-from conformal_rag_plugins.calibration.chunk_labels import map_gold_to_chunks
+from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
 from conformal_rag_plugins.llamaindex import ConformalRetriever, calibrate_retriever
 from conformal_rag_plugins.llamaindex.stack import build_chroma_index, build_hybrid_retriever
 from conformal_rag_plugins.llamaindex.text_splitting import chunk_entries

@@ -92,7 +92,7 @@ def host_factory(squad_entries, chroma_memory_client) -> Callable:
 @pytest.fixture(scope="session")
 def observations_factory(host_factory, squad_questions) -> Callable:
     """``observations_factory(framework, kind)`` -> list of PoolObservation for all 705 questions."""
-    from conformal_rag_plugins.calibration.pool_calibration import collect_observations
+    from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 
     cache: dict = {}
 

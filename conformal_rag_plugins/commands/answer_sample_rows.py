@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..calibration.examples import CalibrationExample
-from ..calibration.gold_matching import gold_positions
-from ..generation.engine import SampleFn
-from ..generation.prompts import IDK
+from ..answer_sets.engine import SampleFn
+from ..answer_sets.prompts import IDK
+from ..datasets.examples import CalibrationExample
+from ..retrieval.gold_matching import gold_positions
 from ..runtime.run_sync import run_sync
 
 __all__ = ["build_rows"]

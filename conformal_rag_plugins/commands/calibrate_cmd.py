@@ -149,19 +149,19 @@ def run_calibrate(
 
     ``questions`` is a question file of either form (SQuAD-style ``context_id`` lines or labelled
     ``gold_ids``/``gold_texts`` lines, see
-    :func:`~conformal_rag_plugins.calibration.question_file.read_question_file`); its unanswerable
+    :func:`~conformal_rag_plugins.datasets.question_file.read_question_file`); its unanswerable
     (``is_impossible``) questions have no gold and are skipped, and an answerable one without gold
     is refused with its line.
 
     ``group_by`` (a qa field known at query time) adds per-query-group thresholds;
     ``chunk_group_key`` (a chunk metadata key) adds label-conditional ones, one per group of
-    the gold chunk (see :func:`~conformal_rag_plugins.calibration.groups.with_chunk_groups`).
+    the gold chunk (see :func:`~conformal_rag_plugins.retrieval.groups.with_chunk_groups`).
 
     A tuned hybrid also chooses the pool among ``pool_sizes`` (default 1x, 2x, 4x
     ``pool_size``) by mean context tokens on the optimisation split.
 
     Gold ids may name whole documents: they are moved onto the chunks that hold a reference
-    answer (:func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks`), and the
+    answer (:func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`), and the
     calibration records how (``labels_``).
 
     Examples
@@ -172,13 +172,13 @@ def run_calibrate(
     corpus and an unwritable ``out`` are refused before anything is indexed; ``out`` is
     written atomically.
     """
-    from ..calibration.chunk_labels import map_gold_to_chunks
-    from ..calibration.tuned_calibration import FusionConfig
     from ..core.errors import ConformalError, InputFileError
     from ..core.validation import check_alpha
+    from ..labelling.chunk_labels import map_gold_to_chunks
     from ..local.chroma import chroma_client
     from ..local.encoder import default_cache_dir
     from ..runtime.atomic import atomic_path
+    from ..tuning.tuned_calibration import FusionConfig
     from .hosts import build_hosts
     from .input_checks import (
         announce_questions,
@@ -213,7 +213,7 @@ def run_calibrate(
     examples, _ = map_gold_to_chunks(examples, chunks)  # document-level gold -> the chunks holding the answer
     check_gold_in_corpus(examples, {c.id for c in chunks}, questions)
     if chunk_group_key is not None:
-        from ..calibration.groups import chunk_group_labels
+        from ..retrieval.groups import chunk_group_labels
 
         seen = {c.id: c.title for c in chunks if c.title} if chunk_group_key == "title" else {}
         labels_of = chunk_group_labels(examples, chunk_group_key, seen)
@@ -246,7 +246,7 @@ def run_calibrate(
         cal = calibrate_host(framework, bundle.host, examples, 1 - alpha, family, pool_size, seed, progress)
     # the tuned path groups its own calibration part by the query's group; chunk groups are applied here
     if groups is not None and (chunk_group_key is not None or not tuned):
-        from ..calibration.groups import with_chunk_groups, with_groups
+        from ..retrieval.groups import with_chunk_groups, with_groups
 
         labels = [groups[q] for q in cal.question_ids_]
         if chunk_group_key is not None:
@@ -260,7 +260,7 @@ def run_calibrate(
 
 def _groups_by_question(examples: Any, field: str) -> dict[str, str]:
     """Question digest -> group (``example.metadata[field]``); a missing field names the question."""
-    from ..calibration.groups import group_labels
+    from ..retrieval.groups import group_labels
 
     return {ex.digest: g for ex, g in zip(examples, group_labels(examples, field), strict=True)}
 

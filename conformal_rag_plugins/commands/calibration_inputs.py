@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..calibration.chunk_records import Chunk
-from ..calibration.examples import CorpusEntry
 from ..core.errors import ConformalError, InputFileError
+from ..datasets.examples import CorpusEntry
+from ..labelling.chunk_records import Chunk
 
 __all__ = [
     "LLM_KINDS",
@@ -103,14 +103,14 @@ def load_chunks(
         raise ConformalError("Pass the corpus as --corpus FILE.jsonl (repeatable) or as --docs FOLDER (one of them).")
     entries: list[CorpusEntry]
     if docs:
-        from ..calibration.text_folder import load_text_folder
+        from ..datasets.text_folder import load_text_folder
 
         try:
             entries = load_text_folder(docs, glob)
         except UnicodeDecodeError as exc:
             raise InputFileError(_undecodable_file(docs, glob, exc)) from exc
     else:
-        from ..calibration.examples import load_corpus
+        from ..datasets.examples import load_corpus
 
         entries = load_corpus(*(corpus or ()))
     if framework == "llamaindex":

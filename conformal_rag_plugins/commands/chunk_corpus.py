@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..calibration.chunk_labels import GoldReport, map_gold_to_chunks
-from ..calibration.chunk_records import Chunk
-from ..calibration.examples import CalibrationExample, CorpusEntry
 from ..core.errors import CalibrationError
+from ..datasets.examples import CalibrationExample, CorpusEntry
+from ..labelling.chunk_labels import GoldReport, map_gold_to_chunks
+from ..labelling.chunk_records import Chunk
 
 __all__ = ["ChunkedCorpus", "chunk_corpus"]
 
@@ -62,7 +62,7 @@ def chunk_corpus(
     both count all-MiniLM-L6-v2 word pieces, and defaults come from the model's
     ``max_seq_length`` (254 content tokens, overlap 25). Gold document ids become
     the chunk ids holding a reference answer (see
-    :func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks`).
+    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`).
 
     Examples
     --------

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..calibration.examples import split_examples
-from ..calibration.pool_calibration import CandidatePool, collect_observations
 from ..core.baselines import conflare_threshold
-from ..core.retrieval_trials import PoolObservation
+from ..core.pools import PoolObservation
+from ..datasets.examples import split_examples
 from ..local.chroma import chroma_client
 from ..local.corpus import bundled_corpus, bundled_questions
 from ..local.encoder import default_cache_dir
+from ..retrieval.pool_calibration import CandidatePool, collect_observations
 from ..runtime.atomic import atomic_path
 from .chunk_corpus import chunk_corpus
 from .hosts import corpus_key
@@ -164,7 +164,7 @@ def _answer_sets(
     """Calibrate answer sets with the local Gemma 3 270M and show three of them."""
     from llama_index.core.query_engine import RetrieverQueryEngine
 
-    from ..generation import SampleCache
+    from ..answer_sets.sample_cache import SampleCache
     from ..llamaindex import ConformalAnswerSetSynthesizer, ConformalRetriever, calibrate_answer_sets
     from ..llamaindex.llm import default_llm, local_llm
     from ..runtime.openai_settings import openai_settings

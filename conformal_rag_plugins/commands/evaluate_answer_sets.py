@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..calibration.examples import load_corpus, split_examples
+from ..answer_sets.sample_cache import SampleCache
 from ..core.errors import ConformalError, InputFileError
 from ..core.validation import check_alpha
-from ..generation import SampleCache
+from ..datasets.examples import load_corpus, split_examples
+from ..evaluation.answer_set_trials import METHODS, evaluate_abstention, evaluate_methods, prepare_rows
 from ..local.encoder import default_cache_dir
 from ..runtime.atomic import atomic_write_text
 from .answer_sample_rows import build_rows
-from .answer_set_trials import METHODS, evaluate_abstention, evaluate_methods, prepare_rows
 from .hosts import build_host
 from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
 

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..calibration.examples import CalibrationExample
 from ..core.errors import ConformalError, InputFileError
 from ..core.mondrian import check_group_label
-from ..core.mondrian_trials import simulate_group_splits
-from ..core.retrieval_trials import PoolObservation
+from ..core.pools import PoolObservation
+from ..datasets.examples import CalibrationExample
+from ..evaluation.mondrian_trials import simulate_group_splits
 
 __all__ = ["groups_block", "question_groups"]
 

@@ -9,16 +9,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..calibration.examples import CalibrationExample, CorpusEntry, load_corpus
-from ..calibration.parent_pools import lift_gold_to_parents
-from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 from ..core.config_search import evaluate_tuned_splits, larger_pools_eligible
 from ..core.errors import ConformalError, InputFileError, PoolMissWarning
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
+from ..core.pools import PoolObservation
 from ..core.retrieval_scores import SCORE_FAMILIES
-from ..core.retrieval_trials import PoolObservation, evaluate_splits
 from ..core.validation import check_alpha
+from ..datasets.examples import CalibrationExample, CorpusEntry, load_corpus
+from ..evaluation.retrieval_trials import evaluate_splits
+from ..retrieval.parent_pools import lift_gold_to_parents
 from ..runtime.atomic import atomic_write_text
+from ..tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 from .chunk_corpus import chunk_corpus
 from .evaluate_groups import groups_block, question_groups
 from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
@@ -147,7 +148,7 @@ def run_evaluate(
         Score family; default ``auto`` for a tuned hybrid (chosen with the fusion
         setting), else ``relative``.
     fusion : str, default "tuned"
-        ``"tuned"`` searches :data:`~conformal_rag_plugins.calibration.tuned_calibration.DEFAULT_FUSION_GRID`
+        ``"tuned"`` searches :data:`~conformal_rag_plugins.tuning.tuned_calibration.DEFAULT_FUSION_GRID`
         on optimisation splits; ``"zscore:0.5"`` etc. fixes the hybrid setting.
     chunking : bool, default True
         Split entries longer than the embedding window (``chunk_size``/``chunk_overlap``

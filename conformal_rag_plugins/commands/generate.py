@@ -74,7 +74,7 @@ def run_generate(
 ) -> Any:
     """Chunk the corpus, generate ``n`` questions with the framework's LLM, save them as JSONL.
 
-    Returns the :class:`~conformal_rag_plugins.calibration.question_gen.GenerationReport`.
+    Returns the :class:`~conformal_rag_plugins.labelling.question_gen.GenerationReport`.
     A corpus with fewer usable chunks than ``n`` fails before the LLM is loaded.
 
     Examples
@@ -82,8 +82,8 @@ def run_generate(
     >>> report = run_generate(None, "my_docs/", n=100, out="questions.jsonl")  # doctest: +SKIP
     >>> print(report.summary())  # doctest: +SKIP
     """
-    from ..calibration.examples import save_examples
-    from ..calibration.question_gen import sample_chunks
+    from ..datasets.examples import save_examples
+    from ..labelling.question_gen import sample_chunks
     from ..runtime.atomic import atomic_path
     from .input_checks import check_at_least, check_distinct_outputs, check_outputs
 

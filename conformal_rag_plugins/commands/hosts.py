@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..calibration.examples import CorpusEntry
-from ..calibration.pool_calibration import CandidatePool
-from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
+from ..datasets.examples import CorpusEntry
+from ..retrieval.pool_calibration import CandidatePool
+from ..tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 
 __all__ = ["FRAMEWORKS", "RETRIEVERS", "HostBundle", "build_fanout", "build_host", "build_hosts", "corpus_key"]
 

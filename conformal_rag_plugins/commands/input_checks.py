@@ -14,9 +14,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..calibration.examples import CalibrationExample
-from ..calibration.question_file import QuestionFile
 from ..core.errors import CalibrationError, ConformalError, InputFileError
+from ..datasets.examples import CalibrationExample
+from ..datasets.question_file import QuestionFile
 from ..runtime.atomic import check_output_dir, check_output_file
 
 __all__ = [
@@ -154,11 +154,11 @@ def check_distinct_outputs(outputs: Mapping[str, Any]) -> None:
 def check_gold_in_corpus(examples: Sequence[CalibrationExample], known_ids: Collection[str], source: Any) -> None:
     """Refuse gold ids (qa ``context_id``) missing from the corpus, naming the question file.
 
-    Uses :func:`~conformal_rag_plugins.calibration.pool_calibration.check_gold_ids`, the check the
+    Uses :func:`~conformal_rag_plugins.retrieval.pool_calibration.check_gold_ids`, the check the
     calibrators run against the store, so ``evaluate`` and ``calibrate`` refuse the same files
     (a typo in an id would otherwise count as a retrieval miss and inflate set sizes).
     """
-    from ..calibration.pool_calibration import check_gold_ids
+    from ..retrieval.pool_calibration import check_gold_ids
 
     try:
         check_gold_ids(examples, known_ids)
@@ -171,11 +171,11 @@ def read_questions(path: str | Path, what: str = "questions") -> QuestionFile:
 
     SQuAD-style lines (``question``, ``context_id``, ``answers``) and labelled lines
     (``gold_ids`` and/or ``gold_texts``) are both accepted (see
-    :func:`~conformal_rag_plugins.calibration.question_file.read_question_file`); every problem
+    :func:`~conformal_rag_plugins.datasets.question_file.read_question_file`); every problem
     is an :class:`~conformal_rag_plugins.core.errors.InputFileError` with ``path:line``. Once
     its input checks pass, a command says what it read with :func:`announce_questions`.
     """
-    from ..calibration.question_file import read_question_file
+    from ..datasets.question_file import read_question_file
 
     return read_question_file(path, what)
 
@@ -187,7 +187,7 @@ def announce_questions(file: QuestionFile, note: str = "") -> None:
 
     Examples
     --------
-    >>> from conformal_rag_plugins.calibration.question_file import FORM_SQUAD
+    >>> from conformal_rag_plugins.datasets.question_file import FORM_SQUAD
     >>> ex = CalibrationExample("Who?", gold_ids=("d",))
     >>> announce_questions(QuestionFile("qa.jsonl", FORM_SQUAD, (ex,), (1,)))  # doctest: +SKIP
     read 1 questions from qa.jsonl (SQuAD-style: question, context_id, answers)

@@ -78,7 +78,7 @@ def run_label(
 ) -> Any:
     """Index the chunked corpus in the chosen host, label the questions with the judge, save JSONL.
 
-    Returns the :class:`~conformal_rag_plugins.calibration.llm_judge.LabelReport`. The corpus
+    Returns the :class:`~conformal_rag_plugins.labelling.llm_judge.LabelReport`. The corpus
     must be chunked as it was for ``generate-calibration`` (same ``chunk_size``/``chunk_overlap``).
 
     Examples
@@ -86,8 +86,8 @@ def run_label(
     >>> report = run_label(None, "my_docs/", questions="questions.jsonl", out="labelled.jsonl")  # doctest: +SKIP
     >>> print(report.summary())  # doctest: +SKIP
     """
-    from ..calibration.examples import save_examples
     from ..core.errors import CalibrationError
+    from ..datasets.examples import save_examples
     from ..runtime.atomic import atomic_path
     from .hosts import build_host
     from .input_checks import announce_questions, check_at_least, check_distinct_outputs, check_outputs, read_questions

@@ -166,8 +166,8 @@ def _handle(args: argparse.Namespace) -> None:
 
 
 def _read_questions(path: str | Path, what: str) -> list[str]:
-    from ..calibration.examples import _read_input_jsonl
     from ..core.errors import InputFileError
+    from ..datasets.examples import _read_input_jsonl
 
     rows = _read_input_jsonl(path, what)
     out = []
@@ -204,7 +204,7 @@ def reference_questions(path: str | Path) -> list[str]:
     >>> len(reference_questions("qa.jsonl"))  # doctest: +SKIP
     1407
     """
-    from ..calibration.question_file import read_question_file
+    from ..datasets.question_file import read_question_file
 
     return [ex.question for ex in read_question_file(path, "reference").examples]
 
@@ -265,7 +265,7 @@ def _calibrate_here(
     progress: bool,
 ) -> tuple[Any, Any]:
     """The calibration ``conformal-rag calibrate`` makes with these options, and its host when already built."""
-    from ..calibration.tuned_calibration import FusionConfig
+    from ..tuning.tuned_calibration import FusionConfig
     from .calibrate_cmd import _tuned, calibrate_host
     from .hosts import build_host
 
@@ -354,14 +354,14 @@ def run_monitor(
     >>> report = run_monitor(["corpus.jsonl"], "cal.jsonl", "stream.jsonl", delta=0.01)  # doctest: +SKIP
     >>> report["alarm_at"]  # doctest: +SKIP
     """
-    from ..calibration.examples import load_corpus
-    from ..calibration.jsonio import encode_float
-    from ..calibration.monitor import ConformalMonitor
     from ..core.errors import ConformalError, InputFileError
     from ..core.martingale import check_delta
     from ..core.validation import check_alpha
+    from ..datasets.examples import load_corpus
     from ..local.chroma import chroma_client
+    from ..monitor.monitor import ConformalMonitor
     from ..runtime.atomic import atomic_write_text
+    from ..storage.jsonio import encode_float
     from .chunk_corpus import chunk_corpus
     from .input_checks import (
         announce_questions,
@@ -425,7 +425,7 @@ def run_monitor(
         reference = [q.question for q in question_file.examples]  # every question, answerable or not
         fusion = fusion or DEFAULTS["fusion"]
         if (retriever or DEFAULTS["retriever"]) == "hybrid" and fusion != "tuned":
-            from ..calibration.tuned_calibration import FusionConfig
+            from ..tuning.tuned_calibration import FusionConfig
 
             FusionConfig.parse(fusion)  # a bad value fails here, not after indexing
     entries = load_corpus(*corpus)

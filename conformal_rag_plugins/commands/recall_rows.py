@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.recall_trials import RecallPools, evaluate_recall_splits
-from ..core.retrieval_trials import PoolObservation
+from ..core.pools import PoolObservation
+from ..core.recall_pools import RecallPools
+from ..evaluation.recall_trials import evaluate_recall_splits
 
 __all__ = ["RECALL_COLUMNS", "recall_report"]
 
@@ -28,7 +29,7 @@ def recall_report(
     """Recall rows for every alpha, and a summary of how many gold chunks the questions have.
 
     Every chunk holding a reference answer is gold (the chunk-level labels of
-    :func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks`). Rows: ``crc``
+    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`). Rows: ``crc``
     (conformal risk control of ``1 - recall``), ``ltt`` with ``ltt_delta``, and ``single-gold``
     (today's split-conformal threshold on the best gold chunk) on the same splits. ``auto``
     scores use ``relative`` here.

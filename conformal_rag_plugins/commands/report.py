@@ -2,8 +2,8 @@
 
 It rebuilds the host the calibration was made on from the corpus files (see
 :mod:`~conformal_rag_plugins.commands.report_host`), queries the held-out questions once,
-computes the numbers of :mod:`~conformal_rag_plugins.calibration.report_data` and draws them
-with :mod:`~conformal_rag_plugins.calibration.plots`. ``OUT/`` then holds one PNG per figure,
+computes the numbers of :mod:`~conformal_rag_plugins.report.data` and draws them
+with :mod:`~conformal_rag_plugins.report.plots`. ``OUT/`` then holds one PNG per figure,
 ``index.html`` (the same PNGs embedded, no external resource) and ``report.json`` (the plotted numbers).
 """
 
@@ -76,9 +76,9 @@ def load_any_calibration(path: str | Path) -> Any:
     --------
     >>> cal = load_any_calibration("calibration.json")  # doctest: +SKIP
     """
-    from ..calibration.answer_sets import AnswerSetCalibration
-    from ..calibration.jsonio import loads_strict
-    from ..calibration.retrieval import RetrievalCalibration
+    from ..answer_sets.calibration import AnswerSetCalibration
+    from ..retrieval.calibration import RetrievalCalibration
+    from ..storage.jsonio import loads_strict
 
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
@@ -139,13 +139,13 @@ def run_report(
     --------
     >>> report = run_report("calibration.json", ["corpus.jsonl"], "heldout.jsonl", "report/")  # doctest: +SKIP
     """
-    from ..calibration.answer_sets import AnswerSetCalibration
-    from ..calibration.examples import load_corpus
-    from ..calibration.pool_calibration import collect_observations
+    from ..answer_sets.calibration import AnswerSetCalibration
+    from ..datasets.examples import load_corpus
     from ..local.chroma import chroma_client
+    from ..report.figures import FIGURE_NAMES, build_figures
+    from ..retrieval.pool_calibration import collect_observations
     from .chunk_corpus import chunk_corpus
     from .input_checks import announce_questions, check_gold_in_corpus, check_not_inputs, check_outputs, read_questions
-    from .report_figures import FIGURE_NAMES, build_figures
     from .report_host import host_rows, host_spec, rebuild_host
 
     check_outputs(dirs=[out])
@@ -200,8 +200,8 @@ def run_report(
         **numbers,
         "figures": [f.name for f in figures],
     }
+    from ..report.page import render_page
     from ..runtime.atomic import atomic_write_text
-    from .report_page import render_page
 
     for fig in figures:
         _write(out, fig.name, fig.png)

@@ -13,12 +13,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..calibration.chunk_records import Chunk
-from ..calibration.fingerprint import corpus_digest, same_corpus
-from ..calibration.parent_pools import PARENT_MARK
-from ..calibration.retrieval import RetrievalCalibration
-from ..calibration.tuned_calibration import FusionConfig, fusion_of
 from ..core.errors import CalibrationError, FingerprintMismatchError
+from ..labelling.chunk_records import Chunk
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.fingerprint import corpus_digest, same_corpus
+from ..retrieval.parent_pools import PARENT_MARK
+from ..tuning.tuned_calibration import FusionConfig, fusion_of
 from .hosts import FRAMEWORKS, HostBundle, build_host
 
 __all__ = ["HostSpec", "host_rows", "host_spec", "rebuild_host"]
@@ -40,7 +40,7 @@ def host_spec(calibration: RetrievalCalibration) -> HostSpec:
 
     Examples
     --------
-    >>> from conformal_rag_plugins.calibration import Fingerprint
+    >>> from conformal_rag_plugins import Fingerprint
     >>> fp = Fingerprint("langchain", "ScoredFusionRetriever[Chroma+BM25]", "cosine", "m", 384, "fusion:zscore",
     ...                  "hybrid(method=zscore,weight=0.5,k=50)")
     >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 50, 9, 0, (0.1,) * 9, fp)
@@ -111,7 +111,7 @@ def host_rows(calibration: RetrievalCalibration, spec: HostSpec) -> list[tuple[s
 
     Examples
     --------
-    >>> from conformal_rag_plugins.calibration import Fingerprint
+    >>> from conformal_rag_plugins import Fingerprint
     >>> fp = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-distance", "dense")
     >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 50, 9, 0, (0.1,) * 9, fp)
     >>> dict(host_rows(cal, host_spec(cal)))["embedding model"]

@@ -7,7 +7,7 @@ not be the same:
     Chunks are indexed, returned and gold (the chunks holding an answer).
 ``parent:max`` / ``parent:sum``
     Chunks are indexed; each parent document is scored from its chunks in the pool
-    (:func:`~conformal_rag_plugins.calibration.parent_pools.to_parent_pool`), parents are
+    (:func:`~conformal_rag_plugins.retrieval.parent_pools.to_parent_pool`), parents are
     returned and gold.
 ``document``
     Whole documents are indexed (the embedding reads only their start; BM25 reads all)
@@ -25,12 +25,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..calibration.examples import CalibrationExample, CorpusEntry
-from ..calibration.parent_pools import to_parent_pool
-from ..calibration.pool_calibration import observe
-from ..calibration.tuned_calibration import FusionConfig
 from ..core.errors import ConformalError
-from ..core.retrieval_trials import PoolObservation
+from ..core.pools import PoolObservation
+from ..datasets.examples import CalibrationExample, CorpusEntry
+from ..retrieval.parent_pools import to_parent_pool
+from ..retrieval.pool_calibration import observe
+from ..tuning.tuned_calibration import FusionConfig
 from .chunk_corpus import ChunkedCorpus
 from .hosts import build_fanout
 

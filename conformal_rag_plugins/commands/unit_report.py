@@ -7,7 +7,7 @@ from typing import Any
 
 from ..core.config_search import evaluate_fixed_settings
 from ..core.pool_misses import pool_miss_advice
-from ..core.retrieval_trials import PoolObservation
+from ..core.pools import PoolObservation
 from .unit_candidates import Candidates
 
 __all__ = ["describe_choice", "fixed_settings_block", "mean_unit_tokens", "pool_miss_notes"]

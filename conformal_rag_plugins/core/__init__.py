@@ -44,6 +44,7 @@ from .errors import (
 )
 from .generation_scores import answer_matches, coverage_ceiling, generation_score, generator_set
 from .normalize import is_abstention, normalize_answer
+from .pools import PoolObservation, TrialSummary, choose_family
 from .pvalues import conformal_pvalue, conformal_pvalues
 from .quantile import (
     conformal_quantile,
@@ -54,7 +55,6 @@ from .quantile import (
     pac_rank,
 )
 from .retrieval_scores import SCORE_FAMILIES, candidate_nonconformity, keep_mask, nonconformity, set_size
-from .retrieval_trials import PoolObservation, TrialSummary, choose_family, evaluate_splits
 from .selection import SetDecision, check_k_bounds, decide_set
 from .validation import check_alpha, check_scores
 
@@ -103,7 +103,7 @@ __all__ = [
     "decide_set",
     "evaluate_answer_set",
     "evaluate_answer_sets",
-    "evaluate_splits",
+
     "evaluate_tuned_splits",
     "generation_score",
     "generator_set",

@@ -24,9 +24,9 @@ import numpy as np
 
 from .errors import ConformalError
 from .pool_matrix import PoolMatrix
+from .pools import PoolObservation, TrialSummary
 from .quantile import conformal_quantile
 from .retrieval_scores import SCORE_FAMILIES
-from .retrieval_trials import PoolObservation, TrialSummary
 
 __all__ = [
     "OBJECTIVES",

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .pools import PoolObservation
 from .retrieval_scores import SCORE_FAMILIES, candidate_nonconformity
-from .retrieval_trials import PoolObservation
 
 __all__ = ["PoolMatrix"]
 

@@ -13,9 +13,15 @@ from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from langchain_core.runnables.config import patch_config
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
+from ..answer_sets.adaptive_context import (
+    DEFAULT_SEPARATOR,
+    AdaptiveResult,
+    aadaptive_answer,
+    approx_token_count,
+)
+from ..answer_sets.sample_cache import SampleCache
+from ..answer_sets.sample_record import Sample
 from ..core.adaptive_schedule import geometric_schedule
-from ..generation import Sample, SampleCache
-from ..generation.adaptive_context import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LangChainSampler
 from .host import doc_id
@@ -55,7 +61,7 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
     (overlapping prompts) and stops at the first answer that is not "I don't know"; the last
     round shows the whole set, so an abstention means the model saw every document.
 
-    The output is an :class:`~conformal_rag_plugins.generation.adaptive_context.AdaptiveResult`
+    The output is an :class:`~conformal_rag_plugins.answer_sets.adaptive_context.AdaptiveResult`
     (``answer``, ``abstained``, ``rounds``, ``llm_calls``, ``prompt_tokens``,
     ``completion_tokens``, ``chunks_used``, ``schedule``, ``round_answers``, ``chunk_ids``).
     Token counts are ``"reported"`` from ``AIMessage.usage_metadata`` or

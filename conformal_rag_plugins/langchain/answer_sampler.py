@@ -8,10 +8,12 @@ from langchain_core.language_models import BaseLanguageModel, BaseLLM
 from langchain_core.outputs import LLMResult
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
-from ..generation import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE, Sample, SampleCache, mean_logprob
-from ..generation.identity import SAMPLING_ATTRS, embedding_identity, json_settings
-from ..generation.sampler import AnswerSampler
-from ..generation.sampler import model_id as _model_id
+from ..answer_sets.identity import SAMPLING_ATTRS, embedding_identity, json_settings
+from ..answer_sets.prompts import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE
+from ..answer_sets.sample_cache import SampleCache
+from ..answer_sets.sample_record import Sample, mean_logprob
+from ..answer_sets.sampler import AnswerSampler
+from ..answer_sets.sampler import model_id as _model_id
 from ..local.llm import llama_cpp_identity
 from .llm_calls import is_chat
 

@@ -7,13 +7,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..calibration.corpus_filter import corpus_record
-from ..calibration.examples import CalibrationExample
-from ..calibration.groups import GroupBy, chunk_group_labels, group_labels
-from ..calibration.pool_calibration import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
-from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
 from ..core.validation import check_pool_size
+from ..datasets.examples import CalibrationExample
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.corpus_filter import corpus_record
+from ..retrieval.groups import GroupBy, chunk_group_labels, group_labels
+from ..retrieval.pool_calibration import (
+    calibrate_from_pools,
+    check_gold_ids,
+    collect_observations,
+    label_counts,
+)
 from .fingerprint import fingerprint_of
 from .host import Host, all_ids, existing_ids, fetch_pool
 from .parent_retrieval import parent_examples, parent_host

@@ -8,19 +8,19 @@ from dataclasses import replace
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 
-from ..calibration.corpus_filter import corpus_record
-from ..calibration.examples import CalibrationExample
-from ..calibration.fingerprint import Fingerprint
-from ..calibration.pool_calibration import (
+from ..core.errors import ConformalError
+from ..core.validation import check_pool_size
+from ..datasets.examples import CalibrationExample
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.corpus_filter import corpus_record
+from ..retrieval.fingerprint import Fingerprint
+from ..retrieval.pool_calibration import (
     CandidatePool,
     calibrate_from_pools,
     check_gold_ids,
     collect_observations,
     label_counts,
 )
-from ..calibration.retrieval import RetrievalCalibration
-from ..core.errors import ConformalError
-from ..core.validation import check_pool_size
 from .compressor import compressor_fingerprint, score_documents
 from .fingerprint import fingerprint_of
 from .host import all_ids, doc_id, existing_ids

@@ -12,12 +12,12 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from ..calibration.fingerprint import Fingerprint
-from ..calibration.groups import check_group_options
-from ..calibration.retrieval import RetrievalCalibration
-from ..calibration.served_checks import ServedPoolCheck
 from ..core.errors import ConformalError, FingerprintMismatchError
 from ..core.selection import best_first, check_k_bounds
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.fingerprint import Fingerprint
+from ..retrieval.groups import check_group_options
+from ..retrieval.served_checks import ServedPoolCheck
 from .document_selection import select_documents
 from .fingerprint import describe_embeddings
 from .host import SCORE_KEY, doc_id

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 
-from ..calibration.groups import chunk_set, mark_group_fallback, query_threshold
-from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import GuaranteeCutWarning
 from ..core.selection import check_k_bounds, conformal_metadata, decide_set
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.groups import chunk_set, mark_group_fallback, query_threshold
 
 __all__ = ["select_documents"]
 
@@ -44,7 +44,7 @@ def select_documents(
 
     Examples
     --------
-    >>> from conformal_rag_plugins.calibration import Fingerprint
+    >>> from conformal_rag_plugins import Fingerprint
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
     >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 3, 9, 0, (0.1,) * 9, fp)
     >>> docs = [Document(page_content=t) for t in ("a", "b", "c")]

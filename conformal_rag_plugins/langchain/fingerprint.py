@@ -7,8 +7,8 @@ from typing import Any
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
-from ..calibration.fingerprint import Fingerprint
 from ..local.chroma import chroma_space
+from ..retrieval.fingerprint import Fingerprint
 from .host import raw_score_kind
 
 __all__ = ["describe_embeddings", "fingerprint_of"]

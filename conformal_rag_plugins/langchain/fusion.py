@@ -10,9 +10,9 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field
 
-from ..calibration.fingerprint import Fingerprint
 from ..core.fusion import DEFAULT_DENSE_WEIGHT, fuse_scores
 from ..local.bm25 import BM25Index
+from ..retrieval.fingerprint import Fingerprint
 from .fingerprint import fingerprint_of
 from .host import _relevance, doc_id
 

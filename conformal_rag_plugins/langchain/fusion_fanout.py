@@ -16,11 +16,11 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from ..calibration.pool_calibration import CandidatePool
-from ..calibration.tuned_calibration import FusionConfig
 from ..core.errors import CalibrationError
 from ..local.bm25 import BM25Index
 from ..local.chroma import MAX_QUERY_ROWS, query_in_batches
+from ..retrieval.pool_calibration import CandidatePool
+from ..tuning.tuned_calibration import FusionConfig
 from .fusion import ScoredFusionRetriever
 from .host import _relevance, pool_from_pairs
 

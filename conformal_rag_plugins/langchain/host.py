@@ -12,8 +12,8 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
-from ..calibration.pool_calibration import CandidatePool
 from ..core.errors import ConformalError, FingerprintMismatchError
+from ..retrieval.pool_calibration import CandidatePool
 
 __all__ = [
     "Host",

@@ -1,6 +1,6 @@
 """Tune a LangChain hybrid ``ScoredFusionRetriever`` (fusion method and weight) and calibrate it.
 
-The statistics live in :mod:`conformal_rag_plugins.calibration.tuned_calibration`; this file
+The statistics live in :mod:`conformal_rag_plugins.tuning.tuned_calibration`; this file
 only builds one ``ScoredFusionRetriever`` per grid point, all sharing the same
 vector store and BM25 index.
 """
@@ -14,13 +14,13 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from ..calibration.corpus_filter import corpus_record
-from ..calibration.examples import CalibrationExample, CorpusEntry
-from ..calibration.groups import GroupBy
-from ..calibration.retrieval import RetrievalCalibration
-from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
-from ..calibration.tuned_candidates import default_pool_sizes
+from ..datasets.examples import CalibrationExample, CorpusEntry
 from ..local.bm25 import BM25Index
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.corpus_filter import corpus_record
+from ..retrieval.groups import GroupBy
+from ..tuning.candidates import default_pool_sizes
+from ..tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
 from .fusion import ScoredFusionRetriever
 from .host import all_ids, doc_id
 from .tuned_units import unit_candidates

@@ -1,6 +1,6 @@
 """Label calibration questions with a LangChain judge over the host store or retriever (CONFLARE step 2).
 
-Thin adapter over :mod:`conformal_rag_plugins.calibration.llm_judge`.
+Thin adapter over :mod:`conformal_rag_plugins.labelling.llm_judge`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
-from ..calibration.examples import CalibrationExample
-from ..calibration.llm_judge import LabelReport, LLMJudge, alabel_examples
-from ..calibration.llm_prompts import JUDGE_PROMPTS
+from ..datasets.examples import CalibrationExample
+from ..labelling.llm_judge import LabelReport, LLMJudge, alabel_examples
+from ..labelling.prompts import JUDGE_PROMPTS
 from ..runtime.kv_cache import JsonCache, open_cache
 from ..runtime.run_sync import run_sync
 from .calibrate import resolve_pool_size
@@ -71,7 +71,7 @@ def label_with_judge(
     without a judge call, any other document is judged, and at most ``budget`` documents are
     judged per question. Questions not resolved within the budget are kept with their source
     document as gold (a conservative label), never dropped. See
-    :mod:`conformal_rag_plugins.calibration.llm_judge`. The result goes straight to
+    :mod:`conformal_rag_plugins.labelling.llm_judge`. The result goes straight to
     :func:`calibrate_retriever` with the same host.
 
     Parameters

@@ -6,7 +6,7 @@ The framework-neutral calibration code (question generation, the judge) works on
 ``ChatPromptTemplate``, whose formatted messages travel as a JSON string (also the cache
 key, via ``messages_to_dict``) and are rebuilt for ``ainvoke(messages)``.
 
-The default templates come from :mod:`conformal_rag_plugins.calibration.llm_prompts`,
+The default templates come from :mod:`conformal_rag_plugins.labelling.prompts`,
 with their literal JSON braces escaped for LangChain's f-string format.
 """
 
@@ -20,8 +20,8 @@ from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import messages_from_dict, messages_to_dict
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
-from ..calibration.llm_prompts import LLMTask, PromptSet, to_fstring
 from ..core.errors import ConformalError
+from ..labelling.prompts import LLMTask, PromptSet, to_fstring
 
 __all__ = ["chat_template", "completion_template", "is_chat", "llm_task", "prompt_caller"]
 
@@ -127,7 +127,7 @@ def llm_task(
     Examples
     --------
     >>> from langchain_core.language_models import FakeListLLM
-    >>> from conformal_rag_plugins.calibration.llm_prompts import JUDGE_PROMPTS
+    >>> from conformal_rag_plugins.labelling.prompts import JUDGE_PROMPTS
     >>> llm_task(FakeListLLM(responses=["yes"]), JUDGE_PROMPTS).model
     'FakeListLLM:None'
     """

@@ -10,7 +10,7 @@ store, :class:`~conformal_rag_plugins.langchain.ScoredFusionRetriever`) with ``p
 
 The chunk scores are the vector store's relevance scores (or the retriever's
 ``metadata['score']``), the same scale as a chunk-level host; each parent is scored from
-its chunks with :func:`~conformal_rag_plugins.calibration.parent_pools.to_parent_pool`,
+its chunks with :func:`~conformal_rag_plugins.retrieval.parent_pools.to_parent_pool`,
 at calibration and at query time alike.
 """
 
@@ -26,17 +26,17 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 
-from ..calibration.examples import CalibrationExample
-from ..calibration.fingerprint import Fingerprint
-from ..calibration.parent_pools import (
+from ..core.errors import CalibrationError, ConformalError
+from ..datasets.examples import CalibrationExample
+from ..retrieval.fingerprint import Fingerprint
+from ..retrieval.parent_pools import (
     ParentCandidates,
     check_parent_aggregation,
     lift_gold_to_parents,
     parent_fingerprint,
     to_parent_pool,
 )
-from ..calibration.pool_calibration import CandidatePool
-from ..core.errors import CalibrationError, ConformalError
+from ..retrieval.pool_calibration import CandidatePool
 from .fingerprint import fingerprint_of
 from .host import Host, afetch_pool, doc_id, fetch_pairs, pool_from_pairs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..calibration.examples import CorpusEntry
+from ..datasets.examples import CorpusEntry
 from ..local.chroma import chroma_client, get_collection
 from .embedding import MiniLMEmbeddings
 from .text_splitting import recursive_splitter

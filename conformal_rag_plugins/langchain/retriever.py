@@ -14,13 +14,13 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from ..calibration.fingerprint import check_corpus, corpus_digest
-from ..calibration.groups import check_group_options
-from ..calibration.monitor import ServedScores
-from ..calibration.retrieval import RetrievalCalibration
-from ..calibration.served_checks import ServedPoolCheck
 from ..core.errors import ConformalError
 from ..core.selection import best_first, check_k_bounds
+from ..monitor.monitor import ServedScores
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.fingerprint import check_corpus, corpus_digest
+from ..retrieval.groups import check_group_options
+from ..retrieval.served_checks import ServedPoolCheck
 from .document_selection import select_documents
 from .fingerprint import fingerprint_of
 from .host import afetch_pool, all_ids, doc_id, fetch_pairs, pool_from_pairs
@@ -191,9 +191,9 @@ class ConformalRetriever(BaseRetriever):
         """The scores the monitor sees for ``query``: the host's pool (parents for small-to-big), best first.
 
         With the unit and the query's group (``group`` as in ``invoke(query, group=...)``), as
-        :class:`~conformal_rag_plugins.calibration.ServedScores`. Asked for every reference
+        :class:`~conformal_rag_plugins.monitor.monitor.ServedScores`. Asked for every reference
         question, it gives
-        :meth:`~conformal_rag_plugins.calibration.ConformalMonitor.from_observations`
+        :meth:`~conformal_rag_plugins.monitor.monitor.ConformalMonitor.from_observations`
         a reference computed exactly like the stream.
 
         Examples

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..calibration.examples import CorpusEntry
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
+from ..datasets.examples import CorpusEntry
 from ..local.bm25 import BM25Index
 from ..local.chroma import add_in_batches, chroma_client, get_collection
 from ..local.tokens import warn_if_truncated

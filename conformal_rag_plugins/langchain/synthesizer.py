@@ -12,11 +12,12 @@ from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from langchain_core.runnables.config import patch_config
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
-from ..calibration.answer_sets import AnswerSetCalibration
+from ..answer_sets.calibration import AnswerSetCalibration
+from ..answer_sets.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
+from ..answer_sets.identity import live_generator
+from ..answer_sets.sample_cache import SampleCache
+from ..answer_sets.sample_record import Sample
 from ..core.errors import CalibrationError, ConformalError
-from ..generation import Sample, SampleCache
-from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
-from ..generation.identity import live_generator
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LangChainSampler, embedder_identity
 from .host import doc_id
@@ -34,7 +35,7 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
     """Runnable answer-set synthesizer for LCEL, after ``ConformalRetriever``.
 
     Input ``{"question": str, "context": list[Document]}``; output an
-    :class:`~conformal_rag_plugins.generation.engine.AnswerSetResult` (``response``,
+    :class:`~conformal_rag_plugins.answer_sets.engine.AnswerSetResult` (``response``,
     ``answers`` with confidences and supporting document ids, ``abstained``, ``alpha``, tokens).
 
     Every run first compares the model (class, name, a local model's file digest), its sampling

@@ -2,7 +2,7 @@
 
 The splitter measures length with the MiniLM tokenizer
 (``from_huggingface_tokenizer``), so every chunk is embedded in full; see
-:mod:`conformal_rag_plugins.calibration.chunk_records` for the id scheme and the window guarantee.
+:mod:`conformal_rag_plugins.labelling.chunk_records` for the id scheme and the window guarantee.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..calibration.chunk_records import Chunk, chunk_with, parent_of
-from ..calibration.examples import CorpusEntry
+from ..datasets.examples import CorpusEntry
+from ..labelling.chunk_records import Chunk, chunk_with, parent_of
 from ..local.tokens import count_tokens, default_chunk_overlap, default_chunk_size, embedding_tokenizer
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def chunk_entries(
 
     Examples
     --------
-    >>> from conformal_rag_plugins.calibration.examples import CorpusEntry
+    >>> from conformal_rag_plugins.datasets.examples import CorpusEntry
     >>> chunks = chunk_entries([CorpusEntry("d", "One. " * 300)], chunk_size=100)  # doctest: +SKIP
     >>> chunks[-1].id, chunks[-1].parent_id  # doctest: +SKIP
     ('d::chunk7', 'd')

@@ -11,9 +11,15 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
+from ..answer_sets.adaptive_context import (
+    DEFAULT_SEPARATOR,
+    AdaptiveResult,
+    aadaptive_answer,
+    approx_token_count,
+)
+from ..answer_sets.sample_cache import SampleCache
+from ..answer_sets.sample_record import Sample
 from ..core.adaptive_schedule import geometric_schedule
-from ..generation import Sample, SampleCache
-from ..generation.adaptive_context import DEFAULT_SEPARATOR, AdaptiveResult, aadaptive_answer, approx_token_count
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts
 from .traced_synthesis import TracedSynthesis

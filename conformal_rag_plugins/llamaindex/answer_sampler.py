@@ -9,10 +9,12 @@ from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 
-from ..generation import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE, Sample, SampleCache, mean_logprob
-from ..generation.identity import embedding_identity
-from ..generation.sampler import AnswerSampler
-from ..generation.sampler import model_id as _model_id
+from ..answer_sets.identity import embedding_identity
+from ..answer_sets.prompts import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE
+from ..answer_sets.sample_cache import SampleCache
+from ..answer_sets.sample_record import Sample, mean_logprob
+from ..answer_sets.sampler import AnswerSampler
+from ..answer_sets.sampler import model_id as _model_id
 from ..local.llm import llama_cpp_identity
 from .llm_calls import is_chat
 

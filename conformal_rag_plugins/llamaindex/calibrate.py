@@ -8,15 +8,20 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 
-from ..calibration.chunk_labels import map_gold_to_chunks
-from ..calibration.chunk_records import Chunk
-from ..calibration.corpus_filter import corpus_record
-from ..calibration.examples import CalibrationExample
-from ..calibration.groups import GroupBy, chunk_group_labels, group_labels
-from ..calibration.pool_calibration import calibrate_from_pools, check_gold_ids, collect_observations, label_counts
-from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import ConformalError
 from ..core.validation import check_pool_size
+from ..datasets.examples import CalibrationExample
+from ..labelling.chunk_labels import map_gold_to_chunks
+from ..labelling.chunk_records import Chunk
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.corpus_filter import corpus_record
+from ..retrieval.groups import GroupBy, chunk_group_labels, group_labels
+from ..retrieval.pool_calibration import (
+    calibrate_from_pools,
+    check_gold_ids,
+    collect_observations,
+    label_counts,
+)
 from .fingerprint import fingerprint_of, pool_size_of
 from .host import all_ids, document_chunks, existing_ids, pool_from_nodes
 from .parent_retrieval import resolve_parent_level
@@ -52,7 +57,7 @@ def gold_on_chunks(retriever: BaseRetriever, examples: list[CalibrationExample])
 
     Gold ids the store does not hold as node ids are looked up as document ids (``ref_doc_id``)
     and mapped to that document's chunks by
-    :func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks`; ids that are
+    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`; ids that are
     neither raise :class:`~conformal_rag_plugins.core.CalibrationError` (when the store can tell).
     """
     gold = sorted({g for ex in examples for g in ex.gold_ids})
@@ -101,7 +106,7 @@ def calibrate_retriever(
         (``Document.id_``, the nodes' ``ref_doc_id``, as after ``VectorStoreIndex.from_documents``):
         a split document's gold becomes its chunks that contain a reference answer (every chunk of
         it when none does, or the example has no ``answers``), as
-        :func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks` does; the rule of
+        :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks` does; the rule of
         each example is counted in ``labels_["gold_rule"]``.
     confidence_level : float, default 0.9
     score : {"relative", "similarity", "rank", "auto"}

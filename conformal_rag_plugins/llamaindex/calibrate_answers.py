@@ -7,11 +7,11 @@ from typing import Any
 
 from llama_index.core.base.llms.base import BaseLLM
 
-from ..calibration.answer_sets import AnswerSetCalibration
-from ..calibration.examples import CalibrationExample
-from ..calibration.retrieval import RetrievalCalibration
-from ..generation import SampleCache
-from ..generation.calibrate import HostHooks, calibrate_stages
+from ..answer_sets.calibration import AnswerSetCalibration
+from ..answer_sets.sample_cache import SampleCache
+from ..answer_sets.stages import HostHooks, calibrate_stages
+from ..datasets.examples import CalibrationExample
+from ..retrieval.calibration import RetrievalCalibration
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LlamaIndexSampler, embedder_identity, model_id
 from .calibrate import calibrate_retriever, resolve_host

@@ -6,8 +6,8 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 
-from ..calibration.fingerprint import Fingerprint
 from ..local.chroma import chroma_space
+from ..retrieval.fingerprint import Fingerprint
 
 __all__ = ["fingerprint_of", "pool_size_of"]
 

@@ -32,10 +32,10 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Objec
 from llama_index.core.vector_stores.types import VectorStoreQueryMode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from ..calibration.pool_calibration import CandidatePool
-from ..calibration.tuned_calibration import FusionConfig
 from ..core.errors import CalibrationError
 from ..local.chroma import MAX_QUERY_ROWS, query_in_batches
+from ..retrieval.pool_calibration import CandidatePool
+from ..tuning.tuned_calibration import FusionConfig
 from .stack import build_hybrid_retriever
 
 __all__ = ["FusionFanout", "fuse_lists"]

@@ -8,7 +8,7 @@ from typing import Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
-from ..calibration.pool_calibration import CandidatePool
+from ..retrieval.pool_calibration import CandidatePool
 
 __all__ = ["all_ids", "document_chunks", "existing_ids", "pool_from_nodes", "texts_by_id"]
 

@@ -1,6 +1,6 @@
 """Tune a LlamaIndex hybrid ``QueryFusionRetriever`` (fusion mode and weights) and calibrate it.
 
-The statistics live in :mod:`conformal_rag_plugins.calibration.tuned_calibration`; this file
+The statistics live in :mod:`conformal_rag_plugins.tuning.tuned_calibration`; this file
 only builds one ``QueryFusionRetriever`` per grid point, all sharing the same
 dense index and BM25 retriever.
 """
@@ -15,12 +15,12 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import BaseNode
 
-from ..calibration.corpus_filter import corpus_record
-from ..calibration.examples import CalibrationExample
-from ..calibration.groups import GroupBy
-from ..calibration.retrieval import RetrievalCalibration
-from ..calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
-from ..calibration.tuned_candidates import default_pool_sizes
+from ..datasets.examples import CalibrationExample
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.corpus_filter import corpus_record
+from ..retrieval.groups import GroupBy
+from ..tuning.candidates import default_pool_sizes
+from ..tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
 from .calibrate import DEFAULT_POOL_SIZE
 from .host import all_ids
 from .stack import build_hybrid_retriever

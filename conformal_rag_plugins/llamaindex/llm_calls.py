@@ -16,8 +16,8 @@ from typing import Any
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 
-from ..calibration.llm_prompts import LLMTask, PromptSet
 from ..core.errors import ConformalError
+from ..labelling.prompts import LLMTask, PromptSet
 
 __all__ = ["chat_template", "completion_template", "is_chat", "llm_task", "prompt_caller"]
 
@@ -116,7 +116,7 @@ def llm_task(
     Examples
     --------
     >>> from llama_index.core.llms import MockLLM
-    >>> from conformal_rag_plugins.calibration.llm_prompts import JUDGE_PROMPTS
+    >>> from conformal_rag_plugins.labelling.prompts import JUDGE_PROMPTS
     >>> llm_task(MockLLM(), JUDGE_PROMPTS).model
     'MockLLM:None'
     """

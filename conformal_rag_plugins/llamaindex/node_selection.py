@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..calibration.groups import GROUP_METADATA_KEYS, chunk_set, mark_group_fallback, query_threshold
-from ..calibration.retrieval import RetrievalCalibration
 from ..core.errors import GuaranteeCutWarning
 from ..core.selection import best_first, check_k_bounds, conformal_metadata, decide_set
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.groups import GROUP_METADATA_KEYS, chunk_set, mark_group_fallback, query_threshold
 from .host import pool_from_nodes
 
 __all__ = ["CONFORMAL_METADATA_KEYS", "ordered_nodes", "select_nodes", "served_dims"]
@@ -75,7 +75,7 @@ def select_nodes(
 
     Examples
     --------
-    >>> from conformal_rag_plugins.calibration import Fingerprint
+    >>> from conformal_rag_plugins import Fingerprint
     >>> from llama_index.core.schema import TextNode
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
     >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 3, 9, 0, (0.1,) * 9, fp)

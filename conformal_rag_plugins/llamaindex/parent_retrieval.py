@@ -13,7 +13,7 @@ A chunk's parent comes from LlamaIndex's own node relationships, in this order:
 The parents are looked up in a docstore (``StorageContext.docstore``), a mapping id -> node,
 or a list of nodes. An ``AutoMergingRetriever`` host brings both its vector retriever and its
 storage context's docstore; a ``RecursiveRetriever`` brings its root retriever and ``node_dict``.
-The statistics are the framework-free :func:`~conformal_rag_plugins.calibration.parent_pools.to_parent_pool`.
+The statistics are the framework-free :func:`~conformal_rag_plugins.retrieval.parent_pools.to_parent_pool`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from typing import Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import BaseNode, IndexNode, MetadataMode, NodeWithScore
 
-from ..calibration.examples import CalibrationExample
-from ..calibration.fingerprint import Fingerprint
-from ..calibration.parent_pools import (
+from ..core.errors import CalibrationError, ConformalError
+from ..datasets.examples import CalibrationExample
+from ..retrieval.fingerprint import Fingerprint
+from ..retrieval.parent_pools import (
     PARENT_MARK,
     ParentCandidates,
     check_parent_aggregation,
@@ -36,8 +37,7 @@ from ..calibration.parent_pools import (
     parent_fingerprint,
     to_parent_pool,
 )
-from ..calibration.pool_calibration import CandidatePool, check_gold_ids
-from ..core.errors import CalibrationError, ConformalError
+from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
 from .fingerprint import fingerprint_of
 from .host import _index_of, existing_ids, pool_from_nodes
 

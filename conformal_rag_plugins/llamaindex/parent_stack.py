@@ -23,7 +23,7 @@ from typing import Any
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.schema import BaseNode
 
-from ..calibration.examples import CorpusEntry
+from ..datasets.examples import CorpusEntry
 from ..local.chroma import chroma_client, get_collection
 from .embedding import MiniLMEmbedding
 from .text_splitting import sentence_splitter

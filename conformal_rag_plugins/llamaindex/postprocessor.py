@@ -9,12 +9,12 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import Field, PrivateAttr
 
-from ..calibration.fingerprint import check_corpus, corpus_digest
-from ..calibration.groups import check_group_options
-from ..calibration.retrieval import RetrievalCalibration
-from ..calibration.served_checks import ServedPoolCheck
 from ..core.errors import ConformalError, FingerprintMismatchError
 from ..core.selection import check_k_bounds
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.fingerprint import check_corpus, corpus_digest
+from ..retrieval.groups import check_group_options
+from ..retrieval.served_checks import ServedPoolCheck
 from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
 from .host import all_ids

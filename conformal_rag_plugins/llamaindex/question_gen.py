@@ -1,6 +1,6 @@
 """Generate calibration questions from LlamaIndex nodes with a LlamaIndex LLM (CONFLARE step 1).
 
-Thin adapter over :mod:`conformal_rag_plugins.calibration.question_gen`.
+Thin adapter over :mod:`conformal_rag_plugins.labelling.question_gen`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
 
-from ..calibration.chunk_records import Chunk
-from ..calibration.examples import CalibrationExample, CorpusEntry
-from ..calibration.llm_prompts import QUESTION_PROMPTS
-from ..calibration.question_gen import DEFAULT_MIN_WORDS, GenerationReport, agenerate_questions
 from ..core.errors import ConformalError
+from ..datasets.examples import CalibrationExample, CorpusEntry
+from ..labelling.chunk_records import Chunk
+from ..labelling.prompts import QUESTION_PROMPTS
+from ..labelling.question_gen import DEFAULT_MIN_WORDS, GenerationReport, agenerate_questions
 from ..runtime.kv_cache import JsonCache, open_cache
 from ..runtime.run_sync import run_sync
 from .llm_calls import llm_task
@@ -105,7 +105,7 @@ def generate_calibration_questions(
     """Generate calibration questions from your nodes with your LLM, one per sampled node.
 
     Nodes are sampled evenly across documents (seeded); each output is parsed, filtered and
-    retried up to ``max_retries`` times (see :mod:`conformal_rag_plugins.calibration.question_gen`).
+    retried up to ``max_retries`` times (see :mod:`conformal_rag_plugins.labelling.question_gen`).
     The examples carry the node id as gold and go to :func:`label_with_judge`, or straight to
     :func:`calibrate_retriever`.
 
@@ -129,7 +129,7 @@ def generate_calibration_questions(
         ``True`` (default): ``~/.cache/conformal-rag/calibration_llm.sqlite``; ``False``: none.
         A re-run reuses every cached output.
     max_retries, max_concurrency, timeout, min_words, progress
-        See :func:`~conformal_rag_plugins.calibration.question_gen.agenerate_questions`.
+        See :func:`~conformal_rag_plugins.labelling.question_gen.agenerate_questions`.
 
     Returns
     -------

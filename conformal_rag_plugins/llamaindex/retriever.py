@@ -8,13 +8,13 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..calibration.fingerprint import check_corpus, corpus_digest
-from ..calibration.groups import check_group_options
-from ..calibration.monitor import ServedScores
-from ..calibration.retrieval import RetrievalCalibration
-from ..calibration.served_checks import ServedPoolCheck
 from ..core.errors import ConformalError
 from ..core.selection import check_k_bounds
+from ..monitor.monitor import ServedScores
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.fingerprint import check_corpus, corpus_digest
+from ..retrieval.groups import check_group_options
+from ..retrieval.served_checks import ServedPoolCheck
 from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
 from .host import all_ids
@@ -129,9 +129,9 @@ class ConformalRetriever(BaseRetriever):
     def pool_scores(self, query: str | QueryBundle) -> ServedScores:
         """The scores the monitor sees for ``query``: the host's pool (parents for small-to-big), best first.
 
-        With the unit and the query's group, as :class:`~conformal_rag_plugins.calibration.ServedScores`.
+        With the unit and the query's group, as :class:`~conformal_rag_plugins.monitor.monitor.ServedScores`.
         Asked for every reference question, it gives
-        :meth:`~conformal_rag_plugins.calibration.ConformalMonitor.from_observations`
+        :meth:`~conformal_rag_plugins.monitor.monitor.ConformalMonitor.from_observations`
         a reference computed exactly like the stream.
 
         Examples

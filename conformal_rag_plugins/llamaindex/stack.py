@@ -9,8 +9,8 @@ from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import TextNode
 
-from ..calibration.examples import CorpusEntry
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
+from ..datasets.examples import CorpusEntry
 from ..local.chroma import chroma_client, get_collection
 from ..local.tokens import warn_if_truncated
 from .embedding import MiniLMEmbedding
@@ -35,12 +35,12 @@ def _node(entry: CorpusEntry) -> TextNode:
 def nodes_from_entries(entries: Sequence[CorpusEntry]) -> list[TextNode]:
     """One ``TextNode`` per entry (or chunk), with the entry id as node id.
 
-    A :class:`~conformal_rag_plugins.calibration.chunk_records.Chunk` of a longer entry also
+    A :class:`~conformal_rag_plugins.labelling.chunk_records.Chunk` of a longer entry also
     records ``metadata["parent_id"]`` (excluded from the embedded and LLM text).
 
     Examples
     --------
-    >>> from conformal_rag_plugins.calibration.chunk_records import Chunk
+    >>> from conformal_rag_plugins.labelling.chunk_records import Chunk
     >>> node = nodes_from_entries([Chunk("d::chunk0", "Rollo.", parent_id="d")])[0]
     >>> node.node_id, node.metadata
     ('d::chunk0', {'parent_id': 'd'})

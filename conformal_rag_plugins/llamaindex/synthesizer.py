@@ -11,11 +11,11 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
-from ..calibration.answer_sets import AnswerSetCalibration
+from ..answer_sets.calibration import AnswerSetCalibration
+from ..answer_sets.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
+from ..answer_sets.identity import live_generator
+from ..answer_sets.sample_cache import SampleCache
 from ..core.errors import CalibrationError
-from ..generation import SampleCache
-from ..generation.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
-from ..generation.identity import live_generator
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts, embedder_identity
 from .traced_synthesis import TracedSynthesis

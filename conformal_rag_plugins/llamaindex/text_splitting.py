@@ -1,7 +1,7 @@
 """Cut long corpus entries into MiniLM-sized chunks with LlamaIndex's ``SentenceSplitter``.
 
 The splitter counts MiniLM word pieces (:func:`~conformal_rag_plugins.local.tokens.token_ids`),
-so every chunk is embedded in full; see :mod:`conformal_rag_plugins.calibration.chunk_records`
+so every chunk is embedded in full; see :mod:`conformal_rag_plugins.labelling.chunk_records`
 for the id scheme and the window guarantee.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..calibration.chunk_records import Chunk, chunk_with, parent_of
-from ..calibration.examples import CorpusEntry
+from ..datasets.examples import CorpusEntry
+from ..labelling.chunk_records import Chunk, chunk_with, parent_of
 from ..local.tokens import count_tokens, default_chunk_overlap, default_chunk_size, token_ids
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def chunk_entries(
 
     Examples
     --------
-    >>> from conformal_rag_plugins.calibration.examples import CorpusEntry
+    >>> from conformal_rag_plugins.datasets.examples import CorpusEntry
     >>> chunks = chunk_entries([CorpusEntry("d", "One. " * 300)], chunk_size=100)  # doctest: +SKIP
     >>> chunks[0].id, chunks[0].parent_id  # doctest: +SKIP
     ('d::chunk0', 'd')

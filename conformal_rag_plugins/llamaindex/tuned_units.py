@@ -16,14 +16,14 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from ..calibration.chunk_labels import map_gold_to_chunks
-from ..calibration.chunk_records import Chunk
-from ..calibration.examples import CalibrationExample
-from ..calibration.fingerprint import Fingerprint
-from ..calibration.parent_pools import parent_unit_name, to_parent_pool
-from ..calibration.pool_calibration import CandidatePool, check_gold_ids
-from ..calibration.tuned_calibration import FusionConfig
-from ..calibration.tuned_candidates import TokenCosts, TunedCandidate, candidate_grid
+from ..datasets.examples import CalibrationExample
+from ..labelling.chunk_labels import map_gold_to_chunks
+from ..labelling.chunk_records import Chunk
+from ..retrieval.fingerprint import Fingerprint
+from ..retrieval.parent_pools import parent_unit_name, to_parent_pool
+from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
+from ..tuning.candidates import TokenCosts, TunedCandidate, candidate_grid
+from ..tuning.tuned_calibration import FusionConfig
 from .fingerprint import fingerprint_of
 from .fusion_fanout import FusionFanout
 from .host import existing_ids, pool_from_nodes
@@ -107,7 +107,7 @@ def unit_candidates(
     """Build the candidates and check the gold ids (chunk ids; with ``parents``, chunk, parent or document ids).
 
     With ``parents``, chunk-level gold comes from
-    :func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks` (a parent id becomes
+    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks` (a parent id becomes
     the chunks holding a reference answer) and parent-level gold from :meth:`ParentLevel.lift_gold`.
     """
     from ..local.tokens import count_tokens

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..calibration.examples import CalibrationExample, CorpusEntry, load_corpus, load_qa
+from ..datasets.examples import CalibrationExample, CorpusEntry, load_corpus, load_qa
 from .data import bundled_corpus_paths, bundled_qa_path
 
 __all__ = ["bundled_corpus", "bundled_questions"]

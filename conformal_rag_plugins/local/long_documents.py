@@ -5,7 +5,7 @@ paragraphs, about 520 words or 670 MiniLM tokens on average, 2.6 times what the 
 model reads). Distractor passages, which carry no title, are joined in runs of the
 same length in file order (they come from consecutive paragraphs of their articles).
 Question gold ids move from the paragraph to its document, so the chunk-level gold
-(:func:`~conformal_rag_plugins.calibration.chunk_labels.map_gold_to_chunks`) has to find
+(:func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`) has to find
 the answer again inside the chunks.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ..calibration.examples import CalibrationExample, CorpusEntry
+from ..datasets.examples import CalibrationExample, CorpusEntry
 
 __all__ = [
     "DEFAULT_PARAGRAPHS_PER_DOCUMENT",

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
-from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
 from conformal_rag_plugins.core.quantile import conformal_quantile
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 
 @pytest.fixture

@@ -26,9 +26,10 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import Field
 
+from conformal_rag_plugins.answer_sets.adaptive_context import approx_token_count
+from conformal_rag_plugins.answer_sets.prompts import FEW_SHOT_TEMPLATE
+from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
 from conformal_rag_plugins.core.errors import ConformalError
-from conformal_rag_plugins.generation import FEW_SHOT_TEMPLATE, SampleCache
-from conformal_rag_plugins.generation.adaptive_context import approx_token_count
 from conformal_rag_plugins.langchain import AdaptiveContextSynthesizer as LCAdaptive
 from conformal_rag_plugins.llamaindex import AdaptiveContextSynthesizer as LIAdaptive
 

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
-from conformal_rag_plugins.calibration.examples import CalibrationExample
-from conformal_rag_plugins.calibration.jsonio import with_checksum
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.engine import ChunkInput, abuild_answer_set
 from conformal_rag_plugins.core.errors import (
     CalibrationIntegrityError,
     FingerprintMismatchError,
@@ -24,8 +23,9 @@ from conformal_rag_plugins.core.errors import (
     InfiniteThresholdWarning,
     UncheckedGeneratorWarning,
 )
-from conformal_rag_plugins.generation.engine import ChunkInput, abuild_answer_set
+from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.runtime.run_sync import run_sync
+from conformal_rag_plugins.storage.jsonio import with_checksum
 
 N = 12
 M = 3
@@ -261,7 +261,7 @@ def test_an_old_file_without_a_record_loads_with_a_warning_and_queries_unchecked
 
 
 def test_the_engine_compares_and_says_when_it_cannot(calibrated: AnswerSetCalibration) -> None:
-    from conformal_rag_plugins.generation import Sample
+    from conformal_rag_plugins.answer_sets.sample_record import Sample
 
     async def sample(question: str, context: str) -> list[Sample]:
         return [Sample("Rollo")] * M

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conformal_rag_plugins.answer_sets.engine import ChunkInput, abuild_answer_set
+from conformal_rag_plugins.answer_sets.sample_record import Sample, mean_logprob
+from conformal_rag_plugins.answer_sets.stages import with_generator_score
 from conformal_rag_plugins.core.clustering import cluster_answers
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
-from conformal_rag_plugins.generation import Sample, mean_logprob
-from conformal_rag_plugins.generation.calibrate import with_generator_score
-from conformal_rag_plugins.generation.engine import ChunkInput, abuild_answer_set
 from conformal_rag_plugins.runtime.run_sync import run_sync
 
 from .test_guarantee_holes import M, World, _calibrate
@@ -181,7 +181,7 @@ def test_calibration_records_the_generator_score_and_queries_use_it() -> None:
 
 
 def test_saved_calibration_keeps_the_generator_score(tmp_path) -> None:
-    from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
+    from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
 
     tie = _calibrate(LikelyWorld(40), generator_score="likelihood")
     tie.save(tmp_path / "cal.json")

@@ -15,10 +15,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import Fingerprint
-from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration, min_answer_set_questions
-from conformal_rag_plugins.calibration.examples import CalibrationExample
-from conformal_rag_plugins.calibration.pool_calibration import CandidatePool, calibrate_from_pools, collect_observations
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration, min_answer_set_questions
+from conformal_rag_plugins.answer_sets.engine import (
+    ChunkInput,
+    abuild_answer_set,
+    chunks_from_metadata,
+    coverage_report,
+)
+from conformal_rag_plugins.answer_sets.sample_record import Sample
+from conformal_rag_plugins.answer_sets.stages import HostHooks, calibrate_stages
 from conformal_rag_plugins.core.combination import harmonic_mean_rule
 from conformal_rag_plugins.core.errors import (
     CalibrationError,
@@ -28,13 +33,12 @@ from conformal_rag_plugins.core.errors import (
     InfiniteThresholdWarning,
 )
 from conformal_rag_plugins.core.quantile import coverage_bounds
-from conformal_rag_plugins.generation import Sample
-from conformal_rag_plugins.generation.calibrate import HostHooks, calibrate_stages
-from conformal_rag_plugins.generation.engine import (
-    ChunkInput,
-    abuild_answer_set,
-    chunks_from_metadata,
-    coverage_report,
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.pool_calibration import (
+    CandidatePool,
+    calibrate_from_pools,
+    collect_observations,
 )
 from conformal_rag_plugins.runtime.run_sync import run_sync
 
@@ -241,7 +245,7 @@ def test_bo_refuses_a_retrieval_calibration_that_used_the_optimisation_questions
 
 
 def test_bo_accepts_a_disjoint_retrieval_calibration_and_samples_retrieval_sets() -> None:
-    from conformal_rag_plugins.calibration.examples import split_examples
+    from conformal_rag_plugins.datasets.examples import split_examples
 
     world = World(80)
     opt, rest = split_examples(world.examples, (0.3, 0.7), seed=0)
@@ -344,7 +348,7 @@ def test_min_answer_set_questions() -> None:
 
 
 def test_a_loaded_calibration_whose_fields_disagree_is_refused(tmp_path) -> None:
-    from conformal_rag_plugins.calibration.jsonio import with_checksum
+    from conformal_rag_plugins.storage.jsonio import with_checksum
 
     cal = _toy()
     data = cal.to_dict()

@@ -18,9 +18,9 @@ from llama_index.core.prompts import PromptTemplate as LIPrompt
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 from pydantic import Field, PrivateAttr
 
-from conformal_rag_plugins.calibration.examples import CorpusEntry
-from conformal_rag_plugins.calibration.llm_prompts import JUDGE_CHAT_SYSTEM, QUESTION_CHAT_SYSTEM
 from conformal_rag_plugins.core.errors import ConformalError
+from conformal_rag_plugins.datasets.examples import CorpusEntry
+from conformal_rag_plugins.labelling.prompts import JUDGE_CHAT_SYSTEM, QUESTION_CHAT_SYSTEM
 from conformal_rag_plugins.langchain import calibrate_retriever as lc_calibrate
 from conformal_rag_plugins.langchain import generate_calibration_questions as lc_generate
 from conformal_rag_plugins.langchain import label_with_judge as lc_label

@@ -11,9 +11,9 @@ from langchain_core.language_models import FakeListChatModel
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
-from conformal_rag_plugins.generation import SampleCache
 from conformal_rag_plugins.langchain import ConformalAnswerSetSynthesizer as LCSynth
 from conformal_rag_plugins.llamaindex import ConformalAnswerSetSynthesizer as LISynth
 

@@ -32,7 +32,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import Field
 
-from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
 from conformal_rag_plugins.langchain import ConformalAnswerSetSynthesizer as LCSynth
 from conformal_rag_plugins.langchain import ConformalRetriever as LCRetriever
 from conformal_rag_plugins.llamaindex import AdaptiveContextSynthesizer

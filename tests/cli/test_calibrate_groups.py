@@ -7,10 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from conformal_rag_plugins.calibration import RetrievalCalibration, save_examples
 from conformal_rag_plugins.cli import main
+from conformal_rag_plugins.datasets.examples import save_examples
 from conformal_rag_plugins.local.corpus import bundled_questions
 from conformal_rag_plugins.local.data import bundled_corpus_paths
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 
 
 def _labelled(tmp_path, n: int, *, drop: int | None = None) -> str:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from conformal_rag_plugins.calibration import save_examples
 from conformal_rag_plugins.cli import main
+from conformal_rag_plugins.datasets.examples import save_examples
 from conformal_rag_plugins.local.corpus import bundled_questions
 from conformal_rag_plugins.local.data import bundled_corpus_paths
 

@@ -10,9 +10,9 @@ import pytest
 from langchain_core.language_models.llms import LLM
 from llama_index.core.llms import CompletionResponse, MockLLM
 
-from conformal_rag_plugins.calibration.examples import load_examples
 from conformal_rag_plugins.cli import main
 from conformal_rag_plugins.commands import calibration_inputs
+from conformal_rag_plugins.datasets.examples import load_examples
 
 ENTRIES = [
     ("normans", "The Normans gave their name to Normandy, a region in northern France."),

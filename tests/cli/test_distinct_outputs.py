@@ -38,7 +38,7 @@ def inputs(tmp_path) -> dict[str, Path]:
 @pytest.fixture(autouse=True)
 def no_work(monkeypatch, tmp_path):
     """Tripwires on the first step of every command's work: reading its inputs."""
-    from conformal_rag_plugins.calibration import examples
+    from conformal_rag_plugins.datasets import examples
 
     def tripwire(*args, **kwargs):
         raise AssertionError("the command read its inputs before refusing its outputs")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conformal_rag_plugins.calibration.examples import CorpusEntry
 from conformal_rag_plugins.cli import main
+from conformal_rag_plugins.datasets.examples import CorpusEntry
 from conformal_rag_plugins.local.data import bundled_corpus_paths, bundled_qa_path
 
 WINDOW_WARNING = "token window"
@@ -97,8 +97,8 @@ def test_evaluate_without_an_output_file_prints_the_report_json_and_with_out_wri
 @pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
 def test_window_warning_fires_for_long_texts_embedded_unsplit_and_not_for_the_document_unit(framework) -> None:
     """Negative control: the warning is silenced only where whole documents are indexed on purpose."""
-    from conformal_rag_plugins.calibration.tuned_calibration import FusionConfig
     from conformal_rag_plugins.commands.hosts import build_fanout
+    from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig
 
     long_text = " ".join(f"Sentence {i} about the Normans and their conquest of England." for i in range(60))
     entries = [CorpusEntry(f"{framework}-long", long_text), CorpusEntry(f"{framework}-short", "Rollo led the Norse.")]

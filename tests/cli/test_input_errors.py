@@ -163,7 +163,7 @@ def test_calibrate_refuses_gold_ids_missing_from_the_corpus_before_indexing(tmp_
 
 def test_the_same_check_function_guards_evaluate_and_calibrate(monkeypatch, tmp_path, corpus, qa, capsys) -> None:
     """``evaluate`` reuses ``check_gold_ids``, the calibrators' check (no second copy of the logic)."""
-    from conformal_rag_plugins.calibration import pool_calibration as driver
+    from conformal_rag_plugins.retrieval import pool_calibration as driver
 
     calls = []
 
@@ -264,7 +264,7 @@ def test_non_utf8_file_in_a_docs_folder_is_named(tmp_path, capsys) -> None:
 
 
 def test_text_null_is_no_longer_indexed_as_the_string_none(tmp_path) -> None:
-    from conformal_rag_plugins.calibration.examples import load_corpus
+    from conformal_rag_plugins.datasets.examples import load_corpus
 
     path = _jsonl(tmp_path / "c.jsonl", [{"id": "a", "text": None}])
     with pytest.raises(InputFileError, match=r"c\.jsonl:1: 'text' must be a string, got null"):
@@ -430,7 +430,7 @@ def test_atomic_path_leaves_no_partial_file(tmp_path) -> None:
 def test_a_failing_save_in_the_cli_leaves_no_output(monkeypatch, tmp_path, corpus, capsys) -> None:
     """``generate-calibration`` writes through ``atomic_path``: a save that dies half-way leaves nothing."""
     import conformal_rag_plugins.llamaindex.question_gen as li_question_gen
-    from conformal_rag_plugins.calibration import examples
+    from conformal_rag_plugins.datasets import examples
 
     def half_save(items, path):
         Path(path).write_text('{"question": "half', encoding="utf-8")

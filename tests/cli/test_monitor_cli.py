@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conformal_rag_plugins.calibration import ConformalMonitor, RetrievalCalibration
 from conformal_rag_plugins.cli import main
+from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 
 N_CAL = 40
 N_STREAM = 12

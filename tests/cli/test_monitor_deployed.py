@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from conformal_rag_plugins.calibration import ConformalMonitor, Fingerprint, RetrievalCalibration, save_examples
-from conformal_rag_plugins.calibration.examples import load_qa
 from conformal_rag_plugins.cli import main
+from conformal_rag_plugins.datasets.examples import load_qa, save_examples
+from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 N_QA = 80  # questions on the first 40 paragraphs, answerable or not
 N_STREAM = 12

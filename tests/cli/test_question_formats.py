@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
-from conformal_rag_plugins.calibration.examples import load_qa
 from conformal_rag_plugins.cli import _parser, main
 from conformal_rag_plugins.commands import calibration_inputs, input_checks
 from conformal_rag_plugins.core.errors import ConformalError
+from conformal_rag_plugins.datasets.examples import load_qa
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 ENTRIES = [
     ("normans", "The Normans gave their name to Normandy, a region in northern France."),
@@ -227,8 +228,8 @@ def test_evaluate_reads_both_forms_with_chunk_or_document_gold(
         raise Reached("reached the retrieval")
 
     monkeypatch.setattr(evaluate_retrieval, "collect_candidates", recorder)
-    from conformal_rag_plugins.calibration.examples import load_corpus
     from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
+    from conformal_rag_plugins.datasets.examples import load_corpus
 
     chunks = chunk_corpus("llamaindex", load_corpus(corpus), [], chunk_size=48, chunk_overlap=0).chunks
     (answer_chunk,) = [c.id for c in chunks if "Rollo founded" in c.text]
@@ -359,7 +360,7 @@ def test_mixed_or_garbled_lines_are_one_error_line_with_file_and_line(tmp_path, 
 def test_calibrate_on_squad_lines_then_report_on_labelled_lines(tmp_path, capsys) -> None:
     """The first 40 paragraphs; calibrate (dense) on 80 of their SQuAD-style lines, answerable or not, via --qa;
     report on labelled lines of 40 other answerable questions via --questions."""
-    from conformal_rag_plugins.calibration import save_examples
+    from conformal_rag_plugins.datasets.examples import save_examples
     from conformal_rag_plugins.local.data import bundled_corpus_paths
 
     source = bundled_corpus_paths()[0]

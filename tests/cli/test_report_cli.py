@@ -11,12 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration, save_examples
-from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
 from conformal_rag_plugins.cli import main
 from conformal_rag_plugins.core.quantile import conformal_quantile
+from conformal_rag_plugins.datasets.examples import save_examples
 from conformal_rag_plugins.local.corpus import bundled_questions
 from conformal_rag_plugins.local.data import bundled_corpus_paths
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 CORPUS = [arg for path in bundled_corpus_paths() for arg in ("--corpus", str(path))]
 QA = str(Path(bundled_corpus_paths()[0]).with_name("qa.jsonl"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformal_rag_plugins.calibration import CalibrationExample
 from conformal_rag_plugins.core import CalibrationError, ConformalError, FingerprintMismatchError
+from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.langchain import ConformalRetriever as LCRetriever
 from conformal_rag_plugins.langchain import calibrate_retriever as lc_calibrate
 from conformal_rag_plugins.llamaindex import ConformalRetriever as LIRetriever
@@ -176,7 +176,7 @@ def test_another_collection_with_the_same_model_warns(
 
 
 def test_the_collection_digest_survives_save_and_load(li_index_calibration, tmp_path):
-    from conformal_rag_plugins.calibration import RetrievalCalibration
+    from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 
     loaded = RetrievalCalibration.load(li_index_calibration.save(tmp_path / "cal.json"))
     assert loaded.corpus_ == li_index_calibration.corpus_

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
-from conformal_rag_plugins.generation import SampleCache
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
 
 pytestmark = pytest.mark.integration
 

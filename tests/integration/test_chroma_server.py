@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conformal_rag_plugins.calibration.pool_calibration import collect_observations
 from conformal_rag_plugins.commands.hosts import build_host
 from conformal_rag_plugins.core import conformal_quantile
+from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conformal_rag_plugins.generation.cache import SampleCache
+from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
 from conformal_rag_plugins.runtime.kv_cache import JsonCache
 
 pytestmark = pytest.mark.integration
@@ -43,8 +43,8 @@ WRITER = textwrap.dedent(
     logging.getLogger("conformal_rag_plugins").addHandler(handler)
     report = {"worker": worker, "ok": False, "error": None, "failed_puts": 0, "warnings": []}
     try:
-        from conformal_rag_plugins.generation.cache import SampleCache
-        from conformal_rag_plugins.generation.sample_record import Sample
+        from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
+        from conformal_rag_plugins.answer_sets.sample_record import Sample
         from conformal_rag_plugins.runtime.kv_cache import JsonCache
 
         while not Path(go).exists():  # start together, so the opens race too

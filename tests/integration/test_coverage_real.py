@@ -46,7 +46,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conformal_rag_plugins.core import conformal_quantile, evaluate_splits, pac_quantile
+from conformal_rag_plugins.core import conformal_quantile, pac_quantile
+from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 
 pytestmark = [pytest.mark.integration, pytest.mark.statistical]
 

@@ -98,7 +98,7 @@ DRIVER = textwrap.dedent(
         from langchain_core.outputs import ChatGeneration, ChatResult
         from langchain_core.retrievers import BaseRetriever
 
-        from conformal_rag_plugins.calibration.examples import CalibrationExample
+        from conformal_rag_plugins.datasets.examples import CalibrationExample
         from conformal_rag_plugins.langchain import label_with_judge
 
         class FakeJudge(BaseChatModel):
@@ -136,7 +136,7 @@ DRIVER = textwrap.dedent(
         from langchain_core.messages import AIMessage
         from langchain_core.outputs import ChatGeneration, ChatResult
 
-        from conformal_rag_plugins.generation import SampleCache
+        from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
         from conformal_rag_plugins.langchain.answer_sampler import LangChainSampler
 
         class FakeChat(BaseChatModel):

@@ -16,8 +16,8 @@ from dataclasses import replace
 
 import pytest
 
-from conformal_rag_plugins.calibration import RetrievalCalibration
 from conformal_rag_plugins.core.errors import ConformalError
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 
 pytestmark = pytest.mark.integration
 

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 from langchain_classic.retrievers import ContextualCompressionRetriever
 from langchain_classic.retrievers.document_compressors import EmbeddingsFilter
 from langchain_core.documents import Document
@@ -22,7 +23,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
 
 from conformal_rag_plugins.core import ConformalError, FingerprintMismatchError, conformal_rank
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation, evaluate_splits
+from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.langchain import ConformalDocumentCompressor, calibrate_compressor
 from conformal_rag_plugins.langchain.compressor import score_documents
 
@@ -127,7 +128,7 @@ def test_refuses_other_embeddings_and_missing_scores(calibration):
 
 
 def test_drift_monitor_is_updated_by_every_query(base, embeddings, calibration, squad_questions, dropin_split):
-    from conformal_rag_plugins.calibration import ConformalMonitor
+    from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 
     reference = [
         score_documents(squad_questions[i].question, base.invoke(squad_questions[i].question), embeddings)

@@ -29,12 +29,12 @@ import warnings
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 
-from conformal_rag_plugins.calibration.examples import CalibrationExample
 from conformal_rag_plugins.core import conformal_quantile
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, FingerprintMismatchError
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+from conformal_rag_plugins.datasets.examples import CalibrationExample
 
 pytest.importorskip("langchain_classic")
 pytestmark = [pytest.mark.integration]
@@ -83,9 +83,9 @@ def parent_cal(pdr, long_docs, split):
 @pytest.fixture(scope="module")
 def observations(pdr, long_docs):
     """{"max"|"sum": parent-level observations of all 705 questions}, from one chunk query each."""
-    from conformal_rag_plugins.calibration.gold_matching import gold_positions
     from conformal_rag_plugins.langchain.host import fetch_pairs, pool_from_pairs
     from conformal_rag_plugins.langchain.parent_retrieval import parent_host
+    from conformal_rag_plugins.retrieval.gold_matching import gold_positions
 
     hosts = {how: parent_host(pdr, how=how) for how in ("max", "sum")}
     out: dict[str, list[PoolObservation]] = {how: [] for how in hosts}
@@ -198,8 +198,8 @@ def test_multi_vector_retriever_and_store_with_parents_share_the_calibration(
     chunk gold ids are lifted to their parents."""
     from langchain_classic.retrievers import MultiVectorRetriever
 
-    from conformal_rag_plugins.calibration.retrieval import RetrievalCalibration
     from conformal_rag_plugins.langchain import ConformalRetriever, calibrate_retriever
+    from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 
     mvr = MultiVectorRetriever(vectorstore=pdr.vectorstore, docstore=pdr.docstore)
     hosts = [
@@ -317,8 +317,8 @@ def test_the_drift_monitor_reference_is_built_at_parent_level(pdr, parent_cal, l
     Negative control: set sizes taken on the chunk scores (what a reference of ``host`` scores gives)
     are another statistic than the parent set sizes the retriever feeds the monitor.
     """
-    from conformal_rag_plugins.calibration import ConformalMonitor
     from conformal_rag_plugins.langchain import ConformalRetriever
+    from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 
     questions = long_docs[1]
     plain = ConformalRetriever(retriever=pdr, calibration=parent_cal)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conformal_rag_plugins.generation.prompts import FEW_SHOT_TEMPLATE
+from conformal_rag_plugins.answer_sets.prompts import FEW_SHOT_TEMPLATE
 from conformal_rag_plugins.local.logprobs import _last_logprobs, continuation_logprob
 
 pytestmark = pytest.mark.integration

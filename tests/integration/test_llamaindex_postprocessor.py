@@ -17,7 +17,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from conformal_rag_plugins.core import ConformalError, FingerprintMismatchError, conformal_rank
-from conformal_rag_plugins.core.retrieval_trials import evaluate_splits
+from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.llamaindex import ConformalNodePostprocessor, ConformalRetriever, calibrate_retriever
 
 pytestmark = pytest.mark.integration
@@ -117,7 +117,7 @@ def test_refuses_nodes_without_scores_and_another_pipeline(li_index, calibration
 def test_drift_monitor_is_updated_by_every_query(
     li_index, calibration, observations_factory, squad_questions, dropin_split
 ):
-    from conformal_rag_plugins.calibration import ConformalMonitor
+    from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 
     dense = observations_factory("llamaindex", "dense")
     monitor = ConformalMonitor.from_observations(calibration, [dense[i] for i in dropin_split.calibration])

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from conformal_rag_plugins.calibration import RetrievalCalibration
 from conformal_rag_plugins.core.errors import ConformalError, SmallGroupWarning
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,7 @@ def _calibrate(framework: str, host_factory, examples):
 
 def _pooled_fallback(data: dict) -> dict:
     """The same file as calibrated with ``group_fallback="pooled"``: small groups stored with the pooled threshold."""
-    from conformal_rag_plugins.calibration.jsonio import with_checksum
+    from conformal_rag_plugins.storage.jsonio import with_checksum
 
     data = {k: v for k, v in data.items() if k != "checksum"} | {"group_fallback": "pooled"}
     data["groups"] = {

@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
-from conformal_rag_plugins.calibration import ConformalMonitor
 from conformal_rag_plugins.core.errors import ConformalError
+from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 
 pytestmark = pytest.mark.integration
 

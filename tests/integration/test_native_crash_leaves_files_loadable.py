@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
-from conformal_rag_plugins.generation import SampleCache
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
 from conformal_rag_plugins.runtime.kv_cache import JsonCache, SqliteStore
 
 pytestmark = pytest.mark.integration
@@ -60,8 +60,8 @@ DRIVER = textwrap.dedent(
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.retrievers import BaseRetriever
 
-    from conformal_rag_plugins.calibration.examples import CalibrationExample
-    from conformal_rag_plugins.generation import SampleCache
+    from conformal_rag_plugins.datasets.examples import CalibrationExample
+    from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
     from conformal_rag_plugins.langchain import calibrate_answer_sets
 
     MODE, CACHE_DIR, CALL_LOG, OUT_DIR = sys.argv[1:5]

@@ -34,7 +34,9 @@ pytest.importorskip("sse_starlette", reason="llama-cpp-python's server needs the
 pytest.importorskip("llama_index.llms.openai_like")
 pytest.importorskip("langchain_openai")
 
-from conformal_rag_plugins.generation import FEW_SHOT_TEMPLATE, Sample, SampleCache  # noqa: E402
+from conformal_rag_plugins.answer_sets.prompts import FEW_SHOT_TEMPLATE  # noqa: E402
+from conformal_rag_plugins.answer_sets.sample_cache import SampleCache  # noqa: E402
+from conformal_rag_plugins.answer_sets.sample_record import Sample  # noqa: E402
 
 QUESTION = "Who was the Norse leader?"
 CONTEXT_ID = "Normans#0"

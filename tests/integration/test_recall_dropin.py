@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformal_rag_plugins.calibration import RetrievalCalibration
 from conformal_rag_plugins.core.quantile import ltt_threshold
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 
 pytestmark = pytest.mark.integration
 

@@ -199,12 +199,12 @@ def test_langchain_parents_by_tokens_and_the_parent_path(long_docs, long_split, 
     calibration (same machinery, parent candidates only) works through ``ConformalRetriever`` with parents."""
     from langchain_core.documents import Document
 
-    from conformal_rag_plugins.calibration.tuned_calibration import FusionConfig, calibrate_tuned
     from conformal_rag_plugins.langchain import ConformalRetriever
     from conformal_rag_plugins.langchain.hybrid_tuning import calibrate_hybrid_retriever, hybrid_from_calibration
     from conformal_rag_plugins.langchain.parent_retrieval import CHUNKS_KEY
     from conformal_rag_plugins.langchain.parent_stack import build_parent_document_retriever
     from conformal_rag_plugins.langchain.tuned_units import unit_candidates
+    from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig, calibrate_tuned
 
     pdr = build_parent_document_retriever(long_docs[0], chunk_size=96, client=chroma_memory_client)
     got = pdr.vectorstore.get(include=["documents", "metadatas"])

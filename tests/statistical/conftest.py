@@ -157,10 +157,10 @@ def long_hybrid_stack(chroma_memory_client):
     once and queried once per fusion setting of the hybrid grid; shared by the long-document and
     recall-control tests (built once per framework and session, about 15 s).
     """
-    from conformal_rag_plugins.calibration.pool_calibration import collect_observations
     from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
     from conformal_rag_plugins.commands.hosts import build_hosts
     from conformal_rag_plugins.local.long_documents import bundled_long_documents
+    from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 
     cache: dict = {}
 

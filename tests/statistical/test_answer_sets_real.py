@@ -17,8 +17,8 @@ import math
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.commands.answer_set_trials import evaluate_methods, prepare_rows
 from conformal_rag_plugins.core.quantile import conformal_rank
+from conformal_rag_plugins.evaluation.answer_set_trials import evaluate_methods, prepare_rows
 
 pytestmark = pytest.mark.statistical
 

@@ -56,13 +56,13 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration.examples import CalibrationExample
-from conformal_rag_plugins.calibration.gold_matching import gold_positions
+from conformal_rag_plugins.answer_sets import stages as calibrate_module
+from conformal_rag_plugins.answer_sets.gold import GoldChunk
 from conformal_rag_plugins.core.clustering import cluster_answers, merge_clusters
 from conformal_rag_plugins.core.generation_scores import answer_matches, generation_score
 from conformal_rag_plugins.core.quantile import conformal_rank
-from conformal_rag_plugins.generation import calibrate as calibrate_module
-from conformal_rag_plugins.generation.gold import GoldChunk
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.retrieval.gold_matching import gold_positions
 
 pytestmark = pytest.mark.statistical
 

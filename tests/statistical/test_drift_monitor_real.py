@@ -105,10 +105,10 @@ def test_held_out_orders_after_one_calibration(strangeness) -> None:
 @pytest.fixture(scope="module")
 def long_observations(chroma_memory_client):
     """The same 705 questions asked of the long-document index (chunked to 254 tokens) instead of the paragraphs."""
-    from conformal_rag_plugins.calibration.pool_calibration import collect_observations
     from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
     from conformal_rag_plugins.commands.hosts import build_host
     from conformal_rag_plugins.local.long_documents import bundled_long_documents
+    from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 
     docs, questions = bundled_long_documents()
     chunked = chunk_corpus("llamaindex", docs, questions)
@@ -137,8 +137,10 @@ def test_labels_on_the_changed_corpus_coverage_sequence_and_aci(observations_fac
     """Labels of the drifted stream: the fixed SQuAD threshold under-covers on long documents,
     the anytime interval excludes the target, and ACI brings the long-run miss rate back to alpha
     within its deterministic bound ``(max(alpha, 1 - alpha) + gamma) / (gamma T)``."""
-    from conformal_rag_plugins.calibration import ConformalMonitor, Fingerprint, RetrievalConformalizer
     from conformal_rag_plugins.core.online_coverage import aci_miss
+    from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+    from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
+    from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
     obs = observations_factory("llamaindex", "dense")
     cal_obs = [obs[i] for i in np.random.default_rng(DROPIN_SEED).permutation(len(obs))[:300]]

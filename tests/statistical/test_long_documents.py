@@ -19,7 +19,8 @@ import math
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.core import conformal_quantile, evaluate_splits, evaluate_tuned_splits
+from conformal_rag_plugins.core import conformal_quantile, evaluate_tuned_splits
+from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 
 pytestmark = [pytest.mark.integration, pytest.mark.statistical]
 

@@ -23,11 +23,11 @@ import math
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import Fingerprint
-from conformal_rag_plugins.calibration.groups import chunk_set
-from conformal_rag_plugins.calibration.pool_calibration import calibrate_from_pools, observe
-from conformal_rag_plugins.core.mondrian_trials import simulate_group_splits
+from conformal_rag_plugins.evaluation.mondrian_trials import simulate_group_splits
 from conformal_rag_plugins.local.groups import bundled_collection, question_type
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.groups import chunk_set
+from conformal_rag_plugins.retrieval.pool_calibration import calibrate_from_pools, observe
 
 ALPHA = 0.1
 TRIALS = 400

@@ -24,11 +24,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import ConformalMonitor, Fingerprint, RetrievalCalibration
-from conformal_rag_plugins.calibration.examples import load_qa
 from conformal_rag_plugins.commands.monitor_cmd import reference_questions
 from conformal_rag_plugins.core.binomial import binom_cdf
+from conformal_rag_plugins.datasets.examples import load_qa
 from conformal_rag_plugins.local.data import bundled_corpus_paths
+from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 pytestmark = [pytest.mark.integration, pytest.mark.statistical]
 

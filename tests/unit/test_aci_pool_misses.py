@@ -12,10 +12,12 @@ import math
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 
-from conformal_rag_plugins.calibration import ConformalMonitor, Fingerprint, RetrievalConformalizer
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
 POOL, ALPHA, GAMMA = 20, 0.1, 0.05
@@ -59,8 +61,8 @@ def test_aci_miss_rule() -> None:
 
 
 def test_a_monitor_saved_with_the_old_count_still_loads(tmp_path) -> None:
-    from conformal_rag_plugins.calibration.jsonio import with_checksum
     from conformal_rag_plugins.core.errors import CalibrationIntegrityError
+    from conformal_rag_plugins.storage.jsonio import with_checksum
 
     rng = np.random.default_rng(5)
     cal_obs = [_question(rng, 0.0) for _ in range(100)]

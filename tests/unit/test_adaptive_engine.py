@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from conformal_rag_plugins.core.errors import ConformalError
-from conformal_rag_plugins.generation.adaptive_context import (
+from conformal_rag_plugins.answer_sets.adaptive_context import (
     AdaptiveResult,
     aadaptive_answer,
     approx_token_count,
     join_chunks,
 )
-from conformal_rag_plugins.generation.prompts import IDK
-from conformal_rag_plugins.generation.sample_record import Sample
+from conformal_rag_plugins.answer_sets.prompts import IDK
+from conformal_rag_plugins.answer_sets.sample_record import Sample
+from conformal_rag_plugins.core.errors import ConformalError
 
 CHUNKS = [f"chunk {i} text." for i in range(10)]
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from conformal_rag_plugins.calibration.examples import CorpusEntry
-from conformal_rag_plugins.calibration.llm_judge import LLMJudge
-from conformal_rag_plugins.calibration.question_gen import agenerate_questions
-from conformal_rag_plugins.generation.cache import SampleCache
-from conformal_rag_plugins.generation.concurrent_draws import draw_samples
-from conformal_rag_plugins.generation.sample_record import Sample
+from conformal_rag_plugins.answer_sets.concurrent_draws import draw_samples
+from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
+from conformal_rag_plugins.answer_sets.sample_record import Sample
+from conformal_rag_plugins.datasets.examples import CorpusEntry
+from conformal_rag_plugins.labelling.llm_judge import LLMJudge
+from conformal_rag_plugins.labelling.question_gen import agenerate_questions
 from conformal_rag_plugins.runtime.kv_cache import JsonCache, is_busy_error, retry_busy
 
 LOGGER = "conformal_rag_plugins"
@@ -212,7 +212,7 @@ def test_one_store_behind_all_three_caches(tmp_path):
     """Samples, judge/question decisions and embeddings share SqliteStore (WAL, retries, batch reads)."""
     import numpy as np
 
-    from conformal_rag_plugins.generation.cache import SampleCache
+    from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
     from conformal_rag_plugins.local.encoder import EmbeddingStore
     from conformal_rag_plugins.runtime.kv_cache import JsonCache, SqliteStore
 

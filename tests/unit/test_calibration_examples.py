@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformal_rag_plugins.calibration.examples import (
+from conformal_rag_plugins.core.errors import CalibrationError
+from conformal_rag_plugins.datasets.examples import (
     CalibrationExample,
     CorpusEntry,
     load_corpus,
@@ -17,9 +18,8 @@ from conformal_rag_plugins.calibration.examples import (
     save_examples,
     split_examples,
 )
-from conformal_rag_plugins.calibration.gold_matching import gold_positions
-from conformal_rag_plugins.core.errors import CalibrationError
 from conformal_rag_plugins.local.data import bundled_corpus_paths, bundled_qa_path
+from conformal_rag_plugins.retrieval.gold_matching import gold_positions
 
 # --- CalibrationExample ----------------------------------------------------------------------------
 

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
-from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
-from conformal_rag_plugins.calibration.jsonio import SIGNING_KEY_ENV
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
 from conformal_rag_plugins.core.errors import CalibrationIntegrityError, ConformalError
 from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.storage.jsonio import SIGNING_KEY_ENV
 
 FP = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-distance")
 SCORES = (*(float(x) for x in np.round(np.linspace(0.05, 0.95, 19), 6)), math.inf)

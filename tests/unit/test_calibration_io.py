@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 import conformal_rag_plugins
-from conformal_rag_plugins.calibration import SCHEMA_VERSION, Fingerprint, RetrievalCalibration
 from conformal_rag_plugins.core.errors import CalibrationIntegrityError, ConformalError, FingerprintMismatchError
+from conformal_rag_plugins.retrieval.calibration import SCHEMA_VERSION, RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 FP = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-distance")
 

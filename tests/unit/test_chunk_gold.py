@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from conformal_rag_plugins.calibration.chunk_labels import GoldReport, answer_in_text, map_gold_to_chunks
-from conformal_rag_plugins.calibration.chunk_records import Chunk
-from conformal_rag_plugins.calibration.examples import CalibrationExample, CorpusEntry
+from conformal_rag_plugins.datasets.examples import CalibrationExample, CorpusEntry
+from conformal_rag_plugins.labelling.chunk_labels import GoldReport, answer_in_text, map_gold_to_chunks
+from conformal_rag_plugins.labelling.chunk_records import Chunk
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

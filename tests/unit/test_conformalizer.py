@@ -7,9 +7,8 @@ import warnings
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration, RetrievalConformalizer
-from conformal_rag_plugins.calibration.examples import split_examples
 from conformal_rag_plugins.core.errors import (
     CalibrationError,
     ConformalError,
@@ -17,7 +16,10 @@ from conformal_rag_plugins.core.errors import (
     NotFittedError,
 )
 from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+from conformal_rag_plugins.datasets.examples import split_examples
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 FP = Fingerprint("unit", "ListStore", "cosine", "toy-model", 8, "cosine")
 POOL = 20

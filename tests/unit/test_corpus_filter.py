@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
-from conformal_rag_plugins.calibration.corpus_filter import corpus_record, unknown_ids
-from conformal_rag_plugins.calibration.fingerprint import check_corpus, corpus_digest
-from conformal_rag_plugins.calibration.jsonio import with_checksum
 from conformal_rag_plugins.core.errors import CalibrationIntegrityError
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.corpus_filter import corpus_record, unknown_ids
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint, check_corpus, corpus_digest
+from conformal_rag_plugins.storage.jsonio import with_checksum
 
 IDS = [f"Article_{i // 7}#{i % 7}" for i in range(2000)]
 

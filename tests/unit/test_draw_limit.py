@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from conformal_rag_plugins.generation import Sample
-from conformal_rag_plugins.generation.concurrent_draws import ConcurrencyLimit, draw_samples
+from conformal_rag_plugins.answer_sets.concurrent_draws import ConcurrencyLimit, draw_samples
+from conformal_rag_plugins.answer_sets.sample_record import Sample
 
 
 class _Tracker:

@@ -14,7 +14,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import ConformalMonitor, Fingerprint, RetrievalCalibration
 from conformal_rag_plugins.core.binomial import binom_cdf
 from conformal_rag_plugins.core.errors import (
     CalibrationError,
@@ -29,6 +28,9 @@ from conformal_rag_plugins.core.online_coverage import (
     coverage_confidence_sequence,
 )
 from conformal_rag_plugins.core.quantile import conformal_quantile
+from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
 
@@ -200,7 +202,7 @@ def test_json_tampering_is_refused(monitor, cal, tmp_path) -> None:
     data = monitor.to_dict()
     data["log_martingale"][1] += 1.0
     data = {k: v for k, v in data.items() if k != "checksum"}
-    from conformal_rag_plugins.calibration.jsonio import with_checksum
+    from conformal_rag_plugins.storage.jsonio import with_checksum
 
     path = tmp_path / "m.json"
     path.write_text(json.dumps(with_checksum(data)))

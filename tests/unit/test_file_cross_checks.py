@@ -1,7 +1,7 @@
 """Issue 21 part 4: a re-checksummed edit of a field that another field records is refused.
 
 Every edit below recomputes the SHA-256 checksum exactly as ``save`` does
-(:func:`conformal_rag_plugins.calibration.jsonio.with_checksum`), so the checksum cannot
+(:func:`conformal_rag_plugins.storage.jsonio.with_checksum`), so the checksum cannot
 catch it; the cross-checks between fields must.
 """
 
@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration, RetrievalConformalizer
-from conformal_rag_plugins.calibration.fingerprint import corpus_digest
-from conformal_rag_plugins.calibration.jsonio import with_checksum
 from conformal_rag_plugins.core.errors import CalibrationError, CalibrationIntegrityError
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint, corpus_digest
+from conformal_rag_plugins.storage.jsonio import with_checksum
 
 DENSE = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-distance")
 HYBRID = Fingerprint(

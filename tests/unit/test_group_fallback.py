@@ -13,16 +13,18 @@ import warnings
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 from langchain_core.documents import Document
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration, RetrievalConformalizer
-from conformal_rag_plugins.calibration.jsonio import with_checksum
 from conformal_rag_plugins.core.errors import GuaranteeCutWarning, SmallGroupWarning
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
 from conformal_rag_plugins.core.selection import decide_set
 from conformal_rag_plugins.langchain.document_selection import select_documents
 from conformal_rag_plugins.llamaindex.node_selection import select_nodes
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.storage.jsonio import with_checksum
 
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
 POOL = 20

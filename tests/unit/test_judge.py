@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from conformal_rag_plugins.calibration.examples import CalibrationExample
-from conformal_rag_plugins.calibration.llm_judge import LLMJudge, alabel_examples, label_examples, parse_yes_no
 from conformal_rag_plugins.core.errors import CalibrationError
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.labelling.llm_judge import LLMJudge, alabel_examples, label_examples, parse_yes_no
 from conformal_rag_plugins.runtime.kv_cache import JsonCache
 
 RANKING = [(f"c{i}", f"text of chunk {i}") for i in range(1, 9)]

@@ -16,32 +16,34 @@ import warnings
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 from langchain_core.documents import Document
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from conformal_rag_plugins.calibration import CalibrationExample, Fingerprint, RetrievalCalibration
-from conformal_rag_plugins.calibration.groups import (
-    check_group_options,
-    chunk_group_labels,
-    chunk_set,
-    chunk_thresholds,
-    with_chunk_groups,
-)
-from conformal_rag_plugins.calibration.jsonio import with_checksum
 from conformal_rag_plugins.core.errors import (
     CalibrationIntegrityError,
     ConformalError,
     GuaranteeCutWarning,
     SmallGroupWarning,
 )
-from conformal_rag_plugins.core.mondrian_trials import simulate_group_splits
 from conformal_rag_plugins.core.quantile import conformal_quantile
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
 from conformal_rag_plugins.core.selection import decide_chunk_set
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.evaluation.mondrian_trials import simulate_group_splits
 from conformal_rag_plugins.langchain import ConformalDocumentCompressor
 from conformal_rag_plugins.langchain.document_selection import select_documents
 from conformal_rag_plugins.llamaindex import ConformalNodePostprocessor
 from conformal_rag_plugins.llamaindex.node_selection import select_nodes
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.groups import (
+    check_group_options,
+    chunk_group_labels,
+    chunk_set,
+    chunk_thresholds,
+    with_chunk_groups,
+)
+from conformal_rag_plugins.storage.jsonio import with_checksum
 
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
 ALPHA = 0.1
@@ -259,7 +261,7 @@ def test_simulated_coverage_holds_in_each_collection_and_pooled_fails_the_hard_o
 
 def test_the_monitor_refuses_set_size_for_a_chunk_group_calibration() -> None:
     """Set sizes of a label-conditional set depend on the chunks' groups, which the monitor does not see."""
-    from conformal_rag_plugins.calibration.monitor import ConformalMonitor
+    from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 
     cal = _two_collections()
     with pytest.raises(ConformalError, match="per-chunk-group"):

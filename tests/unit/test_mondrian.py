@@ -7,15 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 
-from conformal_rag_plugins.calibration import (
-    CalibrationExample,
-    Fingerprint,
-    RetrievalCalibration,
-    RetrievalConformalizer,
-)
-from conformal_rag_plugins.calibration.groups import group_labels, query_group, with_groups
-from conformal_rag_plugins.calibration.pool_calibration import calibrate_from_pools
 from conformal_rag_plugins.core.errors import (
     CalibrationError,
     CalibrationIntegrityError,
@@ -24,7 +17,12 @@ from conformal_rag_plugins.core.errors import (
 )
 from conformal_rag_plugins.core.mondrian import group_thresholds
 from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.groups import group_labels, query_group, with_groups
+from conformal_rag_plugins.retrieval.pool_calibration import calibrate_from_pools
 
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
 ALPHA = 0.1
@@ -122,7 +120,7 @@ def test_json_round_trip_recomputes_groups_and_old_files_load(tmp_path) -> None:
 
 
 def _rechecksum(data: dict) -> dict:
-    from conformal_rag_plugins.calibration.jsonio import with_checksum
+    from conformal_rag_plugins.storage.jsonio import with_checksum
 
     return with_checksum({k: v for k, v in data.items() if k != "checksum"})
 
@@ -178,8 +176,8 @@ def test_calibrate_from_pools_with_auto_keeps_labels_aligned() -> None:
 
 
 def test_calibrate_tuned_groups_the_calibration_part_only() -> None:
-    from conformal_rag_plugins.calibration.pool_calibration import CandidatePool
-    from conformal_rag_plugins.calibration.tuned_calibration import FusionConfig, calibrate_tuned
+    from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool
+    from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig, calibrate_tuned
 
     rng = np.random.default_rng(5)
     examples = [CalibrationExample(f"q{i}", gold_ids=(f"g{i}",), metadata={"tenant": f"t{i % 2}"}) for i in range(200)]
@@ -217,8 +215,8 @@ def test_a_group_with_too_many_misses_keeps_its_honest_inf() -> None:
 @pytest.mark.parametrize("family", ["relative", "similarity", "rank"])
 def test_group_trials_pooled_rule_is_the_split_row_of_evaluate(family) -> None:
     """Same seeded splits and the same keep rule as ``evaluate_splits`` (vectorised, so checked exactly)."""
-    from conformal_rag_plugins.core.mondrian_trials import simulate_group_splits
-    from conformal_rag_plugins.core.retrieval_trials import evaluate_splits
+    from conformal_rag_plugins.evaluation.mondrian_trials import simulate_group_splits
+    from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 
     rng = np.random.default_rng(9)
     obs = []

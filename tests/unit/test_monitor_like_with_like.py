@@ -20,22 +20,18 @@ import warnings
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 
-from conformal_rag_plugins.calibration import (
-    ConformalMonitor,
-    Fingerprint,
-    RetrievalCalibration,
-    RetrievalConformalizer,
-    ServedScores,
-)
-from conformal_rag_plugins.calibration.jsonio import with_checksum
-from conformal_rag_plugins.calibration.monitor import monitor_statistic, served_threshold
 from conformal_rag_plugins.core.binomial import binom_cdf
 from conformal_rag_plugins.core.errors import CalibrationIntegrityError, ConformalError
 from conformal_rag_plugins.core.martingale import restart_delta, smoothed_pvalue, strangeness, tie_uniform
 from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+from conformal_rag_plugins.monitor.monitor import ConformalMonitor, ServedScores, monitor_statistic, served_threshold
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.storage.jsonio import with_checksum
 
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
 POOL, DELTA, N_CAL, N_STREAM, RUNS = 20, 0.05, 400, 1000, 60

@@ -8,16 +8,16 @@ from collections import Counter
 
 import pytest
 
-from conformal_rag_plugins.calibration.chunk_records import Chunk
-from conformal_rag_plugins.calibration.examples import CorpusEntry, load_examples, save_examples
-from conformal_rag_plugins.calibration.question_filters import copies_chunk, looks_wrong_language
-from conformal_rag_plugins.calibration.question_gen import (
+from conformal_rag_plugins.core.errors import CalibrationError
+from conformal_rag_plugins.datasets.examples import CorpusEntry, load_examples, save_examples
+from conformal_rag_plugins.labelling.chunk_records import Chunk
+from conformal_rag_plugins.labelling.question_filters import copies_chunk, looks_wrong_language
+from conformal_rag_plugins.labelling.question_gen import (
     agenerate_questions,
     document_of,
     sample_chunks,
     stratified_order,
 )
-from conformal_rag_plugins.core.errors import CalibrationError
 from conformal_rag_plugins.runtime.kv_cache import JsonCache
 
 NORMANS = (

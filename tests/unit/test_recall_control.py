@@ -13,10 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration, RetrievalConformalizer
-from conformal_rag_plugins.calibration.examples import CalibrationExample
-from conformal_rag_plugins.calibration.pool_calibration import CandidatePool, collect_observations
 from conformal_rag_plugins.core.errors import (
     CalibrationError,
     CalibrationIntegrityError,
@@ -25,7 +23,11 @@ from conformal_rag_plugins.core.errors import (
 )
 from conformal_rag_plugins.core.quantile import conformal_quantile, crc_threshold, ltt_threshold
 from conformal_rag_plugins.core.recall_risk import gold_nonconformity, recall_at, risk_curve
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, collect_observations
 
 FP = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-distance")
 INF = math.inf
@@ -279,7 +281,7 @@ def test_collect_observations_counts_gold_outside_the_pool() -> None:
 
 
 def test_answer_sets_refuse_a_recall_retrieval_stage() -> None:
-    from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
+    from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
 
     with pytest.raises(CalibrationError, match="control='coverage'"):
         AnswerSetCalibration.from_stages(
@@ -288,7 +290,7 @@ def test_answer_sets_refuse_a_recall_retrieval_stage() -> None:
 
 
 def test_end_to_end_alignment_refuses_a_recall_retrieval_stage() -> None:
-    from conformal_rag_plugins.generation.calibrate import align_stages
+    from conformal_rag_plugins.answer_sets.stages import align_stages
 
     with pytest.raises(CalibrationError, match="control='coverage'"):
         align_stages(recall_cal(), [CalibrationExample("q", gold_ids=("a",))])

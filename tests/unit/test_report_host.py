@@ -6,11 +6,12 @@ from dataclasses import replace
 
 import pytest
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
-from conformal_rag_plugins.calibration.examples import CorpusEntry
-from conformal_rag_plugins.calibration.tuned_calibration import FusionConfig
 from conformal_rag_plugins.commands.report_host import host_spec, rebuild_host
 from conformal_rag_plugins.core.errors import CalibrationError, FingerprintMismatchError
+from conformal_rag_plugins.datasets.examples import CorpusEntry
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig
 
 ENTRIES = [
     CorpusEntry("normans", "The Normans gave their name to Normandy, a region in northern France."),

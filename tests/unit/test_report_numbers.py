@@ -10,19 +10,20 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration
-from conformal_rag_plugins.calibration.answer_sets import AnswerSetCalibration
-from conformal_rag_plugins.calibration.report_data import (
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
+from conformal_rag_plugins.core.baselines import conflare_threshold
+from conformal_rag_plugins.core.coverage_band import beta_binomial_pmf, split_conformal_band
+from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
+from conformal_rag_plugins.core.pools import PoolObservation
+from conformal_rag_plugins.core.quantile import conformal_quantile
+from conformal_rag_plugins.report.data import (
     answer_set_summary,
     coverage_grid,
     score_distribution,
     set_size_comparison,
 )
-from conformal_rag_plugins.core.baselines import conflare_threshold
-from conformal_rag_plugins.core.coverage_band import beta_binomial_pmf, split_conformal_band
-from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
-from conformal_rag_plugins.core.quantile import conformal_quantile
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 FP = Fingerprint("llamaindex", "ChromaVectorStore", "cosine", "m", 384, "exp(-distance)", "dense(default)")
 
@@ -175,15 +176,21 @@ def test_no_held_out_question_is_refused(cal_and_test) -> None:
 
 def test_every_plot_returns_a_figure_and_a_png(cal_and_test) -> None:
     pytest.importorskip("matplotlib")
-    from conformal_rag_plugins.commands.report_figures import build_figures
+    from conformal_rag_plugins.report.figures import build_figures
+    from conformal_rag_plugins.report.notebook import (
+        answer_sets_figure,
+        coverage_figure,
+        scores_figure,
+        set_sizes_figure,
+    )
 
     cal, test = cal_and_test
-    fig = cal.plot_coverage(test)
+    fig = coverage_figure(cal, test)
     assert type(fig).__name__ == "Figure" and fig.axes[0].get_xlabel() == "target coverage 1 - alpha"
-    assert len(cal.plot_set_sizes(test).axes) == 2 and cal.plot_scores().axes
+    assert len(set_sizes_figure(cal, test).axes) == 2 and scores_figure(cal).axes
     gen = (-0.5,) * len(cal.scores_)
     ans = AnswerSetCalibration.from_stages(cal, gen, alpha=0.4, n_samples=5, model="m", clustering={})
-    assert len(ans.plot_answer_sets(test).axes) == 2
+    assert len(answer_sets_figure(ans, test).axes) == 2
     figures, numbers = build_figures(cal, test, ans)
     assert [f.name for f in figures] == ["coverage.png", "set_sizes.png", "scores.png", "answer_sets.png"]
     assert all(f.png.startswith(b"\x89PNG") for f in figures)
@@ -196,4 +203,6 @@ def test_missing_matplotlib_names_the_plots_extra(monkeypatch, cal_and_test) -> 
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ConformalError, match=r"conformal-rag-plugins\[plots\]"):
-        cal.plot_scores()
+        from conformal_rag_plugins.report.notebook import scores_figure
+
+        scores_figure(cal)

@@ -9,23 +9,25 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 
-from conformal_rag_plugins.calibration import Fingerprint, RetrievalCalibration, RetrievalConformalizer
-from conformal_rag_plugins.calibration.examples import CalibrationExample
-from conformal_rag_plugins.calibration.jsonio import with_checksum
-from conformal_rag_plugins.calibration.pool_calibration import CandidatePool
-from conformal_rag_plugins.calibration.report_data import (
+from conformal_rag_plugins.core.coverage_band import split_conformal_band
+from conformal_rag_plugins.core.errors import CalibrationIntegrityError
+from conformal_rag_plugins.core.quantile import conformal_quantile
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.report.data import (
     coverage_grid,
     coverage_verdict,
     grid_verdict,
     score_distribution,
     tie_levels,
 )
-from conformal_rag_plugins.calibration.tuned_calibration import FusionConfig, calibrate_tuned
-from conformal_rag_plugins.core.coverage_band import split_conformal_band
-from conformal_rag_plugins.core.errors import CalibrationIntegrityError
-from conformal_rag_plugins.core.quantile import conformal_quantile
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool
+from conformal_rag_plugins.storage.jsonio import with_checksum
+from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig, calibrate_tuned
 
 FP = Fingerprint("llamaindex", "ChromaVectorStore", "cosine", "m", 384, "exp(-distance)", "dense(default)")
 POOL = 20
@@ -125,7 +127,7 @@ def test_levels_above_the_band_are_explained_by_ties_of_the_relative_score() -> 
 
 def test_the_scores_figure_is_an_ecdf_not_a_histogram() -> None:
     pytest.importorskip("matplotlib")
-    from conformal_rag_plugins.calibration.plots import plot_scores
+    from conformal_rag_plugins.report.plots import plot_scores
 
     obs = _pools(400, seed=4, top1=0.7)
     cal = _fit(obs[:200], "relative")

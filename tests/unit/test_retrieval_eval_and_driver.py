@@ -7,18 +7,20 @@ import math
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation, choose_family
 
-from conformal_rag_plugins.calibration import CalibrationExample, Fingerprint
-from conformal_rag_plugins.calibration.pool_calibration import (
+from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
+from conformal_rag_plugins.core.quantile import conformal_quantile
+from conformal_rag_plugins.core.validation import check_alpha, check_scores
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.pool_calibration import (
     CandidatePool,
     calibrate_from_pools,
     check_gold_ids,
     collect_observations,
 )
-from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
-from conformal_rag_plugins.core.quantile import conformal_quantile
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation, choose_family, evaluate_splits
-from conformal_rag_plugins.core.validation import check_alpha, check_scores
 
 FP = Fingerprint("unit", "ListStore", "ip", "toy", None, "raw")
 

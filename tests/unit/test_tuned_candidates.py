@@ -5,16 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import CalibrationExample, Fingerprint, RetrievalCalibration
-from conformal_rag_plugins.calibration.pool_calibration import CandidatePool
-from conformal_rag_plugins.calibration.tuned_calibration import FusionConfig, calibrate_tuned, fusion_of
-from conformal_rag_plugins.calibration.tuned_candidates import (
+from conformal_rag_plugins.core.errors import CalibrationError
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool
+from conformal_rag_plugins.tuning.candidates import (
     TokenCosts,
     TunedCandidate,
     candidate_grid,
     default_pool_sizes,
 )
-from conformal_rag_plugins.core.errors import CalibrationError
+from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig, calibrate_tuned, fusion_of
 
 Z = FusionConfig("zscore", 0.5)
 N = 200

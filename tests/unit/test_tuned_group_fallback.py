@@ -15,10 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import CalibrationExample, Fingerprint, RetrievalCalibration
-from conformal_rag_plugins.calibration.pool_calibration import CandidatePool
-from conformal_rag_plugins.calibration.tuned_calibration import FusionConfig, calibrate_tuned
 from conformal_rag_plugins.core.errors import ConformalError, SmallGroupWarning
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool
+from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig, calibrate_tuned
 
 GRID = (FusionConfig("zscore", 0.5), FusionConfig("minmax", 0.5))
 POOL = 10

@@ -8,11 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.calibration import CalibrationExample, Fingerprint, RetrievalCalibration
-from conformal_rag_plugins.calibration.pool_calibration import CandidatePool, label_counts
-from conformal_rag_plugins.calibration.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned
 from conformal_rag_plugins.core import CalibrationError, ConformalError, PoolObservation, conformal_quantile
 from conformal_rag_plugins.core.config_search import choose_configuration, evaluate_tuned_splits
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, label_counts
+from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned
 
 
 def _obs(scores, gold) -> PoolObservation:

@@ -7,10 +7,8 @@ import warnings
 
 import numpy as np
 import pytest
+from conformal_rag_plugins.core.pools import PoolObservation
 
-from conformal_rag_plugins.calibration.fingerprint import Fingerprint
-from conformal_rag_plugins.calibration.parent_pools import to_parent_pool
-from conformal_rag_plugins.calibration.pool_calibration import CandidatePool, calibrate_from_pools
 from conformal_rag_plugins.core.config_search import (
     choose_configuration,
     evaluate_fixed_settings,
@@ -21,7 +19,9 @@ from conformal_rag_plugins.core.parent_scores import aggregate_to_parents
 from conformal_rag_plugins.core.pool_matrix import PoolMatrix
 from conformal_rag_plugins.core.pool_misses import pool_miss_advice
 from conformal_rag_plugins.core.retrieval_scores import SCORE_FAMILIES
-from conformal_rag_plugins.core.retrieval_trials import PoolObservation
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.parent_pools import to_parent_pool
+from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, calibrate_from_pools
 
 
 def _random_obs(rng, n=60, width=12, miss=0.1, cost=(20, 200)):

@@ -12,12 +12,16 @@ from __future__ import annotations
 import asyncio
 import warnings
 
-from conformal_rag_plugins.calibration import Fingerprint
-from conformal_rag_plugins.calibration.examples import CalibrationExample
-from conformal_rag_plugins.calibration.pool_calibration import CandidatePool, calibrate_from_pools, collect_observations
+from conformal_rag_plugins.answer_sets.sample_record import Sample
+from conformal_rag_plugins.answer_sets.stages import HostHooks, calibrate_stages
 from conformal_rag_plugins.core.errors import CoverageCeilingWarning, InfiniteThresholdWarning
-from conformal_rag_plugins.generation import Sample
-from conformal_rag_plugins.generation.calibrate import HostHooks, calibrate_stages
+from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.pool_calibration import (
+    CandidatePool,
+    calibrate_from_pools,
+    collect_observations,
+)
 from conformal_rag_plugins.runtime.caller_warning import warn_at_caller
 from conformal_rag_plugins.runtime.run_sync import run_sync
 

@@ -1,0 +1,1 @@
+"""Answer sets: sampling, clustering, the two-stage calibration and its saved result."""

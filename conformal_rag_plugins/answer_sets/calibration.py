@@ -1,0 +1,551 @@
+"""The end-to-end answer-set calibration: both stages, one JSON file.
+
+It keeps the retrieval-stage calibration (scores, family, pool and fingerprint)
+and the generator-stage scores, and computes the two thresholds for the chosen
+combination of the stages (Bonferroni or PAC split; the HMP rule uses the scores
+themselves through p-values).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..core.combination import (
+    BonferroniThresholds,
+    HarmonicMeanRule,
+    PACThresholds,
+    bonferroni_thresholds,
+    harmonic_mean_rule,
+    pac_thresholds,
+)
+from ..core.errors import (
+    CalibrationError,
+    CalibrationIntegrityError,
+    InfiniteThresholdWarning,
+    UncheckedGeneratorWarning,
+)
+from ..core.quantile import conformal_quantile, min_calibration_size, pac_rank
+from ..core.validation import check_alpha
+from ..retrieval.calibration import RetrievalCalibration
+from ..storage.jsonio import (
+    check_signature,
+    decode_float,
+    encode_float,
+    read_checked,
+    resolve_signing_key,
+    sign,
+    verify,
+    with_checksum,
+    write_json,
+)
+from ..storage.schema import AnswerSetFile, check_fields
+
+__all__ = ["ANSWER_SET_METHODS", "AnswerSetCalibration", "check_answer_set_request", "min_answer_set_questions"]
+
+SCHEMA_VERSION = 1
+_KIND = "conformal_rag_plugins.answer_set_calibration"
+ANSWER_SET_METHODS = ("bonferroni", "pac", "hmp")
+
+
+def _smallest(ok: Any, limit: int = 10**7) -> int | None:
+    """Smallest n >= 1 with ok(n), for a monotone predicate (None when beyond ``limit``)."""
+    hi = 1
+    while not ok(hi):
+        hi *= 2
+        if hi > limit:
+            return None
+    lo = hi // 2 + 1 if hi > 1 else 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def min_answer_set_questions(
+    alpha: float,
+    *,
+    method: str = "bonferroni",
+    alpha_retrieval: float | None = None,
+    delta: float | None = None,
+    delta_retrieval: float | None = None,
+    hmp_weight: float | None = None,
+) -> int | None:
+    """Fewest calibration questions for which the rule can be guaranteed at all (no misses at all).
+
+    Bonferroni: both stage ranks ``ceil((n+1)(1-alpha_i))`` must be ``<= n``; PAC: both
+    PAC ranks must exist; HMP: a miss p-value ``1/(n+1)`` must be rejected in each stage.
+
+    Examples
+    --------
+    >>> min_answer_set_questions(0.2)
+    9
+    >>> min_answer_set_questions(0.2, method="hmp")  # 1/(n+1) <= 0.1 / (2 - 0.1)
+    18
+    """
+    alpha = check_alpha(alpha)
+    if method == "hmp":
+        from ..core.combination import harmonic_mean_rule
+
+        w = 0.5 if hmp_weight is None else float(hmp_weight)
+        return _smallest(lambda n: harmonic_mean_rule([0.0] * n, [0.0] * n, alpha, w_ret=w).guaranteed)
+    a_ret = alpha / 2 if alpha_retrieval is None else float(alpha_retrieval)
+    a_gen = alpha - a_ret
+    if method == "pac":
+        d = float(delta or 0.1)
+        d_ret = d / 2 if delta_retrieval is None else float(delta_retrieval)
+        return _smallest(lambda n: pac_rank(n, a_ret, d_ret) is not None and pac_rank(n, a_gen, d - d_ret) is not None)
+    return max(min_calibration_size(a_ret), min_calibration_size(a_gen))
+
+
+def check_answer_set_request(
+    alpha: float,
+    *,
+    method: str,
+    alpha_retrieval: float | None,
+    delta: float | None,
+    hmp_weight: float | None,
+    n_samples: int,
+    n_questions: int | None = None,
+) -> None:
+    """Refuse, with a clear error, an answer-set calibration request that cannot work (before any LLM call).
+
+    Examples
+    --------
+    >>> check_answer_set_request(0.2, method="bonferroni", alpha_retrieval=0.25, delta=None, hmp_weight=None,
+    ...                          n_samples=6)
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.CalibrationError: alpha_retrieval must lie strictly between 0 and alpha = 0.2 ...
+    """
+    alpha = check_alpha(alpha)
+    if method not in ANSWER_SET_METHODS:
+        raise CalibrationError(f"method must be one of {ANSWER_SET_METHODS}, got {method!r}.")
+    if alpha_retrieval is not None and method != "hmp":
+        a = float(alpha_retrieval)
+        if not (0.0 < a < alpha) or math.isnan(a):
+            raise CalibrationError(
+                f"alpha_retrieval must lie strictly between 0 and alpha = {alpha:g} (1 - confidence_level); got "
+                f"{alpha_retrieval!r}. The generator gets alpha - alpha_retrieval."
+            )
+    if method == "pac":
+        if delta is None:
+            raise CalibrationError("method='pac' needs delta, e.g. delta=0.1.")
+        check_alpha(delta, "delta")
+    if hmp_weight is not None and not (0.0 < float(hmp_weight) < 1.0):
+        raise CalibrationError(f"hmp_weight must lie strictly between 0 and 1, got {hmp_weight!r}.")
+    if int(n_samples) < 1:
+        raise CalibrationError(f"n_samples must be >= 1, got {n_samples!r}.")
+    if n_questions is not None:
+        need = min_answer_set_questions(
+            alpha, method=method, alpha_retrieval=alpha_retrieval, delta=delta, hmp_weight=hmp_weight
+        )
+        if need is None or n_questions < need:
+            raise CalibrationError(
+                f"{n_questions} calibration questions are too few for {method} at alpha = {alpha:g}"
+                + (f" (alpha_retrieval = {alpha_retrieval:g})" if alpha_retrieval is not None else "")
+                + f": even without a single miss the thresholds would be +inf. Use at least {need} questions "
+                "(after any optimisation split), or a larger alpha."
+            )
+
+
+@dataclass(frozen=True)
+class AnswerSetCalibration:
+    """End-to-end calibration (fitted attributes end in ``_``).
+
+    The answer set contains a correct answer with probability >= ``1 - alpha_``
+    (Bonferroni: ``alpha_retrieval_ + alpha_generation_ = alpha_``; PAC: the same for
+    epsilon, and ``delta_retrieval_ + delta_generation_ = delta_``; HMP: the
+    finite-sample weighted harmonic-mean rule with weight ``hmp_weight_``).
+
+    Use :meth:`retrieval_stage` to drive a ``ConformalRetriever`` with the retrieval
+    threshold of this split.
+
+    ``generator_`` records what the generator threshold is tied to (the LLM, its sampling
+    settings and prompt, and the clustering embedding model; see
+    :mod:`conformal_rag_plugins.answer_sets.identity`); every query compares it with the
+    LLM in use. ``None`` for files saved before it was recorded (they load with an
+    :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning`).
+    """
+
+    retrieval_: RetrievalCalibration
+    generation_scores_: tuple[float, ...]
+    alpha_: float
+    method_: str
+    alpha_retrieval_: float
+    alpha_generation_: float
+    n_samples_: int
+    model_: str
+    clustering_: dict[str, Any]
+    delta_: float | None = None
+    delta_retrieval_: float | None = None
+    delta_generation_: float | None = None
+    hmp_weight_: float | None = None
+    retrieval_threshold_: float = math.inf
+    generation_threshold_: float = math.inf
+    created_at_: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    optimisation_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    question_ids_: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    generator_: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        check_alpha(self.alpha_)
+        if self.method_ not in ANSWER_SET_METHODS:
+            raise CalibrationError(f"method must be one of {ANSWER_SET_METHODS}, got {self.method_!r}.")
+        if self.retrieval_.risk_ != "miscoverage":
+            raise CalibrationError(
+                "Answer sets combine a retrieval stage that controls miscoverage (a gold chunk kept), but this one "
+                f"controls {self.retrieval_.risk_!r}; calibrate the retrieval with control='coverage'."
+            )
+        if self.question_ids_:
+            if len(self.question_ids_) != len(self.generation_scores_):
+                raise CalibrationError(
+                    f"{len(self.generation_scores_)} generator scores but {len(self.question_ids_)} question ids."
+                )
+            if tuple(self.retrieval_.question_ids_) != tuple(self.question_ids_):
+                raise CalibrationError(
+                    "The generator and retrieval stages were calibrated on different questions "
+                    f"({len(self.question_ids_)} vs {len(self.retrieval_.question_ids_)} recorded); both stages "
+                    "must use the same questions for the union bound to hold."
+                )
+        if self.method_ in ("bonferroni", "pac"):
+            if not (0.0 < self.alpha_retrieval_ < self.alpha_):
+                raise CalibrationError(
+                    f"alpha_retrieval must lie strictly between 0 and alpha = {self.alpha_:g}, got "
+                    f"{self.alpha_retrieval_!r}."
+                )
+            check_alpha(self.alpha_retrieval_, "alpha_retrieval")
+            check_alpha(self.alpha_generation_, "alpha_generation")
+            if abs(self.alpha_retrieval_ + self.alpha_generation_ - self.alpha_) > 1e-9:
+                raise CalibrationError(
+                    f"The split of alpha does not sum to alpha: {self.alpha_retrieval_} + "
+                    f"{self.alpha_generation_} != {self.alpha_}."
+                )
+        if self.method_ == "pac":
+            if self.delta_ is None or self.delta_retrieval_ is None or self.delta_generation_ is None:
+                raise CalibrationError("A PAC answer-set calibration needs delta and its split.")
+            if abs(self.delta_retrieval_ + self.delta_generation_ - self.delta_) > 1e-9:
+                raise CalibrationError("The split of delta does not sum to delta.")
+        if self.method_ == "hmp" and not (self.hmp_weight_ is not None and 0 < self.hmp_weight_ < 1):
+            raise CalibrationError("The HMP rule needs a retrieval weight hmp_weight in (0, 1).")
+        if not self.generation_scores_:
+            raise CalibrationError("No generator calibration scores: calibrate the generator stage first.")
+
+    @property
+    def coverage_ceiling_(self) -> float:
+        """Share of generator-calibration examples where some sample was correct."""
+        return sum(1 for s in self.generation_scores_ if math.isfinite(s)) / len(self.generation_scores_)
+
+    @property
+    def guaranteed_(self) -> bool:
+        """Whether the end-to-end guarantee holds: the rule rejects a pair missed in either stage.
+
+        Bonferroni and PAC: both stage thresholds are finite. HMP: a retrieval miss and a
+        generator miss (p-value ``(1 + m) / (n + 1)``) would each be rejected even with the
+        other stage's p-value at 1 (:attr:`HarmonicMeanRule.guaranteed`).
+        """
+        return bool(self.rule().guaranteed)
+
+    @property
+    def reason_(self) -> str:
+        """Why the calibration is not guaranteed (empty when it is)."""
+        return str(self.rule().reason)
+
+    @property
+    def generator_reachable_(self) -> bool:
+        """Whether the generator stage can be calibrated at its level with this LLM.
+
+        Bonferroni/PAC: the generator threshold is finite. HMP: a generator miss is
+        rejected. A coverage ceiling above ``1 - alpha_generation`` is necessary, not enough.
+        """
+        rule = self.rule()
+        if isinstance(rule, HarmonicMeanRule):
+            return not bool(rule.include_pvalues(1.0, rule.miss_pvalues[1]))
+        return math.isfinite(rule.q_gen)
+
+    def retrieval_stage(self) -> RetrievalCalibration:
+        """The retrieval calibration with this split's retrieval threshold.
+
+        For HMP the retrieval prefilter is the conformal set at ``alpha * w_ret / 2``,
+        a superset of every chunk the combined rule can keep.
+        """
+        pac = self.method_ == "pac"
+        return replace(
+            self.retrieval_,
+            threshold_=self.retrieval_threshold_,
+            alpha_=self.alpha_retrieval_,
+            method_="pac" if pac else "split",
+            delta_=self.delta_retrieval_ if pac else None,
+        )
+
+    def rule(self) -> BonferroniThresholds | PACThresholds | HarmonicMeanRule:
+        """The combination rule of :mod:`conformal_rag_plugins.core.combination` for this calibration."""
+        ret, gen = self.retrieval_.scores_, self.generation_scores_
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InfiniteThresholdWarning)
+            if self.method_ == "hmp":
+                assert self.hmp_weight_ is not None
+                return harmonic_mean_rule(ret, gen, self.alpha_, w_ret=self.hmp_weight_)
+            if self.method_ == "pac":
+                return pac_thresholds(
+                    ret,
+                    gen,
+                    self.alpha_,
+                    float(self.delta_ or 0),
+                    epsilon_ret=self.alpha_retrieval_,
+                    epsilon_gen=self.alpha_generation_,
+                    delta_ret=self.delta_retrieval_,
+                    delta_gen=self.delta_generation_,
+                )
+            return bonferroni_thresholds(
+                ret, gen, self.alpha_, alpha_ret=self.alpha_retrieval_, alpha_gen=self.alpha_generation_
+            )
+
+    @classmethod
+    def from_stages(
+        cls,
+        retrieval: RetrievalCalibration,
+        generation_scores: Sequence[float],
+        *,
+        alpha: float,
+        method: str = "bonferroni",
+        alpha_retrieval: float | None = None,
+        delta: float | None = None,
+        delta_retrieval: float | None = None,
+        hmp_weight: float | None = None,
+        n_samples: int,
+        model: str,
+        clustering: dict[str, Any],
+        optimisation: dict[str, Any] | None = None,
+        question_ids: Sequence[str] | None = None,
+        generator: dict[str, Any] | None = None,
+    ) -> AnswerSetCalibration:
+        """Combine the two stages' calibration scores.
+
+        ``alpha_retrieval`` defaults to ``alpha / 2`` (the equal split); PAC splits
+        ``delta`` equally unless ``delta_retrieval`` is given; HMP uses ``hmp_weight``
+        (default 0.5) and a retrieval prefilter at ``alpha * w / 2``, a superset of the
+        chunks the pair rule can keep. ``generator`` is the record of the LLM, sampling
+        settings and embedder the generator scores came from
+        (:func:`~conformal_rag_plugins.answer_sets.identity.generator_record`).
+        """
+        alpha = check_alpha(alpha)
+        gen = tuple(float(s) for s in generation_scores)
+        common: dict[str, Any] = {
+            "n_samples_": n_samples,
+            "model_": model,
+            "clustering_": clustering,
+            "optimisation_": optimisation or {},
+            "question_ids_": tuple(question_ids or ()),
+            "generator_": None if generator is None else json.loads(json.dumps(generator, allow_nan=False)),
+        }
+        if len(gen) != len(retrieval.scores_):
+            raise CalibrationError(
+                f"{len(gen)} generator scores but {len(retrieval.scores_)} retrieval scores: both stages must be "
+                "calibrated on the same questions."
+            )
+        if method == "hmp":
+            w = 0.5 if hmp_weight is None else float(hmp_weight)
+            a_ret = alpha * w / 2
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", InfiniteThresholdWarning)
+                q_ret = conformal_quantile(retrieval.scores_, a_ret)
+            return cls(
+                retrieval,
+                gen,
+                alpha,
+                method,
+                a_ret,
+                alpha - a_ret,
+                hmp_weight_=w,
+                retrieval_threshold_=q_ret,
+                generation_threshold_=math.inf,
+                **common,
+            )
+        a_ret = alpha / 2 if alpha_retrieval is None else float(alpha_retrieval)
+        d_ret = d_gen = None
+        if method == "pac":
+            if delta is None:
+                raise CalibrationError("method='pac' needs delta.")
+            d_ret = delta / 2 if delta_retrieval is None else float(delta_retrieval)
+            d_gen = delta - d_ret
+        draft = cls(
+            retrieval,
+            gen,
+            alpha,
+            method,
+            a_ret,
+            alpha - a_ret,
+            delta_=delta,
+            delta_retrieval_=d_ret,
+            delta_generation_=d_gen,
+            **common,
+        )
+        rule = draft.rule()
+        assert isinstance(rule, BonferroniThresholds | PACThresholds)
+        return replace(draft, retrieval_threshold_=rule.q_ret, generation_threshold_=rule.q_gen)
+
+    def to_dict(self, *, signing_key: str | bytes | None = None) -> dict[str, Any]:
+        """JSON-ready dict with schema version, checksum and, with an explicit ``signing_key``, a signature."""
+        key = resolve_signing_key(signing_key) if signing_key is not None else None
+        payload = {
+                "kind": _KIND,
+                "schema_version": SCHEMA_VERSION,
+                "retrieval": self.retrieval_.to_dict(),
+                "generation_scores": [encode_float(s) for s in self.generation_scores_],
+                "alpha": self.alpha_,
+                "method": self.method_,
+                "alpha_retrieval": self.alpha_retrieval_,
+                "alpha_generation": self.alpha_generation_,
+                "delta": self.delta_,
+                "delta_retrieval": self.delta_retrieval_,
+                "delta_generation": self.delta_generation_,
+                "hmp_weight": self.hmp_weight_,
+                "retrieval_threshold": encode_float(self.retrieval_threshold_),
+                "generation_threshold": encode_float(self.generation_threshold_),
+                "coverage_ceiling": self.coverage_ceiling_,
+                "n_samples": self.n_samples_,
+                "model": self.model_,
+                "clustering": self.clustering_,
+                "created_at": self.created_at_,
+                "optimisation": self.optimisation_,
+                "question_ids": list(self.question_ids_),
+                "guaranteed": self.guaranteed_,
+        }
+        if self.generator_ is not None:
+            payload["generator"] = self.generator_
+        return with_checksum(sign(payload, key))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, signing_key: str | bytes | None = None) -> AnswerSetCalibration:
+        """Validate, rebuild, and check the stored thresholds against the stored scores.
+
+        Checks kind, schema version, checksum, the signature (with an explicit
+        ``signing_key``), every field of both stages, and both stage thresholds.
+
+        Raises
+        ------
+        CalibrationIntegrityError
+            A field is missing or mangled, or the stored thresholds disagree with
+            those recomputed from the stored scores, level and method.
+        """
+        verify(data, _KIND, SCHEMA_VERSION)
+        if signing_key is not None:
+            check_signature(data, resolve_signing_key(signing_key))
+        check_fields(AnswerSetFile, data, "answer-set calibration")
+        try:
+            cal = cls._build(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, CalibrationIntegrityError):
+                raise
+            raise CalibrationIntegrityError(f"Answer-set calibration file is inconsistent: {exc}") from exc
+        try:
+            fresh = cls._recompute(cal)
+        except CalibrationError as exc:
+            raise CalibrationIntegrityError(f"Answer-set calibration file is inconsistent: {exc}") from exc
+        cls._compare(cal, fresh)
+        if cal.generator_ is None:
+            warnings.warn(
+                "This answer-set calibration does not record the LLM, sampling settings and embedding model it was "
+                "made with (saved by an older version, or made without an adapter that describes its LLM), so "
+                "queries cannot check that they use the same ones; its generator threshold is used unchecked. "
+                "Re-calibrate with calibrate_answer_sets to record them.",
+                UncheckedGeneratorWarning,
+                stacklevel=3,
+            )
+        return cal
+
+    @classmethod
+    def _recompute(cls, cal: AnswerSetCalibration) -> AnswerSetCalibration:
+        return cls.from_stages(
+            cal.retrieval_,
+            cal.generation_scores_,
+            alpha=cal.alpha_,
+            method=cal.method_,
+            alpha_retrieval=cal.alpha_retrieval_,
+            delta=cal.delta_,
+            delta_retrieval=cal.delta_retrieval_,
+            hmp_weight=cal.hmp_weight_,
+            n_samples=cal.n_samples_,
+            model=cal.model_,
+            clustering=cal.clustering_,
+        )
+
+    @staticmethod
+    def _compare(cal: AnswerSetCalibration, fresh: AnswerSetCalibration) -> None:
+        for name in ("retrieval_threshold_", "generation_threshold_", "alpha_generation_"):
+            stored, again = getattr(cal, name), getattr(fresh, name)
+            if not (stored == again or (math.isfinite(stored) and abs(stored - again) <= 1e-9 * max(1.0, abs(again)))):
+                raise CalibrationIntegrityError(
+                    f"The stored {name.rstrip('_')} {stored!r} disagrees with {again!r} recomputed from the stored "
+                    "scores, level and method: the file was edited or corrupted."
+                )
+
+    @classmethod
+    def _build(cls, data: dict[str, Any]) -> AnswerSetCalibration:
+        return cls(
+            retrieval_=RetrievalCalibration.from_dict(data["retrieval"]),
+            generation_scores_=tuple(decode_float(s) for s in data["generation_scores"]),
+            alpha_=float(data["alpha"]),
+            method_=str(data["method"]),
+            alpha_retrieval_=float(data["alpha_retrieval"]),
+            alpha_generation_=float(data["alpha_generation"]),
+            n_samples_=int(data["n_samples"]),
+            model_=str(data["model"]),
+            clustering_=dict(data["clustering"]),
+            delta_=data.get("delta"),
+            delta_retrieval_=data.get("delta_retrieval"),
+            delta_generation_=data.get("delta_generation"),
+            hmp_weight_=data.get("hmp_weight"),
+            retrieval_threshold_=decode_float(data["retrieval_threshold"]),
+            generation_threshold_=decode_float(data["generation_threshold"]),
+            created_at_=str(data["created_at"]),
+            optimisation_=dict(data.get("optimisation") or {}),
+            question_ids_=tuple(str(q) for q in data.get("question_ids") or ()),
+            generator_=None if data.get("generator") is None else dict(data["generator"]),
+        )
+
+    def save(self, path: str | Path, *, signing_key: str | bytes | None = None) -> Path:
+        """Write JSON (never pickle), atomically; signed with ``signing_key`` or ``$CONFORMAL_RAG_SIGNING_KEY``."""
+        return write_json(path, self.to_dict(signing_key=resolve_signing_key(signing_key)))
+
+    @classmethod
+    def load(cls, path: str | Path, *, signing_key: str | bytes | None = None) -> AnswerSetCalibration:
+        """Read and verify a file written by :meth:`save`.
+
+        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) a file without a valid
+        signature is refused.
+
+        Raises
+        ------
+        CalibrationIntegrityError
+            The message names the file and what is wrong with it.
+        """
+        try:
+            return cls.from_dict(
+                read_checked(path, _KIND, SCHEMA_VERSION), signing_key=resolve_signing_key(signing_key)
+            )
+        except CalibrationIntegrityError as exc:
+            raise CalibrationIntegrityError(f"{path}: {exc}") from None
+
+    def summary(self) -> str:
+        """One line for logs and the CLI."""
+
+        def fmt(x: float) -> str:
+            return "+inf" if math.isinf(x) else f"{x:.4g}"
+
+        return (
+            f"{self.method_} alpha={self.alpha_} (retrieval {self.alpha_retrieval_:.4g}, generation "
+            f"{self.alpha_generation_:.4g}) q_ret={fmt(self.retrieval_threshold_)} "
+            f"q_gen={fmt(self.generation_threshold_)} coverage_ceiling={self.coverage_ceiling_:.2f} "
+            f"M={self.n_samples_} model={self.model_}"
+        )

@@ -1,0 +1,88 @@
+"""Draw ``n`` samples concurrently under a limit, with retries, a timeout and the sample cache."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable
+
+from ..runtime.retry import call_with_retries
+from .sample_cache import SampleCache
+from .sample_record import Sample
+
+__all__ = ["ConcurrencyLimit", "draw_samples"]
+
+
+class ConcurrencyLimit:
+    """At most ``max_concurrency`` LLM calls at once, shared by every draw of one sampler.
+
+    A sampler draws the samples of several chunks (and questions) concurrently; one limit per
+    sampler keeps the total number of calls in flight at ``max_concurrency``, which matters for a
+    local model that is not thread-safe. ``asyncio.Semaphore`` binds to one event loop, so one
+    semaphore is kept per running loop.
+
+    Examples
+    --------
+    >>> limit = ConcurrencyLimit(1)
+    >>> async def two_semaphores():
+    ...     return limit.semaphore() is limit.semaphore()
+    >>> asyncio.run(two_semaphores())
+    True
+    """
+
+    def __init__(self, max_concurrency: int) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}.")
+        self.max_concurrency = max_concurrency
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def semaphore(self) -> asyncio.Semaphore:
+        """The semaphore of the running event loop."""
+        loop = asyncio.get_running_loop()
+        if loop not in self._by_loop:
+            self._by_loop[loop] = asyncio.Semaphore(self.max_concurrency)
+        return self._by_loop[loop]
+
+
+async def draw_samples(
+    call_once: Callable[[], Awaitable[Sample]],
+    *,
+    n: int,
+    max_concurrency: int,
+    retries: int,
+    timeout: float | None,
+    cache: SampleCache | None = None,
+    key: str | None = None,
+    limit: ConcurrencyLimit | None = None,
+) -> list[Sample]:
+    """Run ``call_once`` ``n`` times (at most ``max_concurrency`` at once); failures become empty samples.
+
+    Pass the sampler's ``limit`` to share the bound with its other draws. The timeout covers each
+    call, not the wait for a free slot.
+
+    With a ``cache`` and ``key``, a hit returns the stored samples without calling the LLM, and a
+    fresh draw is stored unless every call failed.
+
+    Examples
+    --------
+    >>> async def once():
+    ...     return Sample("Rollo")
+    >>> [s.text for s in asyncio.run(draw_samples(once, n=2, max_concurrency=1, retries=0, timeout=None))]
+    ['Rollo', 'Rollo']
+    """
+    # cache reads and writes may wait on a lock held by another process: keep them off the event loop
+    if cache is not None and key is not None and (hit := await asyncio.to_thread(cache.get, key)) is not None:
+        return hit
+    semaphore = (limit or ConcurrencyLimit(max_concurrency)).semaphore()
+
+    async def one() -> Sample:
+        async with semaphore:
+            got = await call_with_retries(call_once, retries=retries, timeout=timeout)
+        return got if got is not None else Sample("", failed=True)
+
+    samples = list(await asyncio.gather(*(one() for _ in range(n))))
+    if cache is not None and key is not None and not all(s.failed for s in samples):
+        await asyncio.to_thread(cache.put, key, samples)  # a failed write only logs a warning
+    return samples

@@ -1,0 +1,332 @@
+"""Framework-neutral answer-set construction and generator calibration.
+
+Adapters supply ``sample(question, context) -> awaitable list[Sample]`` from the host
+LLM; this module clusters, applies the calibrated combination rule, and reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.clustering import cluster_answers, merge_clusters
+from ..core.combination import decide_end_to_end
+from ..core.errors import CalibrationError, ConformalError
+from ..core.generation_scores import generation_score
+from ..datasets.examples import CalibrationExample
+from .calibration import AnswerSetCalibration
+from .identity import check_generator
+from .prompts import IDK
+from .sample_record import Sample
+
+__all__ = [
+    "AnswerSetResult",
+    "ChunkInput",
+    "SampleFn",
+    "abuild_answer_set",
+    "acalibrate_generation",
+    "check_equivalence",
+    "chunks_from_metadata",
+    "coverage_report",
+]
+
+SampleFn = Callable[[str, str], Awaitable[list[Sample]]]
+
+
+@dataclass(frozen=True)
+class ChunkInput:
+    """A retrieved chunk: id, text, its retrieval nonconformity, and whether its retriever kept the guarantee.
+
+    ``guaranteed`` is False when the retriever cut its conformal set (``max_k``/``k``) or
+    the chunk did not come from a conformal retriever at all.
+    """
+
+    chunk_id: str
+    text: str
+    nonconformity: float
+    guaranteed: bool = True
+
+
+def chunks_from_metadata(
+    items: Sequence[tuple[str, str, Mapping[str, Any]]], calibration: AnswerSetCalibration
+) -> tuple[list[ChunkInput], str]:
+    """Turn ``(id, text, metadata)`` of retrieved nodes/documents into chunk inputs, best first.
+
+    Every item must carry the metadata a ``ConformalRetriever`` writes
+    (``conformal_nonconformity``, ``conformal_score_family``, ``conformal_threshold``,
+    ``conformal_guaranteed``); an item without it came from another retriever and raises,
+    since re-scoring it would give a number on another scale. Returns the chunks and the
+    reason the guarantee is lost, if it is: a cut set, or a retriever calibrated at a
+    smaller threshold than this calibration's retrieval stage.
+    """
+    family = calibration.retrieval_.score_family_
+    need = calibration.retrieval_threshold_
+    reasons = []
+    out = []
+    for cid, text, meta in items:
+        if "conformal_nonconformity" not in meta:
+            raise ConformalError(
+                f"Retrieved chunk {cid!r} has no conformal metadata: the answer-set synthesizer needs the nodes of a "
+                "ConformalRetriever built with the same calibration (another retriever's scores are on another "
+                "scale, so its nodes cannot be re-scored)."
+            )
+        got_family = meta.get("conformal_score_family", family)
+        if got_family != family:
+            raise ConformalError(
+                f"Chunk {cid!r} was scored with the {got_family!r} family but the calibration uses {family!r}: use "
+                "the ConformalRetriever of this calibration."
+            )
+        ok = bool(meta.get("conformal_guaranteed", True))
+        if not ok:
+            reasons.append("the retriever cut its conformal set (max_k / k)")
+        threshold = meta.get("conformal_threshold")
+        if threshold is not None and float(threshold) < need and not math.isclose(float(threshold), need):
+            ok = False
+            reasons.append(
+                f"the retriever's threshold {float(threshold):.4g} is below this calibration's retrieval threshold "
+                f"{need:.4g}, so its set may miss chunks the rule keeps"
+            )
+        out.append(ChunkInput(str(cid), text, float(meta["conformal_nonconformity"]), ok))
+    out.sort(key=lambda c: c.nonconformity)
+    return out, "; ".join(dict.fromkeys(reasons))
+
+
+def check_equivalence(calibration: AnswerSetCalibration, equivalence: Any) -> None:
+    """Refuse a query-time clustering rule that differs from the calibrated one.
+
+    The generator score is the confidence of a cluster, so another equivalence (or
+    threshold) changes the scores the threshold was calibrated on.
+    """
+    if equivalence is None:
+        return
+    calibrated = calibration.clustering_.get("method", "rougeL")
+    if equivalence is calibrated or (isinstance(equivalence, str) and equivalence == calibrated):
+        return
+    name = equivalence if isinstance(equivalence, str) else getattr(equivalence, "__qualname__", repr(equivalence))
+    raise CalibrationError(
+        f"equivalence={name!r} differs from the calibrated clustering {calibrated!r} "
+        f"(tau={calibration.clustering_.get('tau')}): cluster confidences would be on another scale and the "
+        "guarantee would be void. Re-calibrate with clustering={'method': ...}, or drop equivalence=."
+    )
+
+
+@dataclass
+class AnswerSetResult:
+    """The answer set of one question.
+
+    ``response`` is the best-supported answer, or "I don't know" when the set abstains.
+    ``answers`` lists every kept answer with its confidence and supporting chunk ids.
+    """
+
+    question: str
+    response: str
+    answers: list[dict[str, Any]]
+    abstained: bool
+    guaranteed: bool
+    alpha: float
+    method: str
+    retrieval_set: list[str]
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (also the LlamaIndex ``Response.metadata``)."""
+        return asdict(self)
+
+
+EmbedFn = Callable[[list[str]], Any]
+
+
+def generator_score(clustering: Mapping[str, Any]) -> str:
+    """The cluster confidence a calibration's clustering record asks for (``"frequency"`` if unset)."""
+    return str(clustering.get("score", "frequency"))
+
+
+def cluster_samples(
+    samples: Sequence[Sample], clustering: Mapping[str, Any], kwargs: Mapping[str, Any], **extra: Any
+) -> list:
+    """Cluster one (question, chunk)'s samples with the calibration's method and generator score."""
+    return cluster_answers(
+        [s.text for s in samples],
+        logprobs=[s.logprob for s in samples],
+        score=generator_score(clustering),
+        **kwargs,
+        **extra,
+    )
+
+
+def clustering_kwargs(clustering: dict[str, Any], equivalence: Any = None, embed: EmbedFn | None = None) -> dict:
+    """Keyword arguments for :func:`cluster_answers` from a calibration's clustering record.
+
+    ``method="embedding"`` needs ``embed`` (the host embedding model's batch call).
+    """
+    method = equivalence or clustering.get("method", "rougeL")
+    if method == "embedding" and embed is None:
+        raise CalibrationError(
+            "This calibration clusters answers by embedding cosine: pass the host embedding model "
+            "(embed_model=... / embeddings=...)."
+        )
+    out: dict[str, Any] = {"method": method, "tau": clustering.get("tau")}
+    if embed is not None:
+        out["embed"] = lambda texts: np.asarray(embed(list(texts)), dtype=float)
+    return out
+
+
+async def abuild_answer_set(
+    calibration: AnswerSetCalibration,
+    question: str,
+    chunks: Sequence[ChunkInput],
+    sample: SampleFn,
+    *,
+    equivalence: Any = None,
+    embed: EmbedFn | None = None,
+    cut_reason: str = "",
+    generator: Mapping[str, Any] | None = None,
+) -> AnswerSetResult:
+    """Sample every chunk the rule can keep, cluster, and apply the end-to-end rule.
+
+    The result is ``guaranteed`` only if the rule is (:attr:`AnswerSetCalibration.guaranteed_`)
+    and every chunk's retriever kept its set (``ChunkInput.guaranteed``); ``cut_reason``
+    says why a chunk did not.
+
+    ``generator`` is the record of the LLM, sampler and embedder behind ``sample``
+    (:func:`~.identity.generator_record`); before any LLM call it is compared with the
+    calibration's (:func:`~.identity.check_generator`), and a difference raises
+    :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`. Without a record on
+    either side the answer set is built with an ``UncheckedGeneratorWarning`` and
+    ``extra["generator_checked"]`` is False.
+    """
+    check_equivalence(calibration, equivalence)
+    kwargs = clustering_kwargs(calibration.clustering_, equivalence, embed)
+    checked = check_generator(calibration.generator_, generator, calibration.clustering_)
+    rule = calibration.rule()
+    ids = [c.chunk_id for c in chunks]
+    nonconf = np.array([c.nonconformity for c in chunks], dtype=float)
+    keep = rule.retrieval_mask(nonconf) if chunks else np.zeros(0, dtype=bool)
+    todo = [c for c, k in zip(chunks, keep, strict=True) if k]
+    sampled = await asyncio.gather(*(sample(question, c.text) for c in todo))
+    clusters = {
+        c.chunk_id: cluster_samples(
+            got, calibration.clustering_, kwargs, n_samples=calibration.n_samples_, chunk_id=c.chunk_id
+        )
+        for c, got in zip(todo, sampled, strict=True)
+    }
+    decision = decide_end_to_end(rule, ids, nonconf, clusters)
+    merged = decision.answer_set(**kwargs)
+    sampled_clusters = len(merge_clusters(clusters, **kwargs)) if clusters else 0
+    answers = [
+        {
+            "text": a.representative,
+            "confidence": a.confidence,
+            "chunk_ids": list(a.chunk_ids),
+            "abstention": a.abstention,
+        }
+        for a in merged
+    ]
+    real = [a for a in merged if not a.abstention]
+    reasons = []
+    if not decision.guaranteed:
+        reasons.append(f"{decision.reason} (generator coverage ceiling {calibration.coverage_ceiling_:.2f})")
+    if not all(c.guaranteed for c in chunks):
+        reasons.append(f"Not every retrieved chunk kept the retrieval guarantee: {cut_reason or 'a chunk was cut'}.")
+    guaranteed = not reasons
+    reason = " ".join(reasons)
+    if not chunks:
+        reason = reason or "The retrieval set is empty: abstaining."
+    all_samples = [s for got in sampled for s in got]
+    return AnswerSetResult(
+        question=question,
+        response=_best(real).representative if real else IDK,
+        answers=answers,
+        abstained=not real,
+        guaranteed=guaranteed,
+        alpha=calibration.alpha_,
+        method=decision.method,
+        retrieval_set=list(decision.retrieval_set),
+        llm_calls=len(all_samples),
+        prompt_tokens=sum(s.prompt_tokens for s in all_samples),
+        completion_tokens=sum(s.completion_tokens for s in all_samples),
+        reason=reason,
+        extra={"sampled_clusters": sampled_clusters, "generator_checked": checked},
+    )
+
+
+def _best(answers: Sequence[Any]) -> Any:
+    """The most confident answer; among equal confidences, the most likely (then the first)."""
+    return max(answers, key=lambda a: (a.confidence, -math.inf if a.likelihood is None else a.likelihood))
+
+
+async def acalibrate_generation(
+    examples: Sequence[CalibrationExample],
+    gold_text: Callable[[CalibrationExample], str | None],
+    sample: SampleFn,
+    *,
+    n_samples: int,
+    clustering: dict[str, Any],
+    match: str = "rouge1",
+    match_threshold: float = 0.3,
+    progress: bool = True,
+    embed: EmbedFn | None = None,
+    references: Callable[[CalibrationExample], Sequence[str]] | None = None,
+) -> list[float]:
+    """Generator-stage scores: ``-confidence`` of the cluster matching a reference, ``+inf`` if none.
+
+    Misses are kept. ``references(example)`` gives the reference answers (default: the
+    example's answers); an example without any raises.
+    """
+    from tqdm.auto import tqdm
+
+    def refs(ex: CalibrationExample) -> Sequence[str]:
+        return references(ex) if references is not None else ex.answers
+
+    unlabeled = [ex.question for ex in examples if not refs(ex)]
+    if unlabeled:
+        raise CalibrationError(
+            f"{len(unlabeled)} example(s) have no reference answers (e.g. {unlabeled[0]!r}); the generator stage "
+            "needs them."
+        )
+    kwargs = clustering_kwargs(clustering, None, embed)
+    scores = []
+    for ex in tqdm(examples, desc="sampling answers", unit="q", disable=not progress):
+        text = gold_text(ex)
+        if text is None:
+            raise CalibrationError(f"No text found for the gold chunk(s) {ex.gold_ids} of {ex.question!r}.")
+        got = await sample(ex.question, text)
+        clusters = cluster_samples(got, clustering, kwargs, n_samples=n_samples)
+        scores.append(generation_score(clusters, refs(ex), match=match, threshold=match_threshold))
+    return scores
+
+
+def coverage_report(scores: Sequence[float], alpha_generation: float, *, threshold_finite: bool | None = None) -> str:
+    """One line on the generator's coverage ceiling (share of finite scores) and whether the target is reachable.
+
+    Reachable means the generator stage can be calibrated at ``1 - alpha_generation``:
+    its threshold is finite (for the harmonic-mean rule, a generator miss is rejected).
+    A ceiling above the target is not enough: the finite-sample rank also needs at most
+    ``n - ceil((n+1)(1-alpha))`` misses. ``threshold_finite`` defaults to that check.
+
+    Examples
+    --------
+    >>> coverage_report([-1.0] * 9 + [float("inf")], 0.1)
+    'coverage ceiling 0.90; target 1-alpha_gen = 0.90 is UNREACHABLE with this LLM and prompt (threshold +inf)'
+    """
+    ceiling = sum(1 for s in scores if math.isfinite(s)) / max(1, len(scores))
+    if threshold_finite is None:
+        import warnings
+
+        from ..core.errors import InfiniteThresholdWarning
+        from ..core.quantile import conformal_quantile
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InfiniteThresholdWarning)
+            threshold_finite = bool(scores) and math.isfinite(conformal_quantile(scores, alpha_generation))
+    status = "reachable" if threshold_finite else "UNREACHABLE with this LLM and prompt (threshold +inf)"
+    return f"coverage ceiling {ceiling:.2f}; target 1-alpha_gen = {1 - alpha_generation:.2f} is {status}"

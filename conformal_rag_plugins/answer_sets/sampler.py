@@ -1,0 +1,174 @@
+"""What every answer sampler does, whatever the framework: cache key, concurrency, retries.
+
+A framework adapter subclasses :class:`AnswerSampler` and supplies only the call that
+turns (question, context) into one :class:`Sample`, and the text of its prompt for the
+cache key.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from .concurrent_draws import ConcurrencyLimit, draw_samples
+from .identity import SAMPLING_ATTRS, json_settings, prompt_digest
+from .sample_cache import SampleCache
+from .sample_record import Sample, reports_logprobs
+
+__all__ = ["AnswerSampler", "model_id", "model_name"]
+
+NAME_ATTRS = ("model", "model_path", "model_name")
+
+
+def model_name(model: Any, name_attrs: Sequence[str] = NAME_ATTRS) -> str | None:
+    """The first of ``name_attrs`` that is set on an LLM client (``None`` when none is).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> model_name(SimpleNamespace(model_path="/models/gemma.gguf"))
+    '/models/gemma.gguf'
+    """
+    value = next((v for v in (getattr(model, a, None) for a in name_attrs) if v), None)
+    return None if value is None else str(value)
+
+
+def model_id(model: Any, name_attrs: Sequence[str] = NAME_ATTRS) -> str:
+    """A stable identifier of an LLM client for cache keys and calibration records.
+
+    The class name and the first of ``name_attrs`` that is set; ``+logprobs`` when the
+    client reports token logprobs, so that such samples never share cache entries with
+    samples without a likelihood.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> model_id(SimpleNamespace(model="gemma", logprobs=True))
+    'SimpleNamespace:gemma+logprobs'
+    """
+    name = next((v for v in (getattr(model, a, None) for a in name_attrs) if v), None)
+    return f"{type(model).__name__}:{name}" + ("+logprobs" if reports_logprobs(model) else "")
+
+
+class AnswerSampler(ABC):
+    """Draw ``n_samples`` answers per (question, context), concurrently, with retries and a cache.
+
+    Calls run under ``max_concurrency``, time out after ``timeout`` seconds and retry with
+    backoff; a call that still fails becomes an empty (abstaining) sample. With a cache,
+    samples are stored per (question, context, model, prompt, temperature, n).
+
+    Subclasses implement :meth:`_call` (one answer) and :meth:`_prompt_text` (the prompt,
+    as text, for the cache key), and may override :meth:`_model_id`, :meth:`_llm_identity`,
+    :meth:`_sampling_settings` and :meth:`_prompt_kind`, which :meth:`identity` reports.
+    """
+
+    name_attrs: tuple[str, ...] = NAME_ATTRS
+    """Attributes naming the model, in order (the first that is set)."""
+    kwargs_attrs: tuple[str, ...] = ("generate_kwargs", "additional_kwargs")
+    """Attributes of the client holding keyword arguments passed to every call (recorded with the settings)."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        n_samples: int = 10,
+        completion_prompt: Any,
+        chat_prompt: Any,
+        max_concurrency: int = 4,
+        timeout: float | None = 120.0,
+        retries: int = 2,
+        cache: SampleCache | None = None,
+    ) -> None:
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}.")
+        self.model = model
+        self.n_samples = n_samples
+        self.completion_prompt = completion_prompt
+        self.chat_prompt = chat_prompt
+        self.max_concurrency = max_concurrency
+        self.timeout = timeout
+        self.retries = retries
+        self.cache = cache
+        self._limit = ConcurrencyLimit(max_concurrency)
+
+    @abstractmethod
+    async def _call(self, question: str, context: str, config: Any = None) -> Sample:
+        """One answer from the model; ``config`` is the framework's run config (callbacks, tags), if any."""
+
+    @abstractmethod
+    def _prompt_text(self) -> str:
+        """The prompt in use, as text (part of the cache key)."""
+
+    def _model_id(self) -> str:
+        return model_id(self.model, self.name_attrs)
+
+    def _llm_identity(self) -> dict[str, Any]:
+        """Class, name and whether the client reports logprobs (adapters add what identifies a local model)."""
+        return {
+            "class": type(self.model).__name__,
+            "name": model_name(self.model, self.name_attrs) or "unknown",
+            "logprobs": reports_logprobs(self.model),
+        }
+
+    def _sampling_settings(self) -> dict[str, Any]:
+        """The client's sampling settings (:func:`~.identity.json_settings`)."""
+        return json_settings(self.model, SAMPLING_ATTRS, self.kwargs_attrs)
+
+    def _prompt_kind(self) -> str:
+        """``"chat"`` or ``"completion"``: which of the two prompts is in use."""
+        return "completion"
+
+    def identity(self) -> dict[str, Any]:
+        """The LLM and sampling part of a generator record (:func:`~.identity.generator_record`).
+
+        ``llm``: class, name (a local model file's name, with its SHA-256 when an adapter
+        knows the file), whether it reports logprobs. ``sampling``: the client's sampling
+        settings, ``n_samples``, which prompt is in use and the SHA-256 of its template.
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace
+        >>> class Echo(AnswerSampler):
+        ...     async def _call(self, question, context, config=None): return Sample(context)
+        ...     def _prompt_text(self): return "Q: {question}"
+        >>> llm = SimpleNamespace(model="m", temperature=0.7)
+        >>> got = Echo(llm, n_samples=3, completion_prompt=None, chat_prompt=None).identity()
+        >>> got["llm"], got["sampling"]["temperature"], got["sampling"]["n_samples"]
+        ({'class': 'SimpleNamespace', 'name': 'm', 'logprobs': False}, 0.7, 3)
+        """
+        return {
+            "llm": self._llm_identity(),
+            "sampling": {
+                **self._sampling_settings(),
+                "n_samples": self.n_samples,
+                "prompt": self._prompt_kind(),
+                "prompt_sha256": prompt_digest(self._prompt_text()),
+            },
+        }
+
+    async def asample(self, question: str, context: str, *, config: Any = None) -> list[Sample]:
+        """``n_samples`` answers, from the cache when present.
+
+        ``config`` is handed to every model call (LangChain's ``RunnableConfig`` with the
+        caller's child callbacks, so that the LLM runs nest under the caller's run); it is not
+        part of the cache key.
+        """
+        key = SampleCache.key(
+            question,
+            context,
+            self._model_id(),
+            self._prompt_text(),
+            getattr(self.model, "temperature", None),
+            self.n_samples,
+        )
+        return await draw_samples(
+            lambda: self._call(question, context, config),
+            n=self.n_samples,
+            max_concurrency=self.max_concurrency,
+            retries=self.retries,
+            timeout=self.timeout,
+            cache=self.cache,
+            key=key,
+            limit=self._limit,
+        )

@@ -1,0 +1,260 @@
+"""Choose the split of alpha (or the HMP weight) by Bayesian optimisation on an optimisation split.
+
+The objective is the mean number of semantic clusters of the end-to-end answer sets of the
+optimisation questions, computed exactly as the shipped synthesizer computes them: with the
+calibration's own score family, pool and clustering, and with answers sampled for *every*
+chunk of each question's retrieval set (chosen by the threshold, never by looking at the gold).
+Chunks are sampled lazily, the first time a candidate split's retrieval set needs them.
+
+A candidate whose rule is not guaranteed (a +inf threshold, or an HMP rule that would accept a
+missed stage) gets the worst possible size, ``pool * M`` clusters, so BO never prefers a split
+that cannot keep the promise; if no split can, the equal split is returned.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.bo import optimize_alpha_split, optimize_hmp_weight
+from ..core.clustering import AnswerCluster
+from ..core.combination import (
+    Rule,
+    bonferroni_thresholds,
+    decide_end_to_end,
+    harmonic_mean_rule,
+    pac_thresholds,
+)
+from ..core.errors import ConformalError, InfiniteThresholdWarning
+from ..core.generation_scores import generation_score
+from ..core.retrieval_scores import candidate_nonconformity, nonconformity
+from ..datasets.examples import CalibrationExample
+from ..retrieval.gold_matching import gold_positions
+from .engine import SampleFn, cluster_samples, clustering_kwargs
+from .gold import defining_gold, references_of
+
+__all__ = [
+    "SplitQuestion",
+    "choose_split",
+    "make_rule",
+    "mean_semantic_size",
+    "optimise_split_on_host",
+]
+
+ClustersFor = Callable[["SplitQuestion", str], list[AnswerCluster]]
+
+
+@dataclass
+class SplitQuestion:
+    """One question's pool (best first), both stages' scores and its per-chunk answer clusters.
+
+    ``clusters`` may start partial: the ``clusters_for`` callable of the objective fills it.
+    """
+
+    id: str
+    question: str
+    answers: tuple[str, ...]
+    chunk_ids: tuple[str, ...]
+    chunk_nonconformity: np.ndarray
+    r_ret: float
+    r_gen: float
+    clusters: dict[str, list[AnswerCluster]] = field(default_factory=dict)
+    chunk_texts: dict[str, str] = field(default_factory=dict, repr=False)
+    tokens: tuple[int, int] = (0, 0)
+
+
+def make_rule(
+    method: str,
+    ret: Sequence[float],
+    gen: Sequence[float],
+    alpha: float,
+    *,
+    a_ret: float | None = None,
+    w: float = 0.5,
+    delta: float = 0.1,
+) -> Rule:
+    """The combination rule of ``method`` (``bonferroni``, ``pac``/``*-pac``, ``hmp*``) on calibration scores.
+
+    Examples
+    --------
+    >>> make_rule("bonferroni", [0.1] * 20, [-0.5] * 20, 0.2).q_gen
+    -0.5
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InfiniteThresholdWarning)
+        if method.startswith("hmp"):
+            return harmonic_mean_rule(ret, gen, alpha, w_ret=w)
+        a_ret = alpha / 2 if a_ret is None else a_ret
+        if method.endswith("pac"):
+            return pac_thresholds(ret, gen, alpha, delta, epsilon_ret=a_ret, epsilon_gen=alpha - a_ret)
+        return bonferroni_thresholds(ret, gen, alpha, alpha_ret=a_ret, alpha_gen=alpha - a_ret)
+
+
+def _stored(q: SplitQuestion, cid: str) -> list[AnswerCluster]:
+    if cid not in q.clusters:
+        raise ConformalError(
+            f"No sampled answers for chunk {cid!r} of question {q.id!r}: every chunk of the pool must be sampled "
+            "for exact set sizes."
+        )
+    return q.clusters[cid]
+
+
+def answer_sets(
+    rule: Rule,
+    questions: Sequence[SplitQuestion],
+    *,
+    clusters_for: ClustersFor = _stored,
+    merge: dict[str, Any] | None = None,
+) -> list[list[AnswerCluster]]:
+    """The de-duplicated answer set of each question under ``rule`` (samples every retrieval-set chunk)."""
+    out = []
+    kwargs = merge or {"method": "rougeL"}
+    for q in questions:
+        keep = rule.retrieval_mask(q.chunk_nonconformity) if q.chunk_ids else np.zeros(0, dtype=bool)
+        per = {cid: clusters_for(q, cid) for cid, k in zip(q.chunk_ids, keep, strict=True) if k}
+        decision = decide_end_to_end(rule, q.chunk_ids, q.chunk_nonconformity, per)
+        out.append(decision.answer_set(**kwargs))
+    return out
+
+
+def mean_semantic_size(
+    rule: Rule,
+    questions: Sequence[SplitQuestion],
+    *,
+    penalty: float,
+    clusters_for: ClustersFor = _stored,
+    merge: dict[str, Any] | None = None,
+) -> float:
+    """Mean number of semantic clusters, or ``penalty`` when the rule is not guaranteed."""
+    if not rule.guaranteed:
+        return float(penalty)
+    return float(np.mean([len(s) for s in answer_sets(rule, questions, clusters_for=clusters_for, merge=merge)]))
+
+
+def choose_split(
+    questions: Sequence[SplitQuestion],
+    alpha: float,
+    *,
+    method: str = "bonferroni",
+    penalty: float,
+    clusters_for: ClustersFor = _stored,
+    merge: dict[str, Any] | None = None,
+    delta: float = 0.1,
+    bo_calls: int = 15,
+    random_state: int = 0,
+) -> dict[str, Any]:
+    """BO of the split of alpha (Bonferroni/PAC) or of the HMP weight on ``questions`` only.
+
+    Returns ``{"alpha_retrieval": ...}`` or ``{"hmp_weight": ...}`` with the objective at the
+    choice and at the equal split, and where the choice came from.
+    """
+    ret = [q.r_ret for q in questions]
+    gen = [q.r_gen for q in questions]
+
+    def size(rule: Rule) -> float:
+        return mean_semantic_size(rule, questions, penalty=penalty, clusters_for=clusters_for, merge=merge)
+
+    if method.startswith("hmp"):
+        res = optimize_hmp_weight(
+            lambda w: size(make_rule("hmp", ret, gen, alpha, w=w)), n_calls=bo_calls, random_state=random_state
+        )
+        choice: dict[str, Any] = {"hmp_weight": res.value}
+    else:
+        name = "bonferroni-pac" if method.endswith("pac") else "bonferroni"
+        res = optimize_alpha_split(
+            lambda ar, ag: size(make_rule(name, ret, gen, alpha, a_ret=ar, delta=delta)),
+            alpha,
+            n_calls=bo_calls,
+            random_state=random_state,
+        )
+        choice = {"alpha_retrieval": res.alpha_ret}
+    return {
+        **choice,
+        "bo_objective": res.objective,
+        "equal_split_objective": res.baseline_objective,
+        "source": res.source,
+        "n_optimisation": len(questions),
+        "objective": "mean semantic clusters, every retrieval-set chunk sampled; non-guaranteed splits penalised",
+    }
+
+
+def optimise_split_on_host(
+    examples: Sequence[CalibrationExample],
+    fetch: Callable[[str], Any],
+    texts_for: Callable[[list[str]], dict[str, str]],
+    sample: SampleFn,
+    run: Callable[[Any], Any],
+    *,
+    alpha: float,
+    method: str,
+    family: str,
+    pool_size: int,
+    n_samples: int,
+    clustering: dict[str, Any],
+    match_threshold: float,
+    delta: float | None,
+    bo_calls: int,
+    random_state: int,
+    embed: Any = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Score the optimisation questions on the host and choose the split by BO on them only.
+
+    Uses the calibration's score ``family``, the host pool and ``clustering``; the generator
+    score of each question comes from the gold chunk that defines its retrieval score.
+    """
+    from tqdm.auto import tqdm
+
+    kwargs = clustering_kwargs(clustering, None, embed)
+
+    def clusters_of(question: str, text: str, cid: str | None) -> list[AnswerCluster]:
+        got = run(sample(question, text))
+        return cluster_samples(got, clustering, kwargs, n_samples=n_samples, chunk_id=cid)
+
+    questions = []
+    for ex in tqdm(examples, desc="optimisation split", unit="q", disable=not progress):
+        pool = fetch(ex.question)
+        ids = [c if c is not None else f"candidate-{i}" for i, c in enumerate(pool.ids)]
+        positions = gold_positions(ex, pool.ids, pool.texts)
+        gold = defining_gold(ex, pool, texts_for)
+        gold_id = gold.chunk_id or "gold"
+        gold_clusters = clusters_of(ex.question, gold.text, gold_id)
+        questions.append(
+            SplitQuestion(
+                id=ex.digest,
+                question=ex.question,
+                answers=references_of(ex),
+                chunk_ids=tuple(ids),
+                chunk_nonconformity=candidate_nonconformity(family, pool.scores),
+                r_ret=nonconformity(family, pool.scores, positions),
+                r_gen=generation_score(gold_clusters, references_of(ex), threshold=match_threshold),
+                clusters={gold_id: gold_clusters},
+                chunk_texts=dict(zip(ids, pool.texts, strict=True)),
+            )
+        )
+
+    def lazily(q: SplitQuestion, cid: str) -> list[AnswerCluster]:
+        if cid not in q.clusters:
+            q.clusters[cid] = clusters_of(q.question, q.chunk_texts[cid], cid)
+        return q.clusters[cid]
+
+    merge = {k: v for k, v in kwargs.items() if k in ("method", "tau", "embed")}
+    result = choose_split(
+        questions,
+        alpha,
+        method=method,
+        penalty=float(pool_size * n_samples),
+        clusters_for=lazily,
+        merge=merge,
+        delta=delta or 0.1,
+        bo_calls=bo_calls,
+        random_state=random_state,
+    )
+    result["chunks_sampled"] = sum(len(q.clusters) for q in questions)
+    result["retrieval_misses"] = int(sum(math.isinf(q.r_ret) for q in questions))
+    return result

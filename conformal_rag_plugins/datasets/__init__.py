@@ -1,0 +1,1 @@
+"""Calibration examples, the corpus format and the question-file reader."""

@@ -1,0 +1,1 @@
+"""Evaluation by repeated random splits: held-out coverage and set sizes."""

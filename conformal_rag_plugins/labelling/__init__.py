@@ -1,0 +1,1 @@
+"""Labels without a human: LLM question generation and LLM-judge labelling (CONFLARE)."""

@@ -1,0 +1,257 @@
+"""Framework-neutral chunking pieces: the ``Chunk`` record, chunk ids, parents, the token-window check.
+
+The LlamaIndex and LangChain adapters (``llamaindex/text_splitting.py``,
+``langchain/text_splitting.py``) only provide a ``split(text) -> list[str]`` function
+from their own text splitter; :func:`chunk_with` does the rest:
+
+* an entry that fits the window stays one chunk and keeps its id;
+* a longer entry becomes chunks ``f"{entry.id}::chunk{i}"`` (``i`` from 0), each
+  recording ``parent_id=entry.id`` and the entry's title;
+* every chunk is checked against the window with the caller's token counter, and a
+  chunk the splitter left too long is cut again at word (and, failing that,
+  character) boundaries by :func:`enforce_max_tokens`, so the guarantee
+  "no chunk exceeds ``chunk_size`` tokens" always holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from ..core.errors import CalibrationError
+from ..datasets.examples import CorpusEntry
+
+__all__ = [
+    "CHUNK_SEPARATOR",
+    "Chunk",
+    "check_max_tokens",
+    "chunk_id",
+    "chunk_with",
+    "chunks_by_parent",
+    "enforce_max_tokens",
+    "parent_of",
+]
+
+#: Separator between a parent id and the chunk number in a chunk id.
+CHUNK_SEPARATOR = "::chunk"
+
+
+@dataclass(frozen=True)
+class Chunk(CorpusEntry):
+    """A corpus entry cut from a (possibly longer) parent document.
+
+    A ``Chunk`` *is* a :class:`CorpusEntry`, so chunks can be indexed wherever
+    entries are. ``parent_id`` defaults to ``id`` (an entry that was not split is its own parent).
+
+    Parameters
+    ----------
+    id : str
+        ``parent_id`` for an unsplit entry, else ``f"{parent_id}::chunk{i}"``.
+    text : str
+    title : str, optional
+        The parent's title.
+    parent_id : str, optional
+        Id of the entry the chunk comes from.
+
+    Examples
+    --------
+    >>> c = Chunk("Normans#0::chunk1", "text", title="Normans", parent_id="Normans#0")
+    >>> c.parent_id, c.is_split
+    ('Normans#0', True)
+    >>> Chunk("doc", "short").parent_id
+    'doc'
+    """
+
+    parent_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.parent_id is None:
+            object.__setattr__(self, "parent_id", self.id)
+
+    @property
+    def is_split(self) -> bool:
+        """Whether the chunk is a piece of a longer entry (its id differs from its parent's)."""
+        return self.id != self.parent_id
+
+    def to_entry(self) -> CorpusEntry:
+        """A plain :class:`CorpusEntry` with the same id, text and title."""
+        return CorpusEntry(self.id, self.text, self.title)
+
+
+def chunk_id(parent_id: str, index: int) -> str:
+    """Id of chunk ``index`` of a split entry.
+
+    Examples
+    --------
+    >>> chunk_id("Normans#0", 2)
+    'Normans#0::chunk2'
+    """
+    return f"{parent_id}{CHUNK_SEPARATOR}{index}"
+
+
+def parent_of(chunks: Iterable[Chunk]) -> dict[str, str]:
+    """Map every chunk id to its parent's id.
+
+    Examples
+    --------
+    >>> parent_of([Chunk("a::chunk0", "x", parent_id="a"), Chunk("b", "y")])
+    {'a::chunk0': 'a', 'b': 'b'}
+    """
+    return {c.id: c.parent_id or c.id for c in chunks}
+
+
+def chunks_by_parent(chunks: Iterable[Chunk]) -> dict[str, list[Chunk]]:
+    """Group chunks under their parent id, keeping their order.
+
+    Examples
+    --------
+    >>> groups = chunks_by_parent([Chunk("a::chunk0", "x", parent_id="a"), Chunk("a::chunk1", "y", parent_id="a")])
+    >>> [c.id for c in groups["a"]]
+    ['a::chunk0', 'a::chunk1']
+    """
+    out: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        out.setdefault(c.parent_id or c.id, []).append(c)
+    return out
+
+
+def _cut_word(word: str, max_tokens: int, count: Callable[[str], int]) -> list[str]:
+    """Cut one over-long word into the longest character prefixes that fit."""
+    pieces = []
+    rest = word
+    while rest:
+        if count(rest) <= max_tokens:
+            pieces.append(rest)
+            break
+        lo, hi = 1, len(rest)  # largest prefix length that fits; a single character always does
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if count(rest[:mid]) <= max_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        pieces.append(rest[:lo])
+        rest = rest[lo:]
+    return pieces
+
+
+def enforce_max_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> list[str]:
+    """Cut ``text`` into pieces of at most ``max_tokens`` tokens (greedy, at word boundaries).
+
+    Returns ``[text]`` untouched when it already fits. Words are joined with one
+    space; a single word longer than the window is cut by characters.
+
+    Parameters
+    ----------
+    text : str
+    max_tokens : int
+        Positive window.
+    count : callable
+        ``count(text) -> int`` token counter.
+
+    Examples
+    --------
+    >>> enforce_max_tokens("a b c d e", 2, lambda t: len(t.split()))
+    ['a b', 'c d', 'e']
+    >>> enforce_max_tokens("abcdef", 2, len)
+    ['ab', 'cd', 'ef']
+    """
+    if max_tokens < 1:
+        raise CalibrationError(f"max_tokens must be positive, got {max_tokens}.")
+    if count(text) <= max_tokens:
+        return [text]
+    pieces: list[str] = []
+    current = ""
+    for word in text.split():
+        candidate = f"{current} {word}" if current else word
+        if count(candidate) <= max_tokens:
+            current = candidate
+            continue
+        if current:
+            pieces.append(current)
+        if count(word) <= max_tokens:
+            current = word
+        else:
+            *full, current = _cut_word(word, max_tokens, count)
+            pieces.extend(full)
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def check_max_tokens(chunks: Iterable[Chunk], max_tokens: int, count: Callable[[str], int]) -> int:
+    """Raise if any chunk exceeds ``max_tokens``; return the largest count.
+
+    Examples
+    --------
+    >>> check_max_tokens([Chunk("a", "x y"), Chunk("b", "z")], 2, lambda t: len(t.split()))
+    2
+    """
+    largest = 0
+    for c in chunks:
+        n = count(c.text)
+        if n > max_tokens:
+            raise CalibrationError(f"Chunk {c.id!r} has {n} tokens, more than the window of {max_tokens}.")
+        largest = max(largest, n)
+    return largest
+
+
+def chunk_with(
+    entries: Iterable[CorpusEntry],
+    split: Callable[[str], Sequence[str]],
+    *,
+    chunk_size: int,
+    count: Callable[[str], int],
+) -> list[Chunk]:
+    """Chunk entries with a text splitter, enforcing the token window.
+
+    Parameters
+    ----------
+    entries : iterable of CorpusEntry
+    split : callable
+        ``split(text) -> list of str`` (a framework's text splitter); only called on
+        entries longer than ``chunk_size`` tokens.
+    chunk_size : int
+        Maximum tokens per chunk.
+    count : callable
+        Token counter, the same the splitter was configured with.
+
+    Returns
+    -------
+    list of Chunk
+        In entry order; an entry that fits is one chunk with its own id.
+
+    Examples
+    --------
+    >>> words = lambda t: len(t.split())
+    >>> halves = lambda t: [" ".join(t.split()[:3]), " ".join(t.split()[3:])]
+    >>> chunks = chunk_with([CorpusEntry("d", "a b c d e f"), CorpusEntry("s", "g")], halves, chunk_size=3, count=words)
+    >>> [(c.id, c.text, c.parent_id) for c in chunks]
+    [('d::chunk0', 'a b c', 'd'), ('d::chunk1', 'd e f', 'd'), ('s', 'g', 's')]
+    """
+    if chunk_size < 1:
+        raise CalibrationError(f"chunk_size must be positive, got {chunk_size}.")
+    out: list[Chunk] = []
+    seen: set[str] = set()
+    for entry in entries:
+        if count(entry.text) <= chunk_size:
+            pieces = [entry.text]
+        else:
+            pieces = []
+            for piece in split(entry.text):
+                if piece.strip():
+                    pieces.extend(enforce_max_tokens(piece.strip(), chunk_size, count))
+        if len(pieces) <= 1:
+            new = [Chunk(entry.id, pieces[0] if pieces else entry.text, title=entry.title, parent_id=entry.id)]
+        else:
+            new = [
+                Chunk(chunk_id(entry.id, i), text, title=entry.title, parent_id=entry.id)
+                for i, text in enumerate(pieces)
+            ]
+        for c in new:
+            if c.id in seen:
+                raise CalibrationError(f"Duplicate chunk id {c.id!r}; entry ids must be unique.")
+            seen.add(c.id)
+        out.extend(new)
+    check_max_tokens(out, chunk_size, count)
+    return out

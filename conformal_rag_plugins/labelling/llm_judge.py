@@ -1,0 +1,370 @@
+"""Label calibration questions with an LLM judge over the host ranking (CONFLARE step 2).
+
+For each question the host retriever's ranking is walked from the top, and the first
+chunk that holds the answer becomes the gold chunk:
+
+* the question's source chunk (``metadata["source_chunk_id"]``, set by question
+  generation) is known to hold the answer: reaching it ends the walk without a judge call
+  (``label_rule="source"``);
+* any other chunk is shown to the judge; the first "yes" ends the walk (``"judge"``);
+* at most ``budget`` chunks are judged per question. A question whose answer is not found
+  within the budget is **kept**, never dropped (dropping the hard questions, as CONFLARE
+  does, biases the calibration towards easy ones and breaks the guarantee): its gold is the
+  source chunk (``"budget-exhausted"``). If that chunk ranks beyond the judged ones, an
+  unjudged chunk above it may also hold the answer, so its rank gives a larger
+  nonconformity score than the true one: a conservative label. Without a source chunk such
+  a question keeps the gold it came with (hand-labelled ``gold_ids``/``gold_texts``, so
+  ``budget=0`` leaves them as they are); with none it stays unlabelled (``gold_ids=()``) and
+  is counted in :attr:`LabelReport.n_unlabelled`.
+
+The judge is any ``judge(question, answer, chunk_text) -> awaitable bool | None``; ``None``
+(an output that says neither yes nor no) counts as "no" and is counted. :class:`LLMJudge`
+builds one from an async ``complete(prompt) -> str`` LLM call, with a
+:class:`~conformal_rag_plugins.runtime.kv_cache.JsonCache` of its decisions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..core.errors import CalibrationError
+from ..datasets.examples import CalibrationExample
+from ..runtime.kv_cache import JsonCache
+from ..runtime.retry import call_with_retries
+from ..runtime.run_sync import run_sync
+from .prompts import JUDGE_FEW_SHOT_TEMPLATE, LLMTask, fill
+
+__all__ = [
+    "RULE_BUDGET",
+    "RULE_JUDGE",
+    "RULE_SOURCE",
+    "JudgeFn",
+    "LLMJudge",
+    "LabelReport",
+    "RankFn",
+    "alabel_examples",
+    "label_examples",
+    "parse_yes_no",
+]
+
+RULE_JUDGE = "judge"
+RULE_SOURCE = "source"
+RULE_BUDGET = "budget-exhausted"
+
+JudgeFn = Callable[[str, str, str], Awaitable[bool | None]]
+Ranking = Sequence[tuple[str | None, str]]
+RankFn = Callable[[str], Awaitable[Ranking] | Ranking]
+
+_TOKEN = re.compile(r"[a-z]+")
+_CACHE_NAMESPACE = "judge/v1"
+
+
+def parse_yes_no(text: str | None) -> bool | None:
+    """The first ``yes`` or ``no`` word of ``text`` (case-insensitive), or ``None`` when there is none.
+
+    Examples
+    --------
+    >>> parse_yes_no(" Yes, it does."), parse_yes_no("**No**"), parse_yes_no("The answer is yes")
+    (True, False, True)
+    >>> parse_yes_no("Not sure") is None
+    True
+    """
+    for token in _TOKEN.findall((text or "").lower()):
+        if token == "yes":
+            return True
+        if token == "no":
+            return False
+    return None
+
+
+class LLMJudge:
+    """A cached yes/no judge over an async LLM call.
+
+    Parameters
+    ----------
+    complete : async callable
+        ``complete(prompt) -> str``.
+    model : str
+        Model id (part of the cache key).
+    prompt : str or callable, optional
+        Template with ``{question}``, ``{answer}``, ``{context}``, or ``render(variables) -> str``;
+        default :data:`~conformal_rag_plugins.labelling.prompts.JUDGE_FEW_SHOT_TEMPLATE`.
+    temperature : float, optional
+        Part of the cache key only.
+    cache : JsonCache, optional
+        Raw outputs keyed by (model, prompt, question, answer, chunk text).
+    timeout, call_retries
+        Per call (:func:`~conformal_rag_plugins.runtime.retry.call_with_retries`); a call that
+        still fails returns ``None`` and counts in ``failed_calls``.
+
+    Examples
+    --------
+    >>> async def fake(prompt):
+    ...     return " yes"
+    >>> judge = LLMJudge(fake, model="fake")
+    >>> asyncio.run(judge("Who?", "Rollo", "Rollo led them.")), judge.llm_calls
+    (True, 1)
+    """
+
+    def __init__(
+        self,
+        complete: Callable[[str], Awaitable[str]],
+        *,
+        model: str = "unknown",
+        prompt: str | Callable[[Mapping[str, str]], str] | None = None,
+        temperature: float | None = None,
+        cache: JsonCache | None = None,
+        timeout: float | None = 60.0,
+        call_retries: int = 2,
+    ) -> None:
+        self.complete = complete
+        self.model = model
+        if callable(prompt):
+            self.render = prompt
+        else:
+            template = JUDGE_FEW_SHOT_TEMPLATE if prompt is None else prompt
+            self.render = lambda values: fill(template, values)
+        self.temperature = temperature
+        self.cache = cache
+        self.timeout = timeout
+        self.call_retries = call_retries
+        self.llm_calls = 0
+        self.cache_hits = 0
+        self.failed_calls = 0
+
+    @classmethod
+    def for_task(cls, task: LLMTask, *, cache: JsonCache | None = None, timeout: float | None = 60.0) -> LLMJudge:
+        """A judge over a framework adapter's :class:`~conformal_rag_plugins.labelling.prompts.LLMTask`."""
+        return cls(
+            task.complete,
+            model=task.model,
+            prompt=task.render,
+            temperature=task.temperature,
+            cache=cache,
+            timeout=timeout,
+        )
+
+    async def __call__(self, question: str, answer: str, chunk_text: str) -> bool | None:
+        """``True``/``False`` for yes/no, ``None`` for an unparseable output or a failed call."""
+        context = " ".join(chunk_text.split())
+        text = self.render({"question": question, "answer": answer, "context": context})
+        key = JsonCache.key(_CACHE_NAMESPACE, self.model, text, question, answer, chunk_text, self.temperature)
+        # cache reads and writes may wait on a lock held by another process: keep them off the event loop
+        if self.cache is not None and (hit := await asyncio.to_thread(self.cache.get, key)) is not None:
+            self.cache_hits += 1
+            return parse_yes_no(hit["text"])
+        self.llm_calls += 1
+        out = await call_with_retries(lambda: self.complete(text), retries=self.call_retries, timeout=self.timeout)
+        if out is None:
+            self.failed_calls += 1
+            return None
+        if self.cache is not None:
+            await asyncio.to_thread(self.cache.put, key, {"text": str(out)})  # a failed write only warns
+        return parse_yes_no(str(out))
+
+
+@dataclass
+class LabelReport:
+    """How the calibration questions were labelled.
+
+    Attributes
+    ----------
+    n : int
+    by_judge, by_source, budget_exhausted : int
+        Examples per ``label_rule``.
+    n_unlabelled : int
+        Budget-exhausted examples without a source chunk (left with no gold).
+    judge_calls : int
+        Chunks shown to the judge.
+    unparseable : int
+        Judge outputs that said neither yes nor no (counted as "no"), failed calls included.
+    budget : int
+    llm_calls, cache_hits : int
+        From an :class:`LLMJudge` (0 for other judges).
+    """
+
+    n: int = 0
+    by_judge: int = 0
+    by_source: int = 0
+    budget_exhausted: int = 0
+    n_unlabelled: int = 0
+    judge_calls: int = 0
+    unparseable: int = 0
+    budget: int = 5
+    llm_calls: int = 0
+    cache_hits: int = 0
+
+    def summary(self) -> str:
+        """A few lines for the console.
+
+        Examples
+        --------
+        >>> print(LabelReport(4, 2, 1, 1, 0, 7, 1, budget=5).summary())
+        labelled 4 questions: 2 by the judge, 1 at their source chunk, 1 with the budget exhausted (kept, \
+gold = source chunk)
+        judge calls: 7 (budget 5 per question), unparseable outputs: 1 (counted as no); LLM calls 0, cache hits 0
+        """
+        lines = [
+            f"labelled {self.n} questions: {self.by_judge} by the judge, {self.by_source} at their source chunk, "
+            f"{self.budget_exhausted} with the budget exhausted (kept, gold = source chunk)",
+            f"judge calls: {self.judge_calls} (budget {self.budget} per question), unparseable outputs: "
+            f"{self.unparseable} (counted as no); LLM calls {self.llm_calls}, cache hits {self.cache_hits}",
+        ]
+        if self.n_unlabelled:
+            lines.append(
+                f"WARNING: {self.n_unlabelled} question(s) have no source chunk and no judged gold; label them by "
+                "hand or raise the budget (calibrate_retriever refuses unlabelled examples)."
+            )
+        return "\n".join(lines)
+
+
+async def _ranking(rank: RankFn, question: str) -> list[tuple[str | None, str]]:
+    got = rank(question)
+    if inspect.isawaitable(got):
+        got = await got
+    return [(cid, text) for cid, text in got]
+
+
+async def alabel_examples(
+    examples: Sequence[CalibrationExample],
+    rank: RankFn,
+    judge: JudgeFn,
+    *,
+    budget: int = 5,
+    max_concurrency: int = 4,
+    judge_model: str | None = None,
+    progress: bool = False,
+) -> tuple[list[CalibrationExample], LabelReport]:
+    """Label examples by walking the host ranking with a judge (see the module docs).
+
+    Parameters
+    ----------
+    examples : sequence of CalibrationExample
+        Questions with an answer (``answers[0]`` is shown to the judge) and, for generated
+        questions, ``metadata["source_chunk_id"]``.
+    rank : callable
+        ``rank(question) -> [(chunk_id, text), ...]`` best first, sync or async (the host retriever).
+    judge : async callable
+        ``judge(question, answer, chunk_text) -> bool | None``.
+    budget : int
+        Chunks judged per question at most.
+    max_concurrency : int
+        Questions labelled at once (each walk is sequential).
+    judge_model : str, optional
+        Recorded in ``metadata["judge_model"]``.
+    progress : bool
+
+    Returns
+    -------
+    examples : list of CalibrationExample
+        Same order, none dropped. ``gold_ids`` is the gold chunk; metadata gains ``label_rule``,
+        ``gold_rank`` (1-based position in the host ranking, ``None`` if outside it),
+        ``judge_calls`` and ``judge_budget``.
+    report : LabelReport
+
+    Examples
+    --------
+    >>> ranking = [("c1", "Vikings raided France."), ("c2", "Rollo led the Normans."), ("src", "...")]
+    >>> async def judge(question, answer, text):
+    ...     return answer in text
+    >>> ex = CalibrationExample("Who led the Normans?", gold_ids=("src",), answers=("Rollo",),
+    ...                         metadata={"source_chunk_id": "src"})
+    >>> labelled, report = label_examples([ex], lambda q: ranking, judge)
+    >>> labelled[0].gold_ids, labelled[0].metadata["label_rule"], labelled[0].metadata["gold_rank"]
+    (('c2',), 'judge', 2)
+    >>> report.judge_calls
+    2
+    """
+    if budget < 0:
+        raise CalibrationError(f"The judge budget must be >= 0, got {budget}.")
+    examples = list(examples)
+    semaphore = asyncio.Semaphore(max_concurrency)
+    report = LabelReport(n=len(examples), budget=budget)
+    calls0, hits0 = getattr(judge, "llm_calls", 0), getattr(judge, "cache_hits", 0)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(examples), desc="labelling", unit="q", disable=not progress)
+
+    async def one(ex: CalibrationExample) -> CalibrationExample:
+        source = ex.metadata.get("source_chunk_id")
+        answer = ex.answers[0] if ex.answers else ""
+        async with semaphore:
+            ranking = await _ranking(rank, ex.question)
+            judged = 0
+            found: tuple[str, str | None, str, int] | None = None  # rule, id, text, position
+            for pos, (cid, text) in enumerate(ranking):
+                if source is not None and cid == source:
+                    found = (RULE_SOURCE, cid, text, pos)
+                    break
+                if judged >= budget:
+                    break
+                judged += 1
+                verdict = await judge(ex.question, answer, text)
+                if verdict is None:
+                    report.unparseable += 1
+                elif verdict:
+                    found = (RULE_JUDGE, cid, text, pos)
+                    break
+        report.judge_calls += judged
+        bar.update(1)
+        meta: dict[str, Any] = {"judge_calls": judged, "judge_budget": budget}
+        if judge_model is not None:
+            meta["judge_model"] = judge_model
+        if found is None:
+            ids = [cid for cid, _ in ranking]
+            report.budget_exhausted += 1
+            if source is None:  # keep the gold the question came with (hand labels), if any
+                ranks = [ids.index(g) + 1 for g in ex.gold_ids if g in ids]
+                meta |= {"label_rule": RULE_BUDGET, "gold_rank": min(ranks) if ranks else None}
+                if not ex.gold_ids and not ex.gold_texts:
+                    report.n_unlabelled += 1
+                return replace(ex, metadata=ex.metadata | meta)
+            meta |= {"label_rule": RULE_BUDGET, "gold_rank": ids.index(source) + 1 if source in ids else None}
+            return replace(ex, gold_ids=(source,), gold_texts=(), metadata=ex.metadata | meta)
+        rule, cid, text, pos = found
+        meta |= {"label_rule": rule, "gold_rank": pos + 1}
+        if rule == RULE_SOURCE:
+            report.by_source += 1
+        else:
+            report.by_judge += 1
+        if cid is None:  # a host document without an id: match it by text
+            return replace(ex, gold_ids=(), gold_texts=(text,), metadata=ex.metadata | meta)
+        return replace(ex, gold_ids=(cid,), gold_texts=(), metadata=ex.metadata | meta)
+
+    try:
+        out = list(await asyncio.gather(*(one(ex) for ex in examples)))
+    finally:
+        bar.close()
+    report.llm_calls = getattr(judge, "llm_calls", 0) - calls0
+    report.cache_hits = getattr(judge, "cache_hits", 0) - hits0
+    return out, report
+
+
+def label_examples(
+    examples: Sequence[CalibrationExample],
+    rank: RankFn,
+    judge: JudgeFn,
+    *,
+    budget: int = 5,
+    max_concurrency: int = 4,
+    judge_model: str | None = None,
+    progress: bool = False,
+) -> tuple[list[CalibrationExample], LabelReport]:
+    """Synchronous :func:`alabel_examples` (runs its own event loop)."""
+    return run_sync(
+        alabel_examples(
+            examples,
+            rank,
+            judge,
+            budget=budget,
+            max_concurrency=max_concurrency,
+            judge_model=judge_model,
+            progress=progress,
+        )
+    )

@@ -1,0 +1,1 @@
+"""The drift monitor: conformal test martingales on the served scores."""

@@ -1,0 +1,1025 @@
+"""``ConformalMonitor``: watch live queries for drift away from the calibration, without labels.
+
+Each query gives a label-free statistic (``top1``: the best candidate's host score;
+``gap``: best minus second best; ``set_size``: the conformal set's size). Its smoothed
+conformal p-value is computed against the same statistic on the calibration questions
+plus every earlier query (:class:`~conformal_rag_plugins.core.martingale.OnlineConformalTest`)
+and fed to the Simple Jumper test martingale. **Guarantee**: if the calibration questions
+and the stream are exchangeable (no drift), the probability that the monitor *ever* raises
+an alarm (``M_t >= 1/delta``) is at most ``delta``, over the whole stream (Ville's
+inequality). After a drift, the martingale grows and the alarm says when.
+
+With labels (user feedback, a judge, an audit), :meth:`ConformalMonitor.observe_label`
+also tracks the realised coverage with an anytime-valid confidence sequence and runs
+adaptive conformal inference (Gibbs and Candès, 2021), see
+:mod:`~conformal_rag_plugins.core.online_coverage`.
+
+**Like with like.** The reference and the stream go through one function,
+:func:`monitor_statistic`: a query's set size is taken at the threshold the retriever
+*served* it (its group's, for a per-group calibration), and a parent-level calibration's
+reference must hold parent scores, as its retriever serves them
+(``ConformalRetriever.pool_scores``, both frameworks). Combinations that cannot be compared
+are refused with an error saying what to pass. The label-free reference must be drawn from the
+live query population (every question, answerable or not), not only from answerable ones.
+
+**Restarts.** After an alarm, :meth:`ConformalMonitor.restart` begins a new test at
+``delta / 2**k`` for the ``k``-th restart (:func:`~conformal_rag_plugins.core.martingale.restart_delta`),
+so all restarted runs together raise a false alarm with probability below ``delta``; the seed
+of the tie-breaking uniforms is fixed at creation and a restarted run continues its steps.
+
+The monitor is tied to one calibration (fingerprint, threshold, checksum): queries from a
+retriever with another calibration, and a saved monitor loaded for another one, are
+refused. Updates hold a lock, so one monitor can serve concurrent queries. Its state is
+JSON (schema version, checksum, and an HMAC signature with ``signing_key`` or
+``$CONFORMAL_RAG_SIGNING_KEY``); loading replays every run of the stream and re-checks every
+p-value, martingale value, alarm and ``delta``. A checksum anybody can recompute: only a
+signature proves that a state was not cut before its alarm or re-saved with another ``delta``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import CalibrationError, CalibrationIntegrityError, ConformalError
+from ..core.martingale import (
+    STATISTICS,
+    OnlineConformalTest,
+    check_delta,
+    check_statistics,
+    query_statistic,
+    restart_delta,
+    strangeness,
+)
+from ..core.mondrian import check_group_label
+from ..core.online_coverage import aci_miss, aci_next_alpha, aci_threshold, coverage_confidence_sequence
+from ..core.retrieval_scores import keep_mask
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.groups import query_threshold, threshold_for
+from ..retrieval.parent_pools import PARENT_MARK, parent_unit_name
+from ..storage.jsonio import (
+    SIGNING_KEY_ENV,
+    check_signature,
+    loads_strict,
+    resolve_signing_key,
+    sign,
+    verify,
+    with_checksum,
+    write_json,
+)
+from ..storage.jsonio import decode_float as _dec
+from ..storage.jsonio import encode_float as _enc
+from .schema import MonitorFile, check_fields
+
+__all__ = [
+    "MONITOR_SCHEMA_VERSION",
+    "ConformalMonitor",
+    "MonitorUpdate",
+    "ServedScores",
+    "calibration_identity",
+    "calibration_unit",
+    "monitor_statistic",
+    "served_threshold",
+]
+
+#: Schema 2 adds the runs (restarts), the group of each label, ``grouped`` and the signature.
+MONITOR_SCHEMA_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
+_KIND = "conformal_rag_plugins.conformal_monitor"
+#: ``from_observations(groups=...)`` default: the groups the calibration recorded.
+_FROM_CALIBRATION = "calibration"
+
+
+def calibration_identity(calibration: RetrievalCalibration) -> dict[str, Any]:
+    """What ties a monitor to a calibration: fingerprint, threshold, alpha, family and file checksum.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins import Fingerprint
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
+    >>> sorted(calibration_identity(cal))
+    ['alpha', 'checksum', 'fingerprint', 'score_family', 'threshold']
+    """
+    if hasattr(calibration, "retrieval_stage"):
+        calibration = calibration.retrieval_stage()
+    return {
+        "fingerprint": calibration.fingerprint_.to_dict(),
+        "threshold": _enc(calibration.threshold_),
+        "alpha": calibration.alpha_,
+        "score_family": calibration.score_family_,
+        "checksum": calibration.to_dict()["checksum"],
+    }
+
+
+def calibration_unit(calibration: RetrievalCalibration | Any) -> str:
+    """The unit a calibration's retriever serves: ``"chunk"``, or ``"parent:max"`` / ``"parent:sum"`` (small-to-big).
+
+    Read from the fingerprint, which a parent-level calibration marks (see
+    :func:`~conformal_rag_plugins.retrieval.parent_pools.parent_fingerprint`).
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins import Fingerprint
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine", retriever="dense>parent:max")
+    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
+    >>> calibration_unit(cal)
+    'parent:max'
+    """
+    if hasattr(calibration, "retrieval_stage"):
+        calibration = calibration.retrieval_stage()
+    retriever = str(calibration.fingerprint_.retriever)
+    mark = PARENT_MARK + "parent:"
+    return retriever[retriever.rindex(mark) + len(PARENT_MARK) :] if mark in retriever else "chunk"
+
+
+def served_threshold(calibration: RetrievalCalibration | Any, group: str | None) -> float:
+    """The threshold a retriever serves a query of ``group`` (``None``: no group, the pooled threshold).
+
+    For a per-group calibration this is :func:`~conformal_rag_plugins.retrieval.groups.threshold_for`
+    (the group's own threshold, or the calibration's fallback); otherwise the calibration's threshold.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins import Fingerprint
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
+    >>> served_threshold(cal, None)
+    0.9
+    """
+    if getattr(calibration, "groups_", None):
+        return threshold_for(calibration, group)[0]
+    return float(calibration.threshold_)
+
+
+def monitor_statistic(
+    statistic: str, scores: Sequence[float] | np.ndarray, calibration: RetrievalCalibration | Any, group: str | None
+) -> float:
+    """The raw drift statistic of one query: the one function for the reference and the stream alike.
+
+    ``scores`` are the candidate scores best first, at the unit the retriever serves (parent
+    scores for a parent-level calibration). ``set_size`` is the size of the conformal set at
+    :func:`served_threshold` for the query's ``group`` (before ``min_k``/``max_k``); ``top1`` and
+    ``gap`` do not depend on the threshold.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins import Fingerprint
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> cal = RetrievalCalibration(0.25, 0.1, "split", "relative", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
+    >>> monitor_statistic("set_size", [0.9, 0.7, 0.5], cal, None), monitor_statistic("top1", [0.9, 0.7], cal, None)
+    (2.0, 0.9)
+    """
+    size = None
+    if statistic == "set_size":
+        size = int(keep_mask(calibration.score_family_, scores, served_threshold(calibration, group)).sum())
+    return query_statistic(statistic, scores, size)
+
+
+@dataclass(frozen=True)
+class ServedScores:
+    """One query's candidate scores as a ``ConformalRetriever`` serves them: the monitor's input.
+
+    ``ConformalRetriever.pool_scores(question)`` (both frameworks) returns it: the scores best
+    first after the parent aggregation of a small-to-big retriever, the unit they are at, and
+    the query's group (``None`` when the retriever serves the pooled threshold). Built for every
+    calibration question, they make a reference that is computed exactly like the stream.
+
+    Attributes
+    ----------
+    scores : tuple of float
+        Best first.
+    unit : str
+        ``"chunk"`` or ``"parent:<aggregation>"``.
+    group : str or None
+        The query's group for a per-group calibration.
+    """
+
+    scores: tuple[float, ...]
+    unit: str = "chunk"
+    group: str | None = None
+
+    @classmethod
+    def of_query(
+        cls,
+        calibration: RetrievalCalibration | Any,
+        scores: Iterable[float],
+        query: str,
+        *,
+        group: str | None,
+        group_by: Any,
+        parent_how: str | None,
+    ) -> ServedScores:
+        """A retriever's pool scores for ``query``, with the unit (``parent_how``: the aggregation of a
+        small-to-big retriever, else ``None``) and the group whose threshold the query is served."""
+        _, meta = query_threshold(calibration, group, group_by, query)
+        unit = "chunk" if parent_how is None else parent_unit_name(parent_how)
+        return cls(tuple(float(s) for s in scores), unit, meta.get("conformal_group"))
+
+
+@dataclass(frozen=True)
+class MonitorUpdate:
+    """What one query did to the monitor.
+
+    Attributes
+    ----------
+    index : int
+        0-based position of the query in the stream (over every run).
+    statistic : float
+    p_value : float
+    martingale : float
+        ``M_t`` of the current run (``inf`` if it overflowed a float; the monitor keeps its logarithm).
+    alarm : bool
+        Whether the current run has raised the alarm (now or earlier).
+    """
+
+    index: int
+    statistic: float
+    p_value: float
+    martingale: float
+    alarm: bool
+
+
+@dataclass
+class _Run:
+    """One run of the drift test: the first, or one begun by a restart after an alarm."""
+
+    start: int
+    test: OnlineConformalTest
+    started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+    @property
+    def alarm_at(self) -> int | None:
+        return None if self.test.alarm_at is None else self.start + self.test.alarm_at
+
+
+class ConformalMonitor:
+    """Drift alarm with a false-alarm probability of at most ``delta`` over the whole stream.
+
+    Parameters
+    ----------
+    calibration : RetrievalCalibration or AnswerSetCalibration
+        The calibration the monitored retriever uses.
+    reference : iterable of float
+        The raw statistic (see ``statistic``) of each reference question, computed as the
+        stream's is (:func:`monitor_statistic`); :meth:`from_observations` computes it from the
+        questions' pools. The reference must come from the live query population (every
+        question of the calibration file, answerable or not, asked of the same retriever).
+    statistic : {"top1", "gap", "set_size"}, default "top1"
+        ``top1`` and ``gap`` are fixed functions of a query's host scores, so calibration and
+        stream statistics are exchangeable when the questions are. ``set_size`` uses the
+        threshold fitted on the calibration questions, so their own set sizes are slightly
+        favoured; prefer a reference of questions not used for the threshold with it.
+    delta : float, default 0.01
+        False-alarm probability of the first run; the alarm is at ``M_t >= 1/delta``. The
+        ``k``-th :meth:`restart` tests at ``delta / 2**k``.
+    jump : float, default 0.01
+        Simple Jumper switching rate.
+    seed : int, default 0
+        Seed of the tie-breaking uniforms of the smoothed p-values, fixed here and saved: a
+        replay, and every restarted run, draws from it (query ``i`` of the stream draws the
+        ``i``-th uniform).
+    coverage_delta : float, optional
+        Error of the coverage confidence sequence (default ``delta``).
+    aci_gamma : float, default 0.005
+        Step size of adaptive conformal inference.
+    grouped : bool, optional
+        For a per-group calibration: whether the monitored retriever serves each query its
+        group's threshold (``group=``/``group_by=``; the default) or the pooled one (``False``).
+        A ``set_size`` query or a labelled nonconformity that was served the other way is refused.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins import Fingerprint
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
+    >>> mon = ConformalMonitor(cal, reference=[0.8, 0.7, 0.9, 0.85, 0.75], delta=0.05)
+    >>> mon.observe([0.8, 0.6]).p_value > 0, mon.alarm
+    (True, False)
+    >>> mon.observe_label(True).coverage_interval() == (0.0, 1.0)
+    False
+    """
+
+    def __init__(
+        self,
+        calibration: RetrievalCalibration | Any,
+        *,
+        reference: Iterable[float],
+        statistic: str = "top1",
+        delta: float = 0.01,
+        jump: float = 0.01,
+        seed: int = 0,
+        coverage_delta: float | None = None,
+        aci_gamma: float = 0.005,
+        grouped: bool | None = None,
+    ) -> None:
+        if hasattr(calibration, "retrieval_stage"):
+            calibration = calibration.retrieval_stage()
+        if statistic not in STATISTICS:
+            raise ConformalError(f"Unknown drift statistic {statistic!r}; choose one of {', '.join(STATISTICS)}.")
+        if not (isinstance(aci_gamma, int | float) and math.isfinite(aci_gamma) and aci_gamma > 0):
+            raise ConformalError(f"aci_gamma must be a positive number, got {aci_gamma!r}.")
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ConformalError(f"seed must be a non-negative integer, got {seed!r}.")
+        if statistic == "set_size" and getattr(calibration, "chunk_group_key_", None):
+            raise ConformalError(
+                "statistic='set_size' is not available for a per-chunk-group calibration "
+                f"(chunk_group_key={calibration.chunk_group_key_!r}): each chunk is kept against its own group's "
+                "threshold, so the set size depends on the chunks' groups. Monitor 'top1' or 'gap' instead."
+            )
+        has_groups = bool(getattr(calibration, "groups_", None))
+        if grouped and not has_groups:
+            raise ConformalError("grouped=True needs a per-group calibration: calibrate with group_by=... first.")
+        self.calibration = calibration
+        self.statistic = statistic
+        self.grouped = has_groups if grouped is None else bool(grouped)
+        self.reference = check_statistics(reference, "calibration statistic")
+        self.coverage_delta = check_delta(coverage_delta if coverage_delta is not None else delta, "coverage_delta")
+        self.aci_gamma = float(aci_gamma)
+        self.identity = calibration_identity(calibration)
+        self.created_at = datetime.now(timezone.utc).isoformat()
+        self._strange = [strangeness(statistic, v) for v in self.reference]
+        first = OnlineConformalTest(self._strange, delta=delta, jump=jump, seed=int(seed))
+        self._runs: list[_Run] = [_Run(0, first, self.created_at)]
+        self.stream: list[float] = []
+        self.labels: list[tuple[bool, float | None]] = []
+        self.label_groups: list[str | None] = []  # the group each label was served (None: pooled / unknown)
+        self.aci_alpha = float(calibration.alpha_)
+        self.aci_errors: list[bool] = []  # err_t of every label with a nonconformity
+        self._lock = threading.RLock()
+        self._verified: list[Any] = [calibration]  # calibration objects already checked (kept alive: id reuse)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_observations(
+        cls,
+        calibration: RetrievalCalibration | Any,
+        observations: Sequence[Any],
+        *,
+        groups: Sequence[str | None] | str | None = _FROM_CALIBRATION,
+        unit: str | None = None,
+        **kwargs: Any,
+    ) -> ConformalMonitor:
+        """Build the reference from the reference questions' pools, with :func:`monitor_statistic`.
+
+        Each item is one question's candidate scores: a :class:`ServedScores` from
+        ``ConformalRetriever.pool_scores(question)`` (the retriever's own scores, unit and group:
+        the reference is then computed exactly like the stream), a ``PoolObservation`` of the
+        calibration, or a list of the host's scores (any order; sorted best first here). Draw the
+        questions from the live query population: every question of the calibration file,
+        answerable or not.
+
+        Parameters
+        ----------
+        calibration : RetrievalCalibration or AnswerSetCalibration
+        observations : sequence
+            See above.
+        groups : sequence of str, None or "calibration", default "calibration"
+            Per-group calibrations only. The group of each observation (its set size is taken at
+            that group's threshold, as the retriever serves it). ``"calibration"`` takes it from each
+            :class:`ServedScores`, or from the calibration's own record of a ``PoolObservation``'s
+            question. ``None``: the retriever is used without groups (pooled threshold).
+        unit : str, optional
+            The unit of plain score lists: ``"chunk"`` (the default) or, for a parent-level
+            calibration, ``"parent:max"``/``"parent:sum"`` to confirm that the lists hold parent scores.
+        **kwargs
+            The other arguments of :class:`ConformalMonitor`.
+
+        Raises
+        ------
+        ConformalError
+            Chunk scores for a parent-level calibration (or the other way round), or a
+            ``set_size`` reference whose questions' groups are not known.
+
+        Examples
+        --------
+        >>> from conformal_rag_plugins import Fingerprint
+        >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+        >>> scores = tuple(i / 10 for i in range(1, 10))
+        >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, scores, fp)
+        >>> ConformalMonitor.from_observations(cal, [[0.5, 0.9], [0.7, 0.2]]).reference
+        [0.9, 0.7]
+        """
+        if hasattr(calibration, "retrieval_stage"):
+            calibration = calibration.retrieval_stage()
+        statistic = kwargs.get("statistic", "top1")
+        items = list(observations)
+        want = calibration_unit(calibration)
+        if unit is not None and unit != want:
+            raise ConformalError(_unit_mismatch(want, unit))
+        scores_of = [_observation_scores(o, want, unit) for o in items]
+        labels, grouped = _reference_groups(calibration, items, groups, statistic)
+        if "grouped" in kwargs and kwargs["grouped"] is not None and bool(kwargs["grouped"]) != grouped:
+            raise ConformalError(
+                f"grouped={kwargs['grouped']} contradicts groups= ({'per group' if grouped else 'pooled'})."
+            )
+        kwargs["grouped"] = grouped
+        reference = [monitor_statistic(statistic, s, calibration, g) for s, g in zip(scores_of, labels, strict=True)]
+        return cls(calibration, reference=reference, **kwargs)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def delta(self) -> float:
+        """False-alarm probability of the current run (``base_delta / 2**restarts``)."""
+        return self._runs[-1].test.delta
+
+    @property
+    def base_delta(self) -> float:
+        """The ``delta`` the monitor was created with (the first run's)."""
+        return self._runs[0].test.delta
+
+    @property
+    def threshold(self) -> float:
+        """The alarm level ``1/delta`` of the current run's martingale."""
+        return 1.0 / self.delta
+
+    @property
+    def jump(self) -> float:
+        """Simple Jumper switching rate."""
+        return self._runs[0].test.martingale.jump
+
+    @property
+    def seed(self) -> int:
+        """Seed of the tie-breaking uniforms (fixed at creation)."""
+        return self._runs[0].test.seed
+
+    @property
+    def restarts(self) -> int:
+        """How many times the monitor was restarted after an alarm."""
+        return len(self._runs) - 1
+
+    @property
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run: ``{"start", "delta", "alarm_at", "started_at"}`` (stream indices are 0-based, global)."""
+        with self._lock:
+            return [
+                {"start": r.start, "delta": r.test.delta, "alarm_at": r.alarm_at, "started_at": r.started_at}
+                for r in self._runs
+            ]
+
+    @property
+    def alarms(self) -> list[int]:
+        """The stream index of every alarm raised, one per run that alarmed."""
+        with self._lock:
+            return [r.alarm_at for r in self._runs if r.alarm_at is not None]
+
+    @property
+    def n_stream(self) -> int:
+        """Queries observed (over every run)."""
+        return len(self.stream)
+
+    @property
+    def alarm_at(self) -> int | None:
+        """0-based stream index of the query that raised the current run's alarm, or ``None``."""
+        return self._runs[-1].alarm_at
+
+    @property
+    def alarm(self) -> bool:
+        """Whether the current run has raised the drift alarm."""
+        return self._runs[-1].test.alarm_at is not None
+
+    @property
+    def p_values(self) -> list[float]:
+        """The p-value of each observed query (every run)."""
+        with self._lock:
+            return [p for r in self._runs for p in r.test.p_values]
+
+    @property
+    def log_martingale(self) -> list[float]:
+        """``log M_t`` after each query, of the run the query belongs to."""
+        with self._lock:
+            return [v for r in self._runs for v in r.test.log_path]
+
+    @property
+    def martingale(self) -> list[float]:
+        """``M_t`` after each query (``inf`` beyond float range)."""
+        return [_exp(v) for v in self.log_martingale]
+
+    # ------------------------------------------------------------------ updates
+    def check_calibration(self, calibration: RetrievalCalibration | Any) -> None:
+        """Raise unless ``calibration`` is the one this monitor was built for.
+
+        Raises :class:`~conformal_rag_plugins.core.errors.FingerprintMismatchError` for another
+        pipeline and :class:`CalibrationError` for another calibration of the same pipeline.
+        """
+        if any(calibration is c for c in self._verified):
+            return
+        other = calibration_identity(calibration)
+        if other != self.identity:
+            from ..retrieval.fingerprint import Fingerprint
+
+            Fingerprint.from_dict(self.identity["fingerprint"]).check_compatible(
+                Fingerprint.from_dict(other["fingerprint"])
+            )
+            raise CalibrationError(
+                "This monitor belongs to another calibration (threshold "
+                f"{self.identity['threshold']} at alpha={self.identity['alpha']}, checksum "
+                f"{self.identity['checksum'][:12]}...; got threshold {other['threshold']} at alpha={other['alpha']}, "
+                f"checksum {other['checksum'][:12]}...): its statistics are not comparable. Build a new monitor "
+                "for the new calibration."
+            )
+        with self._lock:
+            self._verified.append(calibration)
+
+    def _served_group(self, group: Any, what: str) -> str | None:
+        """The query's group, checked against how the reference was served (``what``: the value that depends on it)."""
+        has_groups = bool(getattr(self.calibration, "groups_", None))
+        if group is not None:
+            if not has_groups:
+                raise ConformalError("group= needs a per-group calibration: this calibration has one threshold.")
+            group = check_group_label(group, " (group=)")
+        if has_groups and (group is not None) != self.grouped:
+            if self.grouped:
+                raise ConformalError(
+                    f"This monitor watches a per-group retriever, but the {what} came without the query's group: "
+                    "pass group= (the group the retriever served), or build the monitor with groups=None "
+                    "(grouped=False) for a retriever used without groups."
+                )
+            raise ConformalError(
+                f"This monitor's reference was served the pooled threshold (groups=None), but the {what} was served "
+                f"the threshold of group {group!r}: the two are not comparable. Build the monitor with the "
+                "calibration's groups (the default) for a per-group retriever."
+            )
+        return group
+
+    def observe(
+        self,
+        scores: Sequence[float] | np.ndarray,
+        *,
+        set_size: int | None = None,
+        calibration: Any = None,
+        group: str | None = None,
+    ) -> MonitorUpdate:
+        """Update with one query's candidate scores (best first).
+
+        The statistic is :func:`monitor_statistic` of ``scores`` for the query's ``group`` (the
+        group whose threshold the retriever served; ``None`` without groups), the function the
+        reference was computed with. ``set_size`` (what the retrievers pass) must agree with it.
+        ``calibration`` (also passed by the retrievers) is checked to be the monitor's own.
+        """
+        if calibration is not None:
+            self.check_calibration(calibration)
+        if self.statistic == "set_size":
+            group = self._served_group(group, "set size")
+        elif group is not None:
+            group = check_group_label(group, " (group=)")
+        value = monitor_statistic(self.statistic, scores, self.calibration, group)
+        if self.statistic == "set_size" and set_size is not None and int(set_size) != value:
+            raise ConformalError(
+                f"The query's set size {set_size} is not the {int(value)} of its scores at the threshold "
+                f"{served_threshold(self.calibration, group)} served for "
+                f"{'group ' + repr(group) if group is not None else 'it'}: the reference holds set sizes at that "
+                "threshold."
+            )
+        return self.observe_statistic(value)
+
+    def observe_statistic(self, value: float) -> MonitorUpdate:
+        """Update with one query's raw statistic (for a stream computed elsewhere with :func:`monitor_statistic`)."""
+        value = check_statistics([value])[0]
+        with self._lock:
+            run = self._runs[-1]
+            p = run.test.update(strangeness(self.statistic, value))
+            self.stream.append(value)
+            return MonitorUpdate(len(self.stream) - 1, value, p, _exp(run.test.log_path[-1]), self.alarm)
+
+    def restart(self) -> ConformalMonitor:
+        """Begin a new run after an alarm, at ``delta / 2**k`` for the ``k``-th restart.
+
+        The new run's p-values are computed against the reference (plus its own queries), not
+        the queries before the restart, and its martingale starts at 1. The restart is recorded in
+        the state (:attr:`runs`); the seed stays the one fixed at creation and the uniforms go on
+        from the stream position. Halving ``delta`` at every restart keeps the false-alarm
+        probability of all restarted runs together below ``delta``, however many there are.
+
+        Raises
+        ------
+        ConformalError
+            The current run has not raised an alarm (nothing to restart).
+
+        Examples
+        --------
+        >>> monitor.restart().delta  # doctest: +SKIP
+        0.005
+        """
+        with self._lock:
+            if not self.alarm:
+                raise ConformalError(
+                    "The monitor has not raised an alarm: there is nothing to restart (every restart halves "
+                    "the false-alarm level delta of the runs after it)."
+                )
+            self._begin_run()
+        return self
+
+    def _begin_run(self, started_at: str | None = None) -> None:
+        k = len(self._runs)
+        first = self._runs[0].test
+        test = OnlineConformalTest(
+            self._strange,
+            delta=restart_delta(first.delta, k),
+            jump=first.martingale.jump,
+            seed=first.seed,
+            first_step=len(self.stream),
+        )
+        run = _Run(len(self.stream), test) if started_at is None else _Run(len(self.stream), test, started_at)
+        self._runs.append(run)
+
+    def observe_label(
+        self, covered: bool | None = None, *, nonconformity: float | None = None, group: str | None = None
+    ) -> ConformalMonitor:
+        """Record a label for a served query.
+
+        Parameters
+        ----------
+        covered : bool, optional
+            Whether the returned set held a gold chunk (user feedback, a judge).
+        nonconformity : float, optional
+            The gold chunk's nonconformity on the calibration's scale (``+inf`` = not in the
+            pool). It gives ``covered`` (finite and ``<=`` the threshold served for the query's
+            ``group``) and drives adaptive conformal inference: ``err_t`` is whether the set at
+            the current :attr:`aci_alpha` missed. A gold chunk outside the pool is a miss even at
+            a ``+inf`` threshold. Without it only the coverage confidence sequence moves.
+        group : str, optional
+            The query's group, for a per-group calibration: the hit is judged against that
+            group's threshold (``None``: the pooled threshold, for a retriever used without groups).
+        """
+        if nonconformity is not None:
+            group = self._served_group(group, "label")
+            r = float(nonconformity)
+            if math.isnan(r):
+                raise ConformalError("A NaN nonconformity label; pass the gold chunk's score or +inf for a miss.")
+            threshold = served_threshold(self.calibration, group)
+            hit = not aci_miss(r, threshold)
+            if covered is not None and bool(covered) != hit:
+                raise ConformalError(
+                    f"covered={covered} contradicts nonconformity {r} against the threshold {threshold}."
+                )
+            covered = hit
+        elif group is not None:
+            group = self._served_group(group, "label")
+        if covered is None:
+            raise ConformalError("Pass covered=True/False or the gold's nonconformity.")
+        with self._lock:
+            self._add_label(bool(covered), None if nonconformity is None else float(nonconformity), group)
+        return self
+
+    def _add_label(self, covered: bool, nonconformity: float | None, group: str | None = None) -> None:
+        if nonconformity is not None:
+            miss = aci_miss(nonconformity, aci_threshold(self.calibration.scores_, self.aci_alpha))
+            self.aci_alpha = aci_next_alpha(self.aci_alpha, self.calibration.alpha_, self.aci_gamma, miss)
+            self.aci_errors.append(miss)
+            covered = covered and math.isfinite(nonconformity)  # older files: covered at a +inf threshold
+        self.labels.append((covered, nonconformity))
+        self.label_groups.append(group)
+
+    @property
+    def aci_miss_rate(self) -> float:
+        """Share of the labels with a nonconformity whose ACI set missed (``nan`` before any).
+
+        The set at ``alpha_t <= 0`` keeps every candidate, but a gold chunk outside the pool is
+        still a miss, so this is the served sets' real miss rate; when it stays above ``alpha``
+        the pool itself is too small.
+        """
+        with self._lock:
+            return sum(self.aci_errors) / len(self.aci_errors) if self.aci_errors else math.nan
+
+    def coverage_interval(self) -> tuple[float, float]:
+        """Anytime-valid ``1 - coverage_delta`` interval for the realised coverage of the labelled queries."""
+        with self._lock:
+            hits = sum(1 for c, _ in self.labels if c)
+            return coverage_confidence_sequence(hits, len(self.labels), self.coverage_delta)
+
+    def aci_threshold(self) -> float:
+        """The ACI threshold at the current :attr:`aci_alpha` (``+inf``: keep all; ``-inf``: empty set)."""
+        return aci_threshold(self.calibration.scores_, self.aci_alpha)
+
+    def summary(self) -> str:
+        """One line for logs."""
+        log_path = self._runs[-1].test.log_path
+        m = log_path[-1] if log_path else 0.0
+        alarm = f"ALARM at query {self.alarm_at}" if self.alarm else "no alarm"
+        restarts = f", {self.restarts} restart(s)" if self.restarts else ""
+        return (
+            f"{self.statistic} monitor: {self.n_stream} queries, martingale {_exp(m):.3g} "
+            f"(alarm at {self.threshold:g}), {alarm}{restarts}, {len(self.labels)} labels"
+        )
+
+    # ------------------------------------------------------------------ JSON
+    def to_dict(self, *, signing_key: str | bytes | None = None) -> dict[str, Any]:
+        """JSON-ready state with the schema version, a SHA-256 checksum and, with a key, an HMAC signature.
+
+        Like the calibrations' ``to_dict``, this signs only with an explicit ``signing_key``;
+        :meth:`save` also reads ``$CONFORMAL_RAG_SIGNING_KEY``.
+        """
+        with self._lock:
+            payload = {
+                "kind": _KIND,
+                "schema_version": MONITOR_SCHEMA_VERSION,
+                "statistic": self.statistic,
+                "delta": self.base_delta,
+                "coverage_delta": self.coverage_delta,
+                "jump": self.jump,
+                "aci_gamma": self.aci_gamma,
+                "seed": self.seed,
+                "calibration": dict(self.identity),
+                "grouped": self.grouped,
+                "reference": [_enc(v) for v in self.reference],
+                "stream": [_enc(v) for v in self.stream],
+                "p_values": self.p_values,
+                "log_martingale": self.log_martingale,
+                "alarm_at": self.alarm_at,
+                "runs": self.runs,
+                "labels": [
+                    {"covered": c, "nonconformity": None if r is None else _enc(r), "group": g}
+                    for (c, r), g in zip(self.labels, self.label_groups, strict=True)
+                ],
+                "aci_alpha": self.aci_alpha,
+                "created_at": self.created_at,
+            }
+        key = resolve_signing_key(signing_key) if signing_key is not None else None
+        return with_checksum(sign(payload, key))
+
+    @classmethod
+    def from_dict(
+        cls, data: dict[str, Any], calibration: RetrievalCalibration | Any, *, signing_key: str | bytes | None = None
+    ) -> ConformalMonitor:
+        """Verify a dict from :meth:`to_dict` for ``calibration``, replay it and check every stored value.
+
+        With ``signing_key`` a state without a valid signature is refused: a checksum anybody can
+        recompute after cutting the stream before its alarm or changing ``delta``, a signature
+        only the key holder can. A schema 1 state (before restarts and signatures) loads with a
+        :class:`UserWarning`, and is refused when a key is given.
+
+        Raises
+        ------
+        CalibrationIntegrityError
+            Wrong kind, version, checksum, signature or field; or a stored p-value, martingale
+            value, alarm, ``delta`` of a run or ACI level that the replay does not reproduce.
+        FingerprintMismatchError, CalibrationError
+            The file belongs to another calibration.
+        """
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        verify(data, _KIND, version if version in _READABLE_VERSIONS else MONITOR_SCHEMA_VERSION)
+        if signing_key is not None:
+            _check_monitor_signature(data, resolve_signing_key(signing_key))
+        check_fields(MonitorFile, data, "drift monitor")
+        base = float(data["delta"])
+        runs = data.get("runs") or [
+            {"start": 0, "delta": base, "alarm_at": data["alarm_at"], "started_at": str(data["created_at"])}
+        ]
+        mon = cls(
+            calibration,
+            reference=[_dec(v) for v in data["reference"]],
+            statistic=data["statistic"],
+            delta=base,
+            jump=data["jump"],
+            seed=data["seed"],
+            coverage_delta=data["coverage_delta"],
+            aci_gamma=data["aci_gamma"],
+            grouped=bool(data.get("grouped", False)),  # schema 1 took set sizes at the pooled threshold
+        )
+        stored = dict(data["calibration"])
+        if stored != mon.identity:
+            mon.identity = stored
+            mon._verified = []
+            mon.check_calibration(calibration)  # raises, naming what differs
+        mon.created_at = str(data["created_at"])
+        mon._runs[0].started_at = str(runs[0]["started_at"])
+        _replay_runs(mon, [_dec(v) for v in data["stream"]], runs, base)
+        groups = []
+        for i, label in enumerate(data["labels"]):
+            r = label.get("nonconformity")
+            r = None if r is None else _dec(r)
+            group = label.get("group")
+            if version != 1 and r is not None:
+                _check_label(mon, i, bool(label["covered"]), r, group)
+            mon._add_label(bool(label["covered"]), r, group)
+            groups.append(group)
+        _same(mon.p_values, data["p_values"], "p-values")
+        _same(mon.log_martingale, data["log_martingale"], "martingale values")
+        if mon.alarm_at != data["alarm_at"]:
+            raise CalibrationIntegrityError(
+                f"The stored alarm_at {data['alarm_at']!r} disagrees with {mon.alarm_at!r} from the replayed stream."
+            )
+        if not math.isclose(mon.aci_alpha, float(data["aci_alpha"]), rel_tol=1e-9, abs_tol=1e-12):
+            legacy = _legacy_aci_alpha(
+                mon, [None if x.get("nonconformity") is None else _dec(x["nonconformity"]) for x in data["labels"]]
+            )
+            _same([legacy], [data["aci_alpha"]], "ACI alpha")
+            warnings.warn(
+                "This monitor was saved by a version that counted a gold chunk outside the pool as covered "
+                f"when the ACI threshold was +inf; its ACI level is replayed as {mon.aci_alpha!r} instead of the "
+                f"stored {data['aci_alpha']!r}.",
+                UserWarning,
+                stacklevel=2,
+            )
+        if version == 1:
+            _warn_schema_1(mon)
+        return mon
+
+    def save(self, path: str | Path, *, signing_key: str | bytes | None = None) -> Path:
+        """Write the state as JSON (never pickle), atomically.
+
+        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) the state carries an HMAC-SHA256
+        signature, and :meth:`load` with the key refuses a state that was edited (a stream cut
+        before its alarm, another ``delta``, an erased alarm). Without a key only the checksum is
+        written, which anybody can recompute: only a signature proves that a state is unchanged.
+        """
+        return write_json(path, self.to_dict(signing_key=resolve_signing_key(signing_key)))
+
+    @classmethod
+    def load(
+        cls, path: str | Path, calibration: RetrievalCalibration | Any, *, signing_key: str | bytes | None = None
+    ) -> ConformalMonitor:
+        """Read, verify and replay a file from :meth:`save`; refuse it for another calibration.
+
+        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) a state without a valid
+        signature is refused.
+
+        Examples
+        --------
+        >>> mon = ConformalMonitor.load("monitor.json", cal)  # doctest: +SKIP
+        """
+        try:
+            key = resolve_signing_key(signing_key)
+            return cls.from_dict(_read_state(path), calibration, signing_key=key)
+        except CalibrationIntegrityError as exc:
+            raise CalibrationIntegrityError(f"{path}: {exc}") from None
+
+
+def _unit_mismatch(want: str, got: str) -> str:
+    if want == "chunk":
+        return (
+            f"This calibration is chunk-level, but the reference scores are {got} scores: build the reference "
+            "from the chunk scores its retriever serves (retriever.pool_scores(question))."
+        )
+    return (
+        f"This calibration is parent-level ({want}): its retriever serves the monitor parent scores "
+        f"aggregated from the chunks, so the reference must hold the same. Build it with "
+        f"retriever.pool_scores(question) on the parent-level ConformalRetriever, or pass unit={want!r} "
+        f"if these lists already hold parent scores (got {got})."
+    )
+
+
+def _observation_scores(item: Any, want: str, unit: str | None) -> np.ndarray:
+    """Best-first scores of one reference item, refusing scores at another unit than the calibration's."""
+    if isinstance(item, ServedScores):
+        if item.unit != want:
+            raise ConformalError(_unit_mismatch(want, item.unit))
+    elif not hasattr(item, "gold_positions") and unit is None and want != "chunk":
+        raise ConformalError(_unit_mismatch(want, "plain (presumably chunk)"))
+    return -np.sort(-np.asarray(getattr(item, "scores", item), dtype=float))
+
+
+def _reference_groups(
+    cal: Any, items: Sequence[Any], groups: Sequence[str | None] | str | None, statistic: str
+) -> tuple[list[str | None], bool]:
+    """The group each reference item was served, and whether the monitored retriever serves per group."""
+    has_groups = bool(getattr(cal, "groups_", None))
+    n = len(items)
+    if groups is None:
+        return [None] * n, False
+    if isinstance(groups, str):
+        if groups != _FROM_CALIBRATION:
+            raise ConformalError(f"groups must be a sequence of group labels, None or 'calibration', got {groups!r}.")
+        if not has_groups:
+            return [None] * n, False
+        of_question = dict(zip(cal.question_ids_, cal.group_labels_, strict=False)) if cal.question_ids_ else {}
+        labels: list[str | None] = []
+        for o in items:
+            if isinstance(o, ServedScores):
+                labels.append(o.group)
+            else:
+                qid = getattr(o, "question_id", None)
+                labels.append(of_question.get(str(qid)) if qid is not None else None)
+        if items and all(isinstance(o, ServedScores) and o.group is None for o in items):
+            return labels, False  # every question served the pooled threshold: a retriever without groups
+    else:
+        if not has_groups and any(g is not None for g in groups):
+            raise ConformalError("groups= needs a per-group calibration: this calibration has one threshold.")
+        labels = [None if g is None else check_group_label(g, f" (groups[{i}])") for i, g in enumerate(groups)]
+        if len(labels) != n:
+            raise ConformalError(f"{len(labels)} groups for {n} reference observations.")
+        if not has_groups:
+            return labels, False
+    missing = [i for i, g in enumerate(labels) if g is None]
+    if statistic == "set_size" and missing:
+        raise ConformalError(
+            f"The set_size reference needs the group of every question (a per-group retriever serves each its "
+            f"group's threshold), but {len(missing)} of {n} have none (first: observation {missing[0]}): pass "
+            "groups=[...] (one per observation), the ServedScores of retriever.pool_scores(question), or "
+            "groups=None for a retriever used without groups."
+        )
+    return labels, True
+
+
+def _check_monitor_signature(data: dict[str, Any], key: bytes | None) -> None:
+    """The shared HMAC check (:func:`~.jsonio.check_signature`), with the monitor's own words."""
+    if key is None:
+        return
+    if not isinstance(data.get("signature"), str):
+        raise CalibrationIntegrityError(
+            f"The drift monitor state is not signed, but a signing key is set (argument or ${SIGNING_KEY_ENV}): "
+            "only signed states are accepted (an unsigned one may have been cut before its alarm). Load it "
+            "without the key and save it with the key to sign it, if you trust it."
+        )
+    try:
+        check_signature(data, key)
+    except CalibrationIntegrityError:
+        raise CalibrationIntegrityError(
+            "The drift monitor state's signature does not match the signing key: it was edited (a stream cut "
+            "before its alarm, another delta, an erased alarm) or signed with another key."
+        ) from None
+
+
+def _read_state(path: str | Path) -> dict[str, Any]:
+    """Read a state file of any readable schema version and check its kind, version and checksum."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise CalibrationIntegrityError("not UTF-8 JSON; it is corrupted") from None
+    data = loads_strict(text)
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    return verify(data, _KIND, version if version in _READABLE_VERSIONS else MONITOR_SCHEMA_VERSION)
+
+
+def _replay_runs(mon: ConformalMonitor, stream: Sequence[float], runs: Sequence[dict[str, Any]], base: float) -> None:
+    """Replay every run: each restart must follow an alarm, and run ``k`` must test at ``base / 2**k``."""
+    for k, run in enumerate(runs):
+        want = restart_delta(base, k)
+        if not math.isclose(float(run["delta"]), want, rel_tol=1e-12, abs_tol=0.0):
+            raise CalibrationIntegrityError(
+                f"Run {k} records delta {run['delta']!r}, but after {k} restart(s) of a monitor created at "
+                f"delta={base!r} it is {want!r}: the file was edited."
+            )
+        if k:
+            if not mon.alarm:
+                raise CalibrationIntegrityError(
+                    f"Run {k} starts at query {run['start']}, but the run before it raised no alarm on replay: "
+                    "a restart only follows an alarm; the file was edited."
+                )
+            mon._begin_run(str(run["started_at"]))
+        end = runs[k + 1]["start"] if k + 1 < len(runs) else len(stream)
+        for v in stream[int(run["start"]) : int(end)]:
+            mon.observe_statistic(v)
+        if mon.alarm_at != run["alarm_at"]:
+            raise CalibrationIntegrityError(
+                f"Run {k} records alarm_at {run['alarm_at']!r}, but its replay gives {mon.alarm_at!r}: "
+                "the file was edited or corrupted."
+            )
+
+
+def _check_label(mon: ConformalMonitor, i: int, covered: bool, r: float, group: str | None) -> None:
+    threshold = served_threshold(mon.calibration, group)
+    if covered != (not aci_miss(r, threshold)):
+        raise CalibrationIntegrityError(
+            f"Label {i} says covered={covered}, but its nonconformity {r} against the threshold {threshold} served "
+            f"for {'group ' + repr(group) if group is not None else 'it'} says otherwise: the file was edited."
+        )
+
+
+def _warn_schema_1(mon: ConformalMonitor) -> None:
+    extra = ""
+    if getattr(mon.calibration, "groups_", None):
+        extra = (
+            " Its set sizes were taken at the pooled threshold and its labels judged against it, so it is loaded "
+            "as a monitor of a retriever without groups (a per-group retriever's set sizes and labels are "
+            "refused): rebuild it for a per-group retriever."
+        )
+    warnings.warn(
+        "This drift monitor state was saved before schema 2: it has no signature, so nothing proves that its "
+        "stream was not cut before an alarm (the replay only proves it self-consistent). Save it again (with a "
+        f"signing key) to write schema 2.{extra}",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def _legacy_aci_alpha(mon: ConformalMonitor, nonconformities: Sequence[float | None]) -> float:
+    """The ACI level older versions stored: they did not count a miss at a ``+inf`` threshold (``inf > inf``)."""
+    alpha = float(mon.calibration.alpha_)
+    for r in nonconformities:
+        if r is not None:
+            miss = r > aci_threshold(mon.calibration.scores_, alpha)
+            alpha = aci_next_alpha(alpha, mon.calibration.alpha_, mon.aci_gamma, miss)
+    return alpha
+
+
+def _exp(log_value: float) -> float:
+    return math.exp(log_value) if log_value < 709.0 else math.inf
+
+
+def _same(replayed: Sequence[float], stored: Sequence[float], what: str) -> None:
+    for i, (a, b) in enumerate(zip(replayed, stored, strict=True)):
+        if not math.isclose(a, float(b), rel_tol=1e-9, abs_tol=1e-12):
+            raise CalibrationIntegrityError(
+                f"The stored {what} disagree with the replayed stream at query {i} ({b!r} stored, {a!r} replayed): "
+                "the file was edited or corrupted."
+            )

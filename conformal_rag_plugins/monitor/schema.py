@@ -1,0 +1,110 @@
+"""The field-by-field schema of a saved :class:`~conformal_rag_plugins.monitor.monitor.ConformalMonitor`.
+
+Examples
+--------
+>>> check_fields(MonitorFile, {"kind": "x"}, "drift monitor")
+Traceback (most recent call last):
+...
+conformal_rag_plugins.core.errors.CalibrationIntegrityError: The drift monitor has invalid fields: ...
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from ..core.martingale import STATISTICS
+from ..storage.schema import Checksum, FingerprintFile, Finite, Level, Text, _Strict, check_fields
+
+__all__ = ["CalibrationIdentityFile", "LabelFile", "MonitorFile", "RunFile", "check_fields"]
+
+Stat = Finite | Literal["+inf", "inf", "-inf"]
+
+
+class CalibrationIdentityFile(_Strict):
+    """Which calibration the monitor belongs to."""
+
+    fingerprint: FingerprintFile
+    threshold: Stat
+    alpha: Level
+    score_family: Text
+    checksum: Checksum
+
+
+class LabelFile(_Strict):
+    """One labelled query: whether the deployed set covered, and the gold's nonconformity if known."""
+
+    covered: bool
+    nonconformity: Stat | None = None
+    #: The query's group (schema 2): its hit is judged against the threshold served for that group.
+    group: Text | None = None
+
+
+class RunFile(_Strict):
+    """One run of the drift test (schema 2): the first run, or the run begun by a restart after an alarm."""
+
+    start: Annotated[int, Field(ge=0)]
+    delta: Level
+    alarm_at: Annotated[int, Field(ge=0)] | None
+    started_at: Text
+
+
+class MonitorFile(_Strict):
+    """A saved monitor: its settings, the calibration's identity, the stream and the labels."""
+
+    kind: Literal["conformal_rag_plugins.conformal_monitor"]
+    schema_version: Literal[1, 2]
+    statistic: Literal[STATISTICS]  # type: ignore[valid-type]
+    delta: Level
+    coverage_delta: Level
+    jump: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+    aci_gamma: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+    seed: int
+    calibration: CalibrationIdentityFile
+    reference: Annotated[list[Stat], Field(min_length=1)]
+    stream: list[Stat]
+    p_values: list[Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]]
+    log_martingale: list[Finite]
+    alarm_at: Annotated[int, Field(ge=0)] | None
+    labels: list[LabelFile] = Field(default_factory=list)
+    aci_alpha: Finite
+    created_at: Text
+    #: Schema 2: whether the monitored retriever serves per-group thresholds.
+    grouped: bool = False
+    #: Schema 2: every run, the first and one per restart, in order.
+    runs: list[RunFile] | None = None
+    signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    checksum: Checksum | None = None
+
+    @model_validator(mode="after")
+    def _agree(self) -> MonitorFile:
+        n = len(self.stream)
+        if self.schema_version >= 2:
+            self._check_runs(n)
+        elif self.runs is not None or self.signature is not None:
+            raise ValueError("a schema 1 file has no runs and no signature")
+        if len(self.p_values) != n or len(self.log_martingale) != n:
+            raise ValueError(
+                f"{n} stream statistics but {len(self.p_values)} p-values and {len(self.log_martingale)} martingale "
+                "values"
+            )
+        if self.alarm_at is not None and self.alarm_at >= n:
+            raise ValueError(f"alarm_at = {self.alarm_at} is past the {n} stream queries")
+        return self
+
+    def _check_runs(self, n: int) -> None:
+        if not self.runs:
+            raise ValueError("a schema 2 file lists its runs (at least the first)")
+        if self.runs[0].start != 0:
+            raise ValueError(f"the first run starts at query {self.runs[0].start}, not 0")
+        ends = [r.start for r in self.runs[1:]] + [n]
+        for k, (run, end) in enumerate(zip(self.runs, ends, strict=True)):
+            if end <= run.start and k + 1 < len(self.runs):
+                raise ValueError(f"run {k + 1} starts at query {end}, not after run {k}'s start {run.start}")
+            if end < run.start:
+                raise ValueError(f"run {k} starts at query {run.start}, past the {n} stream queries")
+            if run.alarm_at is not None and not (run.start <= run.alarm_at < end):
+                raise ValueError(f"run {k}'s alarm_at = {run.alarm_at} is outside its queries {run.start}..{end - 1}")
+        if self.alarm_at != self.runs[-1].alarm_at:
+            raise ValueError(f"alarm_at = {self.alarm_at} is not the last run's {self.runs[-1].alarm_at}")

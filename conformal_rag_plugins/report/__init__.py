@@ -1,0 +1,1 @@
+"""The calibration report: numbers, figures and the HTML page from saved calibrations."""

@@ -1,0 +1,1 @@
+"""Retrieval calibration: the conformalizer, its saved result, fingerprints and served-pool checks."""

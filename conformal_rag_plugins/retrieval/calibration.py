@@ -1,0 +1,348 @@
+"""The fitted retrieval calibration: immutable, JSON with a schema version and checksum.
+
+The checksum only catches accidents (anybody can recompute it); only a signature
+(``CONFORMAL_RAG_SIGNING_KEY``) proves that a file is the one that was saved.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import CalibrationIntegrityError, InfiniteThresholdWarning
+from ..core.quantile import conformal_quantile, pac_quantile
+from ..core.validation import check_pool_size
+from ..storage.jsonio import (
+    check_signature,
+    read_checked,
+    resolve_signing_key,
+    sign,
+    verify,
+    with_checksum,
+    write_json,
+)
+from ..storage.jsonio import decode_float as _dec
+from ..storage.jsonio import encode_float as _enc
+from ..storage.schema import RetrievalFile, check_fields, record_problems
+from .fingerprint import Fingerprint
+from .groups import check_groups, groups_payload, threshold_for
+from .recall_calibration import check_risk_fields, recall_threshold
+
+__all__ = ["SCHEMA_VERSION", "RetrievalCalibration"]
+
+#: Version 2 always writes ``corpus`` and ``gold_ranks`` (``null`` when unknown); version 1 files still load.
+SCHEMA_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
+_KIND = "conformal_rag_plugins.retrieval_calibration"
+
+
+@dataclass(frozen=True)
+class RetrievalCalibration:
+    """A calibrated retrieval threshold (scikit-learn style: fitted attributes end in ``_``).
+
+    Build it with :class:`~conformal_rag_plugins.retrieval.conformalizer.RetrievalConformalizer` or a
+    framework's ``calibrate_retriever``; save and load it with :meth:`save` / :meth:`load`.
+
+    Attributes
+    ----------
+    threshold_ : float
+        q-hat on the nonconformity scale of ``score_family_`` (``inf`` = keep all).
+    alpha_ : float
+        Target miscoverage (``1 - confidence_level``); for PAC this is epsilon. For
+        ``risk_ == "recall"`` the target mean miss rate ``1 - recall``.
+    method_ : {"split", "pac", "crc", "ltt"}
+        ``split``/``pac`` control miscoverage; ``crc`` (conformal risk control) and ``ltt``
+        (Learn-then-Test) control ``1 - recall`` of the gold chunks.
+    delta_ : float or None
+        PAC or Learn-then-Test confidence parameter.
+    score_family_ : {"similarity", "rank", "relative"}
+    pool_size_ : int
+        Candidates requested from the host per query, at calibration and query time.
+    n_calibration_ : int
+    n_misses_ : int
+        Calibration questions whose gold chunk was outside the pool (kept, scored +inf).
+    scores_ : tuple of float
+        The calibration nonconformity scores (for p-values).
+    fingerprint_ : Fingerprint
+    created_at_ : str
+    selection_ : dict
+        How ``auto`` or a tuned host chose the family (and host configuration), if they did.
+    question_ids_ : tuple of str
+        :func:`~conformal_rag_plugins.datasets.examples.question_digest` of each
+        calibration question, aligned with ``scores_`` (empty for calibrations built from
+        bare observations or saved before this field existed).
+    labels_ : dict
+        How the calibration labels were made: counts of ``metadata["gold_rule"]``
+        (chunk-level gold: ``answer-in-chunk``, ``all-chunks-fallback``, ``unsplit``) and of
+        ``metadata["label_rule"]`` (LLM-judge labels), when the examples carry them.
+    corpus_ : dict
+        Digest of the host's collection at calibration time (``size``, ``ids_sha256``),
+        when the host can list its ids; a retriever built on a changed collection warns.
+    group_by_ : str or None
+        Per-group (Mondrian) calibration: the metadata key grouped by, or
+        ``callable:<name>`` (see :mod:`~conformal_rag_plugins.retrieval.groups`).
+    groups_ : dict
+        Per group ``{"n", "threshold", "source"}`` (source ``group``, ``keep-all-small-group``
+        or ``pooled-small-group``).
+    group_labels_ : tuple of str
+        The group of each calibration score, aligned with ``scores_`` (empty when ungrouped).
+    group_fallback_ : {"keep_all", "pooled"}
+        What a group too small for its own threshold, or a group not seen at calibration, gets:
+        every candidate (``+inf``), or the pooled threshold (marked not guaranteed). Files saved
+        before this field existed load as ``"pooled"``, the rule they were calibrated with.
+    chunk_group_key_ : str or None
+        Label-conditional calibration: ``groups_`` are groups of the *gold chunk*, read from
+        this metadata key of every candidate chunk at query time (each chunk gets its own
+        group's threshold); ``None`` for a pooled or per-query-group calibration.
+    risk_ : {"miscoverage", "recall"}
+        What the threshold controls: the chance that no gold chunk is kept, or the mean share
+        of gold chunks left out (``1 - recall``, for questions with several gold chunks).
+    gold_scores_ : tuple of tuple of float
+        With ``risk_ == "recall"``: per calibration question, the sorted nonconformity of each
+        of its gold chunks (``+inf`` outside the pool), aligned with ``scores_`` (whose entry is
+        their minimum). The recall threshold is recomputed from them on load.
+    gold_ranks_ : tuple of int or None
+        Per calibration question, the 1-based position of its best gold candidate in the
+        host's pool (``None`` for a miss), aligned with ``scores_``; empty when not recorded
+        (calibrations built without observations, files saved before this field existed).
+        Every rank is at most ``pool_size_``, which is how a loaded file's pool is checked.
+    schema_version_ : int
+        The file format :meth:`to_dict` writes: the current one, or that of the file this
+        calibration was loaded from (so a re-saved old file keeps its checksum).
+    """
+
+    threshold_: float
+    alpha_: float
+    method_: str
+    score_family_: str
+    pool_size_: int
+    n_calibration_: int
+    n_misses_: int
+    scores_: tuple[float, ...]
+    fingerprint_: Fingerprint
+    delta_: float | None = None
+    created_at_: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    selection_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    labels_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    question_ids_: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    corpus_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    group_by_: str | None = field(default=None, compare=False, hash=False)
+    groups_: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
+    group_labels_: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    group_fallback_: str = field(default="keep_all", compare=False, hash=False)
+    chunk_group_key_: str | None = field(default=None, compare=False, hash=False)
+    risk_: str = "miscoverage"
+    gold_scores_: tuple[tuple[float, ...], ...] = field(default=(), compare=False, hash=False)
+    gold_ranks_: tuple[int | None, ...] = field(default=(), compare=False, hash=False)
+    schema_version_: int = field(default=SCHEMA_VERSION, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_pool_size(self.pool_size_)
+        check_risk_fields(self)
+        if self.question_ids_ and len(self.question_ids_) != len(self.scores_):
+            raise CalibrationIntegrityError(
+                f"The calibration records {len(self.question_ids_)} question ids for {len(self.scores_)} scores."
+            )
+        problems = record_problems(
+            self.scores_, self.pool_size_, self.score_family_, self.gold_ranks_, self.question_ids_
+        )
+        if problems:
+            raise CalibrationIntegrityError(f"The calibration's records disagree: {'; '.join(problems)}.")
+
+    @property
+    def confidence_level_(self) -> float:
+        """``1 - alpha_``."""
+        return 1.0 - self.alpha_
+
+    @property
+    def is_infinite_(self) -> bool:
+        """True when every candidate must be returned."""
+        return math.isinf(self.threshold_)
+
+    def recomputed_threshold(self) -> float:
+        """The threshold recomputed from ``scores_``, ``alpha_``, ``method_`` and ``delta_`` (``inf`` kept).
+
+        Examples
+        --------
+        >>> from conformal_rag_plugins import Fingerprint
+        >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+        >>> scores = tuple(i / 10 for i in range(1, 10))
+        >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, scores, fp)
+        >>> cal.recomputed_threshold()
+        0.9
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InfiniteThresholdWarning)
+            if self.risk_ == "recall":
+                return recall_threshold(self.gold_scores_, self.alpha_, self.method_, self.delta_)
+            if self.method_ == "pac":
+                if self.delta_ is None:
+                    raise CalibrationIntegrityError("A PAC calibration without delta.")
+                return pac_quantile(self.scores_, self.alpha_, self.delta_)
+            return conformal_quantile(self.scores_, self.alpha_)
+
+    def check_threshold(self) -> None:
+        """Raise :class:`CalibrationIntegrityError` unless ``threshold_`` is the one its scores give."""
+        again = self.recomputed_threshold()
+        stored = self.threshold_
+        close = math.isfinite(stored) and math.isfinite(again) and math.isclose(stored, again, rel_tol=1e-12)
+        if not (stored == again or close):
+            raise CalibrationIntegrityError(
+                f"The stored threshold {stored!r} disagrees with {again!r} recomputed from the stored "
+                f"{self.n_calibration_} scores at alpha={self.alpha_} ({self.method_}): the file was edited or "
+                "corrupted. Re-run calibration instead of editing thresholds."
+            )
+        check_groups(self)
+
+    def threshold_for(self, group: str | None) -> tuple[float, str]:
+        """``(threshold, source)`` for a query of ``group``: its own, or the fallback (see :func:`threshold_for`)."""
+        return threshold_for(self, group)
+
+    def to_dict(self, *, signing_key: str | bytes | None = None) -> dict[str, Any]:
+        """JSON-ready dict with the schema version, a SHA-256 checksum and, with a key, an HMAC signature.
+
+        Unlike :meth:`save`, ``to_dict`` signs only with an explicit ``signing_key``.
+        """
+        payload: dict[str, Any] = {
+            "kind": _KIND,
+            "schema_version": self.schema_version_,
+            "alpha": self.alpha_,
+            "confidence_level": 1.0 - self.alpha_,
+            "method": self.method_,
+            "epsilon": self.alpha_ if self.method_ == "pac" else None,
+            "delta": self.delta_,
+            "n": self.n_calibration_,
+            "n_misses": self.n_misses_,
+            "threshold": _enc(self.threshold_),
+            "score_family": self.score_family_,
+            "pool_size": self.pool_size_,
+            "scores": [_enc(s) for s in self.scores_],
+            "fingerprint": self.fingerprint_.to_dict(),
+            "created_at": self.created_at_,
+            "selection": self.selection_,
+            "labels": self.labels_,
+            "question_ids": list(self.question_ids_),
+        }
+        if self.schema_version_ >= 2:  # written even when unknown, so that a removed field is noticed
+            payload["corpus"] = dict(self.corpus_) or None
+            payload["gold_ranks"] = list(self.gold_ranks_) if self.gold_ranks_ else None
+        elif self.corpus_:
+            payload["corpus"] = dict(self.corpus_)
+        payload.update(groups_payload(self, _enc))
+        payload["risk"] = self.risk_
+        if self.risk_ == "recall":
+            payload["gold_scores"] = [[_enc(s) for s in g] for g in self.gold_scores_]
+        key = resolve_signing_key(signing_key) if signing_key is not None else None
+        return with_checksum(sign(payload, key))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, signing_key: str | bytes | None = None) -> RetrievalCalibration:
+        """Verify and rebuild a dict written by :meth:`to_dict`.
+
+        Checks kind, schema version, checksum, the signature (only with an explicit
+        ``signing_key``), every field's type and range, that the fields agree with each
+        other (gold ranks with ``pool_size``, ``selection`` with ``score_family``, the pool
+        and the fingerprint, distinct question ids, one per score), that a version-2 file
+        has its ``corpus`` and ``gold_ranks`` fields, and that the stored threshold is the one
+        the stored scores give.
+
+        The checksum only catches accidents: whoever edits a file can recompute it, and
+        can also change every field that records the same fact. Only a signature
+        (``signing_key`` or ``$CONFORMAL_RAG_SIGNING_KEY``) proves that a file is unchanged.
+
+        Raises
+        ------
+        CalibrationIntegrityError
+            Naming every field that is wrong.
+        """
+        verify(data, _KIND, _READABLE_VERSIONS)
+        if signing_key is not None:
+            check_signature(data, resolve_signing_key(signing_key))
+        check_fields(RetrievalFile, data, "retrieval calibration")
+        try:
+            cal = cls(
+                threshold_=_dec(data["threshold"]),
+                alpha_=float(data["alpha"]),
+                method_=str(data["method"]),
+                score_family_=str(data["score_family"]),
+                pool_size_=int(data["pool_size"]),
+                n_calibration_=int(data["n"]),
+                n_misses_=int(data["n_misses"]),
+                scores_=tuple(_dec(s) for s in data["scores"]),
+                fingerprint_=Fingerprint.from_dict(data["fingerprint"]),
+                delta_=data.get("delta"),
+                created_at_=str(data["created_at"]),
+                selection_=dict(data.get("selection") or {}),
+                labels_=dict(data.get("labels") or {}),
+                question_ids_=tuple(str(q) for q in data.get("question_ids") or ()),
+                corpus_=dict(data.get("corpus") or {}),
+                group_by_=data.get("group_by"),
+                groups_={
+                    str(g): {**v, "threshold": _dec(v["threshold"])} for g, v in (data.get("groups") or {}).items()
+                },
+                group_labels_=tuple(str(g) for g in data.get("group_labels") or ()),
+                group_fallback_=str(data.get("group_fallback") or ("pooled" if data.get("groups") else "keep_all")),
+                chunk_group_key_=data.get("chunk_group_key"),
+                risk_=str(data.get("risk", "miscoverage")),
+                gold_scores_=tuple(tuple(_dec(s) for s in g) for g in data.get("gold_scores") or ()),
+                gold_ranks_=tuple(data.get("gold_ranks") or ()),
+                schema_version_=int(data["schema_version"]),
+            )
+        except CalibrationIntegrityError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CalibrationIntegrityError(f"Calibration file is missing or mangles a field: {exc}.") from exc
+        cal.check_threshold()
+        return cal
+
+    def save(self, path: str | Path, *, signing_key: str | bytes | None = None) -> Path:
+        """Write JSON (never pickle), atomically, and return the path.
+
+        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) the file carries an HMAC-SHA256 signature.
+        """
+        key = resolve_signing_key(signing_key)
+        return write_json(path, self.to_dict(signing_key=key))
+
+    @classmethod
+    def load(
+        cls, path: str | Path, *, expected: Fingerprint | None = None, signing_key: str | bytes | None = None
+    ) -> RetrievalCalibration:
+        """Read and verify a file written by :meth:`save`; optionally check its fingerprint.
+
+        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) a file without a valid
+        signature is refused. Without one, the checks of :meth:`from_dict` refuse a file
+        edited by accident or in one field, but whoever edits a file can recompute its
+        checksum: only a signature proves that the file is unchanged.
+
+        Raises
+        ------
+        CalibrationIntegrityError
+            The message names the file and what is wrong with it.
+
+        Examples
+        --------
+        >>> RetrievalCalibration.load("missing.json")  # doctest: +SKIP
+        """
+        try:
+            data = read_checked(path, _KIND, _READABLE_VERSIONS)
+            cal = cls.from_dict(data, signing_key=resolve_signing_key(signing_key))
+        except CalibrationIntegrityError as exc:
+            raise CalibrationIntegrityError(f"{path}: {exc}") from None
+        if expected is not None:
+            cal.fingerprint_.check_compatible(expected)
+        return cal
+
+    def summary(self) -> str:
+        """One line for logs and the CLI."""
+        q = "+inf (include everything)" if self.is_infinite_ else f"{self.threshold_:.6g}"
+        extra = f", delta={self.delta_}" if self.method_ in ("pac", "ltt") else ""
+        if self.risk_ == "recall":
+            extra += " risk=recall (mean 1 - recall of the gold chunks <= alpha)"
+        return (
+            f"{self.method_} alpha={self.alpha_}{extra} family={self.score_family_} n={self.n_calibration_} "
+            f"misses={self.n_misses_} pool={self.pool_size_} threshold={q}"
+        )

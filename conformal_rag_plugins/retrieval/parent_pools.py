@@ -1,0 +1,152 @@
+"""Turn a host's chunk pool into a parent-level pool (small-to-big retrieval), framework-free.
+
+The adapters (``llamaindex/parent_retrieval.py``, ``langchain/parent_retrieval.py``) find each
+chunk's parent with their framework's own pattern and look the parents up in their own
+store; this module only does the bookkeeping shared by calibration and query time, so
+both score a parent with the same function
+(:func:`~conformal_rag_plugins.core.parent_scores.aggregate_to_parents`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from ..core.errors import CalibrationError
+from ..core.parent_scores import PARENT_AGGREGATIONS, aggregate_to_parents
+from ..datasets.examples import CalibrationExample
+from .fingerprint import Fingerprint
+from .pool_calibration import CandidatePool
+
+__all__ = [
+    "PARENT_MARK",
+    "ParentCandidates",
+    "check_parent_aggregation",
+    "lift_gold_to_parents",
+    "parent_fingerprint",
+    "parent_unit_name",
+    "to_parent_pool",
+]
+
+#: Separator between the chunk host's retriever description and the parent unit in a fingerprint.
+PARENT_MARK = ">"
+
+
+@dataclass(frozen=True)
+class ParentCandidates:
+    """A parent-level pool and, for every parent, the chunk-pool positions that scored it.
+
+    Attributes
+    ----------
+    pool : CandidatePool
+        Parent ids, parent texts and aggregated scores, best first.
+    members : tuple of tuple of int
+        Positions in the chunk pool of each parent's chunks, best first.
+    """
+
+    pool: CandidatePool
+    members: tuple[tuple[int, ...], ...]
+
+
+def check_parent_aggregation(how: str) -> str:
+    """Return ``how`` when it is a known aggregation, else raise :class:`CalibrationError`.
+
+    Examples
+    --------
+    >>> check_parent_aggregation("max")
+    'max'
+    """
+    if how not in PARENT_AGGREGATIONS:
+        raise CalibrationError(f"parent aggregation must be one of {PARENT_AGGREGATIONS}, got {how!r}.")
+    return how
+
+
+def parent_unit_name(how: str) -> str:
+    """The unit name recorded in fingerprints and reports, e.g. ``"parent:max"``.
+
+    Examples
+    --------
+    >>> parent_unit_name("sum")
+    'parent:sum'
+    """
+    return f"parent:{check_parent_aggregation(how)}"
+
+
+def to_parent_pool(
+    chunks: CandidatePool,
+    parent_of: Mapping[str, str | None] | Callable[[str], str | None],
+    parent_text: Mapping[str, str] | Callable[[str], str | None],
+    *,
+    how: str = "max",
+) -> ParentCandidates:
+    """Aggregate a chunk pool into parents and attach each parent's text.
+
+    Parameters
+    ----------
+    chunks : CandidatePool
+        The host's chunk pool, best first.
+    parent_of : mapping or callable
+        Chunk id -> parent id (``None``/missing raises).
+    parent_text : mapping or callable
+        Parent id -> the parent's full text (``None``/missing raises: the parent is not in the store).
+    how : {"max", "sum"}
+
+    Raises
+    ------
+    ConformalError
+        A chunk without a parent, or a parent missing from the store.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pool = CandidatePool(("a1", "b1", "a2"), ("x", "y", "z"), np.array([0.9, 0.8, 0.7]))
+    >>> out = to_parent_pool(pool, {"a1": "A", "a2": "A", "b1": "B"}, {"A": "x z", "B": "y"})
+    >>> out.pool.ids, out.pool.texts, out.members
+    (('A', 'B'), ('x z', 'y'), ((0, 2), (1,)))
+    """
+    agg = aggregate_to_parents(chunks.ids, chunks.scores, parent_of, how=check_parent_aggregation(how))
+    lookup = parent_text.get if isinstance(parent_text, Mapping) else parent_text
+    texts = []
+    for pid in agg.parent_ids:
+        text = lookup(pid)
+        if text is None:
+            raise CalibrationError(
+                f"Parent document {pid!r} is not in the store: a chunk points to it, but it cannot be returned. "
+                "Add the parent documents to the docstore, or rebuild the chunks from the documents you store."
+            )
+        texts.append(text)
+    return ParentCandidates(CandidatePool(agg.parent_ids, tuple(texts), agg.scores), agg.members)
+
+
+def parent_fingerprint(chunk_host: Fingerprint, how: str) -> Fingerprint:
+    """The fingerprint of a parent-level host: the chunk host's, with the unit appended to ``retriever``.
+
+    A chunk-level calibration then refuses a parent-level retriever and the other way round,
+    and ``max`` refuses ``sum``.
+
+    Examples
+    --------
+    >>> fp = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-distance")
+    >>> parent_fingerprint(fp, "max").retriever
+    'dense>parent:max'
+    """
+    return replace(chunk_host, retriever=f"{chunk_host.retriever}{PARENT_MARK}{parent_unit_name(how)}")
+
+
+def lift_gold_to_parents(
+    examples: Sequence[CalibrationExample], parent_of: Mapping[str, str | None] | Callable[[str], str | None]
+) -> list[CalibrationExample]:
+    """Replace chunk gold ids by their parents' ids (ids that are not chunks are kept, e.g. parent ids).
+
+    Examples
+    --------
+    >>> ex = CalibrationExample("Who?", gold_ids=("A::chunk1", "B"))
+    >>> lift_gold_to_parents([ex], {"A::chunk1": "A"})[0].gold_ids
+    ('A', 'B')
+    """
+    lookup = parent_of.get if isinstance(parent_of, Mapping) else parent_of
+    out = []
+    for ex in examples:
+        ids = tuple(dict.fromkeys((lookup(g) or g) for g in ex.gold_ids))
+        out.append(ex if ids == tuple(ex.gold_ids) else replace(ex, gold_ids=ids))
+    return out

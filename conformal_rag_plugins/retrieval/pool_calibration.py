@@ -1,0 +1,234 @@
+"""Framework-neutral calibration loop: host pools -> nonconformity -> threshold.
+
+Adapters supply ``fetch_pool(question) -> CandidatePool`` built from the host
+retriever's own results and scores; this module never recomputes a score.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import CalibrationError, PoolMissWarning
+from ..core.pool_misses import pool_miss_advice
+from ..core.pools import PoolObservation
+from ..datasets.examples import CalibrationExample
+from .calibration import RetrievalCalibration
+from .conformalizer import RetrievalConformalizer
+from .fingerprint import Fingerprint
+from .gold_matching import gold_positions
+from .groups import GroupBy
+
+__all__ = [
+    "CandidatePool",
+    "calibrate_from_pools",
+    "check_gold_ids",
+    "check_labelled",
+    "collect_observations",
+    "label_counts",
+    "observe",
+]
+
+#: Example metadata keys whose values are counted into ``RetrievalCalibration.labels_``.
+LABEL_KEYS = ("gold_rule", "label_rule")
+
+logger = logging.getLogger("conformal_rag_plugins")
+
+
+@dataclass(frozen=True)
+class CandidatePool:
+    """One query's candidates exactly as the host returned them, sorted best first."""
+
+    ids: tuple[str | None, ...]
+    texts: tuple[str, ...]
+    scores: np.ndarray
+
+    @classmethod
+    def from_unsorted(
+        cls, ids: Sequence[str | None], texts: Sequence[str], scores: Sequence[float | None]
+    ) -> CandidatePool:
+        """Sort by score, best first (stable), refusing missing or NaN scores."""
+        if any(s is None for s in scores):
+            raise CalibrationError(
+                "The host retriever returned a candidate without a score; conformal retrieval needs scores."
+            )
+        arr = np.asarray(scores, dtype=float)
+        if np.isnan(arr).any():
+            raise CalibrationError("The host retriever returned a NaN score.")
+        order = np.argsort(-arr, kind="stable")
+        return cls(tuple(ids[i] for i in order), tuple(texts[i] for i in order), arr[order])
+
+
+def check_gold_ids(examples: Sequence[CalibrationExample], known_ids: Collection[str]) -> None:
+    """Raise when a gold id is not in the store (a typo would otherwise look like a miss)."""
+    missing = sorted({g for ex in examples for g in ex.gold_ids if g not in known_ids})
+    if missing:
+        shown = ", ".join(repr(m) for m in missing[:5])
+        raise CalibrationError(
+            f"{len(missing)} gold chunk id(s) are not in the store, e.g. {shown}. Index those chunks, or "
+            "fix the ids in the calibration examples (they must equal the node/document ids)."
+        )
+
+
+def label_counts(examples: Sequence[CalibrationExample]) -> dict[str, dict[str, int]]:
+    """Count how the gold labels were made (``metadata["gold_rule"]`` / ``["label_rule"]``).
+
+    Examples
+    --------
+    >>> ex = [CalibrationExample("q", gold_ids=("a",), metadata={"gold_rule": "answer-in-chunk"})] * 2
+    >>> label_counts(ex)
+    {'gold_rule': {'answer-in-chunk': 2}}
+    """
+    out: dict[str, dict[str, int]] = {}
+    for key in LABEL_KEYS:
+        counts = Counter(str(ex.metadata[key]) for ex in examples if key in ex.metadata)
+        if counts:
+            out[key] = dict(sorted(counts.items()))
+    return out
+
+
+def check_labelled(examples: Sequence[CalibrationExample]) -> None:
+    """Raise unless there are examples and each has gold ids or gold texts (before any query).
+
+    Examples
+    --------
+    >>> check_labelled([CalibrationExample("q", gold_ids=("a",))])
+    """
+    if not examples:
+        raise CalibrationError("No calibration examples were given; pass at least one labelled question.")
+    unlabeled = [ex.question for ex in examples if not ex.gold_ids and not ex.gold_texts]
+    if unlabeled:
+        raise CalibrationError(
+            f"{len(unlabeled)} example(s) have neither gold ids nor gold texts, e.g. {unlabeled[0]!r}. "
+            "Label them, or generate labels with the LLM judge."
+        )
+
+
+def collect_observations(
+    examples: Sequence[CalibrationExample],
+    fetch_pool: Callable[[str], CandidatePool],
+    *,
+    progress: bool = True,
+) -> list[PoolObservation]:
+    """Query the host once per example and locate its gold chunks in the pool."""
+    check_labelled(examples)
+    from tqdm.auto import tqdm
+
+    return [
+        observe(ex, fetch_pool(ex.question))
+        for ex in tqdm(examples, desc="calibrating", unit="q", disable=not progress)
+    ]
+
+
+def observe(
+    example: CalibrationExample, pool: CandidatePool, costs: Mapping[str, float] | None = None
+) -> PoolObservation:
+    """One question's observation: its pool's scores, where its gold candidates are, and (optionally) their costs.
+
+    ``costs`` maps a candidate id to what it costs the LLM to read (context tokens); a
+    candidate missing from it raises.
+
+    Examples
+    --------
+    >>> pool = CandidatePool(("a", "b"), ("x", "y"), np.array([0.9, 0.5]))
+    >>> obs = observe(CalibrationExample("q", gold_ids=("b",)), pool, {"a": 10, "b": 30})
+    >>> obs.gold_positions, obs.costs.tolist()
+    ((1,), [10.0, 30.0])
+    """
+    positions = gold_positions(example, pool.ids, pool.texts)
+    n_gold = max(
+        len(set(example.gold_ids)) if example.gold_ids else len({t.strip() for t in example.gold_texts}), len(positions)
+    )
+    cost_array = None
+    if costs is not None:
+        try:
+            cost_array = np.array([float(costs[str(i)]) for i in pool.ids], dtype=float)
+        except KeyError as exc:
+            raise CalibrationError(f"No context-token count for candidate {exc.args[0]!r}.") from None
+    return PoolObservation(pool.scores, positions, question_id=example.digest, n_gold=n_gold, costs=cost_array)
+
+
+def calibrate_from_pools(
+    observations: Sequence[PoolObservation],
+    *,
+    fingerprint: Fingerprint,
+    pool_size: int,
+    confidence_level: float,
+    score: str,
+    method: str,
+    delta: float | None,
+    random_state: int,
+    strict: bool,
+    labels: dict[str, Any] | None = None,
+    group_labels: Sequence[str] | None = None,
+    group_by: GroupBy | None = None,
+    control: str = "coverage",
+    group_fallback: str = "keep_all",
+    chunk_group_key: str | None = None,
+) -> RetrievalCalibration:
+    """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses.
+
+    With ``chunk_group_key`` the ``group_labels`` are the groups of the gold chunks
+    (:func:`~.groups.chunk_group_labels`) and the calibration is label-conditional: the
+    retrievers apply each chunk's own group threshold (see :func:`~.groups.with_chunk_groups`).
+
+    With ``group_labels`` (the group of each observation, from :func:`~.groups.group_labels`)
+    the calibration also holds one threshold per group (``group_by`` describes the grouping;
+    ``group_fallback`` what a group without a threshold of its own gets).
+    ``control="recall"`` controls the mean share of gold chunks left out (see
+    :class:`~conformal_rag_plugins.retrieval.conformalizer.RetrievalConformalizer`).
+    """
+    cal = (
+        RetrievalConformalizer(
+            confidence_level,
+            score=score,
+            method=method,
+            delta=delta,
+            random_state=random_state,
+            strict=strict,
+            control=control,
+        )
+        .conformalize(
+            observations,
+            fingerprint=fingerprint,
+            pool_size=pool_size,
+            groups=group_labels,
+            group_by=chunk_group_key or group_by or "group",
+            group_fallback=group_fallback,
+        )
+        .calibration_
+    )
+    if chunk_group_key is not None:
+        if group_labels is None or group_by is not None:
+            raise CalibrationError("chunk_group_key needs the gold chunks' group labels and no group_by.")
+        cal = replace(cal, chunk_group_key_=chunk_group_key)
+    if labels:
+        cal = replace(cal, labels_=dict(labels))
+        fallback = labels.get("gold_rule", {}).get("all-chunks-fallback", 0)
+        if fallback:
+            logger.warning(
+                "%d calibration question(s) had no chunk containing a reference answer; every chunk of "
+                "their document counts as gold (all-chunks-fallback).",
+                fallback,
+            )
+    if cal.n_misses_:
+        logger.warning(
+            "%d of %d calibration questions had no gold chunk in the top-%d pool; they are kept as misses "
+            "(score +inf), not dropped.",
+            cal.n_misses_,
+            cal.n_calibration_,
+            pool_size,
+        )
+    advice = pool_miss_advice(cal.n_misses_, cal.n_calibration_, 1.0 - confidence_level, pool_size)
+    if advice is not None and control == "coverage":
+        warnings.warn(advice, PoolMissWarning, stacklevel=3)
+    if math.isinf(cal.threshold_):
+        logger.warning("The calibrated threshold is +inf: every candidate in the pool will be returned.")
+    return cal

@@ -1,0 +1,1 @@
+"""Saved files: JSON with a schema version, checksums and signatures, validated on load."""
