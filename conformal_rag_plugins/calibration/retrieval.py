@@ -358,7 +358,7 @@ class RetrievalCalibration:
         return plot_coverage(coverage_grid(self, observations, DEFAULT_LEVELS if levels is None else levels))
 
     def plot_set_sizes(self, observations: Any) -> Any:
-        """Held-out set sizes beside fixed top-k and ConFLARE's rule (see :func:`~.report_data.set_size_comparison`)."""
+        """Held-out set sizes beside fixed top-k and CONFLARE's rule (see :func:`~.report_data.set_size_comparison`)."""
         from .plots import plot_set_sizes
         from .report_data import set_size_comparison
 
