@@ -25,8 +25,8 @@ demo: $(STAMP)
 check-lock: $(STAMP)
 	$(PY) .ci/check_lock.py $(LOCK)
 
-# The fast tier: ruff, the documentation site (about 7 s), then every test without the `integration` or `statistical` marker (unit, command-line and
-# the package's doctests). tests/conftest.py fails an unmarked test that loads MiniLM, opens Chroma or loads Gemma.
+# The fast tier: ruff, the documentation site (about 7 s), then every test without the `integration` or
+# `statistical` marker (unit, command-line and the package's doctests). tests/conftest.py fails an unmarked test that loads MiniLM, opens Chroma or loads Gemma.
 check: check-lock
 	$(VENV)/bin/ruff check .
 	$(MKDOCS_BUILD)
