@@ -149,8 +149,9 @@ def write(report: dict) -> None:
         "",
         f"`run_evaluate` defaults (tuned hybrid, `--unit auto`, pools 50/100/200), alpha = {ALPHA}, "
         f"{report['trials']} random 50/50 splits (seed {SEED}). Tokens are MiniLM word pieces of the returned units "
-        "(what an LLM would read). `previous default` is the chunk-level, pool-50, smallest-set tuning of "
-        "earlier versions on the same trials; `best fixed` is the setting with the fewest tokens in hindsight.",
+        "(what an LLM would read). `previous default` is the chunk-level, pool-50, smallest-set tuning "
+        "(the report's `tuned-chunks` row) on the same trials; `best fixed` is the setting with the fewest tokens "
+        "in hindsight.",
         "",
         markdown_table(report["results"], cols),
         "",

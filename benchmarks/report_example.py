@@ -73,7 +73,7 @@ def main_() -> None:
                 "top-1 cov": round(methods["topk@1"]["coverage"], 3),
                 "conformal size": round(methods["conformal"]["mean_size"], 2),
                 "top-5 cov/size": f"{methods['topk@5']['coverage']:.3f}/5",
-                "ConFLARE cov/size": f"{methods['conflare']['coverage']:.3f}/{methods['conflare']['mean_size']:.2f}",
+                "CONFLARE cov/size": f"{methods['conflare']['coverage']:.3f}/{methods['conflare']['mean_size']:.2f}",
                 "misses cal/test": f"{report['scores']['n_misses']}/{report['scores']['heldout_misses']}",
                 "report s": round(t2 - t1, 1),
             }

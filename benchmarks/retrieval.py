@@ -187,7 +187,7 @@ def main() -> None:
 
 
 def short_part(args: argparse.Namespace) -> None:
-    """Short passages: every host retriever and score family (the README's main table)."""
+    """Short passages: every host retriever and score family (docs/benchmarks/retrieval.md)."""
     entries, questions = list(bundled_corpus()), list(bundled_questions(True))
     client = chroma_client()
     rows, perf = [], []

@@ -132,7 +132,7 @@ def run_demo(
     conf = [(any(-o.scores[p] < q_conf for p in o.gold_positions), int((-o.scores < q_conf).sum())) for o in test_obs]
     rows.append(
         {
-            "method": "ConFLARE rule (percentile, <)",
+            "method": "CONFLARE rule (percentile, <)",
             "coverage": float(np.mean([c for c, _ in conf])),
             "mean_set_size": float(np.mean([s for _, s in conf])),
         }

@@ -1,4 +1,4 @@
-"""Baseline thresholds to compare against: ConFLARE's published rule and fixed top-k."""
+"""Baseline thresholds to compare against: CONFLARE's published rule and fixed top-k."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ __all__ = ["conflare_keep", "conflare_threshold"]
 
 
 def conflare_threshold(distances: Iterable[float], error_rate: float) -> float:
-    """ConFLARE's rule: ``np.percentile(distances, 100(1-error_rate))`` (linear interpolation).
+    """CONFLARE's rule: ``np.percentile(distances, 100(1-error_rate))`` (linear interpolation).
 
     It has no (n+1) correction, so it is slightly anti-conservative; it is a
     baseline here, never the library's threshold. A miss (+inf) propagates.
@@ -38,7 +38,7 @@ def conflare_threshold(distances: Iterable[float], error_rate: float) -> float:
 
 
 def conflare_keep(distance: float, threshold: float) -> bool:
-    """ConFLARE keeps a chunk iff its distance is strictly below the threshold.
+    """CONFLARE keeps a chunk iff its distance is strictly below the threshold.
 
     Examples
     --------

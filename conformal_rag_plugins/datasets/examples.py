@@ -250,13 +250,13 @@ def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[Calibrat
     ``gold_texts``, as ``label`` writes them) are read as they are. See
     :func:`~conformal_rag_plugins.datasets.question_file.read_question_file` for the rules.
 
+    Every other field of a line (``plausible_answers``, a collection or tenant to group by)
+    is kept in the example's ``metadata``.
+
     Parameters
     ----------
     answerable_only : bool
         Skip ``is_impossible`` questions (retrieval evaluation does).
-
-    Every other field of a line (``plausible_answers``, a collection or tenant to group by)
-    is kept in the example's ``metadata``.
 
     Raises
     ------

@@ -37,8 +37,8 @@ def evaluate_splits(
 
     Methods: ``split`` (``family``; ``auto`` picks it on an optimisation part of
     each calibration half), ``pac`` when ``pac_delta`` is set (epsilon = alpha),
-    ``topk@k`` and ``conflare`` (ConFLARE's percentile rule on ``-similarity``,
-    which, like ConFLARE, silently drops calibration misses).
+    ``topk@k`` and ``conflare`` (CONFLARE's percentile rule on ``-similarity``,
+    which, like CONFLARE, silently drops calibration misses).
     """
     import warnings
 
@@ -52,7 +52,7 @@ def evaluate_splits(
     def record(method: str, test: Sequence[PoolObservation], fam: str, q: float, strict_lt: bool = False) -> None:
         covs, sizes, tokens = [], [], []
         for o in test:
-            # ConFLARE keeps distance < threshold; on a similarity scale that is -s < t.
+            # CONFLARE keeps distance < threshold; on a similarity scale that is -s < t.
             mask = -o.scores < q if strict_lt else keep_mask(fam, o.scores, q, validate=False)
             covs.append(any(mask[p] for p in o.gold_positions))
             sizes.append(int(mask.sum()))

@@ -41,6 +41,11 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
     ``SYNTHESIZE`` callback event); ``streaming=True`` returns a ``StreamingResponse`` that
     yields the final answer in one piece (see :class:`TracedSynthesis`).
 
+    Every query first compares the LLM (class, name, a local model's file digest), its sampling
+    settings, the prompt and, for embedding clustering, ``embed_model`` with the ones the
+    calibration recorded, and raises :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`
+    naming each field that differs.
+
     Parameters
     ----------
     llm : LlamaIndex LLM
@@ -57,11 +62,6 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
         ``clustering={"method": ...}`` instead.
     embed_model : BaseEmbedding, optional
         Required when the calibration clusters by embedding cosine (``clustering={"method": "embedding"}``).
-
-    Every query first compares the LLM (class, name, a local model's file digest), its sampling
-    settings, the prompt and, for embedding clustering, ``embed_model`` with the ones the
-    calibration recorded, and raises :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`
-    naming each field that differs.
 
     Examples
     --------

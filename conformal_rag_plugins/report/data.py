@@ -5,7 +5,7 @@ Every function takes a calibration (its stored scores) and the held-out question
 frozen dataclass with a ``to_dict()`` for ``report.json``; :mod:`~conformal_rag_plugins.report.plots`
 draws them. Thresholds come from :func:`~conformal_rag_plugins.core.quantile.conformal_quantile`
 on the calibration's own scores; nothing is re-fitted on the held-out questions, except the
-ConFLARE baseline, which is cross-fitted on two halves of them (its rule needs gold distances).
+CONFLARE baseline, which is cross-fitted on two halves of them (its rule needs gold distances).
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ class MethodSizes:
 
 @dataclass(frozen=True)
 class SetSizeComparison:
-    """Set sizes at the calibrated level: the conformal rule, fixed top-k and ConFLARE's rule."""
+    """Set sizes at the calibrated level: the conformal rule, fixed top-k and CONFLARE's rule."""
 
     level: float
     family: str
@@ -365,7 +365,7 @@ class SetSizeComparison:
 
 
 def _conflare_crossfit(obs: Sequence[PoolObservation], alpha: float, seed: int) -> tuple[list[bool], list[int]]:
-    """ConFLARE's rule, fitted on one half of the held-out questions and applied to the other (both ways)."""
+    """CONFLARE's rule, fitted on one half of the held-out questions and applied to the other (both ways)."""
     order = np.random.default_rng(seed).permutation(len(obs))
     halves = [order[: len(obs) // 2], order[len(obs) // 2 :]]
     covered, sizes = [False] * len(obs), [0] * len(obs)
@@ -373,7 +373,7 @@ def _conflare_crossfit(obs: Sequence[PoolObservation], alpha: float, seed: int) 
         distances = [d for d in (obs[i].score("similarity") for i in fit) if math.isfinite(d)]
         q = conflare_threshold(distances, alpha) if distances else math.inf
         for i in apply:
-            mask = -obs[i].scores < q  # ConFLARE keeps distance < threshold
+            mask = -obs[i].scores < q  # CONFLARE keeps distance < threshold
             covered[i] = any(mask[p] for p in obs[i].gold_positions)
             sizes[i] = int(mask.sum())
     return covered, sizes
@@ -386,11 +386,11 @@ def set_size_comparison(
     topk: Sequence[int] = (1, 5, 10),
     seed: int = 0,
 ) -> SetSizeComparison:
-    """Held-out set sizes of the calibrated threshold, of fixed top-k, and of ConFLARE's rule.
+    """Held-out set sizes of the calibrated threshold, of fixed top-k, and of CONFLARE's rule.
 
-    ConFLARE's percentile rule needs gold distances, which a calibration file of another
+    CONFLARE's percentile rule needs gold distances, which a calibration file of another
     score family does not store, so it is cross-fitted on two seeded halves of the held-out
-    questions at the same alpha (misses dropped, as ConFLARE does).
+    questions at the same alpha (misses dropped, as CONFLARE does).
 
     Examples
     --------
@@ -410,7 +410,7 @@ def set_size_comparison(
         covered, sizes = _cover(obs, "rank", float(k))
         methods[f"topk@{k}"] = MethodSizes(f"top-{k}", tuple(sizes), float(np.mean(covered)), float(k))
     covered, sizes = _conflare_crossfit(obs, calibration.alpha_, seed)
-    methods["conflare"] = MethodSizes("ConFLARE rule (cross-fitted)", tuple(sizes), float(np.mean(covered)))
+    methods["conflare"] = MethodSizes("CONFLARE rule (cross-fitted)", tuple(sizes), float(np.mean(covered)))
     return SetSizeComparison(round(calibration.confidence_level_, 6), calibration.score_family_, pool, methods)
 
 

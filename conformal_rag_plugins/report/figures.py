@@ -48,7 +48,7 @@ def build_figures(
          f"Held-out coverage of the threshold computed from the {grid.n_calibration} stored calibration scores at "
          f"each 1 - alpha; {band}."),
         (FIGURE_NAMES[1], "Set sizes at the calibrated level", plots.plot_set_sizes(sizes),
-         "Chunks kept per held-out question: the conformal threshold, fixed top-k, and ConFLARE's percentile rule "
+         "Chunks kept per held-out question: the conformal threshold, fixed top-k, and CONFLARE's percentile rule "
          "(cross-fitted on two halves of the held-out questions); each label gives the held-out coverage."),
         (FIGURE_NAMES[2], "Calibration scores: empirical CDF and threshold", plots.plot_scores(scores),
          "Empirical CDF of the calibration nonconformity scores (and the held-out ones) with the threshold and the "

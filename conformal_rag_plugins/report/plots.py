@@ -100,9 +100,9 @@ def plot_coverage(grid: CoverageGrid) -> Any:
 
 
 def plot_set_sizes(comparison: SetSizeComparison) -> Any:
-    """Set-size distribution of the conformal threshold beside fixed top-k and ConFLARE's rule.
+    """Set-size distribution of the conformal threshold beside fixed top-k and CONFLARE's rule.
 
-    Left: histograms of the conformal and ConFLARE set sizes, top-k as vertical lines.
+    Left: histograms of the conformal and CONFLARE set sizes, top-k as vertical lines.
     Right: mean set size of every rule, labelled with its held-out coverage.
 
     Examples

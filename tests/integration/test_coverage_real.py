@@ -26,7 +26,7 @@ with a fixed seed and reports each trial's test-half coverage C_t. What the theo
 
 Power (negative controls)
 -------------------------
-* ConFLARE's rule (uncorrected percentile, strict ``<``, silently dropping calibration misses) under-covers by
+* CONFLARE's rule (uncorrected percentile, strict ``<``, silently dropping calibration misses) under-covers by
   about 0.01 on the dense hosts at alpha = 0.05 (the misses dominate). With T = 400 the same criterion that the
   library passes rejects it with a margin of about 5 standard errors for every seed tried (0..5); at T = 100 the
   margin is too thin for LangChain, so the control uses T = 400.
@@ -177,14 +177,14 @@ def test_headline_hybrid_relative_set_size(summaries, observations_factory, fram
 
 @pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
 def test_negative_control_conflare_fails_the_same_criterion(summaries, observations_factory, framework):
-    """ConFLARE's uncorrected, miss-dropping rule fails the bound that the library passes (dense, alpha=0.05)."""
+    """CONFLARE's uncorrected, miss-dropping rule fails the bound that the library passes (dense, alpha=0.05)."""
     alpha = 0.05
     obs = observations_factory(framework, "dense")
     res = summaries(framework, "dense", "similarity", alpha, CONTROL_TRIALS)
     split, conflare = res["split"], res["conflare"]
     n_cal, n_test = _sizes(split, len(obs))
     k = _library_rank(n_cal, alpha)
-    assert sum(1 for o in obs if not o.gold_positions) > 0  # the misses ConFLARE drops exist on this host
+    assert sum(1 for o in obs if not o.gold_positions) > 0  # the misses CONFLARE drops exist on this host
     split_mean, conflare_mean = float(np.mean(split.coverages)), float(np.mean(conflare.coverages))
     assert split_mean >= 1 - alpha - _tolerance(split.coverages, k, n_cal, n_test)
     assert conflare_mean < 1 - alpha - _tolerance(conflare.coverages, k, n_cal, n_test), conflare_mean

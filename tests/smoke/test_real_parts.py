@@ -1,4 +1,4 @@
-"""Smoke tests: every real part the README promises loads and works, uncached, on this machine.
+"""Smoke tests: every real part the docs promise loads and works, uncached, on this machine.
 
 Each part runs in its own child process with a fresh, empty cache directory (nothing is replayed),
 so a native crash (a segfault in llama.cpp, onnxruntime or torch) fails that one test, naming the

@@ -1,4 +1,4 @@
-"""Exact reproduction of the ConFLARE calibration-distance oracle (tests/data/conflare_README.md)."""
+"""Exact reproduction of the CONFLARE calibration-distance oracle (tests/data/conflare_README.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from conformal_rag_plugins.core.quantile import conformal_quantile, conformal_ra
 INF = math.inf
 DATA = Path(__file__).resolve().parents[1] / "data" / "conflare_calibration_records.json"
 
-# (alpha, conformal rank, conformal threshold, ConFLARE threshold), from the README beside the data
+# (alpha, conformal rank, conformal threshold, CONFLARE threshold), from the README beside the data
 ORACLE = [
     (0.10, 91, 0.46596068143844604, 0.4555095613002778),
     (0.05, 96, 0.5122858881950378, 0.5096138954162598),
@@ -78,10 +78,10 @@ def test_conflare_threshold_matches_published_rule(distances, alpha, _rank, _con
 def test_in_sample_fractions(distances, alpha, rank, conformal, conflare, below_conflare, at_or_below_conformal):
     thr_conflare = conflare_threshold(distances, alpha)
     thr_conformal = conformal_quantile(distances, alpha)
-    # ConFLARE keeps a chunk iff distance < threshold (strict); conformal keeps distance <= q-hat
+    # CONFLARE keeps a chunk iff distance < threshold (strict); conformal keeps distance <= q-hat
     assert sum(conflare_keep(d, thr_conflare) for d in distances) == below_conflare
     assert sum(d <= thr_conformal for d in distances) == at_or_below_conformal == rank
-    # ConFLARE's percentile has no (n+1) correction: it is smaller, so it keeps fewer chunks
+    # CONFLARE's percentile has no (n+1) correction: it is smaller, so it keeps fewer chunks
     assert thr_conflare < thr_conformal
 
 

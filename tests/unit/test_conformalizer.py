@@ -7,7 +7,6 @@ import warnings
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 
 from conformal_rag_plugins.core.errors import (
     CalibrationError,
@@ -15,6 +14,7 @@ from conformal_rag_plugins.core.errors import (
     InfiniteThresholdWarning,
     NotFittedError,
 )
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
 from conformal_rag_plugins.datasets.examples import split_examples
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
@@ -236,7 +236,7 @@ def test_auto_depends_on_random_state_through_the_split():
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_too_few_points_raise_whatever_strict_says(strict):
-    """The README and the ``strict`` docstring say so: n < min_calibration_size(alpha) always raises."""
+    """docs/guarantees.md and the ``strict`` docstring say so: n < min_calibration_size(alpha) always raises."""
     obs = [miss_pool(i) for i in range(8)]  # alpha=0.1 needs n >= 9 even without a miss
     with pytest.raises(CalibrationError, match=r"too few for alpha=0\.1.*at least 9"):
         fit(obs, strict=strict)
