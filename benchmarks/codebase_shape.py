@@ -55,21 +55,18 @@ def measure() -> dict:
         tree = ast.parse(text)
         module = ".".join(("conformal_rag_plugins", *rel.with_suffix("").parts))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+                and isinstance(node.value, (ast.List, ast.Tuple))
             ):
-                if isinstance(node.value, (ast.List, ast.Tuple)):
-                    all_entries += len(node.value.elts)
+                all_entries += len(node.value.elts)
         for parent in ast.walk(tree):
             for node in ast.iter_child_nodes(parent):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     n = _param_count(node)
                     if n > 8:
-                        qual = (
-                            f"{parent.name}.{node.name}"
-                            if isinstance(parent, ast.ClassDef)
-                            else node.name
-                        )
+                        qual = f"{parent.name}.{node.name}" if isinstance(parent, ast.ClassDef) else node.name
                         wide.append(
                             {
                                 "module": module,
