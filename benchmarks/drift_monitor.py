@@ -223,11 +223,9 @@ def main() -> None:
     client = chroma_client()
     entries, questions = list(bundled_corpus()), list(bundled_questions(True))
     docs, long_q = bundled_long_documents()
-    rows, long_chunks_li, long_questions_li = [], None, None
+    rows, chunked_by, observed = [], {}, {}
     for framework in ("llamaindex", "langchain"):
-        chunked = chunk_corpus(framework, docs, long_q)
-        if framework == "llamaindex":
-            long_chunks_li, long_questions_li = list(chunked.chunks), chunked.questions
+        chunked = chunked_by[framework] = chunk_corpus(framework, docs, long_q)
         for kind in ("dense", "hybrid"):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -237,8 +235,7 @@ def main() -> None:
                 long_obs = collect_observations(
                     chunked.questions, build_host(framework, kind, chunked.chunks, client=client).fetch, progress=False
                 )
-            if framework == "llamaindex" and kind == "dense":
-                label_rows = _labels(short_obs, long_obs)
+            observed[framework, kind] = short_obs, long_obs
             for stat in STATISTICS:
                 short = np.array([_stat(stat, o.scores) for o in short_obs])
                 long = np.array([_stat(stat, o.scores) for o in long_obs])
@@ -246,7 +243,9 @@ def main() -> None:
             print(f"{framework} {kind} done ({time.perf_counter() - t_start:.0f} s)", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        user = _user_path(client, entries, questions, long_chunks_li, long_questions_li)
+        long_li = chunked_by["llamaindex"]  # the user path and the label rows are LlamaIndex's dense host
+        user = _user_path(client, entries, questions, list(long_li.chunks), long_li.questions)
+    label_rows = _labels(*observed["llamaindex", "dense"])
     report = {
         "n_questions": len(questions),
         "n_calibration": N_CAL,

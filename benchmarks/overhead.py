@@ -36,6 +36,7 @@ import numpy as np
 from conformal_rag_plugins.commands.hosts import HostBundle, build_host
 from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
+from conformal_rag_plugins.frameworks import get_framework
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 
@@ -105,22 +106,9 @@ def quantile_rows(n: int = 10**6, repeats: int = 5, seed: int = 0) -> list[dict[
 
 def _bare_and_wrapped(bundle: HostBundle, calibration: Any) -> tuple[Callable[[str], Any], Callable[[str], Any]]:
     """The bare host query and the ConformalRetriever query, both on the same pool size."""
-    if bundle.framework == "llamaindex":
-        from conformal_rag_plugins.llamaindex import ConformalRetriever
-
-        wrapped = ConformalRetriever(retriever=bundle.host, calibration=calibration)
-        return bundle.host.retrieve, wrapped.retrieve
-    from conformal_rag_plugins.langchain import ConformalRetriever as LCConformalRetriever
-
-    key = "vectorstore" if bundle.kind == "dense" else "retriever"
-    lc_wrapped = LCConformalRetriever(calibration=calibration, **{key: bundle.host})
-    if bundle.kind == "dense":
-
-        def bare(q: str) -> Any:
-            return bundle.host.similarity_search_with_relevance_scores(q, k=bundle.pool_size)
-
-        return bare, lc_wrapped.invoke
-    return bundle.host.invoke, lc_wrapped.invoke
+    adapter = get_framework(bundle.framework)
+    wrapped = adapter.conformal_retriever(bundle.kind, bundle.host, calibration)
+    return adapter.bare_query(bundle.kind, bundle.host, bundle.pool_size), adapter.ask(wrapped)
 
 
 def _query_latency(bare: Callable[[str], Any], conf: Callable[[str], Any], questions: Sequence[str], repeats: int):
@@ -157,10 +145,7 @@ def host_row(bundle: HostBundle, examples: Sequence[Any], queries: Sequence[str]
         ``bare_over_calibration_s``, ``calibration_s``, ``calibration_ratio``, ``bare_ms``,
         ``conformal_ms`` and ``query_ratio``.
     """
-    if bundle.framework == "llamaindex":
-        from conformal_rag_plugins.llamaindex import calibrate_retriever
-    else:
-        from conformal_rag_plugins.langchain import calibrate_retriever
+    calibrate_retriever = get_framework(bundle.framework).calibrate_retriever
     qs = [ex.question for ex in examples]
     cal = calibrate_retriever(bundle.host, examples, confidence_level=0.9, progress=False)  # warm-up
     bare, conf = _bare_and_wrapped(bundle, cal)

@@ -29,8 +29,8 @@ from pathlib import Path
 from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
 from conformal_rag_plugins.commands.hosts import build_host, build_hosts
 from conformal_rag_plugins.commands.tables import markdown_table
-from conformal_rag_plugins.core import evaluate_tuned_splits
-from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
+from conformal_rag_plugins.core import evaluate_splits, evaluate_tuned_splits
+from conformal_rag_plugins.frameworks import get_framework
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
@@ -45,23 +45,9 @@ FAMILIES = ("similarity", "rank", "relative", "auto")
 
 def _latency(framework: str, bundle, calibration, questions, repeats: int = 1) -> dict[str, float]:
     """Median per-query latency of the bare host vs ConformalRetriever with the same pool."""
-    if framework == "llamaindex":
-        from conformal_rag_plugins.llamaindex import ConformalRetriever
-
-        wrapped = ConformalRetriever(retriever=bundle.host, calibration=calibration)
-        bare, conf = bundle.host.retrieve, wrapped.retrieve
-    else:
-        from conformal_rag_plugins.langchain import ConformalRetriever
-
-        key = "vectorstore" if bundle.kind == "dense" else "retriever"
-        wrapped = ConformalRetriever(calibration=calibration, **{key: bundle.host})
-        if bundle.kind == "dense":
-
-            def bare(q):
-                return bundle.host.similarity_search_with_relevance_scores(q, k=bundle.pool_size)
-        else:
-            bare = bundle.host.invoke
-        conf = wrapped.invoke
+    adapter = get_framework(framework)
+    wrapped = adapter.conformal_retriever(bundle.kind, bundle.host, calibration)
+    bare, conf = adapter.bare_query(bundle.kind, bundle.host, bundle.pool_size), adapter.ask(wrapped)
     times = {"bare": [], "conformal": []}
     for _ in range(repeats):
         for q in questions:
@@ -207,12 +193,9 @@ def short_part(args: argparse.Namespace) -> None:
                         elif family != "relative":
                             continue  # baselines do not depend on the family; keep one copy
                         rows.append({"framework": framework, "retriever": kind, "recall_at_1": recall1, **row})
-            if framework == "llamaindex":
-                from conformal_rag_plugins.llamaindex import calibrate_retriever
-            else:
-                from conformal_rag_plugins.langchain import calibrate_retriever
+            adapter = get_framework(framework)
             t0 = time.perf_counter()
-            cal = calibrate_retriever(bundle.host, questions[:300], confidence_level=0.9, progress=False)
+            cal = adapter.calibrate_retriever(bundle.host, questions[:300], confidence_level=0.9, progress=False)
             cal_qps = 300 / (time.perf_counter() - t0)
             lat = _latency(framework, bundle, cal, questions[300:400])
             perf.append(

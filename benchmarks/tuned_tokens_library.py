@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from conformal_rag_plugins.commands.tables import markdown_table
+from conformal_rag_plugins.frameworks import get_framework
 from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
 from conformal_rag_plugins.labelling.chunk_records import Chunk
 from conformal_rag_plugins.local.chroma import chroma_client
@@ -97,27 +98,14 @@ def _lc_setting(name: str, client: Any) -> dict[str, Any]:
             "records": records}  # fmt: skip
 
 
-def _adapter(framework: str) -> Any:
-    if framework == "llamaindex":
-        from conformal_rag_plugins.llamaindex import hybrid_tuning, tuned_units
-
-        return hybrid_tuning, tuned_units
-    from conformal_rag_plugins.langchain import hybrid_tuning, tuned_units
-
-    return hybrid_tuning, tuned_units
+#: Each framework's index, units and parents for a setting (its own parent pattern).
+_SETTINGS = {"llamaindex": _li_setting, "langchain": _lc_setting}
 
 
 def _before(framework: str, s: dict[str, Any], examples: list, pool: int) -> tuple[Any, Any]:
     """The rule before: chunk level, base pool, smallest mean set (same fan-out machinery)."""
-    _, units = _adapter(framework)
     examples = map_gold_to_chunks(examples, s["records"])[0] if s["parents"] is not None else examples
-    if framework == "llamaindex":
-        found = units.unit_candidates(s["index"], s["nodes"], examples, DEFAULT_FUSION_GRID, (pool,))
-    else:
-        from conformal_rag_plugins.langchain.hybrid_tuning import _ids_texts
-
-        ids, texts = _ids_texts(s["nodes"])
-        found = units.unit_candidates(s["index"], s["nodes"], ids, texts, examples, DEFAULT_FUSION_GRID, (pool,))
+    found = get_framework(framework).unit_candidates(s["index"], s["nodes"], examples, DEFAULT_FUSION_GRID, (pool,))
     tuned = calibrate_tuned(
         examples, {c: found.fetcher(c) for c in found.candidates}, found.fingerprint, pool_size=pool,
         objective="size", fanout=found.fanout, progress=False,
@@ -130,20 +118,9 @@ def _held_out(framework: str, s: dict[str, Any], host: Any, cal: Any, held: list
     if not parent and s["parents"] is not None:
         held = map_gold_to_chunks(held, s["records"])[0]
     extra = {"parents": s["parents"]} if parent else {}
-    if framework == "llamaindex":
-        from llama_index.core.schema import MetadataMode
-
-        from conformal_rag_plugins.llamaindex import ConformalRetriever
-
-        r = ConformalRetriever(retriever=host, calibration=cal, **extra)
-        sets = [[(n.node.node_id, n.node.get_content(metadata_mode=MetadataMode.NONE)) for n in r.retrieve(ex.question)]
-                for ex in held]  # fmt: skip
-    else:
-        from conformal_rag_plugins.langchain import ConformalRetriever
-        from conformal_rag_plugins.langchain.host import doc_id
-
-        r = ConformalRetriever(retriever=host, calibration=cal, **extra)
-        sets = [[(doc_id(d), d.page_content) for d in r.invoke(ex.question)] for ex in held]
+    adapter = get_framework(framework)
+    ask = adapter.ask(adapter.conformal_retriever("hybrid", host, cal, **extra))
+    sets = [adapter.ids_and_texts(ask(ex.question)) for ex in held]
     cache: dict[str, int] = {}
     tokens = [sum(cache.setdefault(t, count_tokens(t)) for _, t in units) for units in sets]
     covered = [bool({i for i, _ in units} & set(ex.gold_ids)) for units, ex in zip(sets, held, strict=True)]
@@ -172,9 +149,9 @@ def run(seeds: int) -> dict[str, Any]:
     rows = []
     t_all = time.perf_counter()
     for framework in ("llamaindex", "langchain"):
-        hybrid, _ = _adapter(framework)
+        adapter = get_framework(framework)
         for name, pool in (("squad@50", 50), ("squad@2", 2), ("long+parents@50", 50)):
-            s = (_li_setting if framework == "llamaindex" else _lc_setting)(name, client)
+            s = _SETTINGS[framework](name, client)
             for seed in range(seeds):
                 perm = np.random.default_rng(1000 + seed).permutation(len(s["questions"]))
                 cal_q = [s["questions"][i] for i in perm[:N_CAL]]
@@ -184,7 +161,7 @@ def run(seeds: int) -> dict[str, Any]:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         if rule == "tokens":
-                            host, cal = hybrid.calibrate_hybrid_retriever(
+                            host, cal = adapter.calibrate_hybrid_retriever(
                                 s["index"], s["nodes"], cal_q, pool_size=pool, parents=s["parents"],
                                 random_state=seed, progress=False,
                             )  # fmt: skip

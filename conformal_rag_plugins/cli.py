@@ -34,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     import conformal_rag_plugins  # the package's own __version__ (not an installed copy's metadata)
 
     from .commands.cli_help import Parser, examples
+    from .commands.levels import GivenAppend, GivenStore, add_confidence_level
+    from .frameworks import FRAMEWORKS
 
     p = Parser(prog="conformal-rag", description="Conformal prediction for RAG.")
     p.add_argument("--version", action="version", version=f"%(prog)s {conformal_rag_plugins.__version__}")
@@ -44,7 +46,10 @@ def _parser() -> argparse.ArgumentParser:
         help="offline demo on the bundled SQuAD subset",
         epilog=examples("conformal-rag demo --no-answers"),
     )
-    d.add_argument("--alpha", type=float, default=0.1, help="target miscoverage of the retrieval sets")
+    d.add_argument(
+        "--alpha", type=float, default=0.1, action=GivenStore, help="target miscoverage of the retrieval sets"
+    )
+    add_confidence_level(d, default="0.9")
     d.add_argument("--persist-dir", default=None, help="Chroma directory (default: ~/.cache/conformal-rag/chroma)")
     d.add_argument("--out", default="conformal_rag_output", help="where the calibration JSON is written")
     d.add_argument("--pool-size", type=int, default=50, help="candidates retrieved per question")
@@ -68,7 +73,14 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         help="question JSONL: SQuAD-style qa lines or labelled lines (gold_ids/gold_texts, from label)",
     )
-    e.add_argument("--alpha", type=float, action="append", required=True, help="target miscoverage (repeatable)")
+    e.add_argument(
+        "--alpha",
+        type=float,
+        action=GivenAppend,
+        default=None,
+        help="target miscoverage (repeatable); this or --confidence-level is required, no default",
+    )
+    add_confidence_level(e, default="none, give this or --alpha", repeatable=True)
     e.add_argument("--trials", type=int, default=100, help="random calibration/test splits")
     e.add_argument("--seed", type=int, default=0, help="seed of the first split")
     e.add_argument(
@@ -85,9 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         "(with --control recall, LTT rows) (default: none, no PAC rows)",
     )
     e.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid", help="host retriever")
-    e.add_argument(
-        "--framework", choices=["llamaindex", "langchain"], default="llamaindex", help="whose splitter and index"
-    )
+    e.add_argument("--framework", choices=FRAMEWORKS, default=FRAMEWORKS[0], help="whose splitter and index")
     e.add_argument("--pool-size", type=int, default=50, help="candidates retrieved per question")
     e.add_argument(
         "--fusion",
@@ -277,10 +287,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         faulthandler.enable()
     parser = _parser()
     args = parser.parse_args(argv)
+    from .commands.levels import resolve_level
     from .core.errors import ConformalError
     from .local.llm import LocalModelError
 
     try:
+        resolve_level(args, alpha_required=args.command == "evaluate")
         if getattr(args, "handler", None) is not None:
             args.handler(args)
         elif args.command == "demo":

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import calibration_inputs
 from .cli_help import examples, warn_ignored
+from .levels import GivenStore, add_confidence_level
 
 __all__ = ["register", "run_calibrate"]
 
@@ -39,7 +40,10 @@ def register(sub: Any) -> None:
         help="question JSONL: labelled lines (from label) or SQuAD-style qa lines (unanswerable ones are skipped)",
     )
     p.add_argument("--out", required=True, help="calibration JSON to write")
-    p.add_argument("--alpha", type=float, default=0.1, help="target miscoverage (confidence level 1 - alpha)")
+    p.add_argument(
+        "--alpha", type=float, default=0.1, action=GivenStore, help="target miscoverage (confidence level 1 - alpha)"
+    )
+    add_confidence_level(p, default="0.9")
     p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid", help="host retriever")
     p.add_argument("--fusion", default="tuned", help="'tuned' or METHOD:WEIGHT such as zscore:0.5 (hybrid only)")
     p.add_argument(
@@ -269,11 +273,9 @@ def calibrate_host(
     framework: str, host: Any, examples: Any, level: float, family: str, pool_size: int, seed: int, progress: Any
 ) -> Any:
     """Calibrate a built (untuned) host with the framework's own ``calibrate_retriever``."""
-    if framework == "llamaindex":
-        from ..llamaindex.calibrate import calibrate_retriever
-    else:
-        from ..langchain.calibrate import calibrate_retriever
-    return calibrate_retriever(
+    from ..frameworks import get_framework
+
+    return get_framework(framework).calibrate_retriever(
         host,
         examples,
         confidence_level=level,
@@ -299,37 +301,16 @@ def _tuned(
     group_by: str | None = None,
     group_fallback: str = "keep_all",
 ) -> Any:
-    from .hosts import corpus_key
+    """The tuned hybrid of ``framework`` on the chunks indexed in ``client`` (fusion, family, unit, pool)."""
+    from ..frameworks import get_framework
+    from .hosts import collection_name
 
+    adapter = get_framework(framework)
     sizes = None if pool_sizes is None else sorted({pool, *pool_sizes})
-
-    name = f"crp-{framework}-{corpus_key(chunks)}"
-    if framework == "llamaindex":
-        from ..llamaindex.hybrid_tuning import calibrate_hybrid_retriever
-        from ..llamaindex.stack import build_chroma_index
-
-        index, nodes = build_chroma_index(chunks, client=client, collection_name=name)
-        _, cal = calibrate_hybrid_retriever(
-            index,
-            nodes,
-            examples,
-            confidence_level=level,
-            score=family,
-            pool_size=pool,
-            random_state=seed,
-            progress=progress,
-            pool_sizes=sizes,
-            group_by=group_by,
-            group_fallback=group_fallback,
-        )
-        return cal
-    from ..langchain.hybrid_tuning import calibrate_hybrid_retriever as lc_calibrate
-    from ..langchain.stack import build_chroma_vectorstore
-
-    store = build_chroma_vectorstore(chunks, client=client, collection_name=name)
-    _, cal = lc_calibrate(
-        store,
-        chunks,
+    searchable, units = adapter.index_chunks(chunks, client=client, collection_name=collection_name(framework, chunks))
+    _, cal = adapter.calibrate_hybrid_retriever(
+        searchable,
+        units,
         examples,
         confidence_level=level,
         score=family,

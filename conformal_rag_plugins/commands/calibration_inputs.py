@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core.errors import ConformalError, InputFileError
 from ..datasets.examples import CorpusEntry
+from ..frameworks import FRAMEWORKS, get_framework
 from ..labelling.chunk_records import Chunk
 
 __all__ = [
@@ -39,9 +40,7 @@ def add_corpus_arguments(parser: argparse.ArgumentParser, *, llm: bool = True) -
     parser.add_argument("--glob", default="*.txt", help="files of --docs to read (default *.txt; **/*.txt recurses)")
     parser.add_argument("--chunk-size", type=int, default=None, help="MiniLM tokens per chunk (default 254)")
     parser.add_argument("--chunk-overlap", type=int, default=None, help="tokens of overlap (default 25)")
-    parser.add_argument(
-        "--framework", choices=["llamaindex", "langchain"], default="llamaindex", help="whose splitter and index"
-    )
+    parser.add_argument("--framework", choices=FRAMEWORKS, default=FRAMEWORKS[0], help="whose splitter and index")
     if llm:
         parser.add_argument(
             "--llm", choices=LLM_KINDS, default="local", help="local Gemma 3 270M, or OpenAI(-compatible)"
@@ -113,11 +112,7 @@ def load_chunks(
         from ..datasets.examples import load_corpus
 
         entries = load_corpus(*(corpus or ()))
-    if framework == "llamaindex":
-        from ..llamaindex.text_splitting import chunk_entries
-    else:
-        from ..langchain.text_splitting import chunk_entries
-    return chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    return get_framework(framework).chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
 
 
 def input_files(corpus: Sequence[str | Path] | None, docs: str | Path | None, glob: str = "*.txt") -> list[Path]:
@@ -173,17 +168,4 @@ def build_llm(framework: str, kind: str, *, temperature: float, max_tokens: int)
 
         if openai_settings() is None:
             raise ConformalError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible server).")
-    if framework == "llamaindex":
-        from ..llamaindex import llm as li_llm
-
-        if kind == "local":
-            return li_llm.local_llm(temperature=temperature, max_new_tokens=max_tokens)
-        model = li_llm.default_llm(temperature=temperature)
-    else:
-        from ..langchain import llm as lc_llm
-
-        if kind == "local":
-            return lc_llm.local_llm(temperature=temperature, max_tokens=max_tokens)
-        model = lc_llm.default_llm(temperature=temperature)
-    model.max_tokens = max_tokens  # default_llm's 32 tokens are too few for a JSON question
-    return model
+    return get_framework(framework).build_llm(kind, temperature=temperature, max_tokens=max_tokens)

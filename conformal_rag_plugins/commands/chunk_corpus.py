@@ -70,12 +70,9 @@ def chunk_corpus(
     >>> out.report()["n_split_entries"]  # doctest: +SKIP
     1
     """
+    from ..frameworks import get_framework
     from ..local.tokens import count_tokens, default_chunk_overlap, default_chunk_size
 
-    if framework == "llamaindex":
-        from ..llamaindex.text_splitting import chunk_entries
-    else:
-        from ..langchain.text_splitting import chunk_entries
     size = default_chunk_size() if chunk_size is None else chunk_size
     overlap = min(default_chunk_overlap(), size // 2) if chunk_overlap is None else chunk_overlap
     if not 1 <= size <= default_chunk_size():
@@ -85,7 +82,7 @@ def chunk_corpus(
         )
     if not 0 <= overlap < size:
         raise CalibrationError(f"chunk_overlap must be in [0, chunk_size={size}), got {overlap}.")
-    chunks = chunk_entries(entries, chunk_size=size, chunk_overlap=overlap)
+    chunks = get_framework(framework).chunk_entries(entries, chunk_size=size, chunk_overlap=overlap)
     mapped, gold = map_gold_to_chunks(questions, chunks)
     return ChunkedCorpus(
         chunks=chunks,

@@ -18,6 +18,7 @@ from ..runtime.atomic import atomic_write_text
 from .answer_sample_rows import build_rows
 from .hosts import build_host
 from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
+from .levels import with_confidence_levels
 
 __all__ = ["run_evaluate_answers"]
 
@@ -108,6 +109,7 @@ def run_evaluate_answers(
         "coverage_ceiling": sum(math.isfinite(q.r_gen) for q in ans) / max(1, len(ans)),
         "results": results,
     }
+    with_confidence_levels(report["results"])
     if json_out is not None:
         atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
     return report

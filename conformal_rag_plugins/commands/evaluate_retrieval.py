@@ -23,6 +23,7 @@ from ..tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 from .chunk_corpus import chunk_corpus
 from .evaluate_groups import groups_block, question_groups
 from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
+from .levels import with_confidence_levels
 from .unit_candidates import Candidates, collect_candidates, resolve_units
 from .unit_report import describe_choice, fixed_settings_block, mean_unit_tokens, pool_miss_notes
 
@@ -323,6 +324,7 @@ def run_evaluate(
         report["results"] = rows + recall_rows
         report["control"] = "recall"
         report["recall"] = recall_info
+    with_confidence_levels(report["results"])
     if json_out is not None:
         atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
     return report

@@ -83,6 +83,7 @@ def run_generate(
     >>> print(report.summary())  # doctest: +SKIP
     """
     from ..datasets.examples import save_examples
+    from ..frameworks import get_framework
     from ..labelling.question_gen import sample_chunks
     from ..runtime.atomic import atomic_path
     from .input_checks import check_at_least, check_distinct_outputs, check_outputs
@@ -98,11 +99,7 @@ def run_generate(
     model = calibration_inputs.build_llm(
         framework, llm, temperature=GENERATION_TEMPERATURE, max_tokens=GENERATION_MAX_TOKENS
     )
-    if framework == "llamaindex":
-        from ..llamaindex.question_gen import generate_calibration_questions
-    else:
-        from ..langchain.question_gen import generate_calibration_questions
-    examples, report = generate_calibration_questions(
+    examples, report = get_framework(framework).generate_questions(
         chunks,
         model,
         n,

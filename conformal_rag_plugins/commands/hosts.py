@@ -9,12 +9,21 @@ from typing import Any
 
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..datasets.examples import CorpusEntry
+from ..frameworks import FRAMEWORKS, get_framework
 from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
 
-__all__ = ["FRAMEWORKS", "RETRIEVERS", "HostBundle", "build_fanout", "build_host", "build_hosts", "corpus_key"]
+__all__ = [
+    "FRAMEWORKS",
+    "RETRIEVERS",
+    "HostBundle",
+    "build_fanout",
+    "build_host",
+    "build_hosts",
+    "collection_name",
+    "corpus_key",
+]
 
-FRAMEWORKS = ("llamaindex", "langchain")
 RETRIEVERS = ("dense", "bm25", "hybrid")
 
 
@@ -40,55 +49,14 @@ def corpus_key(entries: Sequence[CorpusEntry]) -> str:
     return h.hexdigest()[:12]
 
 
-def _llamaindex_hosts(
-    kind: str, entries: Sequence[CorpusEntry], grid: Sequence[FusionConfig], pool_size: int, client: Any, progress: bool
-) -> dict[FusionConfig | None, HostBundle]:
-    from ..llamaindex.host import pool_from_nodes
-    from ..llamaindex.hybrid_tuning import hybrid_retrievers
-    from ..llamaindex.stack import build_chroma_index
-
-    name = f"crp-llamaindex-{corpus_key(entries)}"
-    index, nodes = build_chroma_index(entries, client=client, collection_name=name, show_progress=progress)
-    hosts: dict[FusionConfig | None, Any]
-    if kind == "dense":
-        hosts = {None: index.as_retriever(similarity_top_k=pool_size)}
-    elif kind == "bm25":
-        from llama_index.retrievers.bm25 import BM25Retriever
-
-        hosts = {None: BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=pool_size)}
-    else:
-        hosts = dict(hybrid_retrievers(index, nodes, grid, pool_size=pool_size))
-
-    def bundle(config: FusionConfig | None, host: Any) -> HostBundle:
-        return HostBundle("llamaindex", kind, host, pool_size, lambda q: pool_from_nodes(host.retrieve(q))[0], config)
-
-    return {c: bundle(c, h) for c, h in hosts.items()}
+def collection_name(framework: str, entries: Sequence[CorpusEntry]) -> str:
+    """The Chroma collection of ``entries`` indexed by ``framework`` (one per framework and corpus)."""
+    return f"crp-{framework}-{corpus_key(entries)}"
 
 
-def _langchain_hosts(
-    kind: str, entries: Sequence[CorpusEntry], grid: Sequence[FusionConfig], pool_size: int, client: Any
-) -> dict[FusionConfig | None, HostBundle]:
-    from ..langchain.host import fetch_pool
-    from ..langchain.hybrid_tuning import hybrid_retrievers
-    from ..langchain.stack import build_chroma_vectorstore
-
-    store = build_chroma_vectorstore(entries, client=client, collection_name=f"crp-langchain-{corpus_key(entries)}")
-    hosts: dict[FusionConfig | None, Any]
-    if kind == "dense":
-        hosts = {None: store}
-    elif kind == "bm25":
-        hosts = {
-            None: next(
-                iter(hybrid_retrievers(store, entries, [FusionConfig("zscore", 0.0)], pool_size=pool_size).values())
-            )
-        }
-    else:
-        hosts = dict(hybrid_retrievers(store, entries, grid, pool_size=pool_size))
-
-    def bundle(config: FusionConfig | None, host: Any) -> HostBundle:
-        return HostBundle("langchain", kind, host, pool_size, lambda q: fetch_pool(host, q, pool_size)[0], config)
-
-    return {c: bundle(c, h) for c, h in hosts.items()}
+def _check(framework: str, kind: str) -> None:
+    if framework not in FRAMEWORKS or kind not in RETRIEVERS:
+        raise ValueError(f"framework must be one of {FRAMEWORKS} and retriever one of {RETRIEVERS}.")
 
 
 def build_hosts(
@@ -106,11 +74,17 @@ def build_hosts(
     Dense and BM25 hosts have no fusion setting: the result is ``{None: bundle}``.
     Hybrid hosts share the index and the BM25 side.
     """
-    if framework not in FRAMEWORKS or kind not in RETRIEVERS:
-        raise ValueError(f"framework must be one of {FRAMEWORKS} and retriever one of {RETRIEVERS}.")
-    if framework == "llamaindex":
-        return _llamaindex_hosts(kind, entries, grid, pool_size, client, show_progress)
-    return _langchain_hosts(kind, entries, grid, pool_size, client)
+    _check(framework, kind)
+    hosts = get_framework(framework).build_hosts(
+        kind,
+        entries,
+        grid=grid,
+        pool_size=pool_size,
+        client=client,
+        collection_name=collection_name(framework, entries),
+        show_progress=show_progress,
+    )
+    return {c: HostBundle(framework, kind, host, pool_size, fetch, c) for c, (host, fetch) in hosts.items()}
 
 
 def build_host(
@@ -153,24 +127,14 @@ def build_fanout(
     marks the ``document`` unit's index, whose long entries are embedded past the window on
     purpose (beside a chunked index), so the split-them-first warning is not raised for it.
     """
-    if framework not in FRAMEWORKS or kind not in RETRIEVERS:
-        raise ValueError(f"framework must be one of {FRAMEWORKS} and retriever one of {RETRIEVERS}.")
-    name = f"crp-{framework}-{corpus_key(entries)}"
-    if framework == "llamaindex":
-        from ..llamaindex.fusion_fanout import FusionFanout
-        from ..llamaindex.stack import build_chroma_index
-
-        index, nodes = build_chroma_index(
-            entries,
-            client=client,
-            collection_name=name,
-            show_progress=show_progress,
-            warn_truncation=not whole_documents,
-        )
-        return FusionFanout(index, nodes, kind, grid, pool_sizes)
-    from ..langchain.fusion_fanout import FusionFanout as LangChainFanout
-    from ..langchain.stack import build_chroma_vectorstore
-    from ..local.bm25 import BM25Index
-
-    store = build_chroma_vectorstore(entries, client=client, collection_name=name, warn_truncation=not whole_documents)
-    return LangChainFanout(store, BM25Index([e.id for e in entries], [e.text for e in entries]), kind, grid, pool_sizes)
+    _check(framework, kind)
+    return get_framework(framework).build_fanout(
+        kind,
+        entries,
+        grid=grid,
+        pool_sizes=pool_sizes,
+        client=client,
+        collection_name=collection_name(framework, entries),
+        show_progress=show_progress,
+        whole_documents=whole_documents,
+    )

@@ -88,6 +88,7 @@ def run_label(
     """
     from ..core.errors import CalibrationError
     from ..datasets.examples import save_examples
+    from ..frameworks import get_framework
     from ..runtime.atomic import atomic_path
     from .hosts import build_host
     from .input_checks import announce_questions, check_at_least, check_distinct_outputs, check_outputs, read_questions
@@ -112,11 +113,7 @@ def run_label(
     bundle = build_host(framework, retriever, chunks, pool_size=pool_size)
     model = calibration_inputs.build_llm(framework, llm, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
     announce_questions(question_file)
-    if framework == "llamaindex":
-        from ..llamaindex.judge_labels import label_with_judge
-    else:
-        from ..langchain.judge_labels import label_with_judge
-    labelled, report = label_with_judge(
+    labelled, report = get_framework(framework).label_with_judge(
         bundle.host,
         examples,
         model,

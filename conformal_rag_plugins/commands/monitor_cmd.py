@@ -23,7 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..frameworks import FRAMEWORKS
 from .cli_help import examples
+from .levels import GivenStore, add_confidence_level
 
 __all__ = ["read_stream", "reference_questions", "register", "run_monitor"]
 
@@ -34,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "statistic": "top1",
     "retriever": "hybrid",
     "fusion": "tuned",
-    "framework": "llamaindex",
+    "framework": FRAMEWORKS[0],
     "pool_size": 50,
     "seed": 0,
 }
@@ -75,7 +77,14 @@ def register(sub: Any) -> None:
         help="continue a state written by --save-monitor (needs the --calibration it was made with; the state "
         "holds the reference, delta, statistic and seed) (default: none, a new monitor)",
     )
-    p.add_argument("--alpha", type=float, default=None, help="target miscoverage when calibrating here (default 0.1)")
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        action=GivenStore,
+        help="target miscoverage when calibrating here (default 0.1)",
+    )
+    add_confidence_level(p, default="0.9 when calibrating here")
     p.add_argument(
         "--delta", type=float, default=None, help="false-alarm probability of the drift alarm (default 0.01)"
     )
@@ -105,7 +114,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--framework",
-        choices=["llamaindex", "langchain"],
+        choices=FRAMEWORKS,
         default=None,
         help="whose splitter and index (default llamaindex)",
     )
@@ -207,18 +216,6 @@ def reference_questions(path: str | Path) -> list[str]:
     from ..datasets.question_file import read_question_file
 
     return [ex.question for ex in read_question_file(path, "reference").examples]
-
-
-def _conformal_retriever(framework: str, kind: str, host: Any, cal: Any, monitor: Any) -> Any:
-    if framework == "llamaindex":
-        from ..llamaindex.retriever import ConformalRetriever
-
-        return ConformalRetriever(cal, retriever=host, monitor=monitor)
-    from ..langchain.retriever import ConformalRetriever as LCRetriever
-
-    if kind == "dense":
-        return LCRetriever(calibration=cal, vectorstore=host, monitor=monitor)
-    return LCRetriever(calibration=cal, retriever=host, monitor=monitor)
 
 
 def _refuse_disagreeing(given: dict[str, Any], stored: dict[str, Any], source: str) -> None:
@@ -358,6 +355,7 @@ def run_monitor(
     from ..core.martingale import check_delta
     from ..core.validation import check_alpha
     from ..datasets.examples import load_corpus
+    from ..frameworks import get_framework
     from ..local.chroma import chroma_client
     from ..monitor.monitor import ConformalMonitor
     from ..runtime.atomic import atomic_write_text
@@ -371,6 +369,7 @@ def run_monitor(
         check_outputs,
         read_questions,
     )
+    from .levels import confidence_level_of
     from .report import load_any_calibration
     from .report_host import host_spec, rebuild_host
 
@@ -471,8 +470,8 @@ def run_monitor(
             seed=DEFAULTS["seed"] if seed is None else seed,
         )
     n_before = monitor.n_stream
-    conformal = _conformal_retriever(spec[0], spec[1], bundle.host, deployed, monitor)
-    ask = conformal.invoke if spec[0] == "langchain" else conformal.retrieve
+    adapter = get_framework(spec[0])
+    ask = adapter.ask(adapter.conformal_retriever(spec[1], bundle.host, deployed, monitor=monitor))
     for question in stream_questions:
         ask(question)
     report = {
@@ -486,6 +485,7 @@ def run_monitor(
         "delta": monitor.delta,
         "threshold": monitor.threshold,
         "alpha": deployed.alpha_,
+        "confidence_level": confidence_level_of(deployed.alpha_),
         "n_calibration": deployed.n_calibration_,
         "calibration_threshold": encode_float(deployed.threshold_),
         "framework": spec[0],

@@ -9,24 +9,21 @@ rebuilt host's fingerprint and collection digest must then equal the stored ones
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.errors import CalibrationError, FingerprintMismatchError
+from ..frameworks import FRAMEWORKS, get_framework
 from ..labelling.chunk_records import Chunk
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.fingerprint import corpus_digest, same_corpus
 from ..retrieval.parent_pools import PARENT_MARK
 from ..tuning.tuned_calibration import FusionConfig, fusion_of
-from .hosts import FRAMEWORKS, HostBundle, build_host
+from .hosts import HostBundle, build_host
 
 __all__ = ["HostSpec", "host_rows", "host_spec", "rebuild_host"]
 
 HostSpec = tuple[str, str, FusionConfig | None]
-_LI_MODES = {"dist_based_score": "zscore", "relative_score": "minmax"}
-_LI_FUSION = re.compile(r"fusion\(mode=(\w+),weights=([0-9.eE+-]+),")
-_LC_HYBRID = re.compile(r"hybrid\(method=(\w+),weight=([0-9.eE+-]+),")
 
 
 def host_spec(calibration: RetrievalCalibration) -> HostSpec:
@@ -56,30 +53,14 @@ def host_spec(calibration: RetrievalCalibration) -> HostSpec:
         )
     if calibration.selection_.get("rule") == "tuned-hybrid":
         return fp.framework, "hybrid", fusion_of(calibration)
-    retriever = fp.retriever
-    if fp.framework == "llamaindex" and fp.store == "ChromaVectorStore" and retriever.startswith("dense"):
-        return "llamaindex", "dense", None
-    if fp.framework == "llamaindex" and retriever == "bm25":
-        return "llamaindex", "bm25", None
-    if fp.framework == "langchain" and fp.store == "Chroma" and retriever == "dense":
-        return "langchain", "dense", None
-    match = _LI_FUSION.match(retriever) if fp.framework == "llamaindex" else _LC_HYBRID.match(retriever)
-    if match and fp.framework in FRAMEWORKS:
-        method = _LI_MODES.get(match.group(1), match.group(1))
-        return fp.framework, "hybrid", FusionConfig(method, float(match.group(2)))
+    found = get_framework(fp.framework).rebuildable_host(fp) if fp.framework in FRAMEWORKS else None
+    if found is not None:
+        return fp.framework, *found
     raise CalibrationError(
         f"This calibration was made on a host conformal-rag cannot rebuild (framework {fp.framework!r}, store "
-        f"{fp.store!r}, retriever {retriever!r}); the report rebuilds only the Chroma dense, BM25 and hybrid hosts "
+        f"{fp.store!r}, retriever {fp.retriever!r}); the report rebuilds only the Chroma dense, BM25 and hybrid hosts "
         "of 'conformal-rag calibrate'. Use calibration.plot_*() with observations from your own host instead."
     )
-
-
-def _fingerprint(framework: str, host: Any) -> Any:
-    if framework == "llamaindex":
-        from ..llamaindex.fingerprint import fingerprint_of
-    else:
-        from ..langchain.fingerprint import fingerprint_of
-    return fingerprint_of(host)
 
 
 def rebuild_host(
@@ -102,7 +83,7 @@ def rebuild_host(
         )
     framework, kind, fusion = spec
     bundle = build_host(framework, kind, chunks, pool_size=calibration.pool_size_, client=client, fusion=fusion)
-    calibration.fingerprint_.check_compatible(_fingerprint(framework, bundle.host))
+    calibration.fingerprint_.check_compatible(get_framework(framework).fingerprint_of(bundle.host))
     return bundle
 
 

@@ -37,11 +37,11 @@ def _cal(fp: Fingerprint, pool: int = 3, **kw) -> RetrievalCalibration:
 )
 def test_every_host_kind_round_trips_through_its_fingerprint(spec, chroma_memory_client) -> None:
     from conformal_rag_plugins.commands.hosts import build_host
-    from conformal_rag_plugins.commands.report_host import _fingerprint
+    from conformal_rag_plugins.frameworks import get_framework
 
     framework, kind, fusion = spec
     bundle = build_host(framework, kind, ENTRIES, pool_size=3, client=chroma_memory_client, fusion=fusion)
-    cal = _cal(_fingerprint(framework, bundle.host))
+    cal = _cal(get_framework(framework).fingerprint_of(bundle.host))
     assert host_spec(cal) == spec
     assert rebuild_host(cal, spec, ENTRIES, client=chroma_memory_client).kind == kind
     other = _cal(replace(cal.fingerprint_, embedding_model="another-model"))
