@@ -81,7 +81,7 @@ class LLMReader(Protocol):
     """
 
     def __call__(
-        self, llm: Any, prompts: PromptSet, completion_prompt: Any = None, chat_prompt: Any = None
+        self, llm: Any, prompts: PromptSet, completion_prompt: Any = None, chat_prompt: Any = None, /
     ) -> LLMTask: ...
 
 
