@@ -45,6 +45,7 @@ from conformal_rag_plugins.core import PoolObservation, conformal_quantile
 from conformal_rag_plugins.datasets.examples import CalibrationExample, split_examples
 from conformal_rag_plugins.labelling.chunk_labels import answer_in_text
 from conformal_rag_plugins.labelling.llm_judge import LabelReport, alabel_examples
+from conformal_rag_plugins.labelling.options import JudgeOptions, QuestionOptions
 from conformal_rag_plugins.llamaindex.host import pool_from_nodes
 from conformal_rag_plugins.llamaindex.judge_labels import label_with_judge
 from conformal_rag_plugins.llamaindex.llm import local_llm
@@ -56,6 +57,7 @@ from conformal_rag_plugins.retrieval.pool_calibration import collect_observation
 OUT = Path(__file__).resolve().parent / "results"
 ALPHAS = (0.1, 0.2)
 FAMILY = "relative"
+ONE_AT_A_TIME = JudgeOptions(max_concurrency=1)  # the local LLM serves one call at a time
 
 
 def _coverage(obs: Sequence[PoolObservation], q: float) -> tuple[float, float]:
@@ -118,7 +120,7 @@ def main() -> None:
     t0 = time.perf_counter()
     writer = local_llm(temperature=0.7, max_new_tokens=64)
     generated, gen_report = generate_calibration_questions(
-        chunks, writer, args.questions, seed=args.seed, max_concurrency=1, progress=True
+        chunks, writer, args.questions, seed=args.seed, options=QuestionOptions(max_concurrency=1, progress=True)
     )
     t_gen = time.perf_counter() - t0
     print(gen_report.summary(), flush=True)
@@ -126,7 +128,7 @@ def main() -> None:
     # 2. judge labelling of the generated questions
     t0 = time.perf_counter()
     judge_llm = local_llm(temperature=0.0, max_new_tokens=3)
-    labelled, label_report = label_with_judge(host, generated, judge_llm, budget=args.budget, max_concurrency=1)
+    labelled, label_report = label_with_judge(host, generated, judge_llm, budget=args.budget, options=ONE_AT_A_TIME)
     t_label = time.perf_counter() - t0
     print(label_report.summary(), flush=True)
     texts = {c.id: c.text for c in chunks}
@@ -154,7 +156,7 @@ def main() -> None:
     truth = {q.question: q.gold_ids for q in real_sample}
     stripped = [replace(q, gold_ids=(), gold_texts=(), metadata={}) for q in real_sample]
     t0 = time.perf_counter()
-    real_llm, real_llm_report = label_with_judge(host, stripped, judge_llm, budget=args.budget, max_concurrency=1)
+    real_llm, real_llm_report = label_with_judge(host, stripped, judge_llm, budget=args.budget, options=ONE_AT_A_TIME)
     t_real = time.perf_counter() - t0
     real_lex, _ = _lexical_labels(stripped, rank, args.budget)
     judges = [

@@ -84,6 +84,7 @@ def run_generate(
     """
     from ..datasets.examples import save_examples
     from ..frameworks import get_framework
+    from ..labelling.options import QuestionOptions
     from ..labelling.question_gen import sample_chunks
     from ..runtime.atomic import atomic_path
     from .input_checks import check_at_least, check_distinct_outputs, check_outputs
@@ -106,9 +107,7 @@ def run_generate(
         seed=seed,
         topic=topic,
         cache=cache,
-        max_retries=max_retries,
-        max_concurrency=1 if llm == "local" else 4,
-        progress=progress,
+        options=QuestionOptions(max_retries=max_retries, max_concurrency=1 if llm == "local" else 4, progress=progress),
     )
     with atomic_path(out) as tmp:
         save_examples(examples, tmp)

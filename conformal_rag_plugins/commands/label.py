@@ -89,6 +89,7 @@ def run_label(
     from ..core.errors import CalibrationError
     from ..datasets.examples import save_examples
     from ..frameworks import get_framework
+    from ..labelling.options import JudgeOptions
     from ..runtime.atomic import atomic_path
     from .hosts import build_host
     from .input_checks import announce_questions, check_at_least, check_distinct_outputs, check_outputs, read_questions
@@ -120,8 +121,7 @@ def run_label(
         budget,
         pool_size=pool_size,
         cache=cache,
-        max_concurrency=1 if llm == "local" else 4,
-        progress=progress,
+        options=JudgeOptions(max_concurrency=1 if llm == "local" else 4, progress=progress),
     )
     with atomic_path(out) as tmp:
         save_examples(labelled, tmp)

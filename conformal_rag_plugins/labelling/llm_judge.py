@@ -19,8 +19,11 @@ chunk that holds the answer becomes the gold chunk:
 
 The judge is any ``judge(question, answer, chunk_text) -> awaitable bool | None``; ``None``
 (an output that says neither yes nor no) counts as "no" and is counted. :class:`LLMJudge`
-builds one from an async ``complete(prompt) -> str`` LLM call, with a
+builds one from an async ``complete(prompt) -> str`` LLM call (or an
+:class:`~conformal_rag_plugins.labelling.llm.LLMTask`), with a
 :class:`~conformal_rag_plugins.runtime.kv_cache.JsonCache` of its decisions.
+:class:`~conformal_rag_plugins.labelling.host_judge.HostJudge` walks a framework host's ranking
+with it: the public ``label_with_judge`` of both adapters.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ from ..datasets.examples import CalibrationExample
 from ..runtime.kv_cache import JsonCache
 from ..runtime.retry import call_with_retries
 from ..runtime.run_sync import run_sync
-from .prompts import JUDGE_FEW_SHOT_TEMPLATE, LLMTask, fill
+from .llm import LLMTask
+from .options import JudgeOptions
+from .prompts import JUDGE_FEW_SHOT_TEMPLATE
 
 __all__ = [
     "RULE_BUDGET",
@@ -124,11 +129,7 @@ class LLMJudge:
     ) -> None:
         self.complete = complete
         self.model = model
-        if callable(prompt):
-            self.render = prompt
-        else:
-            template = JUDGE_FEW_SHOT_TEMPLATE if prompt is None else prompt
-            self.render = lambda values: fill(template, values)
+        self.render = LLMTask.plain(complete, JUDGE_FEW_SHOT_TEMPLATE if prompt is None else prompt).render
         self.temperature = temperature
         self.cache = cache
         self.timeout = timeout
@@ -138,15 +139,31 @@ class LLMJudge:
         self.failed_calls = 0
 
     @classmethod
-    def for_task(cls, task: LLMTask, *, cache: JsonCache | None = None, timeout: float | None = 60.0) -> LLMJudge:
-        """A judge over a framework adapter's :class:`~conformal_rag_plugins.labelling.prompts.LLMTask`."""
+    def for_task(
+        cls, task: LLMTask, *, cache: JsonCache | None = None, options: JudgeOptions | None = None
+    ) -> LLMJudge:
+        """A judge over an :class:`~conformal_rag_plugins.labelling.llm.LLMTask` (e.g. a framework adapter's).
+
+        ``options`` gives the timeout and retries per call
+        (:class:`~conformal_rag_plugins.labelling.options.JudgeOptions`).
+
+        Examples
+        --------
+        >>> async def fake(prompt):
+        ...     return "no"
+        >>> judge = LLMJudge.for_task(LLMTask.plain(fake, JUDGE_FEW_SHOT_TEMPLATE, model="fake"))
+        >>> asyncio.run(judge("Who?", "Rollo", "The Seine flows to the sea.")), judge.model, judge.timeout
+        (False, 'fake', 60.0)
+        """
+        options = options or JudgeOptions()
         return cls(
             task.complete,
             model=task.model,
             prompt=task.render,
             temperature=task.temperature,
             cache=cache,
-            timeout=timeout,
+            timeout=options.timeout,
+            call_retries=options.call_retries,
         )
 
     async def __call__(self, question: str, answer: str, chunk_text: str) -> bool | None:

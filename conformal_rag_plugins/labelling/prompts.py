@@ -18,7 +18,7 @@ placeholders, and :func:`to_fstring` escapes the rest for f-string templates
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "QUESTION_FEW_SHOT_TEMPLATE",
     "QUESTION_PROMPTS",
     "QUESTION_VARIABLES",
-    "LLMTask",
     "PromptSet",
     "fill",
     "to_fstring",
@@ -115,21 +114,6 @@ QUESTION_PROMPTS = PromptSet(
     QUESTION_FEW_SHOT_TEMPLATE, QUESTION_CHAT_SYSTEM, QUESTION_CHAT_USER_TEMPLATE, QUESTION_VARIABLES
 )
 JUDGE_PROMPTS = PromptSet(JUDGE_FEW_SHOT_TEMPLATE, JUDGE_CHAT_SYSTEM, JUDGE_CHAT_USER_TEMPLATE, JUDGE_VARIABLES)
-
-
-@dataclass(frozen=True)
-class LLMTask:
-    """A user's LLM made ready for one calibration task, whatever its framework.
-
-    ``render(values)`` gives the prompt text (also the cache key), ``complete(text)`` the
-    model's output; ``model`` and ``temperature`` go into cache keys and records. Each
-    adapter builds it with its own ``llm_task(llm, prompts, completion_prompt, chat_prompt)``.
-    """
-
-    render: Callable[[Mapping[str, str]], str]
-    complete: Callable[[str], Awaitable[str]]
-    model: str
-    temperature: float | None
 
 
 def topic_instruction(topic: str | None) -> str:

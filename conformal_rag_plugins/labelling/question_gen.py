@@ -1,10 +1,11 @@
 """Generate calibration questions from the user's own chunks with the user's LLM (CONFLARE step 1).
 
-Framework-neutral: the LLM is an async ``complete(prompt: str) -> str`` callable, and
-the prompt a template string (see :mod:`~conformal_rag_plugins.labelling.prompts`)
-or a ``render(variables) -> str`` callable. The LlamaIndex and LangChain adapters
-(``llamaindex/question_gen.py``, ``langchain/question_gen.py``) build both from the
-host LLM and the host's prompt templates.
+Framework-neutral: the LLM is an :class:`~conformal_rag_plugins.labelling.llm.LLMTask`
+(render a prompt from values, complete it asynchronously, a model id), or a plain async
+``complete(prompt: str) -> str`` callable with the default template. The LlamaIndex and
+LangChain adapters build the task from the host LLM and the host's prompt templates, and
+:class:`~conformal_rag_plugins.labelling.question_writer.QuestionWriter` is their public
+``generate_calibration_questions``.
 
 How it works
 ------------
@@ -32,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..core.errors import CalibrationError
@@ -40,7 +41,9 @@ from ..core.normalize import normalize_answer
 from ..datasets.examples import CalibrationExample, CorpusEntry
 from ..runtime.kv_cache import JsonCache
 from ..runtime.retry import call_with_retries
-from .prompts import QUESTION_FEW_SHOT_TEMPLATE, fill, topic_instruction
+from .llm import CompleteFn, LLMTask, RenderFn
+from .options import DEFAULT_MIN_WORDS, QuestionOptions
+from .prompts import QUESTION_FEW_SHOT_TEMPLATE, topic_instruction
 from .question_filters import REASON_DUPLICATE, check_generated
 
 __all__ = [
@@ -54,11 +57,6 @@ __all__ = [
     "stratified_order",
 ]
 
-CompleteFn = Callable[[str], Awaitable[str]]
-RenderFn = Callable[[Mapping[str, str]], str]
-
-#: Chunks with fewer words are not used to generate questions.
-DEFAULT_MIN_WORDS = 5
 _CACHE_NAMESPACE = "question-gen/v1"
 
 
@@ -212,30 +210,15 @@ class GenerationReport:
         return "\n".join(lines)
 
 
-def _renderer(prompt: str | RenderFn | None) -> RenderFn:
-    if callable(prompt):
-        return prompt
-    template = QUESTION_FEW_SHOT_TEMPLATE if prompt is None else prompt
-    return lambda values: fill(template, values)
-
-
 async def agenerate_questions(
     chunks: Sequence[CorpusEntry],
-    complete: CompleteFn,
+    llm: LLMTask | CompleteFn,
     n_questions: int,
     *,
-    model: str = "unknown",
-    prompt: str | RenderFn | None = None,
     seed: int = 0,
     topic: str | None = None,
-    temperature: float | None = None,
-    max_retries: int = 2,
-    max_concurrency: int = 4,
-    timeout: float | None = 120.0,
-    call_retries: int = 2,
     cache: JsonCache | None = None,
-    min_words: int = DEFAULT_MIN_WORDS,
-    progress: bool = False,
+    options: QuestionOptions | None = None,
 ) -> tuple[list[CalibrationExample], GenerationReport]:
     """Generate up to ``n_questions`` calibration questions, one per sampled chunk.
 
@@ -243,33 +226,23 @@ async def agenerate_questions(
     ----------
     chunks : sequence of CorpusEntry or Chunk
         The indexed chunks (ids as in the host store). ``Chunk.parent_id`` names the document.
-    complete : async callable
-        ``complete(prompt) -> str``, the LLM.
+    llm : LLMTask or async callable
+        The LLM as an :class:`~conformal_rag_plugins.labelling.llm.LLMTask` (a framework
+        adapter's ``llm_task``, or ``LLMTask.plain(complete, template, model=...)``), or a
+        plain async ``complete(prompt) -> str`` with the default
+        :data:`~conformal_rag_plugins.labelling.prompts.QUESTION_FEW_SHOT_TEMPLATE`. Its
+        ``model`` is recorded in ``metadata["generated_by"]``; ``model`` and ``temperature``
+        are part of the cache key. The chunk text is passed with its white space collapsed.
     n_questions : int
-    model : str
-        Model id, recorded in ``metadata["generated_by"]`` and part of the cache key.
-    prompt : str or callable, optional
-        A template with ``{context}``, ``{topic}``, ``{topic_instruction}`` placeholders, or
-        ``render(variables) -> str``; default
-        :data:`~conformal_rag_plugins.labelling.prompts.QUESTION_FEW_SHOT_TEMPLATE`.
-        The chunk text is passed with its white space collapsed.
     seed : int
         Seeds the chunk sample.
     topic : str, optional
         A topic of interest, inserted into the prompt.
-    temperature : float, optional
-        The LLM's temperature (part of the cache key only).
-    max_retries : int
-        Further attempts per chunk after a rejected output.
-    max_concurrency : int
-        LLM calls in flight at once.
-    timeout, call_retries
-        Per call, passed to :func:`~conformal_rag_plugins.runtime.retry.call_with_retries`.
     cache : JsonCache, optional
-    min_words : int
-        Shorter chunks are not used.
-    progress : bool
-        Show a progress bar.
+    options : QuestionOptions, optional
+        Retries, concurrency, timeout, minimum chunk length, progress bar
+        (:class:`~conformal_rag_plugins.labelling.options.QuestionOptions`; its prompt fields
+        are not read here: the task carries its prompt).
 
     Returns
     -------
@@ -283,12 +256,16 @@ async def agenerate_questions(
     >>> async def fake_llm(prompt):
     ...     return '{"question": "Who led the Normans?", "answer": "Rollo"} Passage: ...'
     >>> chunks = [CorpusEntry("Normans#0", "The Normans were led by Rollo, a Viking chief.")]
-    >>> examples, report = asyncio.run(agenerate_questions(chunks, fake_llm, 1, model="fake"))
+    >>> task = LLMTask.plain(fake_llm, QUESTION_FEW_SHOT_TEMPLATE, model="fake")
+    >>> examples, report = asyncio.run(agenerate_questions(chunks, task, 1))
     >>> examples[0].question, examples[0].answers, examples[0].gold_ids
     ('Who led the Normans?', ('Rollo',), ('Normans#0',))
     >>> report.n_generated, report.llm_calls
     (1, 1)
     """
+    options = options or QuestionOptions()
+    task = llm if isinstance(llm, LLMTask) else LLMTask.plain(llm, QUESTION_FEW_SHOT_TEMPLATE)
+    model, temperature, min_words, max_retries = task.model, task.temperature, options.min_words, options.max_retries
     order = stratified_order(chunks, seed, min_words=min_words)
     if n_questions < 1:
         raise CalibrationError(f"The number of questions must be positive, got {n_questions}.")
@@ -296,11 +273,10 @@ async def agenerate_questions(
         raise _too_small(n_questions, len(order), len(chunks), min_words)
     if max_retries < 0:
         raise CalibrationError(f"max_retries must be >= 0, got {max_retries}.")
-    render = _renderer(prompt)
     report = GenerationReport(n_questions, len(order), model)
     rejected: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
-    semaphore = asyncio.Semaphore(max_concurrency)
+    semaphore = asyncio.Semaphore(options.max_concurrency)
     values_base = {"topic": (topic or "").strip(), "topic_instruction": topic_instruction(topic)}
 
     async def ask(text: str, attempt: int) -> str | None:
@@ -311,13 +287,15 @@ async def agenerate_questions(
             return str(hit["text"])
         async with semaphore:
             report.llm_calls += 1
-            out = await call_with_retries(lambda: complete(text), retries=call_retries, timeout=timeout)
+            out = await call_with_retries(
+                lambda: task.complete(text), retries=options.call_retries, timeout=options.timeout
+            )
         if out is not None and cache is not None:
             await asyncio.to_thread(cache.put, key, {"text": str(out)})  # a failed write only warns
         return None if out is None else str(out)
 
     async def one(chunk: CorpusEntry) -> tuple[dict[str, str], int] | None:
-        text = render({"context": " ".join(chunk.text.split()), **values_base})
+        text = task.render({"context": " ".join(chunk.text.split()), **values_base})
         reason = None
         for attempt in range(max_retries + 1):
             reason, record = check_generated(await ask(text, attempt), chunk.text)
@@ -332,7 +310,7 @@ async def agenerate_questions(
     kept: list[CalibrationExample] = []
     seen: set[str] = set()
     pos = 0
-    with tqdm(total=n_questions, desc="generating questions", unit="q", disable=not progress) as bar:
+    with tqdm(total=n_questions, desc="generating questions", unit="q", disable=not options.progress) as bar:
         while len(kept) < n_questions and pos < len(order):
             batch = order[pos : pos + n_questions - len(kept)]
             pos += len(batch)

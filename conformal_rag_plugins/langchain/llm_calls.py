@@ -1,4 +1,4 @@
-"""Turn a LangChain model and its prompt templates into ``render`` / ``complete`` callables.
+"""Turn a LangChain model and its prompt templates into ``render`` / ``complete`` callables (an ``LLMTask``).
 
 The framework-neutral calibration code (question generation, the judge) works on a prompt
 *string* and an async ``complete(prompt) -> str``. A completion model (``BaseLLM``) gets the
@@ -13,7 +13,7 @@ with their literal JSON braces escaped for LangChain's f-string format.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
@@ -21,12 +21,10 @@ from langchain_core.messages import messages_from_dict, messages_to_dict
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
 from ..core.errors import ConformalError
-from ..labelling.prompts import LLMTask, PromptSet, to_fstring
+from ..labelling.llm import CompleteFn, LLMTask, RenderFn, check_prompt_variables
+from ..labelling.prompts import PromptSet, to_fstring
 
 __all__ = ["chat_template", "completion_template", "is_chat", "llm_task", "prompt_caller"]
-
-Render = Callable[[Mapping[str, str]], str]
-Complete = Callable[[str], Awaitable[str]]
 
 
 def is_chat(model: Any) -> bool:
@@ -61,12 +59,6 @@ def chat_template(
     )
 
 
-def _check_vars(prompt: PromptTemplate | ChatPromptTemplate, allowed: Collection[str]) -> None:
-    unknown = sorted(set(prompt.input_variables) - set(allowed))
-    if unknown:
-        raise ConformalError(f"Unknown prompt variable(s) {unknown}; the prompt can use {sorted(allowed)}.")
-
-
 def _pick(prompt: PromptTemplate | ChatPromptTemplate, values: Mapping[str, str]) -> dict[str, str]:
     return {k: values[k] for k in prompt.input_variables}
 
@@ -76,7 +68,7 @@ def prompt_caller(
     completion_prompt: PromptTemplate,
     chat_prompt: ChatPromptTemplate,
     variables: Collection[str],
-) -> tuple[Render, Complete]:
+) -> tuple[RenderFn, CompleteFn]:
     """``render(values) -> prompt text`` and ``complete(prompt text) -> output`` for ``model``.
 
     Examples
@@ -92,7 +84,7 @@ def prompt_caller(
     if not isinstance(model, BaseLanguageModel):
         raise ConformalError(f"Expected a LangChain BaseLLM or BaseChatModel, got {type(model).__name__}.")
     if is_chat(model):
-        _check_vars(chat_prompt, variables)
+        check_prompt_variables(chat_prompt.input_variables, variables)
 
         def render_chat(values: Mapping[str, str]) -> str:
             messages = chat_prompt.format_messages(**_pick(chat_prompt, values))
@@ -104,7 +96,7 @@ def prompt_caller(
 
         return render_chat, complete_chat
 
-    _check_vars(completion_prompt, variables)
+    check_prompt_variables(completion_prompt.input_variables, variables)
 
     def render_completion(values: Mapping[str, str]) -> str:
         return completion_prompt.format(**_pick(completion_prompt, values))
@@ -122,7 +114,8 @@ def llm_task(
     completion_prompt: PromptTemplate | str | None = None,
     chat_prompt: ChatPromptTemplate | None = None,
 ) -> LLMTask:
-    """The user's model and prompts (or the task's defaults) as an :class:`LLMTask`.
+    """The user's model and prompts (or the task's defaults) as an :class:`LLMTask`: the adapter's
+    :class:`~conformal_rag_plugins.labelling.llm.LLMReader`.
 
     Examples
     --------

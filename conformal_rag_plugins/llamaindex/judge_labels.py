@@ -1,118 +1,43 @@
 """Label calibration questions with a LlamaIndex LLM judge over the host retriever (CONFLARE step 2).
 
-Thin adapter over :mod:`conformal_rag_plugins.labelling.llm_judge`.
+``label_with_judge(host, examples, llm, budget=5, *, pool_size=None, cache=True, options=None)``
+and its async twin are written once in :class:`~conformal_rag_plugins.labelling.host_judge.HostJudge`;
+this module supplies what is LlamaIndex's: the host (a ``VectorStoreIndex``, queried as
+``as_retriever(similarity_top_k=pool_size)``, or a ``BaseRetriever``, queried with ``aretrieve``)
+read by :func:`host_ranking`, and the LLM read by :func:`~.llm_calls.llm_task`.
+
+Examples
+--------
+>>> from conformal_rag_plugins.labelling.options import JudgeOptions
+>>> labelled, report = label_with_judge(index, examples, llm, budget=5,
+...                                     options=JudgeOptions(max_concurrency=1))  # doctest: +SKIP
+>>> calibration = calibrate_retriever(index, labelled, confidence_level=0.9)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
-
-from ..datasets.examples import CalibrationExample
-from ..labelling.llm_judge import LabelReport, LLMJudge, alabel_examples
-from ..labelling.prompts import JUDGE_PROMPTS
-from ..runtime.kv_cache import JsonCache, open_cache
-from ..runtime.run_sync import run_sync
+from ..labelling.host_judge import HostJudge
+from ..labelling.llm_judge import RankFn
 from .calibrate import resolve_host
 from .host import pool_from_nodes
 from .llm_calls import llm_task
 
-__all__ = ["alabel_with_judge", "label_with_judge"]
+__all__ = ["alabel_with_judge", "host_ranking", "label_with_judge"]
 
 
-async def alabel_with_judge(
-    host: Any,
-    examples: Sequence[CalibrationExample],
-    llm: Any,
-    budget: int = 5,
-    *,
-    pool_size: int | None = None,
-    completion_prompt: PromptTemplate | str | None = None,
-    chat_prompt: ChatPromptTemplate | None = None,
-    cache: JsonCache | str | Path | bool | None = True,
-    max_concurrency: int = 4,
-    timeout: float | None = 60.0,
-    progress: bool = False,
-) -> tuple[list[CalibrationExample], LabelReport]:
-    """Async :func:`label_with_judge`."""
+def host_ranking(host: Any, pool_size: int | None) -> RankFn:
+    """The index or retriever as ``rank(question) -> [(node id, text), ...]`` (checked now, queried later)."""
     retriever, _ = resolve_host(host, pool_size)
-    task = llm_task(llm, JUDGE_PROMPTS, completion_prompt, chat_prompt)
-    judge = LLMJudge.for_task(task, cache=open_cache(cache), timeout=timeout)
 
     async def rank(question: str) -> list[tuple[str | None, str]]:
         pool, _ = pool_from_nodes(await retriever.aretrieve(question))
         return list(zip(pool.ids, pool.texts, strict=True))
 
-    return await alabel_examples(
-        examples, rank, judge, budget=budget, max_concurrency=max_concurrency, judge_model=task.model, progress=progress
-    )
+    return rank
 
 
-def label_with_judge(
-    host: Any,
-    examples: Sequence[CalibrationExample],
-    llm: Any,
-    budget: int = 5,
-    *,
-    pool_size: int | None = None,
-    completion_prompt: PromptTemplate | str | None = None,
-    chat_prompt: ChatPromptTemplate | None = None,
-    cache: JsonCache | str | Path | bool | None = True,
-    max_concurrency: int = 4,
-    timeout: float | None = 60.0,
-    progress: bool = False,
-) -> tuple[list[CalibrationExample], LabelReport]:
-    """Find each question's first gold node in the host ranking with an LLM judge.
-
-    The host retriever's ranking is walked from the top; the question's source node ends the
-    walk without a judge call, any other node is judged, and at most ``budget`` nodes are
-    judged per question. Questions not resolved within the budget are kept with their source
-    node as gold (a conservative label), never dropped. See
-    :mod:`conformal_rag_plugins.labelling.llm_judge`. The result goes straight to
-    :func:`calibrate_retriever` with the same host.
-
-    Parameters
-    ----------
-    host : VectorStoreIndex or BaseRetriever
-        Queried with ``aretrieve``; an index as ``as_retriever(similarity_top_k=pool_size)``.
-    examples : sequence of CalibrationExample
-        E.g. from :func:`generate_calibration_questions`.
-    llm : LlamaIndex LLM
-        Base models get the yes/no few-shot ``completion_prompt``, chat models ``chat_prompt``
-        (variables ``{question}``, ``{answer}``, ``{context}``). Use temperature 0.
-    budget : int
-    pool_size : int, optional
-        See :func:`calibrate_retriever`.
-    cache : JsonCache, path or bool
-        Judge decisions; ``True`` (default) uses ``~/.cache/conformal-rag/calibration_llm.sqlite``.
-    max_concurrency, timeout, progress
-
-    Returns
-    -------
-    examples : list of CalibrationExample
-    report : LabelReport
-
-    Examples
-    --------
-    >>> from llama_index.core import VectorStoreIndex
-    >>> labelled, report = label_with_judge(index, examples, llm, budget=5)  # doctest: +SKIP
-    >>> calibration = calibrate_retriever(index, labelled, confidence_level=0.9)  # doctest: +SKIP
-    """
-    return run_sync(
-        alabel_with_judge(
-            host,
-            examples,
-            llm,
-            budget,
-            pool_size=pool_size,
-            completion_prompt=completion_prompt,
-            chat_prompt=chat_prompt,
-            cache=cache,
-            max_concurrency=max_concurrency,
-            timeout=timeout,
-            progress=progress,
-        )
-    )
+_JUDGE = HostJudge(read_llm=llm_task, read_host=host_ranking)
+label_with_judge = _JUDGE.label_with_judge
+alabel_with_judge = _JUDGE.alabel_with_judge

@@ -1,4 +1,4 @@
-"""Turn a LlamaIndex LLM and its prompt templates into ``render`` / ``complete`` callables.
+"""Turn a LlamaIndex LLM and its prompt templates into ``render`` / ``complete`` callables (an ``LLMTask``).
 
 The framework-neutral calibration code (question generation, the judge) works on a prompt
 *string* and an async ``complete(prompt) -> str``. A base model gets the completion
@@ -10,19 +10,17 @@ travel as a JSON string (also the cache key) and are rebuilt for ``achat``.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 
 from ..core.errors import ConformalError
-from ..labelling.prompts import LLMTask, PromptSet
+from ..labelling.llm import CompleteFn, LLMTask, RenderFn, check_prompt_variables
+from ..labelling.prompts import PromptSet
 
 __all__ = ["chat_template", "completion_template", "is_chat", "llm_task", "prompt_caller"]
-
-Render = Callable[[Mapping[str, str]], str]
-Complete = Callable[[str], Awaitable[str]]
 
 
 def is_chat(llm: Any) -> bool:
@@ -53,18 +51,12 @@ def chat_template(prompt: ChatPromptTemplate | None, system: str, user: str) -> 
     )
 
 
-def _check_vars(template_vars: Collection[str], allowed: Collection[str]) -> None:
-    unknown = sorted(set(template_vars) - set(allowed))
-    if unknown:
-        raise ConformalError(f"Unknown prompt variable(s) {unknown}; the prompt can use {sorted(allowed)}.")
-
-
 def prompt_caller(
     llm: Any,
     completion_prompt: PromptTemplate,
     chat_prompt: ChatPromptTemplate,
     variables: Collection[str],
-) -> tuple[Render, Complete]:
+) -> tuple[RenderFn, CompleteFn]:
     """``render(values) -> prompt text`` and ``complete(prompt text) -> output`` for ``llm``.
 
     Examples
@@ -81,7 +73,7 @@ def prompt_caller(
     if not (hasattr(llm, "acomplete") and hasattr(llm, "achat")):
         raise ConformalError(f"Expected a LlamaIndex LLM (with acomplete/achat), got {type(llm).__name__}.")
     if is_chat(llm):
-        _check_vars(chat_prompt.template_vars, variables)
+        check_prompt_variables(chat_prompt.template_vars, variables)
 
         def render_chat(values: Mapping[str, str]) -> str:
             messages = chat_prompt.format_messages(**values)
@@ -94,7 +86,7 @@ def prompt_caller(
 
         return render_chat, complete_chat
 
-    _check_vars(completion_prompt.template_vars, variables)
+    check_prompt_variables(completion_prompt.template_vars, variables)
 
     def render_completion(values: Mapping[str, str]) -> str:
         return completion_prompt.format(**values)
@@ -111,7 +103,8 @@ def llm_task(
     completion_prompt: PromptTemplate | str | None = None,
     chat_prompt: ChatPromptTemplate | None = None,
 ) -> LLMTask:
-    """The user's LLM and prompts (or the task's defaults) as an :class:`LLMTask`.
+    """The user's LLM and prompts (or the task's defaults) as an :class:`LLMTask`: the adapter's
+    :class:`~conformal_rag_plugins.labelling.llm.LLMReader`.
 
     Examples
     --------

@@ -20,6 +20,7 @@ from pydantic import Field, PrivateAttr
 
 from conformal_rag_plugins.core.errors import ConformalError
 from conformal_rag_plugins.datasets.examples import CorpusEntry
+from conformal_rag_plugins.labelling.options import QuestionOptions
 from conformal_rag_plugins.labelling.prompts import JUDGE_CHAT_SYSTEM, QUESTION_CHAT_SYSTEM
 from conformal_rag_plugins.langchain import calibrate_retriever as lc_calibrate
 from conformal_rag_plugins.langchain import generate_calibration_questions as lc_generate
@@ -97,10 +98,11 @@ def test_llamaindex_chat_model_gets_the_chat_prompt() -> None:
 
 def test_llamaindex_prompt_override_and_unknown_variable() -> None:
     llm = ScriptedLLM(script=by_text(QUESTIONS))
-    li_generate(nodes()[:1], llm, 1, cache=False, completion_prompt=LIPrompt("Quiz on: {context}\nJSON:"))
+    quiz = QuestionOptions(completion_prompt=LIPrompt("Quiz on: {context}\nJSON:"))
+    li_generate(nodes()[:1], llm, 1, cache=False, options=quiz)
     assert llm._prompts == [f"Quiz on: {TEXTS['n0']}\nJSON:"]
     with pytest.raises(ConformalError, match="Unknown prompt variable"):
-        li_generate(nodes(), llm, 1, cache=False, completion_prompt=LIPrompt("{passage}"))
+        li_generate(nodes(), llm, 1, cache=False, options=QuestionOptions(completion_prompt=LIPrompt("{passage}")))
 
 
 def test_llamaindex_cache_resume(tmp_path) -> None:
@@ -164,11 +166,11 @@ def test_langchain_chat_model_and_prompt_overrides() -> None:
     rendered = prompt.format_messages(context="x")
     assert rendered[0].content == 'Passage: x. Answer as {"question": "..."}'
     examples, _ = lc_generate(documents()[1:2], FakeListChatModel(responses=[QUESTIONS["n1"]]), 1, cache=False,
-                              chat_prompt=prompt)  # fmt: skip
+                              options=QuestionOptions(chat_prompt=prompt))  # fmt: skip
     assert examples[0].answers == ("Rollo",)
     with pytest.raises(ConformalError, match="Unknown prompt variable"):
         lc_generate(documents(), FakeListLLM(responses=["x"]), 1, cache=False,
-                    completion_prompt=LCPrompt.from_template("{passage}"))  # fmt: skip
+                    options=QuestionOptions(completion_prompt=LCPrompt.from_template("{passage}")))  # fmt: skip
 
 
 def test_an_llm_of_the_other_framework_is_refused() -> None:

@@ -63,6 +63,7 @@ DRIVER = textwrap.dedent(
         from llama_index.core.llms.callbacks import llm_completion_callback
         from llama_index.core.schema import TextNode
 
+        from conformal_rag_plugins.labelling.options import QuestionOptions
         from conformal_rag_plugins.llamaindex import generate_calibration_questions
 
         class FakeLLM(CustomLLM):
@@ -86,7 +87,8 @@ DRIVER = textwrap.dedent(
 
         nodes = [TextNode(id_=f"n{i}", text=text(i), metadata={"parent_id": f"doc{i}"}) for i in range(N)]
         examples, _ = generate_calibration_questions(
-            nodes, FakeLLM(), N, cache=os.path.join(CACHE_DIR, "llm.sqlite"), max_concurrency=CONCURRENCY
+            nodes, FakeLLM(), N, cache=os.path.join(CACHE_DIR, "llm.sqlite"),
+            options=QuestionOptions(max_concurrency=CONCURRENCY),
         )
         return [[e.question, list(e.answers), list(e.gold_ids)] for e in examples]
 
@@ -99,6 +101,7 @@ DRIVER = textwrap.dedent(
         from langchain_core.retrievers import BaseRetriever
 
         from conformal_rag_plugins.datasets.examples import CalibrationExample
+        from conformal_rag_plugins.labelling.options import JudgeOptions
         from conformal_rag_plugins.langchain import label_with_judge
 
         class FakeJudge(BaseChatModel):
@@ -127,7 +130,8 @@ DRIVER = textwrap.dedent(
         examples = [CalibrationExample(f"Who rebuilt the harbour of Zorvik{i}?", answers=(f"Talmar{i}",))
                     for i in range(N)]
         labelled, _ = label_with_judge(Ranking(), examples, FakeJudge(), budget=4, pool_size=5,
-                                       cache=os.path.join(CACHE_DIR, "llm.sqlite"), max_concurrency=CONCURRENCY)
+                                       cache=os.path.join(CACHE_DIR, "llm.sqlite"),
+                                       options=JudgeOptions(max_concurrency=CONCURRENCY))
         return [[e.question, list(e.gold_ids), e.metadata["gold_rank"]] for e in labelled]
 
 

@@ -143,7 +143,7 @@ def test_paid_answers_survive_a_failing_cache_write(tmp_path: Path, caplog: pyte
         judge = LLMJudge(llm, model="fake", cache=_FailingJsonCache(":memory:"))
         assert asyncio.run(judge("Who?", "Rollo", "Rollo led them.")) is True and judge.llm_calls == 1
         examples, report = asyncio.run(
-            agenerate_questions(chunks, llm, 1, model="fake", cache=_FailingJsonCache(":memory:"))
+            agenerate_questions(chunks, llm, 1, cache=_FailingJsonCache(":memory:"))
         )
         assert [e.answers for e in examples] == [("Rollo",)] and report.llm_calls == 1
 
@@ -198,7 +198,7 @@ def test_async_callers_do_cache_io_off_the_event_loop() -> None:
         await judge("Who?", "Rollo", "Rollo led them.")
         await judge("Who?", "Rollo", "Rollo led them.")  # a hit
         chunks = [CorpusEntry("Normans#0", "The Normans were led by Rollo, a Viking chief of great renown.")]
-        await agenerate_questions(chunks, llm, 1, model="fake", cache=recorder.wrap(JsonCache(":memory:")))
+        await agenerate_questions(chunks, llm, 1, cache=recorder.wrap(JsonCache(":memory:")))
         cache = recorder.wrap(SampleCache(":memory:"))
         for _ in range(2):
             await draw_samples(once, n=2, max_concurrency=2, retries=0, timeout=None, cache=cache, key="k")

@@ -11,6 +11,9 @@ import pytest
 from conformal_rag_plugins.core.errors import CalibrationError
 from conformal_rag_plugins.datasets.examples import CorpusEntry, load_examples, save_examples
 from conformal_rag_plugins.labelling.chunk_records import Chunk
+from conformal_rag_plugins.labelling.llm import LLMTask
+from conformal_rag_plugins.labelling.options import QuestionOptions
+from conformal_rag_plugins.labelling.prompts import QUESTION_FEW_SHOT_TEMPLATE
 from conformal_rag_plugins.labelling.question_filters import copies_chunk, looks_wrong_language
 from conformal_rag_plugins.labelling.question_gen import (
     agenerate_questions,
@@ -59,9 +62,14 @@ class Scripted:
         return sum(self.calls.values())
 
 
-def run(chunks, complete, n, **kwargs):
-    kwargs.setdefault("call_retries", 0)
-    return asyncio.run(agenerate_questions(chunks, complete, n, **kwargs))
+def run(chunks, complete, n, *, model="unknown", prompt=QUESTION_FEW_SHOT_TEMPLATE, temperature=None, seed=0,
+        topic=None, cache=None, **options):  # fmt: skip
+    """``complete`` as an ``LLMTask`` with ``model``/``prompt``/``temperature``; the rest are ``QuestionOptions``."""
+    options.setdefault("call_retries", 0)
+    task = LLMTask.plain(complete, prompt, model=model, temperature=temperature)
+    return asyncio.run(
+        agenerate_questions(chunks, task, n, seed=seed, topic=topic, cache=cache, options=QuestionOptions(**options))
+    )
 
 
 def docs_corpus(sizes: dict[str, int]) -> list[Chunk]:
