@@ -35,6 +35,7 @@ from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
 from conformal_rag_plugins.local.tokens import count_tokens
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID
 
@@ -212,7 +213,12 @@ def short_part(args: argparse.Namespace) -> None:
             else:
                 from conformal_rag_plugins.langchain import calibrate_retriever
             t0 = time.perf_counter()
-            cal = calibrate_retriever(bundle.host, questions[:300], confidence_level=0.9, progress=False)
+            cal = calibrate_retriever(
+                bundle.host,
+                questions[:300],
+                confidence_level=0.9,
+                options=RetrievalOptions(progress=False),
+            )
             cal_qps = 300 / (time.perf_counter() - t0)
             lat = _latency(framework, bundle, cal, questions[300:400])
             perf.append(

@@ -40,7 +40,9 @@ from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
 from conformal_rag_plugins.labelling.chunk_records import Chunk
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.tokens import count_tokens
-from conformal_rag_plugins.tuning.candidates import default_pool_sizes
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
+from conformal_rag_plugins.tuning.candidates import CandidateSearch, default_pool_sizes
+from conformal_rag_plugins.tuning.options import TuningOptions
 from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID, calibrate_tuned
 
 OUT = Path(__file__).resolve().parent / "results"
@@ -111,16 +113,15 @@ def _before(framework: str, s: dict[str, Any], examples: list, pool: int) -> tup
     """The rule before: chunk level, base pool, smallest mean set (same fan-out machinery)."""
     _, units = _adapter(framework)
     examples = map_gold_to_chunks(examples, s["records"])[0] if s["parents"] is not None else examples
-    if framework == "llamaindex":
-        found = units.unit_candidates(s["index"], s["nodes"], examples, DEFAULT_FUSION_GRID, (pool,))
-    else:
-        from conformal_rag_plugins.langchain.hybrid_tuning import _ids_texts
-
-        ids, texts = _ids_texts(s["nodes"])
-        found = units.unit_candidates(s["index"], s["nodes"], ids, texts, examples, DEFAULT_FUSION_GRID, (pool,))
+    found = units.unit_candidates(s["index"], s["nodes"], examples, DEFAULT_FUSION_GRID, (pool,))
     tuned = calibrate_tuned(
-        examples, {c: found.fetcher(c) for c in found.candidates}, found.fingerprint, pool_size=pool,
-        objective="size", fanout=found.fanout, progress=False,
+        examples,
+        {c: found.fetcher(c) for c in found.candidates},
+        found.fingerprint,
+        pool_size=pool,
+        options=RetrievalOptions(progress=False),
+        tuning=TuningOptions(objective="size"),
+        search=CandidateSearch(fanout=found.fanout),
     )  # fmt: skip
     return found.host(tuned.candidate), tuned.calibration
 
@@ -185,8 +186,12 @@ def run(seeds: int) -> dict[str, Any]:
                         warnings.simplefilter("ignore")
                         if rule == "tokens":
                             host, cal = hybrid.calibrate_hybrid_retriever(
-                                s["index"], s["nodes"], cal_q, pool_size=pool, parents=s["parents"],
-                                random_state=seed, progress=False,
+                                s["index"],
+                                s["nodes"],
+                                cal_q,
+                                pool_size=pool,
+                                parents=s["parents"],
+                                options=RetrievalOptions(random_state=seed, progress=False),
                             )  # fmt: skip
                         else:
                             host, cal = _before(framework, s, cal_q, pool)

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..retrieval.options import RetrievalOptions
+from ..tuning.options import TuningOptions
 from . import calibration_inputs
 from .cli_help import examples, warn_ignored
 
@@ -277,10 +279,8 @@ def calibrate_host(
         host,
         examples,
         confidence_level=level,
-        score=family,
         pool_size=pool_size,
-        random_state=seed,
-        progress=progress,
+        options=RetrievalOptions(score=family, random_state=seed, progress=progress),
     )
 
 
@@ -302,6 +302,10 @@ def _tuned(
     from .hosts import corpus_key
 
     sizes = None if pool_sizes is None else sorted({pool, *pool_sizes})
+    opts = RetrievalOptions(
+        score=family, random_state=seed, group_by=group_by, group_fallback=group_fallback, progress=progress
+    )
+    tune = TuningOptions(pool_sizes=sizes)
 
     name = f"crp-{framework}-{corpus_key(chunks)}"
     if framework == "llamaindex":
@@ -314,13 +318,9 @@ def _tuned(
             nodes,
             examples,
             confidence_level=level,
-            score=family,
             pool_size=pool,
-            random_state=seed,
-            progress=progress,
-            pool_sizes=sizes,
-            group_by=group_by,
-            group_fallback=group_fallback,
+            options=opts,
+            tuning=tune,
         )
         return cal
     from ..langchain.hybrid_tuning import calibrate_hybrid_retriever as lc_calibrate
@@ -332,13 +332,9 @@ def _tuned(
         chunks,
         examples,
         confidence_level=level,
-        score=family,
         pool_size=pool,
-        random_state=seed,
-        progress=progress,
-        pool_sizes=sizes,
-        group_by=group_by,
-        group_fallback=group_fallback,
+        options=opts,
+        tuning=tune,
     )
     return cal
 
