@@ -50,6 +50,7 @@ from typing import Any
 from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.core.adaptive_schedule import is_no_answer
 from conformal_rag_plugins.core.generation_scores import answer_matches
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 HERE = Path(__file__).resolve().parent
 FIXED_K = (1, 2, 5, 10, 20)
@@ -350,8 +351,7 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any, list[Any], list[Any], di
         cal_q,
         confidence_level=1 - args.alpha,
         pool_size=args.pool,
-        random_state=args.seed,
-        progress=False,
+        options=RetrievalOptions(random_state=args.seed, progress=False),
     )
     test_q = split_examples(test_half, (1.0,), seed=args.seed)[0][: args.questions]
     info = {

@@ -52,6 +52,7 @@ from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
 from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import calibrate_from_pools, collect_observations
 
 OUT = Path(__file__).resolve().parent / "results"
@@ -140,12 +141,7 @@ def _user_path(client, entries, questions, long_chunks, long_questions) -> dict:
         obs,
         fingerprint=fingerprint_of(bundle.host),
         pool_size=50,
-        confidence_level=0.9,
-        score="relative",
-        method="split",
-        delta=None,
-        random_state=0,
-        strict=False,
+        options=RetrievalOptions(confidence_level=0.9, score="relative"),
     )
     out = {}
     long_host = build_host("llamaindex", "dense", long_chunks, client=client).host

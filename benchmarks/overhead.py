@@ -39,6 +39,7 @@ from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
 from conformal_rag_plugins.frameworks import get_framework
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 OUT = Path(__file__).resolve().parent / "results"
 POOL_SIZE = 50
@@ -147,7 +148,8 @@ def host_row(bundle: HostBundle, examples: Sequence[Any], queries: Sequence[str]
     """
     calibrate_retriever = get_framework(bundle.framework).calibrate_retriever
     qs = [ex.question for ex in examples]
-    cal = calibrate_retriever(bundle.host, examples, confidence_level=0.9, progress=False)  # warm-up
+    quiet = RetrievalOptions(progress=False)
+    cal = calibrate_retriever(bundle.host, examples, confidence_level=0.9, options=quiet)  # warm-up
     bare, conf = _bare_and_wrapped(bundle, cal)
     for q in qs + list(queries):  # warm the embedding cache and the host for every question
         bare(q)
@@ -161,7 +163,7 @@ def host_row(bundle: HostBundle, examples: Sequence[Any], queries: Sequence[str]
         bare_s = min(bare_s, _best_of(run_bare, 1))
         cal_s = min(
             cal_s,
-            _best_of(lambda: calibrate_retriever(bundle.host, examples, confidence_level=0.9, progress=False), 1),
+            _best_of(lambda: calibrate_retriever(bundle.host, examples, confidence_level=0.9, options=quiet), 1),
         )
     lat = _query_latency(bare, conf, queries, repeats)
     return {

@@ -35,6 +35,7 @@ from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
 from conformal_rag_plugins.local.tokens import count_tokens
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID
 
@@ -195,7 +196,9 @@ def short_part(args: argparse.Namespace) -> None:
                         rows.append({"framework": framework, "retriever": kind, "recall_at_1": recall1, **row})
             adapter = get_framework(framework)
             t0 = time.perf_counter()
-            cal = adapter.calibrate_retriever(bundle.host, questions[:300], confidence_level=0.9, progress=False)
+            cal = adapter.calibrate_retriever(
+                bundle.host, questions[:300], confidence_level=0.9, options=RetrievalOptions(progress=False)
+            )
             cal_qps = 300 / (time.perf_counter() - t0)
             lat = _latency(framework, bundle, cal, questions[300:400])
             perf.append(

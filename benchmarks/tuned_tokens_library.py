@@ -41,7 +41,9 @@ from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
 from conformal_rag_plugins.labelling.chunk_records import Chunk
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.tokens import count_tokens
-from conformal_rag_plugins.tuning.candidates import default_pool_sizes
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
+from conformal_rag_plugins.tuning.candidates import CandidateSearch, default_pool_sizes
+from conformal_rag_plugins.tuning.options import TuningOptions
 from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID, calibrate_tuned
 
 OUT = Path(__file__).resolve().parent / "results"
@@ -107,8 +109,13 @@ def _before(framework: str, s: dict[str, Any], examples: list, pool: int) -> tup
     examples = map_gold_to_chunks(examples, s["records"])[0] if s["parents"] is not None else examples
     found = get_framework(framework).unit_candidates(s["index"], s["nodes"], examples, DEFAULT_FUSION_GRID, (pool,))
     tuned = calibrate_tuned(
-        examples, {c: found.fetcher(c) for c in found.candidates}, found.fingerprint, pool_size=pool,
-        objective="size", fanout=found.fanout, progress=False,
+        examples,
+        {c: found.fetcher(c) for c in found.candidates},
+        found.fingerprint,
+        pool_size=pool,
+        options=RetrievalOptions(progress=False),
+        tuning=TuningOptions(objective="size"),
+        search=CandidateSearch(fanout=found.fanout),
     )  # fmt: skip
     return found.host(tuned.candidate), tuned.calibration
 
@@ -163,7 +170,7 @@ def run(seeds: int) -> dict[str, Any]:
                         if rule == "tokens":
                             host, cal = adapter.calibrate_hybrid_retriever(
                                 s["index"], s["nodes"], cal_q, pool_size=pool, parents=s["parents"],
-                                random_state=seed, progress=False,
+                                options=RetrievalOptions(random_state=seed, progress=False),
                             )  # fmt: skip
                         else:
                             host, cal = _before(framework, s, cal_q, pool)

@@ -17,9 +17,13 @@ from .datasets.examples import (
     split_examples,
 )
 from .monitor.monitor import ConformalMonitor
+from .retrieval.calibrate_host import calibrate_host
 from .retrieval.calibration import RetrievalCalibration
 from .retrieval.conformalizer import RetrievalConformalizer
 from .retrieval.fingerprint import Fingerprint
+from .retrieval.host import Parents, RetrievalHost
+from .retrieval.options import RetrievalOptions
+from .tuning.options import TuningOptions
 
 __version__ = "0.1.0"
 
@@ -27,9 +31,14 @@ __all__ = [
     "CalibrationExample",
     "ConformalMonitor",
     "Fingerprint",
+    "Parents",
     "RetrievalCalibration",
     "RetrievalConformalizer",
+    "RetrievalHost",
+    "RetrievalOptions",
+    "TuningOptions",
     "__version__",
+    "calibrate_host",
     "conformal_quantile",
     "load_corpus",
     "load_examples",

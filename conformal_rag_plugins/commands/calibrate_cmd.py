@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..retrieval.options import RetrievalOptions
+from ..tuning.options import TuningOptions
 from . import calibration_inputs
 from .cli_help import examples, warn_ignored
 from .levels import GivenStore, add_confidence_level
@@ -279,10 +281,8 @@ def calibrate_host(
         host,
         examples,
         confidence_level=level,
-        score=family,
         pool_size=pool_size,
-        random_state=seed,
-        progress=progress,
+        options=RetrievalOptions(score=family, random_state=seed, progress=progress),
     )
 
 
@@ -307,19 +307,19 @@ def _tuned(
 
     adapter = get_framework(framework)
     sizes = None if pool_sizes is None else sorted({pool, *pool_sizes})
+    opts = RetrievalOptions(
+        score=family, random_state=seed, group_by=group_by, group_fallback=group_fallback, progress=progress
+    )
+    tune = TuningOptions(pool_sizes=sizes)
     searchable, units = adapter.index_chunks(chunks, client=client, collection_name=collection_name(framework, chunks))
     _, cal = adapter.calibrate_hybrid_retriever(
         searchable,
         units,
         examples,
         confidence_level=level,
-        score=family,
         pool_size=pool,
-        random_state=seed,
-        progress=progress,
-        pool_sizes=sizes,
-        group_by=group_by,
-        group_fallback=group_fallback,
+        options=opts,
+        tuning=tune,
     )
     return cal
 

@@ -14,6 +14,7 @@ from ..datasets.examples import split_examples
 from ..local.chroma import chroma_client
 from ..local.corpus import bundled_corpus, bundled_questions
 from ..local.encoder import default_cache_dir
+from ..retrieval.options import RetrievalOptions
 from ..retrieval.pool_calibration import CandidatePool, collect_observations
 from ..runtime.atomic import atomic_path
 from .chunk_corpus import chunk_corpus
@@ -94,7 +95,12 @@ def run_demo(
         "setting and score family chosen on a 30% optimisation part, threshold on the disjoint rest..."
     )
     host, cal = calibrate_hybrid_retriever(
-        index, nodes, cal_q, confidence_level=1 - alpha, pool_size=pool_size, progress=False
+        index,
+        nodes,
+        cal_q,
+        confidence_level=1 - alpha,
+        pool_size=pool_size,
+        options=RetrievalOptions(progress=False),
     )
     path = out / "calibration.json"
     with atomic_path(path) as tmp:

@@ -12,6 +12,7 @@ from ..answer_sets.sample_cache import SampleCache
 from ..answer_sets.stages import HostHooks, calibrate_stages
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.options import RetrievalOptions
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LangChainSampler, embedder_identity, model_id
 from .calibrate import calibrate_retriever, resolve_pool_size
@@ -60,7 +61,11 @@ def calibrate_answer_sets(
         fetch=lambda q: fetch_pool(host, q, size)[0],
         texts_for=lambda ids: texts_by_id(host, ids),
         calibrate_retrieval=lambda exs: calibrate_retriever(
-            host, exs, confidence_level=confidence_level, score=score, pool_size=pool_size, progress=progress
+            host,
+            exs,
+            confidence_level=confidence_level,
+            pool_size=pool_size,
+            options=RetrievalOptions(score=score, progress=progress),
         ),
         sample=sampler.asample,
         model=model_id(llm),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
@@ -11,21 +11,17 @@ from langchain_core.retrievers import BaseRetriever
 from ..core.errors import ConformalError
 from ..core.validation import check_pool_size
 from ..datasets.examples import CalibrationExample
+from ..retrieval.calibrate_host import calibrate_host
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.corpus_filter import corpus_record
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.pool_calibration import (
-    CandidatePool,
-    calibrate_from_pools,
-    check_gold_ids,
-    collect_observations,
-    label_counts,
-)
+from ..retrieval.host import check_gold_on_host
+from ..retrieval.options import RetrievalOptions, with_level
+from ..retrieval.pool_calibration import CandidatePool
 from .compressor import compressor_fingerprint, score_documents
 from .fingerprint import fingerprint_of
 from .host import all_ids, doc_id, existing_ids
 
-__all__ = ["base_retriever_k", "calibrate_compressor"]
+__all__ = ["CompressorHost", "base_retriever_k", "calibrate_compressor"]
 
 
 def base_retriever_k(base_retriever: BaseRetriever) -> int | None:
@@ -53,19 +49,80 @@ def _base_fingerprint(base_retriever: BaseRetriever) -> Fingerprint:
     return fingerprint_of(store if store is not None else base_retriever)
 
 
+def _base_pool_size(base_retriever: BaseRetriever, pool_size: int | None) -> int:
+    own = base_retriever_k(base_retriever)
+    size = check_pool_size(pool_size) if pool_size is not None else own
+    if size is None:
+        raise ConformalError(f"Cannot tell how many documents {type(base_retriever).__name__} returns; pass pool_size.")
+    if own is not None and own != size:
+        raise ConformalError(
+            f"The base retriever returns k={own} documents but pool_size={size}; configure it with "
+            f"search_kwargs={{'k': {size}}}."
+        )
+    return size
+
+
+@dataclass(frozen=True)
+class CompressorHost:
+    """A compression pipeline read as a ``RetrievalHost``: the base retriever, then the compressor's scoring.
+
+    Attributes
+    ----------
+    base_retriever : BaseRetriever
+        The ``ContextualCompressionRetriever``'s ``base_retriever``.
+    pool_size : int
+        Its ``k``.
+    embeddings : Embeddings, optional
+        What the compressor scores with (cosine); else the base retriever's ``metadata['score']``.
+
+    Examples
+    --------
+    >>> host = CompressorHost(store.as_retriever(search_kwargs={"k": 50}), 50, embeddings)  # doctest: +SKIP
+    >>> host.fetch("Who founded Normandy?").scores[:2]  # doctest: +SKIP
+    array([0.61, 0.58])
+    """
+
+    base_retriever: BaseRetriever
+    pool_size: int
+    embeddings: Embeddings | None = None
+
+    def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
+        """The base retriever's documents scored as the compressor scores them, best first."""
+        docs = self.base_retriever.invoke(question)
+        if len(docs) > self.pool_size:
+            raise ConformalError(
+                f"The base retriever returned {len(docs)} documents, more than pool_size={self.pool_size}."
+            )
+        scores = score_documents(question, docs, self.embeddings)
+        ids = [doc_id(d) or f"doc-{i}" for i, d in enumerate(docs)]
+        groups = None if group_key is None else [d.metadata.get(group_key) for d in docs]
+        return CandidatePool.from_unsorted(ids, [d.page_content for d in docs], scores.tolist(), groups)
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str] | None:
+        """Which of ``ids`` the base retriever's store holds, or ``None``."""
+        return existing_ids(self.base_retriever, ids)
+
+    def all_ids(self) -> list[str] | None:
+        """Every document id of the base retriever's store, or ``None``."""
+        return all_ids(self.base_retriever)
+
+    def fingerprint(self) -> Fingerprint:
+        """The base retriever's fingerprint with the compressor's scoring."""
+        return compressor_fingerprint(_base_fingerprint(self.base_retriever), self.embeddings)
+
+    def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
+        """The examples, their gold ids checked against the store."""
+        return check_gold_on_host(self, examples)
+
+
 def calibrate_compressor(
     base_retriever: BaseRetriever,
     examples: Sequence[CalibrationExample],
     *,
     embeddings: Embeddings | None = None,
-    confidence_level: float = 0.9,
-    score: str = "relative",
+    confidence_level: float | None = None,
     pool_size: int | None = None,
-    method: str = "split",
-    delta: float | None = None,
-    random_state: int = 0,
-    strict: bool = False,
-    progress: bool = True,
+    options: RetrievalOptions | None = None,
 ) -> RetrievalCalibration:
     """Calibrate the compressor's threshold by running ``base_retriever`` and the compressor's scoring.
 
@@ -83,10 +140,17 @@ def calibrate_compressor(
         Questions with gold chunk ids (``Document.id``) or texts.
     embeddings : Embeddings, optional
         What the compressor scores with (as ``EmbeddingsFilter(embeddings=...)``).
-    confidence_level, score, method, delta, random_state, strict
-        As in :func:`~conformal_rag_plugins.langchain.calibrate_retriever`.
+    confidence_level : float, default 0.9
+        Target probability that a gold chunk is kept (or give it in ``options``).
     pool_size : int, optional
         Must equal the base retriever's ``k`` when both are known.
+    options : RetrievalOptions, optional
+        Score family, method, delta, random_state, strict, progress, as in
+        :func:`~conformal_rag_plugins.langchain.calibrate_retriever`.
+
+    Returns
+    -------
+    RetrievalCalibration
 
     Examples
     --------
@@ -94,40 +158,5 @@ def calibrate_compressor(
     >>> cal = calibrate_compressor(base, examples, embeddings=embeddings)  # doctest: +SKIP
     >>> compressor = ConformalDocumentCompressor(calibration=cal, embeddings=embeddings)  # doctest: +SKIP
     """
-    own = base_retriever_k(base_retriever)
-    size = check_pool_size(pool_size) if pool_size is not None else own
-    if size is None:
-        raise ConformalError(f"Cannot tell how many documents {type(base_retriever).__name__} returns; pass pool_size.")
-    if own is not None and own != size:
-        raise ConformalError(
-            f"The base retriever returns k={own} documents but pool_size={size}; configure it with "
-            f"search_kwargs={{'k': {size}}}."
-        )
-    examples = list(examples)
-    gold = sorted({g for ex in examples for g in ex.gold_ids})
-    known = existing_ids(base_retriever, gold) if gold else None
-    if known is not None:
-        check_gold_ids(examples, known)
-
-    def fetch(question: str) -> CandidatePool:
-        docs = base_retriever.invoke(question)
-        if len(docs) > size:
-            raise ConformalError(f"The base retriever returned {len(docs)} documents, more than pool_size={size}.")
-        scores = score_documents(question, docs, embeddings)
-        ids = [doc_id(d) or f"doc-{i}" for i, d in enumerate(docs)]
-        return CandidatePool.from_unsorted(ids, [d.page_content for d in docs], scores.tolist())
-
-    observations = collect_observations(examples, fetch, progress=progress)
-    cal = calibrate_from_pools(
-        observations,
-        fingerprint=compressor_fingerprint(_base_fingerprint(base_retriever), embeddings),
-        pool_size=size,
-        confidence_level=confidence_level,
-        score=score,
-        method=method,
-        delta=delta,
-        random_state=random_state,
-        strict=strict,
-        labels=label_counts(examples),
-    )
-    return replace(cal, corpus_=corpus_record(all_ids(base_retriever)))
+    reader = CompressorHost(base_retriever, _base_pool_size(base_retriever, pool_size), embeddings)
+    return calibrate_host(reader, examples, with_level(options, confidence_level))

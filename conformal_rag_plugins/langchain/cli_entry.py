@@ -118,11 +118,9 @@ class LangChainEntry:
         grid: Sequence[FusionConfig],
         pool_sizes: Sequence[int],
     ) -> Any:
-        from .hybrid_tuning import _ids_texts
         from .tuned_units import unit_candidates
 
-        ids, texts = _ids_texts(units)
-        return unit_candidates(searchable, units, ids, texts, examples, grid, pool_sizes)
+        return unit_candidates(searchable, units, examples, grid, pool_sizes)
 
     def label_with_judge(
         self, host: Any, examples: Sequence[Any], model: Any, budget: int, **options: Any

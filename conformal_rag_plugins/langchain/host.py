@@ -1,10 +1,15 @@
-"""Read candidate pools from a LangChain host, on the host's own score scale."""
+"""Read a LangChain host (vector store, retriever, parent setup) as a :class:`~..retrieval.host.RetrievalHost`.
+
+:class:`LangChainHost` is the reader calibration uses; the functions below read candidate pools,
+ids and texts from a host, on its own score scale.
+"""
 
 from __future__ import annotations
 
 import warnings
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
@@ -13,10 +18,15 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from ..core.errors import ConformalError, FingerprintMismatchError
+from ..core.validation import check_pool_size
+from ..datasets.examples import CalibrationExample
+from ..retrieval.fingerprint import Fingerprint
+from ..retrieval.host import Parents, check_gold_on_host
 from ..retrieval.pool_calibration import CandidatePool
 
 __all__ = [
     "Host",
+    "LangChainHost",
     "afetch_pool",
     "all_ids",
     "doc_id",
@@ -25,6 +35,7 @@ __all__ = [
     "fetch_pool",
     "pool_from_pairs",
     "raw_score_kind",
+    "resolve_pool_size",
     "texts_by_id",
 ]
 
@@ -226,3 +237,86 @@ def texts_by_id(host: Host, ids: Sequence[str]) -> dict[str, str]:
         return {d.id: d.page_content for d in store.get_by_ids(list(ids)) if d.id}
     except NotImplementedError:
         return {}
+
+
+def resolve_pool_size(host: Any, pool_size: int | None) -> int:
+    """The pool size to query with: ``pool_size`` (>= 1), else the host's ``k``, else 50."""
+    host_k = getattr(host, "k", None)
+    if pool_size is not None:
+        pool_size = check_pool_size(pool_size)
+    if pool_size is None:
+        return int(host_k) if isinstance(host_k, int) else 50
+    if isinstance(host_k, int) and host_k < pool_size:
+        raise ConformalError(f"The host retriever returns k={host_k} candidates, fewer than pool_size={pool_size}.")
+    return pool_size
+
+
+@dataclass(frozen=True)
+class LangChainHost:
+    """A LangChain vector store or scored retriever (optionally at parent level) read as a ``RetrievalHost``.
+
+    Attributes
+    ----------
+    host : VectorStore or BaseRetriever
+        A store with relevance scores, or a retriever putting its score in ``metadata['score']``.
+    pool_size : int
+        Candidates per query.
+    source : ParentHost, optional
+        Small-to-big: the chunk host, the parents' store and the key that links them.
+
+    Examples
+    --------
+    >>> host = LangChainHost.of(vectorstore, pool_size=50)  # doctest: +SKIP
+    >>> host.fetch("Who founded Normandy?").ids[:2]  # doctest: +SKIP
+    ('Normans#0', 'Normans#3')
+    """
+
+    host: Host
+    pool_size: int
+    source: Any = None
+
+    @classmethod
+    def of(cls, host: Host, *, pool_size: int | None = None, parents: Parents | None = None) -> LangChainHost:
+        """Read a host (pool: ``pool_size``, else its ``k``, else 50).
+
+        ``parents`` (see :class:`~conformal_rag_plugins.retrieval.host.Parents`) turns on the parent
+        level; a ``MultiVectorRetriever`` / ``ParentDocumentRetriever`` brings its own docstore and ``id_key``.
+        """
+        from .parent_retrieval import parent_host  # it builds on this module's readers
+
+        spec = parents if parents is not None else Parents()
+        source = parent_host(host, parents=spec.store, id_key=spec.id_key, how=spec.aggregation)
+        return cls(host, resolve_pool_size(host if source is None else source, pool_size), source)
+
+    def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
+        """The pool of one query (parents scored from their chunks at parent level), best first."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Relevance scores must be between")
+            if self.source is not None:
+                return self.source.fetch_pool(question, self.pool_size)
+            pool, docs = fetch_pool(self.host, question, self.pool_size)
+        if group_key is None:
+            return pool
+        return replace(pool, groups=tuple(d.metadata.get(group_key) for d in docs))
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str] | None:
+        """Which of ``ids`` the store holds (at parent level: the docstore), or ``None``."""
+        return existing_ids(self.host, ids) if self.source is None else self.source.known_parents(ids)
+
+    def all_ids(self) -> list[str] | None:
+        """Every document id the host can return, or ``None``."""
+        return all_ids(self.host)
+
+    def fingerprint(self) -> Fingerprint:
+        """The host's fingerprint (``>parent:max`` appended at parent level)."""
+        from .fingerprint import fingerprint_of  # it reads raw_score_kind from this module
+
+        return fingerprint_of(self.host) if self.source is None else self.source.fingerprint()
+
+    def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
+        """Gold lifted to parents and checked against the docstore, or checked against the store."""
+        if self.source is not None:
+            from .parent_retrieval import parent_examples
+
+            return parent_examples(self.source, examples)
+        return check_gold_on_host(self, examples)

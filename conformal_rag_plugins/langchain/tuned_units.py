@@ -1,10 +1,10 @@
 """The candidates :func:`~conformal_rag_plugins.langchain.hybrid_tuning.calibrate_hybrid_retriever` compares.
 
-The LangChain twin of ``llamaindex/tuned_units.py``: unit (chunks, and their parents when
-``parents=`` is given) x fusion setting x pool size, searched once per question on the
-optimisation split (:class:`~.fusion_fanout.FusionFanout`), each unit costed by its MiniLM
-token count. Only the chosen candidate's :class:`~.fusion.ScoredFusionRetriever` (through
-:class:`~.parent_retrieval.ParentHost` at parent level) is queried on the calibration split.
+Unit (chunks, and their parents when ``parents=`` is given) x fusion setting x pool size, searched
+once per question on the optimisation split (:class:`~.fusion_fanout.FusionFanout`), each unit
+costed by its MiniLM token count. Only the chosen candidate's :class:`~.fusion.ScoredFusionRetriever`
+(through :class:`~.parent_retrieval.ParentHost` at parent level) is queried on the calibration split.
+The search itself is :class:`~conformal_rag_plugins.tuning.unit_search.UnitSearch`; this file reads LangChain.
 """
 
 from __future__ import annotations
@@ -22,16 +22,40 @@ from ..labelling.chunk_labels import map_gold_to_chunks
 from ..labelling.chunk_records import Chunk
 from ..local.bm25 import BM25Index
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.parent_pools import parent_unit_name, to_parent_pool
+from ..retrieval.host import Parents, as_parents
+from ..retrieval.parent_pools import parent_unit_name
 from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
 from ..tuning.candidates import TokenCosts, TunedCandidate, candidate_grid
-from ..tuning.tuned_calibration import FusionConfig
+from ..tuning.fusion_config import FusionConfig
+from ..tuning.unit_search import UnitSearch
 from .fusion import ScoredFusionRetriever
 from .fusion_fanout import FusionFanout
-from .host import existing_ids, fetch_pool
+from .host import all_ids, doc_id, existing_ids, fetch_pool
 from .parent_retrieval import DEFAULT_ID_KEY, ParentHost, parent_examples, parent_host
 
-__all__ = ["UnitCandidates", "unit_candidates"]
+__all__ = ["UnitCandidates", "corpus_ids_texts", "unit_candidates"]
+
+
+def corpus_ids_texts(corpus: Sequence[CorpusEntry | Document]) -> tuple[list[str], list[str]]:
+    """The ids and texts of corpus entries or documents (a document needs an id).
+
+    Examples
+    --------
+    >>> corpus_ids_texts([CorpusEntry("a", "text")])
+    (['a'], ['text'])
+    """
+    ids, texts = [], []
+    for item in corpus:
+        if isinstance(item, Document):
+            ident = doc_id(item)
+            if ident is None:
+                raise ValueError("Every Document needs an id (Document.id or metadata['id']) for BM25 and gold ids.")
+            ids.append(ident)
+            texts.append(item.page_content)
+        else:
+            ids.append(item.id)
+            texts.append(item.text)
+    return ids, texts
 
 
 def _parent_id(item: CorpusEntry | Document, ident: str, id_key: str) -> str:
@@ -41,20 +65,13 @@ def _parent_id(item: CorpusEntry | Document, ident: str, id_key: str) -> str:
 
 
 @dataclass
-class UnitCandidates:
-    """What ``calibrate_tuned`` needs: fetchers, fan-out, fingerprints, per-unit gold, token costs."""
+class UnitCandidates(UnitSearch):
+    """The LangChain candidates: one ``ScoredFusionRetriever`` per (fusion setting, pool), built when needed."""
 
-    store: VectorStore
-    bm25: BM25Index
-    candidates: list[TunedCandidate]
-    base_of: dict[TunedCandidate, TunedCandidate]
-    fan: FusionFanout
-    token_costs: TokenCosts
-    parents: Any = None
-    id_key: str | None = None
-    how: str = "max"
-    unit_examples: dict[str, list[CalibrationExample]] = field(default_factory=dict)
-    parent_of: dict[str, str] = field(default_factory=dict)
+    store: VectorStore | None = None
+    bm25: BM25Index | None = None
+    fan: FusionFanout | None = None
+    parents: Parents = field(default_factory=Parents)
     hosts: dict[tuple[FusionConfig, int], ScoredFusionRetriever] = field(default_factory=dict)
     parent_texts: dict[str, str | None] = field(default_factory=dict)
 
@@ -73,7 +90,8 @@ class UnitCandidates:
 
     def source(self, cand: TunedCandidate) -> ParentHost:
         """The parent-level view of the candidate's host."""
-        found = parent_host(self.host(cand), parents=self.parents, id_key=self.id_key, how=self.how)
+        spec = self.parents
+        found = parent_host(self.host(cand), parents=spec.store, id_key=spec.id_key, how=self.how)
         assert found is not None
         return found
 
@@ -93,58 +111,62 @@ class UnitCandidates:
         """The candidate host's fingerprint (``>parent:max`` appended at parent level)."""
         return self.host(cand).conformal_fingerprint() if cand.unit == "chunk" else self.source(cand).fingerprint()
 
-    def _text(self, pid: str) -> str | None:
+    def all_ids(self, host: Any) -> list[str] | None:
+        """Every document id of the fusion host."""
+        return all_ids(host)
+
+    def chunk_pools(self, question: str) -> Mapping[tuple[FusionConfig, int], CandidatePool]:
+        """Every setting's chunk pool from one dense and one BM25 search."""
+        assert self.fan is not None
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Relevance scores must be between")
+            return self.fan(question)
+
+    def parent_text(self, pid: str) -> str | None:
+        """The parent's text from the docstore (read once)."""
         if pid not in self.parent_texts:
             value = self.source(self.candidates[0]).lookup([pid])[pid]
             self.parent_texts[pid] = None if value is None else getattr(value, "page_content", str(value))
         return self.parent_texts[pid]
 
-    def fanout(self, question: str) -> Mapping[TunedCandidate, CandidatePool]:
-        """Every candidate's pool from one dense and one BM25 search."""
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Relevance scores must be between")
-            pools = self.fan(question)
-        out: dict[TunedCandidate, CandidatePool] = {}
-        for cand in self.candidates:
-            chunk_pool = pools[(cand.fusion, cand.pool_size)]
-            if cand.unit == "chunk":
-                out[cand] = chunk_pool
-            else:
-                parent_of = {str(i): self.parent_of.get(str(i)) for i in chunk_pool.ids}
-                out[cand] = to_parent_pool(chunk_pool, parent_of, self._text, how=self.how).pool
-        return out
-
 
 def unit_candidates(
     store: VectorStore,
     corpus: Sequence[CorpusEntry | Document],
-    ids: Sequence[str],
-    texts: Sequence[str],
     examples: Sequence[CalibrationExample],
     grid: Sequence[FusionConfig],
     pool_sizes: Sequence[int],
     *,
     parents: Any = None,
-    id_key: str | None = None,
-    parent_aggregation: str = "max",
 ) -> UnitCandidates:
     """Build the candidates and check the gold ids (chunk ids; with ``parents``, chunk or parent ids).
 
-    With ``parents``, chunk-level gold comes from
+    ``parents`` is the parents' store or a :class:`~conformal_rag_plugins.retrieval.host.Parents`
+    (its ``aggregation`` scores a parent, its ``id_key`` names the chunks' parent-id metadata key).
+    With it, chunk-level gold comes from
     :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks` (a parent id becomes
     the chunks holding a reference answer) and parent-level gold from
     :func:`~.parent_retrieval.parent_examples`.
+
+    Examples
+    --------
+    >>> found = unit_candidates(store, entries, examples, DEFAULT_FUSION_GRID, (50, 100))  # doctest: +SKIP
+    >>> found.candidates[0].label(50)  # doctest: +SKIP
+    'zscore:0.3'
     """
     from ..local.tokens import count_tokens
 
+    spec = as_parents(parents) or Parents()
+    ids, texts = corpus_ids_texts(corpus)
     bm25 = BM25Index(list(ids), list(texts))
     probe = ScoredFusionRetriever(vectorstore=store, bm25=bm25, k=int(pool_sizes[0]))
-    level = parent_host(probe, parents=parents, id_key=id_key, how=parent_aggregation)
-    units = ["chunk"] if level is None else ["chunk", parent_unit_name(parent_aggregation)]
+    level = parent_host(probe, parents=spec.store, id_key=spec.id_key, how=spec.aggregation)
+    units = ["chunk"] if level is None else ["chunk", parent_unit_name(spec.aggregation)]
     cands, base_of = candidate_grid(list(grid), pool_sizes, units)
     fan = FusionFanout(store, bm25, "hybrid", grid, pool_sizes)
-    out = UnitCandidates(store, bm25, cands, base_of, fan, TokenCosts(count_tokens), parents, id_key)
-    out.how = parent_aggregation
+    out = UnitCandidates(
+        cands, base_of, TokenCosts(count_tokens), spec.aggregation, store=store, bm25=bm25, fan=fan, parents=spec
+    )
     examples = list(examples)
     gold = sorted({g for ex in examples for g in ex.gold_ids})
     if level is None:

@@ -12,6 +12,7 @@ from ..answer_sets.sample_cache import SampleCache
 from ..answer_sets.stages import HostHooks, calibrate_stages
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.options import RetrievalOptions
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LlamaIndexSampler, embedder_identity, model_id
 from .calibrate import calibrate_retriever, resolve_host
@@ -79,7 +80,10 @@ def calibrate_answer_sets(
         fetch=lambda q: pool_from_nodes(retriever.retrieve(q))[0],
         texts_for=lambda ids: texts_by_id(retriever, ids),
         calibrate_retrieval=lambda exs: calibrate_retriever(
-            retriever, exs, confidence_level=confidence_level, score=score, progress=progress
+            retriever,
+            exs,
+            confidence_level=confidence_level,
+            options=RetrievalOptions(score=score, progress=progress),
         ),
         sample=sampler.asample,
         model=model_id(llm),

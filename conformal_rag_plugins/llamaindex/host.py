@@ -1,16 +1,42 @@
-"""Read candidate pools from a LlamaIndex retriever, on its own score scale."""
+"""Read a LlamaIndex host (index, retriever, parent setup) as a :class:`~..retrieval.host.RetrievalHost`.
+
+:class:`LlamaIndexHost` is the reader calibration uses; the functions below read candidate pools,
+ids and texts from a retriever, on its own score scale.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
-from ..retrieval.pool_calibration import CandidatePool
+from ..core.errors import ConformalError
+from ..core.validation import check_pool_size
+from ..datasets.examples import CalibrationExample
+from ..labelling.chunk_labels import map_gold_to_chunks
+from ..labelling.chunk_records import Chunk
+from ..retrieval.fingerprint import Fingerprint
+from ..retrieval.host import Parents
+from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
+from .fingerprint import fingerprint_of, pool_size_of
 
-__all__ = ["all_ids", "document_chunks", "existing_ids", "pool_from_nodes", "texts_by_id"]
+__all__ = [
+    "DEFAULT_POOL_SIZE",
+    "LlamaIndexHost",
+    "all_ids",
+    "document_chunks",
+    "existing_ids",
+    "gold_on_chunks",
+    "pool_from_nodes",
+    "resolve_host",
+    "texts_by_id",
+]
+
+#: Candidates per query of an index host when no pool size is given.
+DEFAULT_POOL_SIZE = 50
 
 
 def pool_from_nodes(nodes: Sequence[NodeWithScore]) -> tuple[CandidatePool, list[NodeWithScore]]:
@@ -128,3 +154,114 @@ def document_chunks(retriever: BaseRetriever, doc_ids: Sequence[str]) -> dict[st
     by_doc = _node_ids_of_documents(index, wanted)
     texts = texts_by_id(retriever, [i for ids in by_doc.values() for i in ids])
     return {doc: [(i, texts.get(i, "")) for i in ids] for doc, ids in by_doc.items()}
+
+
+def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
+    """Turn an index or retriever into (retriever, pool size), checking they agree."""
+    if pool_size is not None:
+        pool_size = check_pool_size(pool_size)
+    if isinstance(host, BaseRetriever):
+        own = pool_size_of(host)
+        size = pool_size if pool_size is not None else own
+        if size is None:
+            raise ConformalError(f"Cannot tell how many candidates {type(host).__name__} returns; pass pool_size=...")
+        if own is not None and own != size:
+            raise ConformalError(
+                f"The host retriever returns similarity_top_k={own} candidates but pool_size={size}; "
+                "configure the host with the calibrated pool size."
+            )
+        return host, size
+    if hasattr(host, "as_retriever"):
+        size = DEFAULT_POOL_SIZE if pool_size is None else pool_size
+        return host.as_retriever(similarity_top_k=size), size
+    raise ConformalError(f"Expected a LlamaIndex index or BaseRetriever, got {type(host).__name__}.")
+
+
+def gold_on_chunks(retriever: BaseRetriever, examples: list[CalibrationExample]) -> list[CalibrationExample]:
+    """The examples with gold ids the store holds: document ids become the chunks that answer them.
+
+    Gold ids the store does not hold as node ids are looked up as document ids (``ref_doc_id``)
+    and mapped to that document's chunks by
+    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`; ids that are
+    neither raise :class:`~conformal_rag_plugins.core.CalibrationError` (when the store can tell).
+    """
+    gold = sorted({g for ex in examples for g in ex.gold_ids})
+    known = existing_ids(retriever, gold) if gold else None
+    if known is None:
+        return examples
+    missing = [g for g in gold if g not in known]
+    docs = document_chunks(retriever, missing) if missing else {}
+    if docs:
+        chunks = [Chunk(node_id, text, parent_id=doc) for doc, pairs in docs.items() for node_id, text in pairs]
+        examples, _ = map_gold_to_chunks(examples, chunks)
+        known = existing_ids(retriever, sorted({g for ex in examples for g in ex.gold_ids}))
+    if known is not None:
+        check_gold_ids(examples, known)
+    return examples
+
+
+@dataclass(frozen=True)
+class LlamaIndexHost:
+    """A LlamaIndex index or retriever (optionally at parent level) read as a ``RetrievalHost``.
+
+    Attributes
+    ----------
+    retriever : BaseRetriever
+        The chunk-level retriever that is queried.
+    pool_size : int
+        Its ``similarity_top_k``.
+    level : ParentLevel, optional
+        Small-to-big: the store the chunks' parents are read from and how they are scored.
+
+    Examples
+    --------
+    >>> host = LlamaIndexHost.of(index, pool_size=50)  # doctest: +SKIP
+    >>> host.fetch("Who founded Normandy?").ids[:2]  # doctest: +SKIP
+    ('Normans#0', 'Normans#3')
+    """
+
+    retriever: BaseRetriever
+    pool_size: int
+    level: Any = None
+
+    @classmethod
+    def of(cls, host: Any, *, pool_size: int | None = None, parents: Parents | None = None) -> LlamaIndexHost:
+        """Read an index (queried with ``as_retriever(similarity_top_k=pool_size)``, default 50) or retriever.
+
+        ``parents`` (see :class:`~conformal_rag_plugins.retrieval.host.Parents`) turns on the parent
+        level; an ``AutoMergingRetriever`` or ``RecursiveRetriever`` host brings its own parents.
+        """
+        from .parent_retrieval import resolve_parent_level  # it builds on this module's readers
+
+        spec = parents if parents is not None else Parents()
+        level = resolve_parent_level(host, spec.store, spec.aggregation)
+        retriever, size = resolve_host(host if level is None else level.retriever, pool_size)
+        return cls(retriever, size, level)
+
+    def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
+        """The pool of one query (parents scored from their chunks at parent level), best first."""
+        nodes = self.retriever.retrieve(question)
+        if self.level is not None:
+            return self.level.parent_pool(nodes)
+        pool, ordered = pool_from_nodes(nodes)
+        if group_key is None:
+            return pool
+        return replace(pool, groups=tuple(n.node.metadata.get(group_key) for n in ordered))
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str] | None:
+        """Which of ``ids`` the retriever's store holds, or ``None``."""
+        return existing_ids(self.retriever, ids)
+
+    def all_ids(self) -> list[str] | None:
+        """Every chunk id the retriever can return, or ``None``."""
+        return all_ids(self.retriever)
+
+    def fingerprint(self) -> Fingerprint:
+        """The retriever's fingerprint (``>parent:max`` appended at parent level)."""
+        return fingerprint_of(self.retriever) if self.level is None else self.level.fingerprint(self.retriever)
+
+    def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
+        """Gold lifted to parents, or document ids mapped to the chunks that answer them, then checked."""
+        if self.level is not None:
+            return self.level.lift_gold(list(examples), self.retriever)
+        return gold_on_chunks(self.retriever, list(examples))

@@ -8,7 +8,6 @@ dense index and BM25 retriever.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from llama_index.core import VectorStoreIndex
@@ -17,12 +16,13 @@ from llama_index.core.schema import BaseNode
 
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.corpus_filter import corpus_record
-from ..retrieval.groups import GroupBy
+from ..retrieval.options import RetrievalOptions, with_level
 from ..tuning.candidates import default_pool_sizes
-from ..tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
-from .calibrate import DEFAULT_POOL_SIZE
-from .host import all_ids
+from ..tuning.fusion_config import DEFAULT_FUSION_GRID, FusionConfig
+from ..tuning.options import TuningOptions
+from ..tuning.tuned_calibration import fusion_of
+from ..tuning.unit_search import calibrate_unit_search
+from .host import DEFAULT_POOL_SIZE
 from .stack import build_hybrid_retriever
 from .tuned_units import unit_candidates
 
@@ -58,21 +58,11 @@ def calibrate_hybrid_retriever(
     nodes: Sequence[BaseNode],
     examples: Sequence[CalibrationExample],
     *,
-    grid: Sequence[FusionConfig] = DEFAULT_FUSION_GRID,
-    confidence_level: float = 0.9,
-    score: str = "auto",
+    confidence_level: float | None = None,
     pool_size: int = DEFAULT_POOL_SIZE,
-    method: str = "split",
-    delta: float | None = None,
-    optimisation_fraction: float = 0.3,
-    random_state: int = 0,
-    strict: bool = False,
-    progress: bool = True,
-    group_by: GroupBy | None = None,
-    group_fallback: str = "keep_all",
-    pool_sizes: Sequence[int] | None = None,
+    options: RetrievalOptions | None = None,
+    tuning: TuningOptions | None = None,
     parents: Any = None,
-    parent_aggregation: str = "max",
 ) -> tuple[QueryFusionRetriever, RetrievalCalibration]:
     """Choose what the LLM reads (unit, fusion setting, pool size) and the score family, calibrate on the rest.
 
@@ -89,26 +79,24 @@ def calibrate_hybrid_retriever(
     nodes : sequence of BaseNode
         The same nodes, for BM25.
     examples : sequence of CalibrationExample
-        Labelled questions (node ids as gold); a seeded ``optimisation_fraction`` of
+        Labelled questions (node ids as gold); a seeded ``tuning.optimisation_fraction`` of
         them tunes, the disjoint rest calibrates.
-    grid : sequence of FusionConfig
-        Candidate (method, dense weight) pairs; default :data:`DEFAULT_FUSION_GRID`.
-    score : {"auto", "relative", "similarity", "rank"}, default "auto"
-        ``auto`` tunes the score family too.
-    group_by : str or callable, optional
-        Per-group (Mondrian) thresholds, as in ``calibrate_retriever``.
-    group_fallback : {"keep_all", "pooled"}, default "keep_all"
-        With ``group_by``: what a group too small for its own threshold, or unseen at
-        calibration, gets (every candidate, or the pooled threshold marked not guaranteed).
-    pool_sizes : sequence of int, optional
-        Pool sizes to try; default ``(pool_size, 2 * pool_size, 4 * pool_size)``. A larger pool
-        competes only when the base pool misses more than ``alpha/2`` of the optimisation
-        questions; a pool missing more than ``alpha`` is left out when another can reach
-        ``1 - alpha``.
-    parents : docstore, StorageContext, mapping or list of nodes, optional
+    confidence_level : float, default 0.9
+        Target probability that a gold chunk is in the returned set (or give it in ``options``).
+    pool_size : int, default 50
+        The base pool.
+    options : RetrievalOptions, optional
+        ``score`` (default ``"auto"``: the family is tuned too), ``method``/``delta``,
+        ``random_state`` (the split's seed), ``strict``, per-group thresholds (``group_by``,
+        ``group_fallback``) and ``progress``, as in ``calibrate_retriever``.
+    tuning : TuningOptions, optional
+        The fusion ``grid`` (default :data:`DEFAULT_FUSION_GRID`), the ``pool_sizes`` to try
+        (default ``(pool_size, 2 * pool_size, 4 * pool_size)``), ``optimisation_fraction``
+        (default 0.3) and ``objective``.
+    parents : docstore, StorageContext, mapping, list of nodes or Parents, optional
         Also try returning the chunks' parents (small-to-big, as ``calibrate_retriever(...,
-        parents=...)``); gold ids may then be chunk, parent or document ids.
-    parent_aggregation : {"max", "sum"}, default "max"
+        parents=...)``); gold ids may then be chunk, parent or document ids. A
+        :class:`~conformal_rag_plugins.retrieval.host.Parents` also gives the ``aggregation``.
 
     Returns
     -------
@@ -125,38 +113,11 @@ def calibrate_hybrid_retriever(
     >>> host, cal = calibrate_hybrid_retriever(index, nodes, examples)  # doctest: +SKIP
     >>> retriever = ConformalRetriever(retriever=host, calibration=cal)  # doctest: +SKIP
     """
-    found = unit_candidates(
-        index,
-        nodes,
-        examples,
-        grid,
-        default_pool_sizes(pool_size, pool_sizes),
-        parents=parents,
-        parent_aggregation=parent_aggregation,
-    )
-    tuned = calibrate_tuned(
-        examples,
-        {c: found.fetcher(c) for c in found.candidates},
-        found.fingerprint,
-        pool_size=pool_size,
-        confidence_level=confidence_level,
-        score=score,
-        method=method,
-        delta=delta,
-        optimisation_fraction=optimisation_fraction,
-        random_state=random_state,
-        strict=strict,
-        progress=progress,
-        group_by=group_by,
-        group_fallback=group_fallback,
-        base_of=found.base_of,
-        fanout=found.fanout,
-        token_costs=found.token_costs,
-        unit_examples=found.unit_examples,
-    )
-    assert tuned.candidate is not None
-    host = found.host(tuned.candidate)
-    return host, replace(tuned.calibration, corpus_=corpus_record(all_ids(host)))
+    tune = tuning if tuning is not None else TuningOptions()
+    sizes = default_pool_sizes(pool_size, tune.pool_sizes)
+    found = unit_candidates(index, nodes, examples, tune.grid, sizes, parents=parents)
+    opts = with_level(options, confidence_level)
+    return calibrate_unit_search(found, examples, pool_size=pool_size, options=opts, tuning=tune)
 
 
 def hybrid_from_calibration(

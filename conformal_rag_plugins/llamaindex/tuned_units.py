@@ -4,6 +4,7 @@ Unit (chunks, and the chunks' parents when ``parents=`` is given) x fusion setti
 size. The optimisation split is searched once per question (:class:`~.fusion_fanout.FusionFanout`,
 the ``QueryFusionRetriever`` pools, scores bit for bit); each unit's context tokens are its MiniLM
 token count. Only the chosen candidate's real host is built and queried on the calibration split.
+The search itself is :class:`~conformal_rag_plugins.tuning.unit_search.UnitSearch`; this file reads LlamaIndex.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from ..datasets.examples import CalibrationExample
 from ..labelling.chunk_labels import map_gold_to_chunks
 from ..labelling.chunk_records import Chunk
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.parent_pools import parent_unit_name, to_parent_pool
+from ..retrieval.host import Parents, as_parents
+from ..retrieval.parent_pools import parent_unit_name
 from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
 from ..tuning.candidates import TokenCosts, TunedCandidate, candidate_grid
-from ..tuning.tuned_calibration import FusionConfig
+from ..tuning.fusion_config import FusionConfig
+from ..tuning.unit_search import UnitSearch
 from .fingerprint import fingerprint_of
 from .fusion_fanout import FusionFanout
-from .host import existing_ids, pool_from_nodes
+from .host import all_ids, existing_ids, pool_from_nodes
 from .parent_retrieval import ParentLevel, chunk_parent_id, resolve_parent_level
 from .stack import build_hybrid_retriever
 
@@ -34,19 +37,14 @@ __all__ = ["UnitCandidates", "unit_candidates"]
 
 
 @dataclass
-class UnitCandidates:
-    """What ``calibrate_tuned`` needs: fetchers, fan-out, fingerprints, per-unit gold, token costs."""
+class UnitCandidates(UnitSearch):
+    """The LlamaIndex candidates: one ``QueryFusionRetriever`` per (fusion setting, pool), built when needed."""
 
-    index: VectorStoreIndex
-    nodes: Sequence[BaseNode]
-    candidates: list[TunedCandidate]
-    base_of: dict[TunedCandidate, TunedCandidate]
-    level: ParentLevel | None
-    unit_examples: dict[str, list[CalibrationExample]]
-    fan: FusionFanout
-    token_costs: TokenCosts
+    index: VectorStoreIndex | None = None
+    nodes: Sequence[BaseNode] = ()
+    level: ParentLevel | None = None
+    fan: FusionFanout | None = None
     hosts: dict[tuple[FusionConfig, int], QueryFusionRetriever] = field(default_factory=dict)
-    parent_of: dict[str, str | None] = field(default_factory=dict)
 
     def host(self, cand: TunedCandidate) -> QueryFusionRetriever:
         """The real ``QueryFusionRetriever`` of a candidate (built once, only when needed)."""
@@ -78,20 +76,19 @@ class UnitCandidates:
         host = self.host(cand)
         return fingerprint_of(host) if cand.unit == "chunk" else self.level.fingerprint(host)  # type: ignore[union-attr]
 
-    def fanout(self, question: str) -> Mapping[TunedCandidate, CandidatePool]:
-        """Every candidate's pool from one dense and one BM25 search."""
-        pools = self.fan(question)
-        out: dict[TunedCandidate, CandidatePool] = {}
-        for cand in self.candidates:
-            chunk_pool = pools[(cand.fusion, cand.pool_size)]
-            if cand.unit == "chunk":
-                out[cand] = chunk_pool
-            else:
-                level = self.level
-                assert level is not None
-                parent_of = {str(i): self.parent_of[str(i)] for i in chunk_pool.ids}
-                out[cand] = to_parent_pool(chunk_pool, parent_of, level._text, how=level.how).pool
-        return out
+    def all_ids(self, host: Any) -> list[str] | None:
+        """Every chunk id of the fusion host."""
+        return all_ids(host)
+
+    def chunk_pools(self, question: str) -> Mapping[tuple[FusionConfig, int], CandidatePool]:
+        """Every setting's chunk pool from one dense and one BM25 search."""
+        assert self.fan is not None
+        return self.fan(question)
+
+    def parent_text(self, pid: str) -> str | None:
+        """The parent's text from the parents' store."""
+        assert self.level is not None
+        return self.level._text(pid)
 
 
 def unit_candidates(
@@ -102,21 +99,30 @@ def unit_candidates(
     pool_sizes: Sequence[int],
     *,
     parents: Any = None,
-    parent_aggregation: str = "max",
 ) -> UnitCandidates:
     """Build the candidates and check the gold ids (chunk ids; with ``parents``, chunk, parent or document ids).
 
-    With ``parents``, chunk-level gold comes from
+    ``parents`` is the parents' store or a :class:`~conformal_rag_plugins.retrieval.host.Parents`
+    (its ``aggregation`` scores a parent). With it, chunk-level gold comes from
     :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks` (a parent id becomes
     the chunks holding a reference answer) and parent-level gold from :meth:`ParentLevel.lift_gold`.
+
+    Examples
+    --------
+    >>> found = unit_candidates(index, nodes, examples, DEFAULT_FUSION_GRID, (50, 100))  # doctest: +SKIP
+    >>> found.candidates[0].label(50)  # doctest: +SKIP
+    'zscore:0.3'
     """
     from ..local.tokens import count_tokens
 
-    level = resolve_parent_level(object(), parents, parent_aggregation) if parents is not None else None
-    units = ["chunk"] if level is None else ["chunk", parent_unit_name(parent_aggregation)]
+    spec = as_parents(parents) or Parents()
+    level = resolve_parent_level(object(), spec.store, spec.aggregation) if spec.store is not None else None
+    units = ["chunk"] if level is None else ["chunk", parent_unit_name(spec.aggregation)]
     cands, base_of = candidate_grid(list(grid), pool_sizes, units)
     fan = FusionFanout(index, nodes, "hybrid", grid, pool_sizes)
-    out = UnitCandidates(index, nodes, cands, base_of, level, {}, fan, TokenCosts(count_tokens))
+    out = UnitCandidates(
+        cands, base_of, TokenCosts(count_tokens), spec.aggregation, index=index, nodes=nodes, level=level, fan=fan
+    )
     examples = list(examples)
     gold = sorted({g for ex in examples for g in ex.gold_ids})
     if level is None:

@@ -20,6 +20,7 @@ from typing import Any
 
 __all__ = [
     "SPECIAL_TOKENS",
+    "chunk_window",
     "count_tokens",
     "default_chunk_overlap",
     "default_chunk_size",
@@ -131,6 +132,23 @@ def default_chunk_overlap() -> int:
     25
     """
     return default_chunk_size() // 10
+
+
+def chunk_window(chunk_size: int | None = None, chunk_overlap: int | None = None) -> tuple[int, int]:
+    """The size and overlap a text splitter cuts with: the given ones, else MiniLM's window and its overlap.
+
+    The default overlap is :func:`default_chunk_overlap`, at most half the chunk.
+
+    Examples
+    --------
+    >>> chunk_window()
+    (254, 25)
+    >>> chunk_window(40)
+    (40, 20)
+    """
+    size = default_chunk_size() if chunk_size is None else chunk_size
+    overlap = min(default_chunk_overlap(), size // 2) if chunk_overlap is None else chunk_overlap
+    return size, overlap
 
 
 def warn_if_truncated(texts: list[str], *, stacklevel: int = 3) -> int:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -20,11 +19,12 @@ from ..core.errors import CalibrationError, PoolMissWarning
 from ..core.pool_misses import pool_miss_advice
 from ..core.pools import PoolObservation
 from ..datasets.examples import CalibrationExample
+from ..runtime.caller_warning import warn_at_caller
 from .calibration import RetrievalCalibration
 from .conformalizer import RetrievalConformalizer
 from .fingerprint import Fingerprint
 from .gold_matching import gold_positions
-from .groups import GroupBy
+from .options import RetrievalOptions
 
 __all__ = [
     "CandidatePool",
@@ -44,17 +44,31 @@ logger = logging.getLogger("conformal_rag_plugins")
 
 @dataclass(frozen=True)
 class CandidatePool:
-    """One query's candidates exactly as the host returned them, sorted best first."""
+    """One query's candidates exactly as the host returned them, sorted best first.
+
+    ``groups`` holds each candidate's value of a chunk metadata key (``None`` where it has none)
+    when the host was asked for one (a label-conditional calibration, ``chunk_group_key``).
+
+    Examples
+    --------
+    >>> CandidatePool.from_unsorted(["a", "b"], ["x", "y"], [0.1, 0.9], groups=["g", None]).groups
+    (None, 'g')
+    """
 
     ids: tuple[str | None, ...]
     texts: tuple[str, ...]
     scores: np.ndarray
+    groups: tuple[Any, ...] | None = None
 
     @classmethod
     def from_unsorted(
-        cls, ids: Sequence[str | None], texts: Sequence[str], scores: Sequence[float | None]
+        cls,
+        ids: Sequence[str | None],
+        texts: Sequence[str],
+        scores: Sequence[float | None],
+        groups: Sequence[Any] | None = None,
     ) -> CandidatePool:
-        """Sort by score, best first (stable), refusing missing or NaN scores."""
+        """Sort by score, best first (stable), refusing missing or NaN scores (``groups`` follow their candidates)."""
         if any(s is None for s in scores):
             raise CalibrationError(
                 "The host retriever returned a candidate without a score; conformal retrieval needs scores."
@@ -63,7 +77,8 @@ class CandidatePool:
         if np.isnan(arr).any():
             raise CalibrationError("The host retriever returned a NaN score.")
         order = np.argsort(-arr, kind="stable")
-        return cls(tuple(ids[i] for i in order), tuple(texts[i] for i in order), arr[order])
+        kept = None if groups is None else tuple(groups[i] for i in order)
+        return cls(tuple(ids[i] for i in order), tuple(texts[i] for i in order), arr[order], kept)
 
 
 def check_gold_ids(examples: Sequence[CalibrationExample], known_ids: Collection[str]) -> None:
@@ -160,39 +175,53 @@ def calibrate_from_pools(
     *,
     fingerprint: Fingerprint,
     pool_size: int,
-    confidence_level: float,
-    score: str,
-    method: str,
-    delta: float | None,
-    random_state: int,
-    strict: bool,
+    options: RetrievalOptions | None = None,
     labels: dict[str, Any] | None = None,
     group_labels: Sequence[str] | None = None,
-    group_by: GroupBy | None = None,
-    control: str = "coverage",
-    group_fallback: str = "keep_all",
-    chunk_group_key: str | None = None,
 ) -> RetrievalCalibration:
     """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses.
 
-    With ``chunk_group_key`` the ``group_labels`` are the groups of the gold chunks
-    (:func:`~.groups.chunk_group_labels`) and the calibration is label-conditional: the
-    retrievers apply each chunk's own group threshold (see :func:`~.groups.with_chunk_groups`).
+    Parameters
+    ----------
+    observations : sequence of PoolObservation
+        One per calibration question (see :func:`collect_observations`).
+    fingerprint : Fingerprint
+        The host's, saved with the threshold.
+    pool_size : int
+        Candidates per query.
+    options : RetrievalOptions, optional
+        Level, score family (default ``"relative"``), method, groups, control.
+    labels : dict, optional
+        How the gold was made (:func:`label_counts`).
+    group_labels : sequence of str, optional
+        The group of each observation (:func:`~.groups.group_labels`), or with
+        ``options.chunk_group_key`` the groups of the gold chunks
+        (:func:`~.groups.chunk_group_labels`): the calibration is then label-conditional and the
+        retrievers apply each chunk's own group threshold (see :func:`~.groups.with_chunk_groups`).
 
-    With ``group_labels`` (the group of each observation, from :func:`~.groups.group_labels`)
-    the calibration also holds one threshold per group (``group_by`` describes the grouping;
-    ``group_fallback`` what a group without a threshold of its own gets).
-    ``control="recall"`` controls the mean share of gold chunks left out (see
+    ``options.control="recall"`` controls the mean share of gold chunks left out (see
     :class:`~conformal_rag_plugins.retrieval.conformalizer.RetrievalConformalizer`).
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+    >>> obs = [PoolObservation(np.array([1.0, 0.5 - i / 100]), (1,)) for i in range(20)]
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> cal = calibrate_from_pools(obs, fingerprint=fp, pool_size=2, options=RetrievalOptions(score="similarity"))
+    >>> cal.score_family_
+    'similarity'
     """
+    opts = options if options is not None else RetrievalOptions()
+    confidence_level, control = opts.confidence_level, opts.control
+    group_by, chunk_group_key = opts.group_by, opts.chunk_group_key
     cal = (
         RetrievalConformalizer(
             confidence_level,
-            score=score,
-            method=method,
-            delta=delta,
-            random_state=random_state,
-            strict=strict,
+            score=opts.family(),
+            method=opts.method,
+            delta=opts.delta,
+            random_state=opts.random_state,
+            strict=opts.strict,
             control=control,
         )
         .conformalize(
@@ -201,7 +230,7 @@ def calibrate_from_pools(
             pool_size=pool_size,
             groups=group_labels,
             group_by=chunk_group_key or group_by or "group",
-            group_fallback=group_fallback,
+            group_fallback=opts.group_fallback,
         )
         .calibration_
     )
@@ -228,7 +257,7 @@ def calibrate_from_pools(
         )
     advice = pool_miss_advice(cal.n_misses_, cal.n_calibration_, 1.0 - confidence_level, pool_size)
     if advice is not None and control == "coverage":
-        warnings.warn(advice, PoolMissWarning, stacklevel=3)
+        warn_at_caller(advice, PoolMissWarning)
     if math.isinf(cal.threshold_):
         logger.warning("The calibrated threshold is +inf: every candidate in the pool will be returned.")
     return cal

@@ -20,6 +20,7 @@ from ..datasets.examples import CalibrationExample
 from ..retrieval.pool_calibration import CandidatePool, check_labelled, collect_observations, observe
 
 __all__ = [
+    "CandidateSearch",
     "TokenCosts",
     "TunedCandidate",
     "as_candidate",
@@ -58,6 +59,36 @@ class TunedCandidate:
         """``[unit/]fusion[@pool]`` (chunk level and the base pool left out), as ``evaluate`` reports it."""
         name = self.fusion.key if self.unit == "chunk" else f"{self.unit}/{self.fusion.key}"
         return name if self.pool_size == base_pool else f"{name}@{self.pool_size}"
+
+
+@dataclass(frozen=True)
+class CandidateSearch:
+    """How the tuned calibration searches its candidates, beyond one fetcher each.
+
+    Attributes
+    ----------
+    base_of : mapping, optional
+        Larger-pool key -> the same setting at the base pool: a larger pool competes only
+        when its base pool misses more than ``alpha/2`` of the optimisation questions.
+    fanout : callable, optional
+        ``fanout(question) -> {key: CandidatePool}``: every candidate's pool from one search
+        (the optimisation split is then never queried per candidate).
+    token_costs : callable, optional
+        ``token_costs(pool) -> {id: context tokens}`` (see :class:`TokenCosts`).
+    unit_examples : mapping of str to sequence of CalibrationExample, optional
+        The same questions (same order) with the gold of another unit, e.g. parent ids
+        for ``"parent:max"``; a unit not listed uses the examples given.
+
+    Examples
+    --------
+    >>> CandidateSearch().fanout is None
+    True
+    """
+
+    base_of: Mapping[Any, Any] | None = None
+    fanout: Callable[[str], Mapping[Any, CandidatePool]] | None = None
+    token_costs: Callable[[CandidatePool], Mapping[str, float]] | None = None
+    unit_examples: Mapping[str, Sequence[CalibrationExample]] | None = None
 
 
 def as_candidate(key: Any, pool_size: int) -> TunedCandidate:

@@ -31,67 +31,19 @@ from ..datasets.examples import CalibrationExample, split_examples
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.conformalizer import optimisation_ids
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.groups import GroupBy, check_fallback, group_labels
+from ..retrieval.groups import check_fallback, group_labels
+from ..retrieval.options import RetrievalOptions
 from ..retrieval.pool_calibration import (
     CandidatePool,
     calibrate_from_pools,
     collect_observations,
     label_counts,
 )
-from .candidates import TunedCandidate, as_candidate, observe_candidates
+from .candidates import CandidateSearch, TunedCandidate, as_candidate, observe_candidates
+from .fusion_config import DEFAULT_FUSION_GRID, FUSION_METHODS, FusionConfig
+from .options import TuningOptions
 
 __all__ = ["DEFAULT_FUSION_GRID", "FUSION_METHODS", "FusionConfig", "TunedCalibration", "calibrate_tuned", "fusion_of"]
-
-#: Fusion methods: ``zscore`` (LlamaIndex ``dist_based_score``) and ``minmax`` (``relative_score``).
-FUSION_METHODS = ("zscore", "minmax")
-
-
-@dataclass(frozen=True)
-class FusionConfig:
-    """One hybrid setting: score normalisation ``method`` and the dense retriever's ``weight``.
-
-    The lexical (BM25) retriever gets ``1 - weight``.
-
-    Examples
-    --------
-    >>> FusionConfig("minmax", 0.3).key
-    'minmax:0.3'
-    >>> FusionConfig.parse("zscore:0.5")
-    FusionConfig(method='zscore', weight=0.5)
-    """
-
-    method: str
-    weight: float
-
-    def __post_init__(self) -> None:
-        if self.method not in FUSION_METHODS:
-            raise CalibrationError(f"Fusion method must be one of {FUSION_METHODS}, got {self.method!r}.")
-        if not 0.0 <= float(self.weight) <= 1.0:
-            raise CalibrationError(f"Fusion weight must be in [0, 1], got {self.weight}.")
-
-    @property
-    def key(self) -> str:
-        """``"method:weight"``, as in reports and the CLI."""
-        return f"{self.method}:{self.weight:g}"
-
-    @classmethod
-    def parse(cls, text: str) -> FusionConfig:
-        """Inverse of :attr:`key`."""
-        method, sep, weight = text.partition(":")
-        if not sep:
-            raise CalibrationError(f"Expected 'method:weight' such as 'zscore:0.5', got {text!r}.")
-        try:
-            value = float(weight)
-        except ValueError as exc:
-            raise CalibrationError(f"Bad fusion weight in {text!r}.") from exc
-        return cls(method.strip(), value)
-
-
-#: The small grid searched by default: both normalisations, dense weight 0.3 / 0.5 / 0.7.
-DEFAULT_FUSION_GRID: tuple[FusionConfig, ...] = tuple(
-    FusionConfig(m, w) for m in FUSION_METHODS for w in (0.3, 0.5, 0.7)
-)
-
 
 @dataclass(frozen=True)
 class TunedCalibration:
@@ -119,21 +71,9 @@ def calibrate_tuned(
     fingerprints: Callable[[FusionConfig], Fingerprint],
     *,
     pool_size: int,
-    confidence_level: float = 0.9,
-    score: str = "auto",
-    method: str = "split",
-    delta: float | None = None,
-    optimisation_fraction: float = 0.3,
-    random_state: int = 0,
-    strict: bool = False,
-    progress: bool = True,
-    group_by: GroupBy | None = None,
-    group_fallback: str = "keep_all",
-    objective: str | None = None,
-    base_of: Mapping[Any, Any] | None = None,
-    fanout: Callable[[str], Mapping[Any, CandidatePool]] | None = None,
-    token_costs: Callable[[CandidatePool], Mapping[str, float]] | None = None,
-    unit_examples: Mapping[str, Sequence[CalibrationExample]] | None = None,
+    options: RetrievalOptions | None = None,
+    tuning: TuningOptions | None = None,
+    search: CandidateSearch | None = None,
 ) -> TunedCalibration:
     """Choose the configuration (and family) on an optimisation split, calibrate on the rest.
 
@@ -147,34 +87,23 @@ def calibrate_tuned(
         ``fingerprints(key) -> Fingerprint`` of that host.
     pool_size : int
         The base pool.
-    confidence_level : float, default 0.9
-    score : {"auto", "relative", "similarity", "rank"}, default "auto"
-        ``auto`` chooses the family together with the configuration; a named family
-        tunes the configuration only.
-    method : {"split", "pac"}; delta : float, for PAC.
-    optimisation_fraction : float, default 0.3
-    random_state : int
-        Seed of the optimisation/calibration split.
-    group_by : str or callable, optional
-        Per-group (Mondrian) thresholds on the calibration part (see :mod:`.groups`).
-    group_fallback : {"keep_all", "pooled"}, default "keep_all"
-        With ``group_by``: what a group too small for its own threshold, or a group not seen
-        at calibration, gets: every candidate (threshold ``+inf``), or the pooled threshold,
-        marked not guaranteed at query time (as in ``calibrate_retriever``).
-    objective : {"size", "tokens"}, optional
-        What the choice minimises on the optimisation split; default ``"tokens"`` (mean
-        context tokens of the set) when ``token_costs`` is given, else ``"size"``.
-    base_of : mapping, optional
-        Larger-pool key -> the same setting at the base pool: a larger pool competes only
-        when its base pool misses more than ``alpha/2`` of the optimisation questions.
-    fanout : callable, optional
-        ``fanout(question) -> {key: CandidatePool}``: every candidate's pool from one search
-        (the optimisation split is then never queried per candidate).
-    token_costs : callable, optional
-        ``token_costs(pool) -> {id: context tokens}`` (see :class:`~.tuned_candidates.TokenCosts`).
-    unit_examples : mapping of str to sequence of CalibrationExample, optional
-        The same questions (same order) with the gold of another unit, e.g. parent ids
-        for ``"parent:max"``; a unit not listed uses ``examples``.
+    options : RetrievalOptions, optional
+        ``confidence_level`` (default 0.9); ``score`` (default ``"auto"``: the family is chosen
+        together with the configuration; a named family tunes the configuration only);
+        ``method``/``delta``; ``random_state`` (seed of the optimisation/calibration split);
+        ``strict``; ``group_by``/``group_fallback`` (per-group thresholds on the calibration part,
+        as in ``calibrate_retriever``); ``progress``. Neither ``chunk_group_key`` nor
+        ``control="recall"``.
+    tuning : TuningOptions, optional
+        ``optimisation_fraction`` (default 0.3) and ``objective``: what the choice minimises on
+        the optimisation split, default ``"tokens"`` (mean context tokens of the set) when
+        ``search.token_costs`` is given, else ``"size"``. Its ``grid`` and ``pool_sizes`` are
+        read by the adapters that build ``fetchers``.
+    search : CandidateSearch, optional
+        ``base_of`` (a larger pool competes only when its base pool misses more than
+        ``alpha/2`` of the optimisation questions), ``fanout`` (every candidate's pool from one
+        search), ``token_costs`` and ``unit_examples`` (the gold of another unit); see
+        :class:`~.candidates.CandidateSearch`.
 
     Candidates whose pool misses more than ``alpha`` of the optimisation
     questions cannot reach ``1 - alpha`` and are left out when another candidate can
@@ -191,10 +120,19 @@ def calibrate_tuned(
 
     Examples
     --------
-    >>> tuned = calibrate_tuned(examples, fetchers, fingerprint_of, pool_size=50)  # doctest: +SKIP
+    >>> opts = RetrievalOptions(confidence_level=0.9)
+    >>> tuned = calibrate_tuned(examples, fetchers, fingerprint_of, pool_size=50, options=opts)  # doctest: +SKIP
     >>> tuned.config.key, tuned.calibration.selection_["rule"]  # doctest: +SKIP
     ('zscore:0.5', 'tuned-hybrid')
     """
+    opts = options if options is not None else RetrievalOptions()
+    tune = tuning if tuning is not None else TuningOptions()
+    found = search if search is not None else CandidateSearch()
+    confidence_level, score, group_by = opts.confidence_level, opts.family("auto"), opts.group_by
+    optimisation_fraction, objective, random_state = tune.optimisation_fraction, tune.objective, opts.random_state
+    base_of, token_costs, unit_examples = found.base_of, found.token_costs, found.unit_examples
+    if opts.chunk_group_key is not None or opts.control != "coverage":
+        raise CalibrationError("The tuned calibration supports neither chunk_group_key nor control='recall'.")
     if not fetchers:
         raise CalibrationError("The fusion grid is empty; pass at least one FusionConfig.")
     alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
@@ -205,7 +143,7 @@ def calibrate_tuned(
     if score != "auto" and score not in SCORE_FAMILIES:
         raise CalibrationError(f"score must be 'auto' or one of {SCORE_FAMILIES}, got {score!r}.")
     examples = list(examples)
-    group_fallback = check_fallback(group_fallback)
+    check_fallback(opts.group_fallback)
     if group_by is not None:
         group_labels(examples, group_by)  # a missing key or a raising function fails before any query
     if objective is not None and objective not in OBJECTIVES:
@@ -233,9 +171,9 @@ def calibrate_tuned(
     observed = observe_candidates(
         {k: [unit_ex(k)[i] for i in opt_idx] for k in fetchers},
         fetchers,
-        fanout=fanout,
+        fanout=found.fanout,
         token_costs=token_costs,
-        progress=progress,
+        progress=opts.progress,
     )
     by_name = {names[k]: obs for k, obs in observed.items()}
     objective = objective or ("tokens" if token_costs is not None else "size")
@@ -244,19 +182,12 @@ def calibrate_tuned(
     key = next(k for k in fetchers if names[k] == choice.config)
     chosen, config = cands[key], cands[key].fusion
     calibration = calibrate_from_pools(
-        collect_observations([unit_ex(key)[i] for i in cal_idx], fetchers[key], progress=progress),
+        collect_observations([unit_ex(key)[i] for i in cal_idx], fetchers[key], progress=opts.progress),
         fingerprint=fingerprints(key),
         pool_size=chosen.pool_size,
-        confidence_level=confidence_level,
-        score=choice.family,
-        method=method,
-        delta=delta,
-        random_state=random_state,
-        strict=strict,
+        options=replace(opts, score=choice.family),
         labels=label_counts(unit_ex(key)),
         group_labels=group_labels(cal, group_by) if group_by is not None else None,
-        group_by=group_by,
-        group_fallback=group_fallback,
     )
     what = "mean context tokens" if objective == "tokens" else "mean set size"
     selection = {

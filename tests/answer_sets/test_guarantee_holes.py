@@ -35,6 +35,7 @@ from conformal_rag_plugins.core.errors import (
 from conformal_rag_plugins.core.quantile import coverage_bounds
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import (
     CandidatePool,
     calibrate_from_pools,
@@ -85,12 +86,7 @@ class World:
             obs,
             fingerprint=FP,
             pool_size=4,
-            confidence_level=0.9,
-            score="relative",
-            method="split",
-            delta=None,
-            random_state=0,
-            strict=False,
+            options=RetrievalOptions(confidence_level=0.9, score="relative"),
         )
 
     def hooks(self) -> HostHooks:

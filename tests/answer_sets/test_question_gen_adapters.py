@@ -28,6 +28,7 @@ from conformal_rag_plugins.langchain import label_with_judge as lc_label
 from conformal_rag_plugins.llamaindex import calibrate_retriever as li_calibrate
 from conformal_rag_plugins.llamaindex import generate_calibration_questions as li_generate
 from conformal_rag_plugins.llamaindex import label_with_judge as li_label
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 TEXTS = {
     "n0": "The Normans gave their name to Normandy, a region in northern France.",
@@ -138,7 +139,13 @@ def test_llamaindex_judge_walks_the_retriever_and_feeds_calibration() -> None:
     assert by_source["n1"].gold_ids == ("n2",) and by_source["n1"].metadata["label_rule"] == "judge"
     assert report.by_source == 2 and report.by_judge == 1 and report.judge_calls == 3
     assert by_source["n1"].metadata["judge_model"] == "ScriptedLLM:None"
-    calibration = li_calibrate(host, labelled, confidence_level=0.5, pool_size=3, progress=False)
+    calibration = li_calibrate(
+        host,
+        labelled,
+        confidence_level=0.5,
+        pool_size=3,
+        options=RetrievalOptions(progress=False),
+    )
     assert calibration.n_calibration_ == 3
 
 
@@ -209,7 +216,13 @@ def test_langchain_judge_over_a_scored_retriever_feeds_calibration() -> None:
         assert (ex.metadata["label_rule"], ex.metadata["judge_calls"]) == expected[source]
         assert ex.gold_ids == (source,)
     assert report.unparseable == report.judge_calls == sum(ex.metadata["source_chunk_id"] != "n2" for ex in labelled)
-    calibration = lc_calibrate(host, labelled, confidence_level=0.5, pool_size=3, progress=False)
+    calibration = lc_calibrate(
+        host,
+        labelled,
+        confidence_level=0.5,
+        pool_size=3,
+        options=RetrievalOptions(progress=False),
+    )
     assert calibration.n_calibration_ == len(labelled)
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
+
 DROPIN_SEED = 20261122
 N_DROPIN_CALIBRATION = 300
 CONFIDENCE = 0.9
@@ -41,7 +43,10 @@ def li_hybrid_calibration(host_factory, dropin_examples):
     from conformal_rag_plugins.llamaindex import calibrate_retriever
 
     return calibrate_retriever(
-        host_factory("llamaindex", "hybrid").host, dropin_examples, confidence_level=CONFIDENCE, progress=False
+        host_factory("llamaindex", "hybrid").host,
+        dropin_examples,
+        confidence_level=CONFIDENCE,
+        options=RetrievalOptions(progress=False),
     )
 
 
@@ -51,7 +56,10 @@ def lc_hybrid_calibration(host_factory, dropin_examples):
     from conformal_rag_plugins.langchain import calibrate_retriever
 
     return calibrate_retriever(
-        host_factory("langchain", "hybrid").host, dropin_examples, confidence_level=CONFIDENCE, progress=False
+        host_factory("langchain", "hybrid").host,
+        dropin_examples,
+        confidence_level=CONFIDENCE,
+        options=RetrievalOptions(progress=False),
     )
 
 
@@ -60,7 +68,12 @@ def li_index_calibration(li_index, dropin_examples):
     """A calibration made on the ``VectorStoreIndex`` itself (150 questions, pool 50)."""
     from conformal_rag_plugins.llamaindex import calibrate_retriever
 
-    return calibrate_retriever(li_index, dropin_examples[:150], confidence_level=CONFIDENCE, progress=False)
+    return calibrate_retriever(
+        li_index,
+        dropin_examples[:150],
+        confidence_level=CONFIDENCE,
+        options=RetrievalOptions(progress=False),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -68,4 +81,9 @@ def lc_store_calibration(lc_store, dropin_examples):
     """A calibration made on the LangChain Chroma vector store (150 questions, pool 50)."""
     from conformal_rag_plugins.langchain import calibrate_retriever
 
-    return calibrate_retriever(lc_store, dropin_examples[:150], confidence_level=CONFIDENCE, progress=False)
+    return calibrate_retriever(
+        lc_store,
+        dropin_examples[:150],
+        confidence_level=CONFIDENCE,
+        options=RetrievalOptions(progress=False),
+    )

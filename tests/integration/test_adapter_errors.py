@@ -10,6 +10,7 @@ from conformal_rag_plugins.langchain import ConformalRetriever as LCRetriever
 from conformal_rag_plugins.langchain import calibrate_retriever as lc_calibrate
 from conformal_rag_plugins.llamaindex import ConformalRetriever as LIRetriever
 from conformal_rag_plugins.llamaindex import calibrate_retriever as li_calibrate
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 pytestmark = pytest.mark.integration
 
@@ -38,22 +39,22 @@ def test_unknown_gold_id_is_named(li_host, lc_host, li_index, lc_store, dropin_e
         (lc_calibrate, lc_store),
     ):
         with pytest.raises(CalibrationError, match=BAD_ID) as info:
-            calibrate(host, _with_bad_id(dropin_examples), progress=False)
+            calibrate(host, _with_bad_id(dropin_examples), options=RetrievalOptions(progress=False))
         assert "1 gold chunk id(s) are not in the store" in str(info.value)
 
 
 def test_no_examples(li_host, lc_host):
     for calibrate, host in ((li_calibrate, li_host), (lc_calibrate, lc_host)):
         with pytest.raises(CalibrationError, match="No calibration examples"):
-            calibrate(host, [], progress=False)
+            calibrate(host, [], options=RetrievalOptions(progress=False))
     unlabeled = [CalibrationExample("Who ruled Normandy?")]
     with pytest.raises(CalibrationError, match="neither gold ids nor gold texts"):
-        li_calibrate(li_host, unlabeled, progress=False)
+        li_calibrate(li_host, unlabeled, options=RetrievalOptions(progress=False))
 
 
 def test_too_few_examples_for_the_level(li_host, dropin_examples):
     with pytest.raises(CalibrationError, match="too few"):
-        li_calibrate(li_host, dropin_examples[:5], confidence_level=0.9, progress=False)
+        li_calibrate(li_host, dropin_examples[:5], confidence_level=0.9, options=RetrievalOptions(progress=False))
 
 
 def test_llamaindex_calibration_on_langchain_store(li_index_calibration, lc_store):
@@ -89,8 +90,8 @@ def test_chroma_and_simple_vector_store_calibrations_do_not_mix(
     ids = {e.id for e in entries}
     examples = [q for q in squad_questions if set(q.gold_ids) <= ids]
     with pytest.raises(CalibrationError, match=BAD_ID):  # the gold-id check also reads SimpleVectorStore
-        li_calibrate(simple, _with_bad_id(examples), progress=False)
-    own = li_calibrate(simple, examples, confidence_level=0.9, progress=False)
+        li_calibrate(simple, _with_bad_id(examples), options=RetrievalOptions(progress=False))
+    own = li_calibrate(simple, examples, confidence_level=0.9, options=RetrievalOptions(progress=False))
     assert own.fingerprint_.score_scale == "cosine" and own.n_calibration_ == len(examples) == 99
     assert LIRetriever(index=simple, calibration=own).retrieve(examples[0].question)
     with pytest.raises(FingerprintMismatchError, match="SimpleVectorStore"):
@@ -143,7 +144,11 @@ def test_exactly_one_host(li_host, li_index, lc_host, lc_store, li_hybrid_calibr
 def test_langchain_host_without_scores(lc_store, dropin_examples):
     """A plain ``as_retriever()`` drops the scores; calibration refuses it instead of inventing scores."""
     with pytest.raises(ConformalError, match=r"metadata\['score'\]"):
-        lc_calibrate(lc_store.as_retriever(search_kwargs={"k": 50}), dropin_examples[:20], progress=False)
+        lc_calibrate(
+            lc_store.as_retriever(search_kwargs={"k": 50}),
+            dropin_examples[:20],
+            options=RetrievalOptions(progress=False),
+        )
 
 
 def test_calibration_records_the_collection(li_index_calibration, lc_store_calibration, squad_entries):

@@ -17,6 +17,7 @@ import pytest
 
 from conformal_rag_plugins.commands.hosts import build_host
 from conformal_rag_plugins.core import conformal_quantile
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]
@@ -104,7 +105,12 @@ def test_calibrate_and_retrieve_over_http(chroma_server, framework, entries, exa
     if framework == "llamaindex":
         from conformal_rag_plugins.llamaindex import ConformalRetriever, calibrate_retriever
 
-        cal = calibrate_retriever(bundle.host, cal_set, confidence_level=0.9, progress=False)
+        cal = calibrate_retriever(
+            bundle.host,
+            cal_set,
+            confidence_level=0.9,
+            options=RetrievalOptions(progress=False),
+        )
         retriever = ConformalRetriever(retriever=bundle.host, calibration=cal)
 
         def retrieve(q: str) -> list[tuple[str, dict]]:
@@ -112,7 +118,12 @@ def test_calibrate_and_retrieve_over_http(chroma_server, framework, entries, exa
     else:
         from conformal_rag_plugins.langchain import ConformalRetriever, calibrate_retriever
 
-        cal = calibrate_retriever(bundle.host, cal_set, confidence_level=0.9, progress=False)
+        cal = calibrate_retriever(
+            bundle.host,
+            cal_set,
+            confidence_level=0.9,
+            options=RetrievalOptions(progress=False),
+        )
         retriever = ConformalRetriever(retriever=bundle.host, calibration=cal)
 
         def retrieve(q: str) -> list[tuple[str, dict]]:

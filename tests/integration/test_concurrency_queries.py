@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
+
 pytestmark = pytest.mark.integration
 
 T = TypeVar("T")
@@ -103,7 +105,13 @@ def test_llamaindex_concurrent_queries_match_sequential(squad_entries, split) ->
     nodes = [TextNode(id_=e.id, text=e.text) for e in squad_entries]
     index = VectorStoreIndex(nodes, embed_model=HashedEmbedding(model_name="hashed"))
     examples, questions = split
-    cal = calibrate_retriever(index, examples, confidence_level=CONFIDENCE, pool_size=POOL, progress=False)
+    cal = calibrate_retriever(
+        index,
+        examples,
+        confidence_level=CONFIDENCE,
+        pool_size=POOL,
+        options=RetrievalOptions(progress=False),
+    )
     retriever = ConformalRetriever(cal, index=index)
 
     def ids(nodes: Sequence[Any]) -> list[str]:
@@ -143,7 +151,13 @@ def test_langchain_concurrent_queries_match_sequential(squad_entries, split) -> 
         [Document(page_content=e.text, id=e.id) for e in squad_entries], ids=[e.id for e in squad_entries]
     )
     examples, questions = split
-    cal = calibrate_retriever(store, examples, confidence_level=CONFIDENCE, pool_size=POOL, progress=False)
+    cal = calibrate_retriever(
+        store,
+        examples,
+        confidence_level=CONFIDENCE,
+        pool_size=POOL,
+        options=RetrievalOptions(progress=False),
+    )
     retriever = ConformalRetriever(vectorstore=store, calibration=cal)
 
     def ids(docs: Sequence[Any]) -> list[str]:

@@ -1,7 +1,7 @@
 """Both frameworks with a label-conditional calibration on the real hybrid host: each chunk gets its group's threshold.
 
 The bundled stack stores each SQuAD paragraph's article in its metadata (``title``); the
-distractor passages have none. ``calibrate_retriever(..., chunk_group_key="title")`` then
+distractor passages have none. ``calibrate_retriever(..., options=RetrievalOptions(chunk_group_key="title"))`` then
 calibrates one threshold per article (each question counts in its gold chunk's article, read
 from the host's own chunks), and the retriever keeps every chunk against its own article's
 threshold. A distractor has no calibrated group: it is kept (``+inf``) and the set says it is
@@ -18,6 +18,7 @@ import pytest
 
 from conformal_rag_plugins.core.errors import ConformalError
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +34,12 @@ def _calibrate(framework: str, host, examples, **kw) -> RetrievalCalibration:
         from conformal_rag_plugins.llamaindex import calibrate_retriever
     else:
         from conformal_rag_plugins.langchain import calibrate_retriever
-    return calibrate_retriever(host, examples, confidence_level=0.9, progress=False, chunk_group_key="title", **kw)
+    return calibrate_retriever(
+        host,
+        examples,
+        confidence_level=0.9,
+        options=RetrievalOptions(chunk_group_key="title", progress=False, **kw),
+    )
 
 
 def _title(framework: str, r) -> tuple[str | None, dict]:

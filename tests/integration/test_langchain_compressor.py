@@ -26,6 +26,7 @@ from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.langchain import ConformalDocumentCompressor, calibrate_compressor
 from conformal_rag_plugins.langchain.compressor import score_documents
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +48,11 @@ def base(lc_store):
 def calibration(base, embeddings, dropin_examples):
     """Calibrated through the same compression pipeline (base retriever + the compressor's cosine)."""
     return calibrate_compressor(
-        base, dropin_examples, embeddings=embeddings, confidence_level=CONFIDENCE, progress=False
+        base,
+        dropin_examples,
+        embeddings=embeddings,
+        confidence_level=CONFIDENCE,
+        options=RetrievalOptions(progress=False),
     )
 
 

@@ -35,6 +35,7 @@ from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, 
 from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
 from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 pytest.importorskip("langchain_classic")
 pytestmark = [pytest.mark.integration]
@@ -77,7 +78,12 @@ def parent_cal(pdr, long_docs, split):
     from conformal_rag_plugins.langchain import calibrate_retriever
 
     questions = long_docs[1]
-    return calibrate_retriever(pdr, [questions[i] for i in split[0]], confidence_level=1 - ALPHA, progress=False)
+    return calibrate_retriever(
+        pdr,
+        [questions[i] for i in split[0]],
+        confidence_level=1 - ALPHA,
+        options=RetrievalOptions(progress=False),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -213,8 +219,8 @@ def test_multi_vector_retriever_and_store_with_parents_share_the_calibration(
         assert got[0] == got[1] == got[2]
     subset = [questions[i] for i in split[0][:40]]
     by_chunk = [CalibrationExample(q.question, gold_ids=(_gold_chunk(pdr, q.gold_ids[0]),)) for q in subset]
-    a = calibrate_retriever(mvr, subset, progress=False)
-    b = calibrate_retriever(mvr, by_chunk, progress=False)
+    a = calibrate_retriever(mvr, subset, options=RetrievalOptions(progress=False))
+    b = calibrate_retriever(mvr, by_chunk, options=RetrievalOptions(progress=False))
     assert a.scores_ == b.scores_ and a.fingerprint_ == parent_cal.fingerprint_
     # the MultiVectorRetriever's search filter is honoured; a saved parent-level calibration loads and works
     target = questions[split[1][0]].gold_ids[0]
@@ -239,7 +245,12 @@ def test_scored_fusion_host_with_parents_and_callbacks(pdr, long_docs, split) ->
     got = pdr.vectorstore._collection.get(include=["documents"])
     fusion = ScoredFusionRetriever.from_vectorstore(pdr.vectorstore, got["ids"], got["documents"], k=POOL)
     questions = long_docs[1]
-    cal = calibrate_retriever(fusion, [questions[i] for i in split[0][:40]], parents=pdr.docstore, progress=False)
+    cal = calibrate_retriever(
+        fusion,
+        [questions[i] for i in split[0][:40]],
+        parents=pdr.docstore,
+        options=RetrievalOptions(progress=False),
+    )
     assert cal.fingerprint_.retriever.startswith("hybrid(") and cal.fingerprint_.retriever.endswith(">parent:max")
 
     class Runs(BaseCallbackHandler):
@@ -286,13 +297,13 @@ def test_bad_input_gets_a_clear_error(pdr, parent_cal, long_docs, split) -> None
     with pytest.raises(CalibrationError, match="not in the store"):
         ConformalRetriever(vectorstore=store, parents={}, calibration=parent_cal).invoke(question)
     with pytest.raises(CalibrationError, match="neither chunks in the vector store nor parents"):
-        calibrate_retriever(store, long_docs[1][:20], parents={}, progress=False)
+        calibrate_retriever(store, long_docs[1][:20], parents={}, options=RetrievalOptions(progress=False))
     # chunk-level and parent-level calibrations refuse each other; max refuses sum
     subset = [long_docs[1][i] for i in split[0][:20]]
     chunk_examples = [CalibrationExample(q.question, gold_ids=(_gold_chunk(pdr, q.gold_ids[0]),)) for q in subset]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        chunk_cal = calibrate_retriever(store, chunk_examples, progress=False)
+        chunk_cal = calibrate_retriever(store, chunk_examples, options=RetrievalOptions(progress=False))
     with pytest.raises(FingerprintMismatchError):
         ConformalRetriever(retriever=pdr, calibration=chunk_cal)
     with pytest.raises(FingerprintMismatchError):

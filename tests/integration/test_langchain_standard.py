@@ -17,6 +17,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from conformal_rag_plugins.core import GuaranteeCutWarning
 from conformal_rag_plugins.langchain import ConformalRetriever, MiniLMEmbeddings, calibrate_retriever
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,12 @@ def small_setup():
     )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Number of requested results")
-        calibration = calibrate_retriever(store, examples, confidence_level=0.9, progress=False)
+        calibration = calibrate_retriever(
+            store,
+            examples,
+            confidence_level=0.9,
+            options=RetrievalOptions(progress=False),
+        )
     return store, calibration
 
 

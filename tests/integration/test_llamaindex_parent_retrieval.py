@@ -30,6 +30,7 @@ from conformal_rag_plugins.llamaindex.node_selection import CONFORMAL_METADATA_K
 from conformal_rag_plugins.llamaindex.parent_retrieval import CHUNKS_METADATA_KEY, resolve_parent_level
 from conformal_rag_plugins.llamaindex.parent_stack import build_parent_stack
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 
 pytestmark = pytest.mark.integration
@@ -71,7 +72,13 @@ def docstore(flat):
 
 @pytest.fixture(scope="module")
 def cal(chunk_retriever, docstore, split):
-    return calibrate_retriever(chunk_retriever, split[0], confidence_level=1 - ALPHA, parents=docstore, progress=False)
+    return calibrate_retriever(
+        chunk_retriever,
+        split[0],
+        confidence_level=1 - ALPHA,
+        parents=docstore,
+        options=RetrievalOptions(progress=False),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +178,7 @@ def test_automerging_retriever_host(long_docs, chroma_memory_client, split, cal,
     HierarchicalNodeParser's parents (PARENT relationship); same chunks and parents give the flat threshold."""
     stack = build_parent_stack(long_docs[0], layout="hierarchical", client=chroma_memory_client)
     host = AutoMergingRetriever(stack.index.as_retriever(similarity_top_k=POOL), stack.storage_context)
-    am_cal = calibrate_retriever(host, split[0], confidence_level=1 - ALPHA, progress=False)
+    am_cal = calibrate_retriever(host, split[0], confidence_level=1 - ALPHA, options=RetrievalOptions(progress=False))
     assert am_cal.threshold_ == pytest.approx(cal.threshold_, abs=1e-6)
     conformal = ConformalRetriever(retriever=host, calibration=am_cal)
     engine = RetrieverQueryEngine.from_args(conformal, llm=MockLLM())
@@ -202,7 +209,12 @@ def test_recursive_retriever_with_index_nodes(flat, long_docs):
     vector = VectorStoreIndex(nodes, embed_model=MiniLMEmbedding()).as_retriever(similarity_top_k=POOL)
     host = RecursiveRetriever("vector", retriever_dict={"vector": vector}, node_dict={k: flat.parents[k] for k in keep})
     questions = [q for q in long_docs[1] if q.gold_ids[0] in keep]
-    rec_cal = calibrate_retriever(host, questions[:30], confidence_level=0.8, progress=False)
+    rec_cal = calibrate_retriever(
+        host,
+        questions[:30],
+        confidence_level=0.8,
+        options=RetrievalOptions(progress=False),
+    )
     assert rec_cal.fingerprint_.retriever.endswith(">parent:max") and rec_cal.n_calibration_ == 30
     got = ConformalRetriever(retriever=host, calibration=rec_cal).retrieve(questions[-1].question)
     assert got and all(n.node.node_id in keep for n in got)
@@ -241,7 +253,11 @@ def test_three_level_hierarchy_gold(long_docs):
 
 def test_sum_aggregation(chunk_retriever, docstore, split, cal):
     cal_sum = calibrate_retriever(
-        chunk_retriever, split[0][:120], parents=docstore, parent_aggregation="sum", progress=False
+        chunk_retriever,
+        split[0][:120],
+        parents=docstore,
+        parent_aggregation="sum",
+        options=RetrievalOptions(progress=False),
     )
     assert cal_sum.fingerprint_.retriever.endswith(">parent:sum")
     nodes = ConformalRetriever(
@@ -288,7 +304,7 @@ def test_parent_missing_from_store(chunk_retriever, cal, flat, split):
         conformal.retrieve(q.question)
     present = replace(q, gold_ids=(next(iter(partial)),))
     with pytest.raises(CalibrationError, match=r"Parent document .* is not in the store"):
-        calibrate_retriever(chunk_retriever, [present], parents=partial, progress=False)
+        calibrate_retriever(chunk_retriever, [present], parents=partial, options=RetrievalOptions(progress=False))
 
 
 def test_chunk_without_parent(cal, docstore):
@@ -299,7 +315,10 @@ def test_chunk_without_parent(cal, docstore):
         conformal.retrieve("Who led the Normans?")
     with pytest.raises(CalibrationError, match="has no parent"):
         calibrate_retriever(
-            orphans, [CalibrationExample("Who?", gold_ids=("orphan0",))], parents=docstore, progress=False
+            orphans,
+            [CalibrationExample("Who?", gold_ids=("orphan0",))],
+            parents=docstore,
+            options=RetrievalOptions(progress=False),
         )
 
 
@@ -320,5 +339,8 @@ def test_bad_parent_options(chunk_retriever, cal, kwargs, error, match):
 def test_unknown_gold_id(chunk_retriever, docstore):
     with pytest.raises(CalibrationError, match="not in the store"):
         calibrate_retriever(
-            chunk_retriever, [CalibrationExample("Who?", gold_ids=("no-such-doc",))], parents=docstore, progress=False
+            chunk_retriever,
+            [CalibrationExample("Who?", gold_ids=("no-such-doc",))],
+            parents=docstore,
+            options=RetrievalOptions(progress=False),
         )

@@ -19,6 +19,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from conformal_rag_plugins.core import ConformalError, FingerprintMismatchError, conformal_rank
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.llamaindex import ConformalNodePostprocessor, ConformalRetriever, calibrate_retriever
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +30,13 @@ POOL = 50
 @pytest.fixture(scope="module")
 def calibration(li_index, dropin_examples):
     """Calibrated with the same helper that drives the host index, on the 300 calibration questions."""
-    return calibrate_retriever(li_index, dropin_examples, confidence_level=CONFIDENCE, pool_size=POOL, progress=False)
+    return calibrate_retriever(
+        li_index,
+        dropin_examples,
+        confidence_level=CONFIDENCE,
+        pool_size=POOL,
+        options=RetrievalOptions(progress=False),
+    )
 
 
 def _engine(index, postprocessors, top_k=POOL):

@@ -10,6 +10,7 @@ import pytest
 
 from conformal_rag_plugins.core.errors import ConformalError, SmallGroupWarning
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +39,12 @@ def _calibrate(framework: str, host_factory, examples):
         from conformal_rag_plugins.langchain import calibrate_retriever
     host = host_factory(framework, "hybrid").host
     with pytest.warns(SmallGroupWarning, match="'tiny' has 5"):
-        cal = calibrate_retriever(host, examples, confidence_level=0.9, group_by="article", progress=False)
+        cal = calibrate_retriever(
+            host,
+            examples,
+            confidence_level=0.9,
+            options=RetrievalOptions(group_by="article", progress=False),
+        )
     return host, cal
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from conformal_rag_plugins.core.quantile import ltt_threshold
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +35,12 @@ def test_recall_calibration_drives_the_conformal_retriever(
     calibrate, Conformal, ids = _adapter(framework)
     host = host_factory(framework, "hybrid").host
     split = request.getfixturevalue("li_hybrid_calibration" if framework == "llamaindex" else "lc_hybrid_calibration")
-    cal = calibrate(host, dropin_examples, confidence_level=0.9, control="recall", progress=False)
+    cal = calibrate(
+        host,
+        dropin_examples,
+        confidence_level=0.9,
+        options=RetrievalOptions(control="recall", progress=False),
+    )
     assert (cal.risk_, cal.method_, cal.score_family_) == ("recall", "crc", "relative")
     assert all(len(g) == 1 for g in cal.gold_scores_)  # one gold paragraph per question
     assert cal.threshold_ == split.threshold_ and cal.scores_ == split.scores_  # CRC = split conformal here
@@ -46,7 +52,10 @@ def test_recall_calibration_drives_the_conformal_retriever(
         q = squad_questions[i].question
         assert ids(recall_retriever, q) == ids(split_retriever, q)
     ltt = calibrate(
-        host, dropin_examples[:120], confidence_level=0.8, control="recall", method="ltt", delta=0.1, progress=False
+        host,
+        dropin_examples[:120],
+        confidence_level=0.8,
+        options=RetrievalOptions(method="ltt", delta=0.1, control="recall", progress=False),
     )
     assert (ltt.method_, ltt.delta_) == ("ltt", 0.1)
     assert ltt.threshold_ == ltt_threshold(ltt.gold_scores_, 0.2, 0.1)

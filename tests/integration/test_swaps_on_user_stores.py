@@ -27,6 +27,7 @@ from conformal_rag_plugins.core import CalibrationError, FingerprintMismatchErro
 from conformal_rag_plugins.core.errors import CorpusChangedWarning
 from conformal_rag_plugins.labelling.chunk_labels import answer_in_text
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +89,11 @@ def test_llamaindex_calibrates_on_document_ids_of_split_documents(subset, split_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the all-chunks-fallback note
         cal = calibrate_retriever(
-            split_index, questions[:N_CALIBRATION], confidence_level=CONFIDENCE, pool_size=POOL, progress=False
+            split_index,
+            questions[:N_CALIBRATION],
+            confidence_level=CONFIDENCE,
+            pool_size=POOL,
+            options=RetrievalOptions(progress=False),
         )
     rules = cal.labels_["gold_rule"]
     assert sum(rules.values()) == N_CALIBRATION and rules.get("answer-in-chunk", 0) >= N_CALIBRATION // 2, rules
@@ -120,7 +125,12 @@ def test_llamaindex_unknown_ids_still_refused(subset, split_index):
     questions, _ = subset
     wrong = [type(q)(q.question, gold_ids=("no-such-document",)) for q in questions[:5]]
     with pytest.raises(CalibrationError, match="no-such-document"):
-        calibrate_retriever(split_index, questions[:20] + wrong, pool_size=POOL, progress=False)
+        calibrate_retriever(
+            split_index,
+            questions[:20] + wrong,
+            pool_size=POOL,
+            options=RetrievalOptions(progress=False),
+        )
 
 
 # --- LangChain: InMemoryVectorStore ------------------------------------------------------------
@@ -152,7 +162,11 @@ def test_langchain_in_memory_store_calibrates_and_serves(subset, memory_store, l
 
     questions, entries = subset
     cal = calibrate_retriever(
-        memory_store, questions[:N_CALIBRATION], confidence_level=CONFIDENCE, pool_size=POOL, progress=False
+        memory_store,
+        questions[:N_CALIBRATION],
+        confidence_level=CONFIDENCE,
+        pool_size=POOL,
+        options=RetrievalOptions(progress=False),
     )
     fp = cal.fingerprint_
     assert (fp.store, fp.distance, fp.score_scale, fp.embedding_dim) == ("InMemoryVectorStore", "cosine", "cosine", 384)
@@ -172,7 +186,11 @@ def test_langchain_in_memory_store_calibrates_and_serves(subset, memory_store, l
     # a store whose similarity_search_with_score gives distances: read lower-is-better (negated)
     distance_store = _filled(DistanceStore, entries, lc_embed)
     dcal = calibrate_retriever(
-        distance_store, questions[:N_CALIBRATION], confidence_level=CONFIDENCE, pool_size=POOL, progress=False
+        distance_store,
+        questions[:N_CALIBRATION],
+        confidence_level=CONFIDENCE,
+        pool_size=POOL,
+        options=RetrievalOptions(progress=False),
     )
     assert dcal.fingerprint_.score_scale == "-DistanceStore.similarity_search_with_score"
     assert dcal.threshold_ == pytest.approx(cal.threshold_, abs=1e-6)  # relative scores: the same rule
@@ -196,7 +214,11 @@ def test_langchain_in_memory_store_through_the_compressor(subset, memory_store, 
     questions, entries = subset
     base = memory_store.as_retriever(search_kwargs={"k": POOL})
     cal = calibrate_compressor(
-        base, questions[:N_CALIBRATION], embeddings=lc_embed, confidence_level=CONFIDENCE, progress=False
+        base,
+        questions[:N_CALIBRATION],
+        embeddings=lc_embed,
+        confidence_level=CONFIDENCE,
+        options=RetrievalOptions(progress=False),
     )
     assert cal.fingerprint_.store == "InMemoryVectorStore" and cal.corpus_["size"] == len(entries)
     compressor = ConformalDocumentCompressor(calibration=cal, embeddings=lc_embed)
@@ -232,7 +254,11 @@ def node_calibration(subset, node_index):
     from conformal_rag_plugins.llamaindex import calibrate_retriever
 
     cal = calibrate_retriever(
-        node_index, subset[0][:N_CALIBRATION], confidence_level=CONFIDENCE, pool_size=POOL, progress=False
+        node_index,
+        subset[0][:N_CALIBRATION],
+        confidence_level=CONFIDENCE,
+        pool_size=POOL,
+        options=RetrievalOptions(progress=False),
     )
     return RetrievalCalibration.from_dict(cal.to_dict())  # as loaded from its file
 

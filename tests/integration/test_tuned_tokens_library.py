@@ -17,6 +17,9 @@ import pytest
 
 from conformal_rag_plugins.core.coverage_band import split_conformal_band
 from conformal_rag_plugins.core.errors import ConformalError, PoolMissWarning
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
+from conformal_rag_plugins.tuning.candidates import CandidateSearch
+from conformal_rag_plugins.tuning.options import TuningOptions
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +68,13 @@ def test_llamaindex_small_pool_tunes_a_larger_pool(li_nodes, dropin_examples, sq
     index, nodes = li_nodes
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PoolMissWarning)
-        host, cal = calibrate_hybrid_retriever(index, nodes, dropin_examples, pool_size=SMALL, progress=False)
+        host, cal = calibrate_hybrid_retriever(
+            index,
+            nodes,
+            dropin_examples,
+            pool_size=SMALL,
+            options=RetrievalOptions(progress=False),
+        )
     pool = _check_selection(cal, SMALL)
     assert any("@" not in name for name in cal.selection_["infeasible"])  # the base pool misses more than alpha
     assert host.similarity_top_k == pool and f"top_k={pool}," in cal.fingerprint_.retriever
@@ -90,7 +99,12 @@ def test_llamaindex_small_pool_tunes_a_larger_pool(li_nodes, dropin_examples, sq
     base = build_hybrid_retriever(index, nodes, pool_size=SMALL, dense_weight=0.7, mode="zscore")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PoolMissWarning)
-        base_cal = calibrate_retriever(base, dropin_examples, confidence_level=1 - ALPHA, progress=False)
+        base_cal = calibrate_retriever(
+            base,
+            dropin_examples,
+            confidence_level=1 - ALPHA,
+            options=RetrievalOptions(progress=False),
+        )
     control = ConformalRetriever(retriever=base, calibration=base_cal)
     missed = [bool({n.node.node_id for n in control.retrieve(ex.question)} & set(ex.gold_ids)) for ex in held]
     assert np.mean(missed) < _band_low(base_cal.n_calibration_, len(held))
@@ -105,8 +119,13 @@ def test_langchain_small_pool_tunes_a_larger_pool(lc_store, squad_entries, dropi
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PoolMissWarning)
-        host, cal = calibrate_hybrid_retriever(lc_store, squad_entries, dropin_examples, pool_size=SMALL,
-                                               progress=False)  # fmt: skip
+        host, cal = calibrate_hybrid_retriever(
+            lc_store,
+            squad_entries,
+            dropin_examples,
+            pool_size=SMALL,
+            options=RetrievalOptions(progress=False),
+        )  # fmt: skip
     pool = _check_selection(cal, SMALL)
     assert host.k == pool and f"k={pool})" in cal.fingerprint_.retriever
 
@@ -149,7 +168,13 @@ def test_llamaindex_parents_compete_by_tokens_not_units(flat, long_split) -> Non
     from conformal_rag_plugins.local.tokens import count_tokens
 
     docstore = flat.storage_context.docstore
-    host, cal = calibrate_hybrid_retriever(flat.index, flat.chunks, long_split[0], parents=docstore, progress=False)
+    host, cal = calibrate_hybrid_retriever(
+        flat.index,
+        flat.chunks,
+        long_split[0],
+        parents=docstore,
+        options=RetrievalOptions(progress=False),
+    )
     sel = cal.selection_
     assert sel["units"] == ["chunk", "parent:max"] and sel["tuning_objective"] == "tokens"
     tokens, sizes = sel["mean_tokens"], sel["grid"]
@@ -176,8 +201,15 @@ def test_llamaindex_parent_level_chosen_and_used(flat, long_split) -> None:
     docstore = flat.storage_context.docstore
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PoolMissWarning)
-        host, cal = calibrate_hybrid_retriever(flat.index, flat.chunks, long_split[0], pool_size=SMALL,
-                                               pool_sizes=[SMALL], parents=docstore, progress=False)  # fmt: skip
+        host, cal = calibrate_hybrid_retriever(
+            flat.index,
+            flat.chunks,
+            long_split[0],
+            pool_size=SMALL,
+            parents=docstore,
+            options=RetrievalOptions(progress=False),
+            tuning=TuningOptions(pool_sizes=[SMALL]),
+        )  # fmt: skip
     sel = cal.selection_
     assert sel["unit"] == "parent:max"
     assert cal.fingerprint_.retriever.endswith(f"top_k={SMALL},subs=dense(default)+bm25)>parent:max")
@@ -212,8 +244,15 @@ def test_langchain_parents_by_tokens_and_the_parent_path(long_docs, long_split, 
               zip(got["ids"], got["documents"], got["metadatas"], strict=True)]  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PoolMissWarning)
-        host, cal = calibrate_hybrid_retriever(pdr.vectorstore, chunks, long_split[0], pool_size=SMALL,
-                                               pool_sizes=[SMALL], parents=pdr.docstore, progress=False)  # fmt: skip
+        host, cal = calibrate_hybrid_retriever(
+            pdr.vectorstore,
+            chunks,
+            long_split[0],
+            pool_size=SMALL,
+            parents=pdr.docstore,
+            options=RetrievalOptions(progress=False),
+            tuning=TuningOptions(pool_sizes=[SMALL]),
+        )  # fmt: skip
     sel = cal.selection_
     assert sel["tuning_objective"] == "tokens" and sel["units"] == ["chunk", "parent:max"]
     tokens, sizes = sel["mean_tokens"], sel["grid"]
@@ -226,14 +265,21 @@ def test_langchain_parents_by_tokens_and_the_parent_path(long_docs, long_split, 
     with pytest.raises(ConformalError, match=r"chunk level|parent"):
         ConformalRetriever(retriever=host, calibration=cal, parents=pdr.docstore)
 
-    found = unit_candidates(pdr.vectorstore, chunks, got["ids"], got["documents"], long_split[0],
+    found = unit_candidates(pdr.vectorstore, chunks, long_split[0],
                             [FusionConfig("zscore", 0.5)], (SMALL,), parents=pdr.docstore)  # fmt: skip
     parent_cands = [c for c in found.candidates if c.unit == "parent:max"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PoolMissWarning)
-        tuned = calibrate_tuned(long_split[0], {c: found.fetcher(c) for c in parent_cands}, found.fingerprint,
-                                pool_size=SMALL, fanout=found.fanout, token_costs=found.token_costs,
-                                unit_examples=found.unit_examples, progress=False)  # fmt: skip
+        tuned = calibrate_tuned(
+            long_split[0],
+            {c: found.fetcher(c) for c in parent_cands},
+            found.fingerprint,
+            pool_size=SMALL,
+            options=RetrievalOptions(progress=False),
+            search=CandidateSearch(
+                fanout=found.fanout, token_costs=found.token_costs, unit_examples=found.unit_examples
+            ),
+        )  # fmt: skip
     pcal = tuned.calibration
     assert pcal.selection_["unit"] == "parent:max" and pcal.fingerprint_.retriever.endswith(f"k={SMALL})>parent:max")
     parent_retriever = ConformalRetriever(

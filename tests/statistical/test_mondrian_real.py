@@ -27,6 +27,7 @@ from conformal_rag_plugins.evaluation.mondrian_trials import simulate_group_spli
 from conformal_rag_plugins.local.groups import bundled_collection, question_type
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.groups import chunk_set
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import calibrate_from_pools, observe
 
 ALPHA = 0.1
@@ -120,14 +121,8 @@ def test_one_split_through_the_library_matches_the_simulation(collection_pools) 
         [obs[i] for i in cal_idx],
         fingerprint=Fingerprint("none", "hybrid", "fusion", "test", 384, "fusion"),
         pool_size=50,
-        confidence_level=1 - ALPHA,
-        score="relative",
-        method="split",
-        delta=None,
-        random_state=0,
-        strict=False,
         group_labels=[gold[i] for i in cal_idx],
-        chunk_group_key="collection",
+        options=RetrievalOptions(confidence_level=1 - ALPHA, score="relative", chunk_group_key="collection"),
     )
     res = simulate_group_splits(obs, gold, ALPHA, family="relative", trials=1, seed=SEED, candidate_groups=cand)
     for j, g in enumerate(res.groups):

@@ -29,6 +29,7 @@ from conformal_rag_plugins.core.quantile import crc_threshold, ltt_threshold
 from conformal_rag_plugins.core.recall_pools import RecallPools
 from conformal_rag_plugins.core.recall_risk import recall_at, risk_curve
 from conformal_rag_plugins.evaluation.recall_trials import evaluate_recall_splits
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.statistical]
 
@@ -126,7 +127,12 @@ def test_user_path_on_several_gold_chunks(long_hybrid_stack, framework) -> None:
     perm = np.random.default_rng(SEED).permutation(len(chunked.questions))
     cal_idx, test_idx = perm[:400], perm[400:520]
     examples = [chunked.questions[i] for i in cal_idx]
-    cal = calibrate_retriever(bundle.host, examples, confidence_level=0.9, control="recall", progress=False)
+    cal = calibrate_retriever(
+        bundle.host,
+        examples,
+        confidence_level=0.9,
+        options=RetrievalOptions(control="recall", progress=False),
+    )
     assert (cal.risk_, cal.method_, cal.n_calibration_) == ("recall", "crc", 400)
     assert sum(len(g) > 1 for g in cal.gold_scores_) >= 60  # several gold chunks reached the calibration
     assert cal.threshold_ == crc_threshold([pools.gold[i] for i in cal_idx], 0.1)  # the host's pools, unchanged

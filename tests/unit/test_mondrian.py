@@ -22,6 +22,7 @@ from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.groups import group_labels, query_group, with_groups
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import calibrate_from_pools
 
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
@@ -153,14 +154,8 @@ def test_calibrate_from_pools_with_auto_keeps_labels_aligned() -> None:
         obs,
         fingerprint=FP,
         pool_size=6,
-        confidence_level=0.9,
-        score="auto",
-        method="split",
-        delta=None,
-        random_state=0,
-        strict=False,
         group_labels=labels,
-        group_by="tenant",
+        options=RetrievalOptions(confidence_level=0.9, score="auto", group_by="tenant"),
     )
     assert len(cal.group_labels_) == cal.n_calibration_ == 84
     lab = np.array(cal.group_labels_)
@@ -192,12 +187,13 @@ def test_calibrate_tuned_groups_the_calibration_part_only() -> None:
     def fingerprint(config: FusionConfig) -> Fingerprint:
         return Fingerprint("test", "Fake", "cosine", "toy", 3, f"fusion:{config.method}", f"hybrid({config.key})")
 
-    kw = {"pool_size": 12, "score": "rank", "random_state": 7, "progress": False}
-    plain = calibrate_tuned(examples, fetchers, fingerprint, **kw).calibration
-    cal = calibrate_tuned(examples, fetchers, fingerprint, **kw, group_by="tenant").calibration
+    kw = {"score": "rank", "random_state": 7, "progress": False}
+    plain = calibrate_tuned(examples, fetchers, fingerprint, pool_size=12, options=RetrievalOptions(**kw)).calibration
+    grouped = RetrievalOptions(**kw, group_by="tenant")
+    cal = calibrate_tuned(examples, fetchers, fingerprint, pool_size=12, options=grouped).calibration
     assert cal.threshold_ == plain.threshold_ and sum(v["n"] for v in cal.groups_.values()) == 140
     with pytest.raises(ConformalError, match="no metadata key 'team'"):
-        calibrate_tuned(examples, fetchers, fingerprint, **kw, group_by="team")
+        calibrate_tuned(examples, fetchers, fingerprint, pool_size=12, options=RetrievalOptions(**kw, group_by="team"))
 
 
 def test_a_group_with_too_many_misses_keeps_its_honest_inf() -> None:

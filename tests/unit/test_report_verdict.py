@@ -25,6 +25,7 @@ from conformal_rag_plugins.report.data import (
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool
 from conformal_rag_plugins.storage.jsonio import with_checksum
 from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig, calibrate_tuned
@@ -186,7 +187,13 @@ def test_tuned_calibration_records_the_questions_that_chose_the_host() -> None:
     def fingerprint(c: FusionConfig) -> Fingerprint:
         return Fingerprint("test", "Fake", "cosine", "toy", 3, f"fusion:{c.method}", f"hybrid({c.key})")
 
-    tuned = calibrate_tuned(examples, {c: fetcher(c) for c in configs}, fingerprint, pool_size=12, progress=False)
+    tuned = calibrate_tuned(
+        examples,
+        {c: fetcher(c) for c in configs},
+        fingerprint,
+        pool_size=12,
+        options=RetrievalOptions(progress=False),
+    )
     sel = tuned.calibration.selection_
     other = next(c for c in configs if c != tuned.config)
     tuning = {ex.digest for ex in examples if ex.question in asked[other]}  # the other host saw only these

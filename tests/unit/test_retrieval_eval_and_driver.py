@@ -15,6 +15,7 @@ from conformal_rag_plugins.core.validation import check_alpha, check_scores
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import (
     CandidatePool,
     calibrate_from_pools,
@@ -160,12 +161,7 @@ def test_collect_observations_and_calibrate(caplog):
             obs,
             fingerprint=FP,
             pool_size=5,
-            confidence_level=0.8,
-            score="rank",
-            method="split",
-            delta=None,
-            random_state=0,
-            strict=False,
+            options=RetrievalOptions(confidence_level=0.8, score="rank"),
         )
     ranks = [o.score("rank") for o in obs]
     # n = 40, alpha = 0.2: rank 33; 6 misses are at most n - k = 7, so the threshold is finite

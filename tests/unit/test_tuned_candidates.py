@@ -9,13 +9,16 @@ from conformal_rag_plugins.core.errors import CalibrationError
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool
 from conformal_rag_plugins.tuning.candidates import (
+    CandidateSearch,
     TokenCosts,
     TunedCandidate,
     candidate_grid,
     default_pool_sizes,
 )
+from conformal_rag_plugins.tuning.options import TuningOptions
 from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig, calibrate_tuned, fusion_of
 
 Z = FusionConfig("zscore", 0.5)
@@ -67,12 +70,13 @@ def test_tokens_choose_chunks_and_a_larger_pool_from_one_fanout_per_question() -
         {c: fetcher(c) for c in cands},
         _fingerprint,
         pool_size=2,
-        score="rank",
-        base_of=base_of,
-        fanout=fanout,
-        token_costs=TokenCosts(lambda t: len(t.split())),
-        unit_examples={"parent:max": _parent_examples()},
-        progress=False,
+        options=RetrievalOptions(score="rank", progress=False),
+        search=CandidateSearch(
+            base_of=base_of,
+            fanout=fanout,
+            token_costs=TokenCosts(lambda t: len(t.split())),
+            unit_examples={"parent:max": _parent_examples()},
+        ),
     )
     sel = tuned.calibration.selection_
     # the 2-chunk pool misses 1/8 > alpha: left out; parents have fewer units but 50x the tokens
@@ -99,12 +103,13 @@ def test_size_objective_and_parent_gold() -> None:
         {c: (lambda q, c=c: _pool(questions[q], c, 2)) for c in cands},
         _fingerprint,
         pool_size=2,
-        score="rank",
-        objective="size",
-        base_of=base_of,
-        token_costs=TokenCosts(lambda t: len(t.split())),
-        unit_examples={"parent:max": _parent_examples()},
-        progress=False,
+        options=RetrievalOptions(score="rank", progress=False),
+        tuning=TuningOptions(objective="size"),
+        search=CandidateSearch(
+            base_of=base_of,
+            token_costs=TokenCosts(lambda t: len(t.split())),
+            unit_examples={"parent:max": _parent_examples()},
+        ),
     )
     assert tuned.candidate.unit == "parent:max" and tuned.calibration.selection_["tuning_objective"] == "size"
     assert tuned.calibration.n_misses_ == 0 and tuned.calibration.threshold_ == 1.0
@@ -118,9 +123,8 @@ def test_a_larger_pool_competes_only_when_the_base_pool_misses_over_half_alpha()
         {c: (lambda q, c=c: _pool(questions[q], c, 3)) for c in cands},
         _fingerprint,
         pool_size=4,
-        score="rank",
-        base_of=base_of,
-        progress=False,
+        options=RetrievalOptions(score="rank", progress=False),
+        search=CandidateSearch(base_of=base_of),
     )
     sel = tuned.calibration.selection_
     assert sel["skipped"] == ["zscore:0.5@8"] and sel["pool_size"] == 4 and sel["tuning_objective"] == "size"
@@ -141,9 +145,15 @@ def test_bad_objective_and_misaligned_unit_examples_fail_before_any_query() -> N
         raise AssertionError("queried")
 
     with pytest.raises(CalibrationError, match="objective must be one of"):
-        calibrate_tuned(_examples(), {Z: fetch}, _fingerprint, pool_size=2, objective="latency")
+        calibrate_tuned(_examples(), {Z: fetch}, _fingerprint, pool_size=2, tuning=TuningOptions(objective="latency"))
     with pytest.raises(CalibrationError, match="same 200 questions"):
-        calibrate_tuned(_examples(), {Z: fetch}, _fingerprint, pool_size=2, unit_examples={"parent:max": []})
+        calibrate_tuned(
+            _examples(),
+            {Z: fetch},
+            _fingerprint,
+            pool_size=2,
+            search=CandidateSearch(unit_examples={"parent:max": []}),
+        )
 
 
 def test_token_costs_are_counted_once_per_unit() -> None:

@@ -19,6 +19,7 @@ from conformal_rag_plugins.core.errors import ConformalError, SmallGroupWarning
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool
 from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig, calibrate_tuned
 
@@ -58,11 +59,7 @@ def _calibrate(examples: list[CalibrationExample], **kw: object) -> RetrievalCal
         dict.fromkeys(GRID, _fetch),
         _fingerprint,
         pool_size=POOL,
-        confidence_level=0.8,
-        score="similarity",
-        progress=False,
-        group_by="tenant",
-        **kw,  # type: ignore[arg-type]
+        options=RetrievalOptions(confidence_level=0.8, score="similarity", group_by="tenant", progress=False, **kw),
     ).calibration
 
 
@@ -88,20 +85,28 @@ def test_a_bad_fallback_is_refused_before_any_query() -> None:
         raise AssertionError("queried before the option was checked")
 
     with pytest.raises(ConformalError, match="pooled"):
-        calibrate_tuned(_examples(), dict.fromkeys(GRID, never), _fingerprint, pool_size=POOL, group_fallback="nope")
+        calibrate_tuned(
+            _examples(),
+            dict.fromkeys(GRID, never),
+            _fingerprint,
+            pool_size=POOL,
+            options=RetrievalOptions(group_fallback="nope"),
+        )
 
 
 @pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
 def test_both_hybrid_tuning_adapters_pass_the_option_on(monkeypatch, framework: str) -> None:
     import importlib
 
+    from conformal_rag_plugins.tuning import unit_search
+    from conformal_rag_plugins.tuning.candidates import CandidateSearch
+
     module = importlib.import_module(f"conformal_rag_plugins.{framework}.hybrid_tuning")
-    assert inspect.signature(module.calibrate_hybrid_retriever).parameters["group_fallback"].default == "keep_all"
+    assert inspect.signature(module.calibrate_hybrid_retriever).parameters["options"].default is None
     seen: dict[str, object] = {}
 
     class Found:
         candidates = GRID
-        base_of = fanout = token_costs = unit_examples = None
 
         def fetcher(self, c: object) -> object:
             return _fetch
@@ -112,19 +117,28 @@ def test_both_hybrid_tuning_adapters_pass_the_option_on(monkeypatch, framework: 
         def host(self, c: object) -> object:
             return None
 
+        def all_ids(self, host: object) -> None:
+            return None
+
+        def search(self) -> CandidateSearch:
+            return CandidateSearch()
+
     def spy(examples: object, fetchers: object, fingerprints: object, **kw: object) -> object:
         seen.update(kw)
         with pytest.warns(SmallGroupWarning):
             return calibrate_tuned(examples, fetchers, fingerprints, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(module, "unit_candidates", lambda *a, **k: Found())
-    monkeypatch.setattr(module, "calibrate_tuned", spy)
-    monkeypatch.setattr(module, "all_ids", lambda host: None)
+    monkeypatch.setattr(unit_search, "calibrate_tuned", spy)
     _, cal = module.calibrate_hybrid_retriever(
-        None, [], _examples(), confidence_level=0.8, score="similarity", pool_size=POOL, progress=False,
-        group_by="tenant", group_fallback="pooled",
+        None,
+        [],
+        _examples(),
+        confidence_level=0.8,
+        pool_size=POOL,
+        options=RetrievalOptions(score="similarity", group_by="tenant", group_fallback="pooled", progress=False),
     )  # fmt: skip
-    assert seen["group_fallback"] == "pooled" and cal.group_fallback_ == "pooled"
+    assert seen["options"].group_fallback == "pooled" and cal.group_fallback_ == "pooled"  # type: ignore[attr-defined]
 
 
 def test_the_cli_flag_reaches_the_tuned_default_path(monkeypatch, tmp_path: Path, capsys) -> None:
@@ -139,10 +153,10 @@ def test_the_cli_flag_reaches_the_tuned_default_path(monkeypatch, tmp_path: Path
     seen: dict[str, object] = {}
 
     def spy(index: object, nodes: object, examples: list[CalibrationExample], **kw: object) -> tuple[None, object]:
-        seen.update(kw)
+        seen.update(vars(kw["options"]))
         fixed = [CalibrationExample(e.question, gold_ids=(f"c{int(e.id[1:]) % POOL}",), id=e.id, metadata=e.metadata)
                  for e in examples]  # fmt: skip
-        return None, _tuned(fixed, group_fallback=kw["group_fallback"])
+        return None, _tuned(fixed, group_fallback=seen["group_fallback"])
 
     monkeypatch.setattr(chroma, "chroma_client", lambda *a, **k: None)  # no Chroma in the fast tier
     monkeypatch.setattr(stack, "build_chroma_index", lambda *a, **k: (None, []))

@@ -13,7 +13,9 @@ from conformal_rag_plugins.core.config_search import choose_configuration, evalu
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, label_counts
+from conformal_rag_plugins.tuning.options import TuningOptions
 from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned
 
 
@@ -99,7 +101,11 @@ def test_calibrate_tuned_never_queries_other_configurations_on_the_calibration_s
         return fetch
 
     tuned = calibrate_tuned(
-        examples, {c: fetcher(c) for c in spread}, _fingerprint, pool_size=12, score="rank", random_state=7
+        examples,
+        {c: fetcher(c) for c in spread},
+        _fingerprint,
+        pool_size=12,
+        options=RetrievalOptions(score="rank", random_state=7),
     )
     assert tuned.config == FusionConfig("zscore", 0.3)
     n_opt = tuned.calibration.selection_["n_optimisation"]
@@ -134,7 +140,7 @@ def test_choice_does_not_depend_on_the_calibration_split() -> None:
         {c: (lambda q, c=c: pools[(c, q)]) for c in spread},
         _fingerprint,
         pool_size=12,
-        progress=False,
+        options=RetrievalOptions(progress=False),
     )
     opt_ids = set()
     seen: list[str] = []
@@ -143,7 +149,7 @@ def test_choice_does_not_depend_on_the_calibration_split() -> None:
         {c: (lambda q, c=c: seen.append(q) or pools[(c, q)]) for c in spread},
         _fingerprint,
         pool_size=12,
-        progress=False,
+        options=RetrievalOptions(progress=False),
     )
     opt_ids = {q for q in seen if seen.count(q) == len(spread)}
     corrupted = dict(pools)
@@ -155,7 +161,7 @@ def test_choice_does_not_depend_on_the_calibration_split() -> None:
         {c: (lambda q, c=c: corrupted[(c, q)]) for c in spread},
         _fingerprint,
         pool_size=12,
-        progress=False,
+        options=RetrievalOptions(progress=False),
     )
     assert second.config == first.config
     assert second.calibration.score_family_ == first.calibration.score_family_
@@ -166,15 +172,33 @@ def test_calibrate_tuned_bad_input() -> None:
     examples, spread, pools = _world(20)
     fetchers = {c: (lambda q, c=c: pools[(c, q)]) for c in spread}
     with pytest.raises(CalibrationError, match="needs at least 19 calibration questions"):
-        calibrate_tuned(examples, fetchers, _fingerprint, pool_size=12, confidence_level=0.95, progress=False)
+        calibrate_tuned(
+            examples,
+            fetchers,
+            _fingerprint,
+            pool_size=12,
+            options=RetrievalOptions(confidence_level=0.95, progress=False),
+        )
     with pytest.raises(CalibrationError, match="grid is empty"):
         calibrate_tuned(examples, {}, _fingerprint, pool_size=12)
     with pytest.raises(CalibrationError, match="score must be"):
-        calibrate_tuned(examples, fetchers, _fingerprint, pool_size=12, score="cosine")
+        calibrate_tuned(examples, fetchers, _fingerprint, pool_size=12, options=RetrievalOptions(score="cosine"))
     with pytest.raises(ConformalError, match="strictly between 0 and 1"):
-        calibrate_tuned(examples, fetchers, _fingerprint, pool_size=12, confidence_level=1.0)
+        calibrate_tuned(
+            examples,
+            fetchers,
+            _fingerprint,
+            pool_size=12,
+            options=RetrievalOptions(confidence_level=1.0),
+        )
     with pytest.raises(CalibrationError, match="optimisation_fraction"):
-        calibrate_tuned(examples, fetchers, _fingerprint, pool_size=12, optimisation_fraction=1.0)
+        calibrate_tuned(
+            examples,
+            fetchers,
+            _fingerprint,
+            pool_size=12,
+            tuning=TuningOptions(optimisation_fraction=1.0),
+        )
 
 
 def _tuning_world(n: int, seed: int = 11) -> dict[str, list[PoolObservation]]:

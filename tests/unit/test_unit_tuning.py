@@ -20,6 +20,7 @@ from conformal_rag_plugins.core.pool_misses import pool_miss_advice
 from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.retrieval_scores import SCORE_FAMILIES
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.parent_pools import to_parent_pool
 from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, calibrate_from_pools
 
@@ -131,12 +132,7 @@ def test_pool_miss_warning_names_a_larger_pool() -> None:
             obs,
             fingerprint=fp,
             pool_size=2,
-            confidence_level=0.9,
-            score="relative",
-            method="split",
-            delta=None,
-            random_state=0,
-            strict=False,
+            options=RetrievalOptions(confidence_level=0.9, score="relative"),
         )
     with warnings.catch_warnings():
         warnings.simplefilter("error", PoolMissWarning)
@@ -144,12 +140,7 @@ def test_pool_miss_warning_names_a_larger_pool() -> None:
             obs[:41],
             fingerprint=fp,
             pool_size=2,
-            confidence_level=0.9,
-            score="relative",
-            method="split",
-            delta=None,
-            random_state=0,
-            strict=False,
+            options=RetrievalOptions(confidence_level=0.9, score="relative"),
         )
 
 

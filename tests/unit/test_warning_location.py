@@ -17,6 +17,7 @@ from conformal_rag_plugins.answer_sets.stages import HostHooks, calibrate_stages
 from conformal_rag_plugins.core.errors import CoverageCeilingWarning, InfiniteThresholdWarning
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import (
     CandidatePool,
     calibrate_from_pools,
@@ -48,12 +49,7 @@ def _calibrate_retrieval(examples):
         collect_observations(examples, _pool, progress=False),
         fingerprint=Fingerprint("none", "list", "cosine", "toy", 2, "cosine"),
         pool_size=3,
-        confidence_level=0.9,
-        score="relative",
-        method="split",
-        delta=None,
-        random_state=0,
-        strict=False,
+        options=RetrievalOptions(confidence_level=0.9, score="relative"),
     )
 
 

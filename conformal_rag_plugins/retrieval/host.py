@@ -1,0 +1,122 @@
+"""What retrieval calibration needs from a host, whatever its framework: :class:`RetrievalHost`.
+
+Each adapter has one reader (``llamaindex/host.py``'s ``LlamaIndexHost``, ``langchain/host.py``'s
+``LangChainHost``) that turns its framework's index, vector store, retriever or parent setup into
+this protocol; :func:`~.calibrate_host.calibrate_host` is written once against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..datasets.examples import CalibrationExample
+from .fingerprint import Fingerprint
+from .pool_calibration import CandidatePool, check_gold_ids
+
+__all__ = ["Parents", "RetrievalHost", "as_parents", "check_gold_on_host"]
+
+
+@runtime_checkable
+class RetrievalHost(Protocol):
+    """A host as calibration sees it: a scored pool per question, its ids and its fingerprint.
+
+    Attributes
+    ----------
+    pool_size : int
+        Candidates per query (the host's own top-k, checked against the one asked for).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> class ListHost:
+    ...     pool_size = 2
+    ...     def fetch(self, question, group_key=None):
+    ...         return CandidatePool(("a", "b"), ("x", "y"), np.array([0.9, 0.1]))
+    ...     def existing_ids(self, ids): return {"a", "b"} & set(ids)
+    ...     def all_ids(self): return ["a", "b"]
+    ...     def fingerprint(self): return Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    ...     def prepare_gold(self, examples): return check_gold_on_host(self, examples)
+    >>> isinstance(ListHost(), RetrievalHost)
+    True
+    """
+
+    pool_size: int
+
+    def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
+        """The host's pool for ``question``, scores on its own scale, best first.
+
+        With ``group_key`` the pool's ``groups`` hold each candidate's ``metadata[group_key]``
+        (a parent-level pool may leave them out).
+        """
+        ...
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str] | None:
+        """Which of ``ids`` the store holds, or ``None`` when it cannot tell."""
+        ...
+
+    def all_ids(self) -> list[str] | None:
+        """Every id the host can return (for the calibration's corpus record), or ``None``."""
+        ...
+
+    def fingerprint(self) -> Fingerprint:
+        """What the threshold is valid for: store, embedding model, score scale, retriever."""
+        ...
+
+    def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
+        """The examples with gold on the host's unit (document ids to chunks, chunks to parents), checked."""
+        ...
+
+
+def check_gold_on_host(host: RetrievalHost, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
+    """The examples, after checking their gold ids against the store (when the host can tell).
+
+    Raises
+    ------
+    CalibrationError
+        A gold id the store does not hold (a typo would otherwise look like a miss).
+    """
+    examples = list(examples)
+    gold = sorted({g for ex in examples for g in ex.gold_ids})
+    known = host.existing_ids(gold) if gold else None
+    if known is not None:
+        check_gold_ids(examples, known)
+    return examples
+
+
+@dataclass(frozen=True)
+class Parents:
+    """Small-to-big: where the chunks' parents are read from and how a parent is scored.
+
+    Attributes
+    ----------
+    store : Any, optional
+        The parents' store (LlamaIndex docstore, storage context, mapping or nodes; LangChain
+        ``BaseStore`` or mapping). ``None``: the host's own (an ``AutoMergingRetriever``, a
+        ``MultiVectorRetriever``).
+    aggregation : {"max", "sum"}, default "max"
+        A parent's score from its chunks' scores.
+    id_key : str, optional
+        LangChain: the chunk metadata key of the parent id (default: the retriever's, else ``"doc_id"``).
+
+    Examples
+    --------
+    >>> as_parents({"A": "text"}).aggregation
+    'max'
+    >>> as_parents(Parents({"A": "text"}, aggregation="sum")).aggregation
+    'sum'
+    >>> as_parents(None) is None
+    True
+    """
+
+    store: Any = None
+    aggregation: str = "max"
+    id_key: str | None = None
+
+
+def as_parents(parents: Any) -> Parents | None:
+    """``parents=`` as a :class:`Parents`: a store becomes ``Parents(store)``; ``None`` stays ``None``."""
+    if parents is None or isinstance(parents, Parents):
+        return parents
+    return Parents(parents)
