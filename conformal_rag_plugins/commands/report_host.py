@@ -19,7 +19,8 @@ from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.fingerprint import corpus_digest, same_corpus
 from ..retrieval.parent_pools import PARENT_MARK
 from ..tuning.tuned_calibration import FusionConfig, fusion_of
-from .hosts import HostBundle, build_host
+from . import hosts
+from .hosts import HostBundle
 
 __all__ = ["HostSpec", "host_rows", "host_spec", "rebuild_host"]
 
@@ -82,7 +83,7 @@ def rebuild_host(
             f"{stored.get('size')}: pass the same --corpus files and --chunk-size/--chunk-overlap as to calibrate."
         )
     framework, kind, fusion = spec
-    bundle = build_host(framework, kind, chunks, pool_size=calibration.pool_size_, client=client, fusion=fusion)
+    bundle = hosts.build_host(framework, kind, chunks, pool_size=calibration.pool_size_, client=client, fusion=fusion)
     calibration.fingerprint_.check_compatible(get_framework(framework).fingerprint_of(bundle.host))
     return bundle
 
