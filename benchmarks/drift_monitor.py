@@ -53,6 +53,7 @@ from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
 from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 from conformal_rag_plugins.retrieval.pool_calibration import calibrate_from_pools, collect_observations
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 OUT = Path(__file__).resolve().parent / "results"
 N_CAL = 300
@@ -159,7 +160,7 @@ def _user_path(client, entries, questions, long_chunks, long_questions) -> dict:
         monitor = ConformalMonitor.from_observations(cal, obs, delta=0.01)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            retriever = ConformalRetriever(cal, retriever=host, monitor=monitor)
+            retriever = ConformalRetriever(cal, retriever=host, options=ServingOptions(monitor=monitor))
         for q in stream:
             retriever.retrieve(q.question)
         out[name] = {

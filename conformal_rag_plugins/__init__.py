@@ -20,6 +20,7 @@ from .monitor.monitor import ConformalMonitor
 from .retrieval.calibration import RetrievalCalibration
 from .retrieval.conformalizer import RetrievalConformalizer
 from .retrieval.fingerprint import Fingerprint
+from .retrieval.serving import ServingOptions
 
 __version__ = "0.1.0"
 
@@ -29,6 +30,7 @@ __all__ = [
     "Fingerprint",
     "RetrievalCalibration",
     "RetrievalConformalizer",
+    "ServingOptions",
     "__version__",
     "conformal_quantile",
     "load_corpus",

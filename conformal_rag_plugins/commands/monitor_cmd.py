@@ -6,8 +6,9 @@ host) or made here from the answerable questions of ``--qa`` as ``conformal-rag 
 it by default (the tuned hybrid). The monitor's label-free reference is *every* question of
 ``--qa``, answerable or not, asked of that host: a live stream cannot be filtered on a label, so
 the reference must not be either. The questions of the stream file are then asked, in file
-order, of the framework's ``ConformalRetriever`` with ``monitor=`` attached, exactly as a
-deployed retriever would be, and the JSON report says whether and when the alarm fired.
+order, of the framework's ``ConformalRetriever`` with the monitor attached
+(``options=ServingOptions(monitor=...)``), exactly as a deployed retriever would be, and the JSON
+report says whether and when the alarm fired.
 
 ``--resume STATE`` continues a state written by ``--save-monitor`` (its reference, stream,
 p-values and alarm) for the calibration it was made with; without ``--calibration``,
@@ -210,15 +211,18 @@ def reference_questions(path: str | Path) -> list[str]:
 
 
 def _conformal_retriever(framework: str, kind: str, host: Any, cal: Any, monitor: Any) -> Any:
+    from ..retrieval.serving import ServingOptions
+
+    options = ServingOptions(monitor=monitor)
     if framework == "llamaindex":
         from ..llamaindex.retriever import ConformalRetriever
 
-        return ConformalRetriever(cal, retriever=host, monitor=monitor)
+        return ConformalRetriever(cal, retriever=host, options=options)
     from ..langchain.retriever import ConformalRetriever as LCRetriever
 
     if kind == "dense":
-        return LCRetriever(calibration=cal, vectorstore=host, monitor=monitor)
-    return LCRetriever(calibration=cal, retriever=host, monitor=monitor)
+        return LCRetriever(calibration=cal, vectorstore=host, options=options)
+    return LCRetriever(calibration=cal, retriever=host, options=options)
 
 
 def _refuse_disagreeing(given: dict[str, Any], stored: dict[str, Any], source: str) -> None:
