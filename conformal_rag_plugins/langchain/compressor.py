@@ -24,7 +24,7 @@ from ..retrieval.serving import (
     refuse_loose_options,
     serving_calibration,
 )
-from .document_selection import select_documents
+from .document_selection import raise_conformal_cause, select_documents
 from .fingerprint import describe_embeddings
 from .host import SCORE_KEY, doc_id
 
@@ -140,10 +140,7 @@ class ConformalDocumentCompressor(ServingMixin, BaseDocumentCompressor):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            for err in exc.errors():
-                cause = (err.get("ctx") or {}).get("error")
-                if isinstance(cause, ConformalError):
-                    raise cause from None
+            raise_conformal_cause(exc)
             raise
 
     @model_validator(mode="after")

@@ -10,11 +10,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.documents import Document
+from pydantic import ValidationError
 
+from ..core.errors import ConformalError
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.serving import ServingOptions, serve_set
 
-__all__ = ["select_documents"]
+__all__ = ["raise_conformal_cause", "select_documents"]
 
 
 def select_documents(
@@ -58,3 +60,35 @@ def select_documents(
         merged = dict(doc.metadata) | {"score": score} | meta
         out.append(Document(id=doc.id, page_content=doc.page_content, metadata=merged))
     return out
+
+
+def raise_conformal_cause(exc: ValidationError) -> None:
+    """Raise the :class:`ConformalError` a drop-in's validator raised inside pydantic's ``ValidationError``.
+
+    Pydantic wraps a ``ValueError`` raised by a validator; the drop-ins surface theirs
+    (``FingerprintMismatchError``, crossed ``min_k``/``max_k``, the host count) unwrapped, as the
+    LlamaIndex adapter raises them. Returns when the error is pydantic's own (the caller re-raises it).
+
+    Examples
+    --------
+    >>> from pydantic import BaseModel, field_validator
+    >>> class Knob(BaseModel):
+    ...     k: int
+    ...     @field_validator("k")
+    ...     @classmethod
+    ...     def _positive(cls, k):
+    ...         if k < 1:
+    ...             raise ConformalError("k must be >= 1")
+    ...         return k
+    >>> try:
+    ...     Knob(k=0)
+    ... except ValidationError as exc:
+    ...     raise_conformal_cause(exc)
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: k must be >= 1
+    """
+    for err in exc.errors():
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, ConformalError):
+            raise cause from None

@@ -22,7 +22,7 @@ from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.groups import check_group_options
 from ..retrieval.served_checks import ServedPoolCheck, check_host
 from ..retrieval.serving import ServingMixin, ServingOptions, refuse_loose_options, serving_calibration
-from .document_selection import select_documents
+from .document_selection import raise_conformal_cause, select_documents
 from .fingerprint import fingerprint_of
 from .host import afetch_pool, all_ids, doc_id, fetch_pairs, pool_from_pairs
 from .parent_retrieval import ParentHost, parent_host
@@ -90,12 +90,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            # pydantic wraps a ValueError raised by a validator; surface ours (FingerprintMismatchError,
-            # crossed min_k/max_k, host count) unwrapped, as the LlamaIndex adapter raises them.
-            for err in exc.errors():
-                cause = (err.get("ctx") or {}).get("error")
-                if isinstance(cause, ConformalError):
-                    raise cause from None
+            raise_conformal_cause(exc)
             raise
 
     @model_validator(mode="before")

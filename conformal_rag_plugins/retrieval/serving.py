@@ -33,11 +33,13 @@ from ..core.selection import SetDecision, check_k_bounds, conformal_metadata, de
 from .groups import GROUP_METADATA_KEYS, check_group_options, chunk_set, mark_group_fallback, query_threshold
 
 __all__ = [
+    "CHUNKS_METADATA_KEY",
     "CONFORMAL_METADATA_KEYS",
     "ServedSet",
     "ServingMixin",
     "ServingOptions",
     "expected_pool_size",
+    "parent_chunk_lists",
     "refuse_loose_options",
     "serve_set",
     "serving_calibration",
@@ -53,6 +55,9 @@ CONFORMAL_METADATA_KEYS = (
     "conformal_set_size",
     "conformal_guaranteed",
 )
+
+#: Metadata key of a returned parent (small-to-big) listing the chunks that scored it, best first.
+CHUNKS_METADATA_KEY = "conformal_chunks"
 
 
 @dataclass(frozen=True)
@@ -299,3 +304,20 @@ def refuse_loose_options(given: Mapping[str, Any], what: str) -> None:
             f"{what} takes {', '.join(n + '=' for n in loose)} in its options: pass "
             f"options=ServingOptions({keywords})."
         )
+
+
+def parent_chunk_lists(
+    members: Sequence[Sequence[int]], ids: Sequence[Any], scores: Sequence[float] | np.ndarray, texts: Sequence[str]
+) -> list[list[dict[str, Any]]]:
+    """What a returned parent lists under :data:`CHUNKS_METADATA_KEY`: ``{"id", "score", "text"}`` of its chunks.
+
+    ``members`` are each parent's positions in the chunk pool, best first
+    (:attr:`~conformal_rag_plugins.retrieval.parent_pools.ParentCandidates.members`); ``ids``,
+    ``scores`` and ``texts`` the chunk pool's, by position.
+
+    Examples
+    --------
+    >>> parent_chunk_lists([(0, 2), (1,)], ["a1", "b1", "a2"], [0.9, 0.8, 0.7], ["x", "y", "z"])[0]
+    [{'id': 'a1', 'score': 0.9, 'text': 'x'}, {'id': 'a2', 'score': 0.7, 'text': 'z'}]
+    """
+    return [[{"id": ids[i], "score": float(scores[i]), "text": texts[i]} for i in chunks] for chunks in members]
