@@ -20,7 +20,7 @@ Then, in numpy with the library's ``OnlineConformalTest``:
 (b) drift: the fixed calibration, then the 705 long-document queries in 200 random orders:
     the share of orders with an alarm and the number of queries until it.
 
-Finally the user path: ``ConformalRetriever(..., monitor=...)`` (LlamaIndex, dense) replays the
+Finally the user path: ``ConformalRetriever(..., options=ServingOptions(monitor=...))`` (LlamaIndex, dense) replays the
 held-out SQuAD questions in file order (grouped by article: not exchangeable) and shuffled,
 and the long-document questions in file order; the per-query cost of
 ``ConformalMonitor.observe`` is timed.
@@ -129,7 +129,7 @@ def _rows(setting: str, short: np.ndarray, long: np.ndarray, orders: int) -> lis
 
 
 def _user_path(client, entries, questions, long_chunks, long_questions) -> dict:
-    """LlamaIndex dense ConformalRetriever with monitor=, calibrated on 300 questions, replayed in file order."""
+    """LlamaIndex dense ConformalRetriever with a monitor, calibrated on 300 questions, replayed in file order."""
     from conformal_rag_plugins.llamaindex import ConformalRetriever, fingerprint_of
 
     bundle = build_host("llamaindex", "dense", entries, client=client)
