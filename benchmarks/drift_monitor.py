@@ -20,7 +20,7 @@ Then, in numpy with the library's ``OnlineConformalTest``:
 (b) drift: the fixed calibration, then the 705 long-document queries in 200 random orders:
     the share of orders with an alarm and the number of queries until it.
 
-Finally the user path: ``ConformalRetriever(..., monitor=...)`` (LlamaIndex, dense) replays the
+Finally the user path: ``ConformalRetriever(..., options=ServingOptions(monitor=...))`` (LlamaIndex, dense) replays the
 held-out SQuAD questions in file order (grouped by article: not exchangeable) and shuffled,
 and the long-document questions in file order; the per-query cost of
 ``ConformalMonitor.observe`` is timed.
@@ -54,6 +54,7 @@ from conformal_rag_plugins.local.long_documents import bundled_long_documents
 from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import calibrate_from_pools, collect_observations
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 OUT = Path(__file__).resolve().parent / "results"
 N_CAL = 300
@@ -129,7 +130,7 @@ def _rows(setting: str, short: np.ndarray, long: np.ndarray, orders: int) -> lis
 
 
 def _user_path(client, entries, questions, long_chunks, long_questions) -> dict:
-    """LlamaIndex dense ConformalRetriever with monitor=, calibrated on 300 questions, replayed in file order."""
+    """LlamaIndex dense ConformalRetriever with a monitor, calibrated on 300 questions, replayed in file order."""
     from conformal_rag_plugins.llamaindex import ConformalRetriever, fingerprint_of
 
     bundle = build_host("llamaindex", "dense", entries, client=client)
@@ -155,7 +156,7 @@ def _user_path(client, entries, questions, long_chunks, long_questions) -> dict:
         monitor = ConformalMonitor.from_observations(cal, obs, delta=0.01)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            retriever = ConformalRetriever(cal, retriever=host, monitor=monitor)
+            retriever = ConformalRetriever(cal, retriever=host, options=ServingOptions(monitor=monitor))
         for q in stream:
             retriever.retrieve(q.question)
         out[name] = {

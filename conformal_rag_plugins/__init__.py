@@ -23,6 +23,7 @@ from .retrieval.conformalizer import RetrievalConformalizer
 from .retrieval.fingerprint import Fingerprint
 from .retrieval.host import Parents, RetrievalHost
 from .retrieval.options import RetrievalOptions
+from .retrieval.serving import ServingOptions
 from .tuning.options import TuningOptions
 
 __version__ = "0.1.0"
@@ -36,6 +37,7 @@ __all__ = [
     "RetrievalConformalizer",
     "RetrievalHost",
     "RetrievalOptions",
+    "ServingOptions",
     "TuningOptions",
     "__version__",
     "calibrate_host",

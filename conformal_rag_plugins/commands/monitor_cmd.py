@@ -6,8 +6,9 @@ host) or made here from the answerable questions of ``--qa`` as ``conformal-rag 
 it by default (the tuned hybrid). The monitor's label-free reference is *every* question of
 ``--qa``, answerable or not, asked of that host: a live stream cannot be filtered on a label, so
 the reference must not be either. The questions of the stream file are then asked, in file
-order, of the framework's ``ConformalRetriever`` with ``monitor=`` attached, exactly as a
-deployed retriever would be, and the JSON report says whether and when the alarm fired.
+order, of the framework's ``ConformalRetriever`` with the monitor attached
+(``options=ServingOptions(monitor=...)``), exactly as a deployed retriever would be, and the JSON
+report says whether and when the alarm fired.
 
 ``--resume STATE`` continues a state written by ``--save-monitor`` (its reference, stream,
 p-values and alarm) for the calibration it was made with; without ``--calibration``,
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..frameworks import FRAMEWORKS
+from ..retrieval.serving import ServingOptions
 from .cli_help import examples
 from .levels import GivenStore, add_confidence_level
 
@@ -471,7 +473,8 @@ def run_monitor(
         )
     n_before = monitor.n_stream
     adapter = get_framework(spec[0])
-    ask = adapter.ask(adapter.conformal_retriever(spec[1], bundle.host, deployed, monitor=monitor))
+    served = adapter.conformal_retriever(spec[1], bundle.host, deployed, options=ServingOptions(monitor=monitor))
+    ask = adapter.ask(served)
     for question in stream_questions:
         ask(question)
     report = {

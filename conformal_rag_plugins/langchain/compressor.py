@@ -13,12 +13,18 @@ from langchain_core.embeddings import Embeddings
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from ..core.errors import ConformalError, FingerprintMismatchError
-from ..core.selection import best_first, check_k_bounds
+from ..core.selection import best_first
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.groups import check_group_options
 from ..retrieval.served_checks import ServedPoolCheck
-from .document_selection import select_documents
+from ..retrieval.serving import (
+    ServingMixin,
+    ServingOptions,
+    expected_pool_size,
+    refuse_loose_options,
+    serving_calibration,
+)
+from .document_selection import raise_conformal_cause, select_documents
 from .fingerprint import describe_embeddings
 from .host import SCORE_KEY, doc_id
 
@@ -91,7 +97,7 @@ def compressor_fingerprint(base: Fingerprint, embeddings: Embeddings | None) -> 
     return replace(base, embedding_model=name, embedding_dim=dim, score_scale=COMPRESSOR_SCALE)
 
 
-class ConformalDocumentCompressor(BaseDocumentCompressor):
+class ConformalDocumentCompressor(ServingMixin, BaseDocumentCompressor):
     """Keep the calibrated conformal set of the base retriever's documents (replaces ``EmbeddingsFilter``).
 
     Use it as ``base_compressor`` of a ``ContextualCompressionRetriever`` whose base retriever
@@ -107,8 +113,9 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
     embeddings other than the calibrated ones (:class:`FingerprintMismatchError`, when built) and a
     score outside the calibrated scale's range; documents whose ids the calibrated collection did not
     hold warn with :class:`CorpusChangedWarning` (once), as ``ConformalRetriever`` does.
-    ``group``/``group_by`` (a per-group calibration) and ``monitor`` (a drift monitor) work as in
-    :class:`~conformal_rag_plugins.langchain.ConformalRetriever`.
+    ``options`` (:class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`: ``min_k``/``max_k``,
+    ``group``/``group_by`` of a per-group calibration, a drift ``monitor``, ``check_fingerprint``)
+    work as in :class:`~conformal_rag_plugins.langchain.ConformalRetriever`.
 
     Examples
     --------
@@ -116,56 +123,41 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
     ...     base_compressor=ConformalDocumentCompressor(calibration=cal, embeddings=embeddings),  # was EmbeddingsFilter
     ...     base_retriever=store.as_retriever(search_kwargs={"k": cal.pool_size_}),
     ... )
+    >>> ConformalDocumentCompressor(calibration=cal, options=ServingOptions(max_k=8))  # doctest: +SKIP
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     calibration: RetrievalCalibration
     embeddings: Embeddings | None = None
-    min_k: int | None = Field(default=None, ge=0)
-    max_k: int | None = Field(default=None, ge=1)
-    group: str | None = None
-    group_by: Any = None
-    monitor: Any = None
-    check_fingerprint: bool = True
+    options: ServingOptions = Field(default_factory=ServingOptions)
     _served: ServedPoolCheck | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
-        cal = data.get("calibration")
-        if cal is not None and hasattr(cal, "retrieval_stage"):
-            data["calibration"] = cal.retrieval_stage()
+        refuse_loose_options(data, "ConformalDocumentCompressor")
+        if data.get("calibration") is not None:
+            data["calibration"] = serving_calibration(data["calibration"])
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            for err in exc.errors():
-                cause = (err.get("ctx") or {}).get("error")
-                if isinstance(cause, ConformalError):
-                    raise cause from None
+            raise_conformal_cause(exc)
             raise
 
     @model_validator(mode="after")
     def _validate(self) -> ConformalDocumentCompressor:
-        check_k_bounds(self.min_k, self.max_k)
-        check_group_options(self.calibration, self.group, self.group_by)
-        if self.monitor is not None:
-            self.monitor.check_calibration(self.calibration)
+        self.options.check(self.calibration)
         fp = self.calibration.fingerprint_
-        if self.check_fingerprint and self.embeddings is not None:
+        check = self.options.check_fingerprint
+        if check and self.embeddings is not None:
             fp.check_compatible(compressor_fingerprint(fp, self.embeddings))
-        elif self.check_fingerprint and fp.score_scale == COMPRESSOR_SCALE:
+        elif check and fp.score_scale == COMPRESSOR_SCALE:
             raise FingerprintMismatchError(
                 "This calibration scored documents with embeddings (as EmbeddingsFilter does); pass the same "
                 "embeddings=... to the compressor, or re-calibrate on the base retriever's own scores."
             )
-        if self.check_fingerprint:  # every call's documents: the scale's range, chunks new to the collection
+        if check:  # every call's documents: the scale's range, chunks new to the collection
             self._served = ServedPoolCheck(self.calibration, "ConformalDocumentCompressor")
         return self
-
-    @property
-    def _expected(self) -> int:
-        size = (self.calibration.corpus_ or {}).get("size")
-        pool = self.calibration.pool_size_
-        return min(pool, int(size)) if size else pool
 
     def _select(self, docs: list[Document], scores: np.ndarray, query: str) -> list[Document]:
         pool = self.calibration.pool_size_
@@ -174,7 +166,7 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
                 f"Received {len(docs)} documents but the calibration used a pool of {pool}: the base retriever's k "
                 f"differs. Use base_retriever=store.as_retriever(search_kwargs={{'k': {pool}}}) or re-calibrate."
             )
-        if len(docs) < self._expected:
+        if len(docs) < expected_pool_size(self.calibration):
             raise ConformalError(
                 f"Received {len(docs)} documents but the calibration used a pool of {pool}: either the base "
                 f"retriever's k is smaller than {pool}, or a filter before this compressor already cut the pool. "
@@ -187,18 +179,7 @@ class ConformalDocumentCompressor(BaseDocumentCompressor):
             raise ConformalError("A document score is missing or NaN (a zero embedding?): cannot apply the threshold.")
         ordered, order = got
         docs = docs if order is None else [docs[i] for i in order]
-        return select_documents(
-            docs,
-            ordered,
-            self.calibration,
-            self.min_k,
-            self.max_k,
-            checked=True,
-            query=query,
-            group=self.group,
-            group_by=self.group_by,
-            monitor=self.monitor,
-        )
+        return select_documents(docs, ordered, self.calibration, self.options, checked=True, query=query)
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None

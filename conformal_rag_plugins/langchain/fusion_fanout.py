@@ -10,15 +10,15 @@ cache), its pools equal the one-question path's bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from ..core.errors import CalibrationError
 from ..local.bm25 import BM25Index
 from ..local.chroma import MAX_QUERY_ROWS, query_in_batches
+from ..retrieval.fanout import Fanout, FanoutKey
 from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.tuned_calibration import FusionConfig
 from .fusion import ScoredFusionRetriever
@@ -26,13 +26,11 @@ from .host import _relevance, pool_from_pairs
 
 __all__ = ["FusionFanout"]
 
-FanoutKey = tuple[FusionConfig | None, int]
-
 #: The ``bm25`` host of ``conformal-rag``: the fusion retriever with dense weight 0.
 BM25_ONLY = FusionConfig("zscore", 0.0)
 
 
-class FusionFanout:
+class FusionFanout(Fanout):
     """Every ``(fusion setting, pool size)`` pool of one question from one dense and one BM25 search.
 
     Parameters
@@ -56,12 +54,9 @@ class FusionFanout:
     def __init__(
         self, store: VectorStore, bm25: BM25Index, kind: str, grid: Sequence[FusionConfig], pool_sizes: Sequence[int]
     ) -> None:
-        if kind not in ("dense", "bm25", "hybrid") or not pool_sizes:
-            raise CalibrationError(f"FusionFanout needs a kind in dense/bm25/hybrid and pool sizes, got {kind!r}.")
-        self.kind = kind
+        super().__init__(kind, pool_sizes, max_rows=MAX_QUERY_ROWS)
         self.store = store
         self.bm25 = bm25
-        self.pool_sizes = tuple(sorted(set(int(p) for p in pool_sizes)))
         configs: Sequence[FusionConfig | None] = (
             [None] if kind == "dense" else [BM25_ONLY] if kind == "bm25" else list(grid)
         )
@@ -72,32 +67,19 @@ class FusionFanout:
             for k in self.pool_sizes
         }
 
-    def __call__(self, question: str) -> dict[FanoutKey, CandidatePool]:
-        """Every pool of ``question``, keyed by ``(fusion setting or None, pool size)``."""
+    def _search(self, question: str) -> tuple[list[tuple[Document, float]], list[tuple[str, float]]]:
         top = self.pool_sizes[-1]
         dense = _relevance(self.store, question, top)
         lexical = self.bm25.search(question, top) if self.kind != "dense" else []
-        return self._pools(dense, lexical)
+        return dense, lexical
 
-    def many(
-        self, questions: Sequence[str], *, batch_size: int | None = None
-    ) -> Iterator[dict[FanoutKey, CandidatePool]]:
-        """The pools of every question in order, as :meth:`__call__` gives them, from batched searches.
-
-        ``batch_size`` questions (default: as many as one Chroma query returns,
-        ``MAX_QUERY_ROWS // largest pool``) are embedded together through the embedding
-        model's cache, sent to a Chroma store in as few queries as its limits allow (other
-        stores: one search per question), and scored by BM25 in one ``bm25s`` call.
-        """
-        questions = list(questions)
+    def _search_many(self, block: list[str]) -> tuple[list[Any], list[Any]]:
+        """One embedding call and batched queries for a Chroma store (others: one search per question),
+        and one ``bm25s`` call, for ``block``."""
         top = self.pool_sizes[-1]
-        step = max(1, int(batch_size) if batch_size is not None else MAX_QUERY_ROWS // top)
-        for start in range(0, len(questions), step):
-            block = questions[start : start + step]
-            dense = self._dense_many(block, top)
-            lexical = self.bm25.search_many(block, top) if self.kind != "dense" else [[] for _ in block]
-            for d, lex in zip(dense, lexical, strict=True):
-                yield self._pools(d, lex)
+        dense = self._dense_many(block, top)
+        lexical = self.bm25.search_many(block, top) if self.kind != "dense" else [[] for _ in block]
+        return dense, lexical
 
     def _dense_many(self, block: list[str], top: int) -> list[list[tuple[Document, float]]]:
         """``_relevance(store, q, top)`` for every question: one embedding call and batched Chroma queries."""

@@ -37,6 +37,7 @@ from ..retrieval.parent_pools import (
     to_parent_pool,
 )
 from ..retrieval.pool_calibration import CandidatePool
+from ..retrieval.serving import CHUNKS_METADATA_KEY, parent_chunk_lists
 from .fingerprint import fingerprint_of
 from .host import Host, afetch_pool, doc_id, fetch_pairs, pool_from_pairs
 
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 #: Metadata key of a returned parent that lists the chunks which scored it.
-CHUNKS_KEY = "conformal_chunks"
+CHUNKS_KEY = CHUNKS_METADATA_KEY
 #: LangChain's default ``MultiVectorRetriever.id_key``.
 DEFAULT_ID_KEY = "doc_id"
 
@@ -190,12 +191,9 @@ class ParentHost:
         self, keyed: CandidatePool, parent_of: dict[str, str], docs: Sequence[Document], stored: Mapping[str, Any]
     ) -> tuple[ParentCandidates, list[Document]]:
         cands = to_parent_pool(keyed, parent_of, lambda pid: _text(stored.get(pid)), how=self.how)
-        out = []
-        for pid, members in zip(cands.pool.ids, cands.members, strict=True):
-            chunks = [
-                {"id": doc_id(docs[m]), "score": float(keyed.scores[m]), "text": docs[m].page_content} for m in members
-            ]
-            out.append(with_chunks(stored[pid], str(pid), chunks))
+        ids, texts = [doc_id(d) for d in docs], [d.page_content for d in docs]
+        lists = parent_chunk_lists(cands.members, ids, keyed.scores, texts)
+        out = [with_chunks(stored[pid], str(pid), chunks) for pid, chunks in zip(cands.pool.ids, lists, strict=True)]
         return cands, out
 
     def candidates(self, pool: CandidatePool, docs: Sequence[Document]) -> tuple[ParentCandidates, list[Document]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,10 +19,10 @@ from ..core.errors import ConformalError
 from ..core.selection import best_first, check_k_bounds
 from ..monitor.monitor import ServedScores
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.fingerprint import check_corpus, corpus_digest
 from ..retrieval.groups import check_group_options
-from ..retrieval.served_checks import ServedPoolCheck
-from .document_selection import select_documents
+from ..retrieval.served_checks import ServedPoolCheck, check_host
+from ..retrieval.serving import ServingMixin, ServingOptions, refuse_loose_options, serving_calibration
+from .document_selection import raise_conformal_cause, select_documents
 from .fingerprint import fingerprint_of
 from .host import afetch_pool, all_ids, doc_id, fetch_pairs, pool_from_pairs
 from .parent_retrieval import ParentHost, parent_host
@@ -29,7 +30,7 @@ from .parent_retrieval import ParentHost, parent_host
 __all__ = ["ConformalRetriever"]
 
 
-class ConformalRetriever(BaseRetriever):
+class ConformalRetriever(ServingMixin, BaseRetriever):
     """Return every chunk whose score passes the calibrated threshold.
 
     The gold chunk is in the result with probability >= ``calibration.confidence_level_``
@@ -44,20 +45,18 @@ class ConformalRetriever(BaseRetriever):
         Host with relevance scores; or
     retriever : BaseRetriever, optional
         A host that sets ``metadata['score']``.
-    min_k : int, optional
-        Pad small sets (keeps the guarantee).
-    max_k, k : int, optional
-        Cap the set (``k`` is LangChain's usual name; either one cuts the guarantee when it bites).
-    group : str, optional
-        With a per-group calibration (``calibrate_retriever(..., group_by=...)``): the group
-        of every query (one retriever per tenant); ``retriever.invoke(q, group="x")`` sets it per call.
-    group_by : callable, optional
-        Or a function of the query string giving its group (the one used at calibration;
-        functions are not saved). A group too small or unknown at calibration gets the
-        calibration's ``group_fallback_`` (every candidate by default); no group, the pooled threshold; the
-        documents say which in ``conformal_group`` and ``conformal_threshold_source``.
-    monitor : ConformalMonitor, optional
-        Updated with every query's statistic (drift alarm); it must belong to ``calibration``.
+    k : int, optional
+        Cap the set (LangChain's usual name; ``invoke(q, k=...)`` per call). It cuts the guarantee when it bites.
+    options : ServingOptions, optional
+        ``min_k`` (pad small sets, keeps the guarantee) and ``max_k`` (cap the set, as ``k``), the
+        ``group`` of a per-group calibration (``calibrate_retriever(..., group_by=...)``: one retriever
+        per tenant; ``retriever.invoke(q, group="x")`` sets it per call) or a ``group_by`` function of
+        the query string (a group too small or unknown at calibration gets the calibration's
+        ``group_fallback_``; no group, the pooled threshold; the documents say which in
+        ``conformal_group`` and ``conformal_threshold_source``), a drift ``monitor`` (updated with
+        every query's statistic; it must belong to ``calibration``; ``retriever.monitor = ...``
+        attaches one later), and ``check_fingerprint``. See
+        :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
     parents, id_key, parent_aggregation : optional
         Small-to-big, as in :func:`calibrate_retriever`: return the *parent* documents (copies) with
         the aggregated score and ``metadata['conformal_chunks']`` (``id``, ``score``, ``text`` of the
@@ -69,6 +68,8 @@ class ConformalRetriever(BaseRetriever):
     >>> retriever = ConformalRetriever(vectorstore=store, calibration=cal)  # doctest: +SKIP
     >>> chain = retriever | format_docs | prompt | llm  # doctest: +SKIP
     >>> parents = ConformalRetriever(retriever=parent_document_retriever, calibration=parent_cal)  # doctest: +SKIP
+    >>> acme = ServingOptions(group="acme")
+    >>> tenant = ConformalRetriever(vectorstore=store, calibration=cal, options=acme)  # doctest: +SKIP
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -76,13 +77,8 @@ class ConformalRetriever(BaseRetriever):
     calibration: RetrievalCalibration
     vectorstore: VectorStore | None = None
     retriever: BaseRetriever | None = None
-    min_k: int | None = Field(default=None, ge=0)
-    max_k: int | None = Field(default=None, ge=1)
     k: int | None = Field(default=None, ge=1)
-    check_fingerprint: bool = True
-    group: str | None = None
-    group_by: Any = None
-    monitor: Any = None
+    options: ServingOptions = Field(default_factory=ServingOptions)
     parents: Any = None
     id_key: str | None = None
     parent_aggregation: str = "max"
@@ -90,15 +86,11 @@ class ConformalRetriever(BaseRetriever):
     _served: ServedPoolCheck | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
+        refuse_loose_options(data, "ConformalRetriever")
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            # pydantic wraps a ValueError raised by a validator; surface ours (FingerprintMismatchError,
-            # crossed min_k/max_k, host count) unwrapped, as the LlamaIndex adapter raises them.
-            for err in exc.errors():
-                cause = (err.get("ctx") or {}).get("error")
-                if isinstance(cause, ConformalError):
-                    raise cause from None
+            raise_conformal_cause(exc)
             raise
 
     @model_validator(mode="before")
@@ -106,34 +98,29 @@ class ConformalRetriever(BaseRetriever):
     def _retrieval_stage(cls, data: Any) -> Any:
         cal = data.get("calibration") if isinstance(data, dict) else None
         if cal is not None and hasattr(cal, "retrieval_stage"):
-            data = {**data, "calibration": cal.retrieval_stage()}
+            data = {**data, "calibration": serving_calibration(cal)}
         return data
 
     @model_validator(mode="after")
     def _validate(self) -> ConformalRetriever:
         if (self.vectorstore is None) == (self.retriever is None):
             raise ConformalError("Pass exactly one host: vectorstore=... or retriever=...")
-        check_k_bounds(self.min_k, self._cap(None))
-        check_group_options(self.calibration, self.group, self.group_by)
+        check_k_bounds(self.options.min_k, self._cap(None))
+        self.options.check(self.calibration)
         self._parent = parent_host(self._host, parents=self.parents, id_key=self.id_key, how=self.parent_aggregation)
         if self._parent is not None:
             self._parent.check_pool_size(self.calibration.pool_size_)
-        if self.check_fingerprint:
+        if self.options.check_fingerprint:
             fp = fingerprint_of(self._host) if self._parent is None else self._parent.fingerprint()
-            self.calibration.fingerprint_.check_compatible(fp)
-            same = True
-            if self.calibration.corpus_:
-                same = check_corpus(self.calibration.corpus_, corpus_digest(all_ids(self._host)), stacklevel=6)
+            served = check_host(self.calibration, fp, lambda: all_ids(self._host), "ConformalRetriever", stacklevel=5)
             if self._parent is None:  # every query's chunks too: the scale's range, chunks new to the collection
-                self._served = ServedPoolCheck(self.calibration, "ConformalRetriever", corpus_warned=not same)
+                self._served = served
         host_k = getattr(self.retriever, "k", None)
         if isinstance(host_k, int) and host_k < self.calibration.pool_size_:
             raise ConformalError(
                 f"The host retriever returns k={host_k} candidates but the calibration used a pool of "
                 f"{self.calibration.pool_size_}; query with the same pool."
             )
-        if self.monitor is not None:
-            self.monitor.check_calibration(self.calibration)
         return self
 
     @property
@@ -143,7 +130,7 @@ class ConformalRetriever(BaseRetriever):
         return host
 
     def _cap(self, k: int | None) -> int | None:
-        caps = [c for c in (k, self.k, self.max_k) if c is not None]
+        caps = [c for c in (k, self.k, self.options.max_k) if c is not None]
         return min(caps) if caps else None
 
     def _select(
@@ -158,18 +145,11 @@ class ConformalRetriever(BaseRetriever):
     ) -> list[Document]:
         """The conformal set of one query; ``checked=True`` when ``scores`` are known NaN-free and best first."""
         check_group_options(self.calibration, group, None)
-        return select_documents(
-            docs,
-            scores,
-            self.calibration,
-            self.min_k,
-            self._cap(k),
-            checked=checked,
-            query=query,
-            group=group if group is not None else self.group,
-            group_by=self.group_by,
-            monitor=self.monitor,
-        )
+        options = self.options
+        cap = self._cap(k)
+        if cap != options.max_k or (group is not None and group != options.group):
+            options = replace(options, max_k=cap, group=options.group if group is None else group)
+        return select_documents(docs, scores, self.calibration, options, checked=checked, query=query)
 
     def _fetch(self, query: str, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
         """The host's top ``pool_size`` documents best first and their scores (only what a query needs).
@@ -207,8 +187,8 @@ class ConformalRetriever(BaseRetriever):
             self.calibration,
             scores,
             query,
-            group=group if group is not None else self.group,
-            group_by=self.group_by,
+            group=group if group is not None else self.options.group,
+            group_by=self.options.group_by,
             parent_how=None if self._parent is None else self._parent.how,
         )
 

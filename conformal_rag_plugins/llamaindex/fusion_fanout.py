@@ -22,7 +22,7 @@ vectors, its pools equal the one-question path's bit for bit
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -32,15 +32,14 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Objec
 from llama_index.core.vector_stores.types import VectorStoreQueryMode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from ..core.errors import CalibrationError
 from ..local.chroma import MAX_QUERY_ROWS, query_in_batches
+from ..retrieval.fanout import Fanout, FanoutKey
 from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.tuned_calibration import FusionConfig
 from .stack import build_hybrid_retriever
 
 __all__ = ["FusionFanout", "fuse_lists"]
 
-FanoutKey = tuple[FusionConfig | None, int]
 # Which retriever's list a node came from: its hash and text are read from that retriever's node.
 _DENSE, _LEXICAL = 0, 1
 
@@ -99,7 +98,7 @@ def fuse_lists(
     return [(nid, score, first[(source, nid)]) for nid, score, source in fused]
 
 
-class FusionFanout:
+class FusionFanout(Fanout):
     """Every ``(fusion setting, pool size)`` pool of one question from one dense and one BM25 search.
 
     Call it on one question, or use :meth:`many` for a list: the same pools, with the
@@ -135,10 +134,7 @@ class FusionFanout:
     ) -> None:
         from llama_index.retrievers.bm25 import BM25Retriever
 
-        if kind not in ("dense", "bm25", "hybrid") or not pool_sizes:
-            raise CalibrationError(f"FusionFanout needs a kind in dense/bm25/hybrid and pool sizes, got {kind!r}.")
-        self.kind = kind
-        self.pool_sizes = tuple(sorted(set(int(p) for p in pool_sizes)))
+        super().__init__(kind, pool_sizes, max_rows=MAX_QUERY_ROWS)
         top = self.pool_sizes[-1]
         self._dense = index.as_retriever(similarity_top_k=top) if kind != "bm25" else None
         self._bm25 = BM25Retriever.from_defaults(nodes=list(nodes), similarity_top_k=top) if kind != "dense" else None
@@ -154,32 +150,20 @@ class FusionFanout:
         self._info: dict[tuple[int, str], tuple[str, str]] = {}
         self._corpus_ids: dict[int, str] = {}
 
-    def __call__(self, question: str) -> dict[FanoutKey, CandidatePool]:
-        """Every pool of ``question``, keyed by ``(fusion setting or None, pool size)``."""
+    def _search(self, question: str) -> tuple[list[tuple[str, float | None]], list[tuple[str, float | None]]]:
         dense = self._dense.retrieve(question) if self._dense is not None else []
         lexical = self._bm25.retrieve(question) if self._bm25 is not None else []
-        return self._pools(self._register(_DENSE, dense), self._register(_LEXICAL, lexical))
+        return self._register(_DENSE, dense), self._register(_LEXICAL, lexical)
 
-    def many(
-        self, questions: Sequence[str], *, batch_size: int | None = None
-    ) -> Iterator[dict[FanoutKey, CandidatePool]]:
-        """The pools of every question in order, as :meth:`__call__` gives them, from batched searches.
+    def _search_many(self, block: list[str]) -> tuple[list[Any], list[Any]]:
+        """One batched embedding and batched Chroma queries, and one ``bm25s`` retrieval, for ``block``.
 
-        ``batch_size`` questions (default: as many as one Chroma query returns,
-        ``MAX_QUERY_ROWS // largest pool``, which bounds the memory of a block) are embedded
-        together through the embedding model's cache, sent to Chroma in as few queries as
-        its limits allow, and scored by BM25 in one ``bm25s`` call. Given the same query
-        vectors (the encoder's cache holds them), every pool equals ``self(question)``, ids
-        and scores bit for bit.
+        Given the same query vectors (the encoder's cache holds them), every pool equals
+        ``self(question)``, ids and scores bit for bit.
         """
-        questions = list(questions)
-        step = _block_size(batch_size, self.pool_sizes[-1])
-        for start in range(0, len(questions), step):
-            block = questions[start : start + step]
-            dense = self._dense_many(block) if self._dense is not None else [[] for _ in block]
-            lexical = self._lexical_many(block) if self._bm25 is not None else [[] for _ in block]
-            for d, lex in zip(dense, lexical, strict=True):
-                yield self._pools(d, lex)
+        dense = self._dense_many(block) if self._dense is not None else [[] for _ in block]
+        lexical = self._lexical_many(block) if self._bm25 is not None else [[] for _ in block]
+        return dense, lexical
 
     def _register(self, source: int, nodes: Sequence[NodeWithScore]) -> list[tuple[str, float | None]]:
         for n in nodes:
@@ -280,11 +264,6 @@ class FusionFanout:
                     [score for _, score, _ in fused],
                 )
         return out
-
-
-def _block_size(batch_size: int | None, top: int) -> int:
-    """Questions per block: ``batch_size``, or as many as one Chroma query returns at ``top`` results each."""
-    return max(1, int(batch_size) if batch_size is not None else MAX_QUERY_ROWS // max(1, int(top)))
 
 
 def _chroma_collection(retriever: Any) -> Any:

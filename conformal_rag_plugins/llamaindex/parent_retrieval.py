@@ -38,6 +38,7 @@ from ..retrieval.parent_pools import (
     to_parent_pool,
 )
 from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
+from ..retrieval.serving import CHUNKS_METADATA_KEY, parent_chunk_lists
 from .fingerprint import fingerprint_of
 from .host import _index_of, existing_ids, pool_from_nodes
 
@@ -48,9 +49,6 @@ __all__ = [
     "chunk_parent_id",
     "resolve_parent_level",
 ]
-
-#: Metadata key of a returned parent listing the chunks that scored it (``{"id", "score", "text"}``, best first).
-CHUNKS_METADATA_KEY = "conformal_chunks"
 
 _EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
 
@@ -159,11 +157,11 @@ class ParentLevel:
         the parent's text and metadata as stored. The store's nodes are never modified.
         """
         found, chunks = self.candidates(nodes)
+        lists = parent_chunk_lists(found.members, chunks.ids, chunks.scores, chunks.texts)
         out = []
-        for pid, score, members in zip(found.pool.ids, found.pool.scores, found.members, strict=True):
+        for pid, score, listed in zip(found.pool.ids, found.pool.scores, lists, strict=True):
             parent = self.get(str(pid))
             assert parent is not None  # to_parent_pool raised for a parent missing from the store
-            listed = [{"id": chunks.ids[i], "score": float(chunks.scores[i]), "text": chunks.texts[i]} for i in members]
             update: dict[str, Any] = {"metadata": dict(parent.metadata) | {CHUNKS_METADATA_KEY: listed}}
             for attr in _EXCLUDED_ATTRS:
                 keys = list(getattr(parent, attr, []) or [])

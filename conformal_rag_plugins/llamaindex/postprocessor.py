@@ -10,11 +10,15 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from pydantic import Field, PrivateAttr
 
 from ..core.errors import ConformalError, FingerprintMismatchError
-from ..core.selection import check_k_bounds
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.fingerprint import check_corpus, corpus_digest
-from ..retrieval.groups import check_group_options
-from ..retrieval.served_checks import ServedPoolCheck
+from ..retrieval.served_checks import ServedPoolCheck, check_host
+from ..retrieval.serving import (
+    ServingMixin,
+    ServingOptions,
+    expected_pool_size,
+    refuse_loose_options,
+    serving_calibration,
+)
 from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
 from .host import all_ids
@@ -23,7 +27,7 @@ from .node_selection import select_nodes, served_dims
 __all__ = ["ConformalNodePostprocessor"]
 
 
-class ConformalNodePostprocessor(BaseNodePostprocessor):
+class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
     """Keep the calibrated conformal set of the retriever's scored nodes (replaces ``SimilarityPostprocessor``).
 
     Put it first in ``node_postprocessors`` of a query engine whose retriever returns the
@@ -47,13 +51,12 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
     index, retriever : optional
         The host, to check the calibration's fingerprint and collection (and, for a retriever,
         its top-k) when the postprocessor is built rather than at the first query.
-    check_fingerprint : bool, default True
-        ``False`` skips every fingerprint and collection check (the pool-size checks stay).
-    min_k, max_k : int, optional
-        Pad the set (keeps the guarantee) or cut it (loses it; nodes and a warning say so).
-    group, group_by, monitor : optional
-        As in :class:`~conformal_rag_plugins.llamaindex.ConformalRetriever`: the group of a
-        per-group calibration (or a function of the query string), and a drift monitor.
+    options : ServingOptions, optional
+        ``min_k``/``max_k`` (pad the set, which keeps the guarantee, or cut it, which loses it; nodes
+        and a warning say so), the ``group`` of a per-group calibration (or a ``group_by`` function of
+        the query string), a drift ``monitor``, and ``check_fingerprint`` (``False`` skips every
+        fingerprint and collection check; the pool-size checks stay), as in
+        :class:`~conformal_rag_plugins.llamaindex.ConformalRetriever`.
 
     Examples
     --------
@@ -61,15 +64,11 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
     ...     similarity_top_k=cal.pool_size_,
     ...     node_postprocessors=[ConformalNodePostprocessor(calibration=cal)],  # was SimilarityPostprocessor(...)
     ... )
+    >>> ConformalNodePostprocessor(calibration=cal, options=ServingOptions(min_k=2))  # doctest: +SKIP
     """
 
     calibration: Any = Field(description="RetrievalCalibration (or an end-to-end calibration's retrieval stage).")
-    min_k: int | None = Field(default=None, ge=0)
-    max_k: int | None = Field(default=None, ge=1)
-    group: str | None = None
-    group_by: Any = Field(default=None, exclude=True)
-    monitor: Any = Field(default=None, exclude=True)
-    check_fingerprint: bool = True
+    options: ServingOptions = Field(default_factory=ServingOptions, exclude=True)
     _expected: int = PrivateAttr()
     _served: ServedPoolCheck | None = PrivateAttr(default=None)
 
@@ -79,48 +78,33 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
         *,
         index: Any = None,
         retriever: Any = None,
-        min_k: int | None = None,
-        max_k: int | None = None,
-        group: str | None = None,
-        group_by: Any = None,
-        monitor: Any = None,
-        check_fingerprint: bool = True,
+        options: ServingOptions | None = None,
         **kwargs: Any,
     ) -> None:
-        if hasattr(calibration, "retrieval_stage"):
-            calibration = calibration.retrieval_stage()
+        refuse_loose_options(kwargs, "ConformalNodePostprocessor")
+        calibration = serving_calibration(calibration)
         if not isinstance(calibration, RetrievalCalibration):
             raise ConformalError(f"Expected a RetrievalCalibration, got {type(calibration).__name__}.")
-        check_k_bounds(min_k, max_k)
-        check_group_options(calibration, group, group_by)
-        if monitor is not None:
-            monitor.check_calibration(calibration)
-        super().__init__(
-            calibration=calibration,
-            min_k=min_k,
-            max_k=max_k,
-            group=group,
-            group_by=group_by,
-            monitor=monitor,
-            check_fingerprint=check_fingerprint,
-            **kwargs,
-        )
+        options = options or ServingOptions()
+        options.check(calibration)
+        super().__init__(calibration=calibration, options=options, **kwargs)
         if index is not None and retriever is not None:
             raise ConformalError("Pass at most one host to check: index=... or retriever=...")
         host = retriever if retriever is not None else index
-        same_corpus = True
         if host is not None:
             checked, _ = resolve_host(host, calibration.pool_size_)
-            if check_fingerprint:
-                calibration.fingerprint_.check_compatible(fingerprint_of(checked))
-                if calibration.corpus_:
-                    same_corpus = check_corpus(calibration.corpus_, corpus_digest(all_ids(checked)), stacklevel=2)
-        elif check_fingerprint:
+            if options.check_fingerprint:
+                self._served = check_host(
+                    calibration,
+                    fingerprint_of(checked),
+                    lambda: all_ids(checked),
+                    "ConformalNodePostprocessor",
+                    stacklevel=1,
+                )
+        elif options.check_fingerprint:
             _check_settings_model(calibration)
-        if check_fingerprint:
-            self._served = ServedPoolCheck(calibration, "ConformalNodePostprocessor", corpus_warned=not same_corpus)
-        size = calibration.corpus_.get("size") if calibration.corpus_ else None
-        self._expected = min(calibration.pool_size_, int(size)) if size else calibration.pool_size_
+            self._served = ServedPoolCheck(calibration, "ConformalNodePostprocessor")
+        self._expected = expected_pool_size(calibration)
 
     @classmethod
     def class_name(cls) -> str:
@@ -158,16 +142,8 @@ class ConformalNodePostprocessor(BaseNodePostprocessor):
             self._served(
                 [n.node.node_id for n in nodes], [n.score for n in nodes], dims=served_dims(nodes, query_bundle)
             )
-        return select_nodes(
-            nodes,
-            self.calibration,
-            self.min_k,
-            self.max_k,
-            query=query_bundle.query_str if query_bundle is not None else "",
-            group=self.group,
-            group_by=self.group_by,
-            monitor=self.monitor,
-        )
+        query = query_bundle.query_str if query_bundle is not None else ""
+        return select_nodes(nodes, self.calibration, self.options, query=query)
 
 
 def _check_settings_model(calibration: RetrievalCalibration) -> None:

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..core.errors import CorpusChangedWarning, FingerprintMismatchError
 from .calibration import RetrievalCalibration
 from .corpus_filter import unknown_ids
-from .fingerprint import score_range
+from .fingerprint import Fingerprint, check_corpus, corpus_digest, score_range
 
-__all__ = ["ServedPoolCheck"]
+__all__ = ["ServedPoolCheck", "check_host"]
 
 _TOLERANCE = 1e-4  # float32 rounding of normalised embeddings
 
@@ -94,3 +94,34 @@ class ServedPoolCheck:
                     CorpusChangedWarning,
                     stacklevel=stacklevel,
                 )
+
+
+def check_host(
+    calibration: RetrievalCalibration,
+    fingerprint: Fingerprint,
+    ids: Callable[[], Iterable[str]],
+    what: str,
+    *,
+    stacklevel: int = 2,
+) -> ServedPoolCheck:
+    """Check a drop-in's host against the calibration, and return the check of every query's pool.
+
+    The host's ``fingerprint`` must be compatible (else
+    :class:`~conformal_rag_plugins.core.errors.FingerprintMismatchError`); when the calibration
+    recorded its collection, the host's ids (``ids()``, read only then) are compared with it and
+    a changed collection warns with :class:`~conformal_rag_plugins.core.errors.CorpusChangedWarning`
+    at ``stacklevel`` (counted from the caller: 1 is the caller's line), once: the returned
+    per-query check then does not warn again.
+
+    Examples
+    --------
+    >>> fp = Fingerprint("llamaindex", "SimpleVectorStore", "cosine", "m", 2, "cosine")
+    >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 3, 9, 0, (0.1,) * 9, fp)
+    >>> check_host(cal, fp, lambda: ["a", "b"], "retriever").corpus_warned
+    False
+    """
+    calibration.fingerprint_.check_compatible(fingerprint)
+    same = True
+    if calibration.corpus_:
+        same = check_corpus(calibration.corpus_, corpus_digest(ids()), stacklevel=stacklevel + 2)
+    return ServedPoolCheck(calibration, what, corpus_warned=not same)

@@ -38,6 +38,7 @@ from conformal_rag_plugins.langchain import ConformalRetriever as LCRetriever
 from conformal_rag_plugins.llamaindex import AdaptiveContextSynthesizer
 from conformal_rag_plugins.llamaindex import ConformalAnswerSetSynthesizer as LISynth
 from conformal_rag_plugins.llamaindex import ConformalRetriever as LIRetriever
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 TEXTS = ["Rollo led the Norse.", "Normandy is in France.", "Far away text."]
 SCORES = [0.9, 0.85, 0.1]
@@ -94,7 +95,9 @@ def instrumented() -> Iterator[tuple[SimpleSpanHandler, _Events]]:
 
 def _engine(calibration: AnswerSetCalibration, debug: _Tree, **synth_kwargs: Any) -> RetrieverQueryEngine:
     cm = CallbackManager([debug])
-    retriever = LIRetriever(calibration, retriever=_Host(), check_fingerprint=False, callback_manager=cm)
+    retriever = LIRetriever(
+        calibration, retriever=_Host(), options=ServingOptions(check_fingerprint=False), callback_manager=cm
+    )
     synth = LISynth(llm=MockLLM(max_tokens=2), calibration=calibration, callback_manager=cm, **synth_kwargs)
     return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synth, callback_manager=cm)
 
@@ -191,7 +194,9 @@ def _children(run: Any) -> list[Any]:
 
 @pytest.mark.parametrize("mode", ["sync", "async", "sync-in-running-loop"])
 def test_langchain_chain_traces_host_retriever_and_model(toy_calibration: AnswerSetCalibration, mode: str) -> None:
-    retriever = LCRetriever(calibration=toy_calibration, retriever=_LCHost(), check_fingerprint=False)
+    retriever = LCRetriever(
+        calibration=toy_calibration, retriever=_LCHost(), options=ServingOptions(check_fingerprint=False)
+    )
     synth = LCSynth(llm=FakeListChatModel(responses=["Rollo"]), calibration=toy_calibration)
     chain = {"context": retriever, "question": RunnablePassthrough()} | synth
     collector = RunCollectorCallbackHandler()

@@ -11,6 +11,7 @@ from conformal_rag_plugins.langchain import calibrate_retriever as lc_calibrate
 from conformal_rag_plugins.llamaindex import ConformalRetriever as LIRetriever
 from conformal_rag_plugins.llamaindex import calibrate_retriever as li_calibrate
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 pytestmark = pytest.mark.integration
 
@@ -85,7 +86,9 @@ def test_chroma_and_simple_vector_store_calibrations_do_not_mix(
     with pytest.raises(FingerprintMismatchError) as info:
         LIRetriever(index=simple, calibration=li_index_calibration)
     assert "store: calibrated with 'ChromaVectorStore', used with 'SimpleVectorStore'" in str(info.value)
-    LIRetriever(index=simple, calibration=li_index_calibration, check_fingerprint=False)  # explicit opt-out works
+    LIRetriever(
+        index=simple, calibration=li_index_calibration, options=ServingOptions(check_fingerprint=False)
+    )  # explicit opt-out works
     # a calibration made on the in-memory index works there and is refused on the Chroma index
     ids = {e.id for e in entries}
     examples = [q for q in squad_questions if set(q.gold_ids) <= ids]
@@ -123,11 +126,11 @@ def test_pool_size_mismatch(li_index, li_index_calibration):
 
 def test_crossed_k_bounds(li_host, lc_host, li_hybrid_calibration, lc_hybrid_calibration):
     with pytest.raises(ConformalError, match=r"max_k \(2\) must be >= min_k \(5\)"):
-        LIRetriever(retriever=li_host, calibration=li_hybrid_calibration, min_k=5, max_k=2)
+        LIRetriever(retriever=li_host, calibration=li_hybrid_calibration, options=ServingOptions(min_k=5, max_k=2))
     with pytest.raises(ConformalError, match=r"max_k \(2\) must be >= min_k \(5\)"):
-        LCRetriever(retriever=lc_host, calibration=lc_hybrid_calibration, min_k=5, max_k=2)
+        LCRetriever(retriever=lc_host, calibration=lc_hybrid_calibration, options=ServingOptions(min_k=5, max_k=2))
     with pytest.raises(ConformalError, match=r"max_k \(1\) must be >= min_k \(3\)"):
-        LCRetriever(retriever=lc_host, calibration=lc_hybrid_calibration, min_k=3, k=1)
+        LCRetriever(retriever=lc_host, calibration=lc_hybrid_calibration, options=ServingOptions(min_k=3), k=1)
 
 
 def test_exactly_one_host(li_host, li_index, lc_host, lc_store, li_hybrid_calibration, lc_hybrid_calibration):

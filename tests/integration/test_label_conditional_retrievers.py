@@ -19,6 +19,7 @@ import pytest
 from conformal_rag_plugins.core.errors import ConformalError
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +87,7 @@ def test_each_chunk_is_kept_against_its_own_article(framework, host_factory, dro
     # distractors are in every hybrid pool of this corpus: no set claims a guarantee it does not have
     assert not any(_title(framework, r)[1]["conformal_guaranteed"] for r in got)
     with pytest.raises(ConformalError, match="per-chunk-group thresholds"):
-        ConformalRetriever(retriever=host, calibration=loaded, group="Normans")
+        ConformalRetriever(retriever=host, calibration=loaded, options=ServingOptions(group="Normans"))
 
 
 @pytest.mark.parametrize("framework", ["llamaindex", "langchain"])

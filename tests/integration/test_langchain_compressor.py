@@ -27,6 +27,7 @@ from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.langchain import ConformalDocumentCompressor, calibrate_compressor
 from conformal_rag_plugins.langchain.compressor import score_documents
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 pytestmark = pytest.mark.integration
 
@@ -126,7 +127,7 @@ def test_refuses_other_embeddings_and_missing_scores(calibration):
         ConformalDocumentCompressor(calibration=calibration, embeddings=DeterministicFakeEmbedding(size=384))
     with pytest.raises(FingerprintMismatchError, match=r"embeddings=\.\.\."):
         ConformalDocumentCompressor(calibration=calibration)
-    unchecked = ConformalDocumentCompressor(calibration=calibration, check_fingerprint=False)
+    unchecked = ConformalDocumentCompressor(calibration=calibration, options=ServingOptions(check_fingerprint=False))
     docs = [Document(page_content=str(i)) for i in range(POOL)]
     with pytest.raises(ConformalError, match="metadata\\['score'\\]"):
         unchecked.compress_documents(docs, "q")
@@ -140,7 +141,8 @@ def test_drift_monitor_is_updated_by_every_query(base, embeddings, calibration, 
         for i in dropin_split.calibration[:60]
     ]
     monitor = ConformalMonitor.from_observations(calibration, reference)
-    compressor = ConformalDocumentCompressor(calibration=calibration, embeddings=embeddings, monitor=monitor)
+    options = ServingOptions(monitor=monitor)
+    compressor = ConformalDocumentCompressor(calibration=calibration, embeddings=embeddings, options=options)
     retriever = _compression(base, compressor)
     questions = [squad_questions[i].question for i in dropin_split.held_out[:3]]
     for q in questions:

@@ -16,6 +16,7 @@ from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from conformal_rag_plugins.core import GuaranteeCutWarning, conformal_quantile, conformal_rank
 from conformal_rag_plugins.langchain import ConformalRetriever, fingerprint_of
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 pytestmark = pytest.mark.integration
 
@@ -172,7 +173,7 @@ def test_save_load_round_trip(tmp_path, host, lc_hybrid_calibration, retriever, 
 
 def test_max_k_and_k_cut_warn_min_k_pads(host, lc_hybrid_calibration, retriever, squad_questions, dropin_split):
     ex, full = _covered_question(retriever, squad_questions, dropin_split, min_size=2)
-    capped = ConformalRetriever(retriever=host, calibration=lc_hybrid_calibration, max_k=1)
+    capped = ConformalRetriever(retriever=host, calibration=lc_hybrid_calibration, options=ServingOptions(max_k=1))
     with pytest.warns(GuaranteeCutWarning, match="max_k=1"):
         docs = capped.invoke(ex.question)
     assert _ids(docs) == _ids(full)[:1]
@@ -185,7 +186,8 @@ def test_max_k_and_k_cut_warn_min_k_pads(host, lc_hybrid_calibration, retriever,
     with warnings.catch_warnings():
         warnings.simplefilter("error", GuaranteeCutWarning)
         assert _ids(retriever.invoke(ex.question, k=len(full))) == _ids(full)  # a cap that does not bite
-        padded = ConformalRetriever(retriever=host, calibration=lc_hybrid_calibration, min_k=len(full) + 3)
+        pad = ServingOptions(min_k=len(full) + 3)
+        padded = ConformalRetriever(retriever=host, calibration=lc_hybrid_calibration, options=pad)
         more = padded.invoke(ex.question)
     assert len(more) == len(full) + 3 and _ids(more)[: len(full)] == _ids(full)
     assert all(d.metadata["conformal_guaranteed"] for d in more)

@@ -36,6 +36,7 @@ from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 pytest.importorskip("langchain_classic")
 pytestmark = [pytest.mark.integration]
@@ -338,7 +339,7 @@ def test_the_drift_monitor_reference_is_built_at_parent_level(pdr, parent_cal, l
     for r, i in zip(ref, split[0][:40], strict=True):
         assert list(r.scores) == pytest.approx(observations["max"][i].scores.tolist())
     monitor = ConformalMonitor.from_observations(parent_cal, ref, statistic="set_size", delta=0.01)
-    retriever = ConformalRetriever(retriever=pdr, calibration=parent_cal, monitor=monitor)
+    retriever = ConformalRetriever(retriever=pdr, calibration=parent_cal, options=ServingOptions(monitor=monitor))
     for i in split[1][:10]:
         docs = retriever.invoke(questions[i].question)
         assert monitor.stream[-1] == len(docs)

@@ -17,6 +17,7 @@ from conformal_rag_plugins.core import GuaranteeCutWarning, conformal_quantile, 
 from conformal_rag_plugins.llamaindex import ConformalRetriever, fingerprint_of
 from conformal_rag_plugins.llamaindex.retriever import CONFORMAL_METADATA_KEYS
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 pytestmark = pytest.mark.integration
 
@@ -154,13 +155,14 @@ def test_save_load_round_trip(tmp_path, host, li_hybrid_calibration, retriever, 
 
 def test_max_k_cut_warns_and_min_k_pads(host, li_hybrid_calibration, retriever, squad_questions, dropin_split):
     ex, full = _covered_question(retriever, squad_questions, dropin_split, min_size=2)
-    capped = ConformalRetriever(retriever=host, calibration=li_hybrid_calibration, max_k=1)
+    capped = ConformalRetriever(retriever=host, calibration=li_hybrid_calibration, options=ServingOptions(max_k=1))
     with pytest.warns(GuaranteeCutWarning, match="max_k=1"):
         nodes = capped.retrieve(ex.question)
     assert _ids(nodes) == _ids(full)[:1]
     assert nodes[0].node.metadata["conformal_guaranteed"] is False
     assert nodes[0].node.metadata["conformal_set_size"] == len(full)
-    padded = ConformalRetriever(retriever=host, calibration=li_hybrid_calibration, min_k=len(full) + 3)
+    pad = ServingOptions(min_k=len(full) + 3)
+    padded = ConformalRetriever(retriever=host, calibration=li_hybrid_calibration, options=pad)
     with warnings.catch_warnings():
         warnings.simplefilter("error", GuaranteeCutWarning)
         more = padded.retrieve(ex.question)

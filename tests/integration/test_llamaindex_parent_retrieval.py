@@ -32,6 +32,7 @@ from conformal_rag_plugins.llamaindex.parent_stack import build_parent_stack
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 pytestmark = pytest.mark.integration
 
@@ -310,7 +311,8 @@ def test_parent_missing_from_store(chunk_retriever, cal, flat, split):
 def test_chunk_without_parent(cal, docstore):
     nodes = [TextNode(id_=f"orphan{i}", text=t) for i, t in enumerate(["Rollo led the Normans.", "Paris is a city."])]
     orphans = VectorStoreIndex(nodes, embed_model=MiniLMEmbedding()).as_retriever(similarity_top_k=POOL)
-    conformal = ConformalRetriever(retriever=orphans, calibration=cal, parents=docstore, check_fingerprint=False)
+    unchecked = ServingOptions(check_fingerprint=False)
+    conformal = ConformalRetriever(retriever=orphans, calibration=cal, parents=docstore, options=unchecked)
     with pytest.raises(ConformalError, match="has no parent"):
         conformal.retrieve("Who led the Normans?")
     with pytest.raises(CalibrationError, match="has no parent"):

@@ -20,6 +20,7 @@ from conformal_rag_plugins.core import ConformalError, FingerprintMismatchError,
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.llamaindex import ConformalNodePostprocessor, ConformalRetriever, calibrate_retriever
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 pytestmark = pytest.mark.integration
 
@@ -128,7 +129,9 @@ def test_drift_monitor_is_updated_by_every_query(
 
     dense = observations_factory("llamaindex", "dense")
     monitor = ConformalMonitor.from_observations(calibration, [dense[i] for i in dropin_split.calibration])
-    engine = _engine(li_index, [ConformalNodePostprocessor(calibration=calibration, monitor=monitor)])
+    engine = _engine(
+        li_index, [ConformalNodePostprocessor(calibration=calibration, options=ServingOptions(monitor=monitor))]
+    )
     for i in dropin_split.held_out[:3]:
         engine.query(squad_questions[i].question)
     assert monitor.n_stream == 3 and len(monitor.p_values) == 3

@@ -11,6 +11,7 @@ import pytest
 from conformal_rag_plugins.core.errors import ConformalError, SmallGroupWarning
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 pytestmark = pytest.mark.integration
 
@@ -91,27 +92,29 @@ def test_retriever_uses_the_group_threshold_and_says_pooled_otherwise(
         "Atlantis": (math.inf, "keep-all-unknown-group", False),
     }
     for group, (threshold, source, guaranteed) in expected.items():
-        metas = run(ConformalRetriever(**kw, group=group))
+        metas = run(ConformalRetriever(**kw, options=ServingOptions(group=group)))
         assert metas and all(m["conformal_group"] == group for m in metas)
         assert all(m["conformal_threshold_source"] == source and m["conformal_threshold"] == threshold for m in metas)
         assert all(m["conformal_guaranteed"] is guaranteed for m in metas)
     pooled = RetrievalCalibration.from_dict(_pooled_fallback(loaded.to_dict()))
     for group, source in (("tiny", "pooled-small-group"), ("Atlantis", "pooled-unknown-group")):
-        metas = run(ConformalRetriever(retriever=host, calibration=pooled, group=group))
+        metas = run(ConformalRetriever(retriever=host, calibration=pooled, options=ServingOptions(group=group)))
         assert all(m["conformal_threshold"] == pooled.threshold_ for m in metas)
         assert all(m["conformal_threshold_source"] == source for m in metas)
         assert not any(m["conformal_guaranteed"] for m in metas)  # not the group's own threshold
-    by_question = ConformalRetriever(**kw, group_by=lambda q: "Normans" if "Norm" in q else "Atlantis")
+    by_question = ConformalRetriever(
+        **kw, options=ServingOptions(group_by=lambda q: "Normans" if "Norm" in q else "Atlantis")
+    )
     assert run(by_question)[0]["conformal_threshold_source"] == "group"
     if framework == "langchain":  # per call: invoke(q, group=...) overrides the retriever's group
-        metas = run(ConformalRetriever(**kw, group="Normans"), group="Atlantis")
+        metas = run(ConformalRetriever(**kw, options=ServingOptions(group="Normans")), group="Atlantis")
         assert metas[0]["conformal_threshold_source"] == "keep-all-unknown-group"
 
     def boom(q: str) -> str:
         raise RuntimeError("tenant service down")
 
     with pytest.raises(ConformalError, match="group_by raised RuntimeError"):
-        run(ConformalRetriever(**kw, group_by=boom))
+        run(ConformalRetriever(**kw, options=ServingOptions(group_by=boom)))
     ungrouped = replace(loaded, groups_={}, group_labels_=(), group_by_=None)
     with pytest.raises(ConformalError, match="needs a per-group calibration"):
-        ConformalRetriever(retriever=host, calibration=ungrouped, group="Normans")
+        ConformalRetriever(retriever=host, calibration=ungrouped, options=ServingOptions(group="Normans"))

@@ -13,6 +13,7 @@ import pytest
 
 from conformal_rag_plugins.core.errors import ConformalError
 from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +42,9 @@ def test_llamaindex_retriever_updates_the_monitor(
 
     monitor = _monitor(observations_factory, "llamaindex", li_hybrid_calibration, dropin_split)
     retriever = ConformalRetriever(
-        li_hybrid_calibration, retriever=host_factory("llamaindex", "hybrid").host, monitor=monitor
+        li_hybrid_calibration,
+        retriever=host_factory("llamaindex", "hybrid").host,
+        options=ServingOptions(monitor=monitor),
     )
     held = dropin_split.held_out[:N_QUERIES]
     for i in held[:3]:
@@ -59,7 +62,9 @@ def test_langchain_retriever_updates_the_monitor(
 
     monitor = _monitor(observations_factory, "langchain", lc_hybrid_calibration, dropin_split, statistic="top1")
     retriever = ConformalRetriever(
-        calibration=lc_hybrid_calibration, retriever=host_factory("langchain", "hybrid").host, monitor=monitor
+        calibration=lc_hybrid_calibration,
+        retriever=host_factory("langchain", "hybrid").host,
+        options=ServingOptions(monitor=monitor),
     )
     held = dropin_split.held_out[:N_QUERIES]
     for i in held[:3]:
@@ -77,7 +82,9 @@ def test_set_size_statistic_matches_the_returned_set(
 
     monitor = _monitor(observations_factory, "llamaindex", li_hybrid_calibration, dropin_split, statistic="set_size")
     retriever = ConformalRetriever(
-        li_hybrid_calibration, retriever=host_factory("llamaindex", "hybrid").host, monitor=monitor
+        li_hybrid_calibration,
+        retriever=host_factory("llamaindex", "hybrid").host,
+        options=ServingOptions(monitor=monitor),
     )
     nodes = retriever.retrieve(squad_questions[dropin_split.held_out[0]].question)
     assert monitor.stream == [float(len(nodes))]
@@ -92,12 +99,16 @@ def test_a_monitor_of_another_calibration_is_refused(
     li_monitor = _monitor(observations_factory, "llamaindex", li_hybrid_calibration, dropin_split)
     with pytest.raises(ConformalError, match="framework"):
         LCRetriever(
-            calibration=lc_hybrid_calibration, retriever=host_factory("langchain", "hybrid").host, monitor=li_monitor
+            calibration=lc_hybrid_calibration,
+            retriever=host_factory("langchain", "hybrid").host,
+            options=ServingOptions(monitor=li_monitor),
         )
     lc_monitor = _monitor(observations_factory, "langchain", lc_hybrid_calibration, dropin_split)
     with pytest.raises(ConformalError, match="framework"):
         ConformalRetriever(
-            li_hybrid_calibration, retriever=host_factory("llamaindex", "hybrid").host, monitor=lc_monitor
+            li_hybrid_calibration,
+            retriever=host_factory("llamaindex", "hybrid").host,
+            options=ServingOptions(monitor=lc_monitor),
         )
 
 
@@ -122,9 +133,9 @@ def test_pool_scores_give_the_reference_the_stream_statistic(
     assert {(s.unit, s.group) for s in served} == {("chunk", None)}
     monitor = ConformalMonitor.from_observations(cal, served, statistic="set_size", delta=0.01)
     if framework == "llamaindex":
-        ask = ConformalRetriever(cal, retriever=host, monitor=monitor).retrieve
+        ask = ConformalRetriever(cal, retriever=host, options=ServingOptions(monitor=monitor)).retrieve
     else:
-        ask = LCRetriever(calibration=cal, retriever=host, monitor=monitor).invoke
+        ask = LCRetriever(calibration=cal, retriever=host, options=ServingOptions(monitor=monitor)).invoke
     for q in questions:
         ask(q)
     assert monitor.stream == monitor.reference

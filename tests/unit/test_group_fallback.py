@@ -24,6 +24,7 @@ from conformal_rag_plugins.llamaindex.node_selection import select_nodes
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 from conformal_rag_plugins.storage.jsonio import with_checksum
 
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
@@ -79,7 +80,7 @@ def test_pooled_fallback_by_name_under_covers_and_says_so(group) -> None:
     assert _coverage(cal, group) < 0.5  # the pooled threshold holds over all questions, not within the group
     nodes = _nodes()
     with pytest.warns(GuaranteeCutWarning, match="pooled threshold was used"):
-        got = select_nodes(nodes, cal, query="q", group=group)
+        got = select_nodes(nodes, cal, query="q", options=ServingOptions(group=group))
     assert got and all(n.node.metadata["conformal_guaranteed"] is False for n in got)
     assert all(n.node.metadata["conformal_threshold_source"] == source for n in got)
 
@@ -99,10 +100,14 @@ def _flags(framework: str, cal: RetrievalCalibration, group: str | None) -> tupl
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if framework == "llamaindex":
-            metas = [n.node.metadata for n in select_nodes(_nodes(), cal, query="q", group=group)]
+            metas = [
+                n.node.metadata for n in select_nodes(_nodes(), cal, query="q", options=ServingOptions(group=group))
+            ]
         else:
             docs, scores = _documents()
-            metas = [d.metadata for d in select_documents(docs, scores, cal, query="q", group=group)]
+            metas = [
+                d.metadata for d in select_documents(docs, scores, cal, query="q", options=ServingOptions(group=group))
+            ]
     warned = any(issubclass(w.category, GuaranteeCutWarning) for w in caught)
     return (
         {m["conformal_guaranteed"] for m in metas},

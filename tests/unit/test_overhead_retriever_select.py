@@ -21,12 +21,14 @@ from conformal_rag_plugins.langchain.retriever import ConformalRetriever as LCRe
 from conformal_rag_plugins.llamaindex.host import pool_from_nodes
 from conformal_rag_plugins.llamaindex.retriever import CONFORMAL_METADATA_KEYS
 from conformal_rag_plugins.llamaindex.retriever import ConformalRetriever as LIRetriever
+from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 
 def legacy_li_select(self, nodes):
     pool, ordered = pool_from_nodes(nodes)
     cal = self.calibration
-    decision = decide_set(cal.score_family_, pool.scores, cal.threshold_, min_k=self.min_k, max_k=self.max_k)
+    min_k, max_k = self.options.min_k, self.options.max_k
+    decision = decide_set(cal.score_family_, pool.scores, cal.threshold_, min_k=min_k, max_k=max_k)
     nonconf = candidate_nonconformity(cal.score_family_, pool.scores)
     out = []
     for i in decision.indices:
@@ -49,7 +51,7 @@ def legacy_li_select(self, nodes):
 
 def legacy_lc_select(self, docs, scores, k):
     cal = self.calibration
-    decision = decide_set(cal.score_family_, scores, cal.threshold_, min_k=self.min_k, max_k=self._cap(k))
+    decision = decide_set(cal.score_family_, scores, cal.threshold_, min_k=self.options.min_k, max_k=self._cap(k))
     nonconf = candidate_nonconformity(cal.score_family_, scores)
     out = []
     for i in decision.indices:
@@ -111,7 +113,7 @@ def _same_nodes(old, new):
 def test_llamaindex_select_matches_former(family, threshold, min_k, max_k, shuffled):
     retriever = LIRetriever.__new__(LIRetriever)
     retriever.calibration = SimpleNamespace(score_family_=family, threshold_=threshold, alpha_=0.1)
-    retriever.min_k, retriever.max_k = min_k, max_k
+    retriever.options = ServingOptions(min_k=min_k, max_k=max_k)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GuaranteeCutWarning)
         for seed in range(5):
@@ -125,7 +127,7 @@ def test_llamaindex_select_matches_former(family, threshold, min_k, max_k, shuff
 def test_llamaindex_select_refuses_missing_and_nan_scores_as_before():
     retriever = LIRetriever.__new__(LIRetriever)
     retriever.calibration = SimpleNamespace(score_family_="relative", threshold_=0.1, alpha_=0.1)
-    retriever.min_k = retriever.max_k = None
+    retriever.options = ServingOptions()
     for bad in (None, float("nan")):
         nodes = _nodes(0, shuffled=False)
         nodes[3] = NodeWithScore(node=nodes[3].node, score=bad)
@@ -140,7 +142,8 @@ def test_llamaindex_select_refuses_missing_and_nan_scores_as_before():
 @pytest.mark.parametrize("k", [None, 4])
 def test_langchain_select_matches_former(family, threshold, min_k, max_k, k):
     retriever = LCRetriever.model_construct(
-        calibration=SimpleNamespace(score_family_=family, threshold_=threshold, alpha_=0.1), min_k=min_k, max_k=max_k
+        calibration=SimpleNamespace(score_family_=family, threshold_=threshold, alpha_=0.1),
+        options=ServingOptions(min_k=min_k, max_k=max_k),
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GuaranteeCutWarning)
