@@ -165,6 +165,7 @@ def _answer_sets(
     from llama_index.core.query_engine import RetrieverQueryEngine
 
     from ..answer_sets.sample_cache import SampleCache
+    from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
     from ..llamaindex import ConformalAnswerSetSynthesizer, ConformalRetriever, calibrate_answer_sets
     from ..llamaindex.llm import default_llm, local_llm
     from ..runtime.openai_settings import openai_settings
@@ -188,12 +189,10 @@ def _answer_sets(
         llm,
         cal_q,
         confidence_level=1 - alpha,
-        alpha_retrieval=alpha_retrieval,
-        n_samples=n_samples,
-        retrieval_calibration=retrieval_cal,
-        cache=cache,
-        max_concurrency=1,
-        generator_score=generator_score,
+        sampling=SamplingOptions(n_samples=n_samples, cache=cache, max_concurrency=1),
+        split=SplitOptions(alpha_retrieval=alpha_retrieval),
+        clustering=ClusteringOptions(generator_score=generator_score),
+        retrieval=RetrievalStageOptions(calibration=retrieval_cal),
     )
     as_path = out / "answer_sets.json"
     with atomic_path(as_path) as tmp:
