@@ -31,7 +31,9 @@ __all__ = [
     "SampleFn",
     "abuild_answer_set",
     "acalibrate_generation",
+    "calibrated_samples",
     "check_equivalence",
+    "check_synthesizer_calibration",
     "chunks_from_metadata",
     "coverage_report",
 ]
@@ -95,6 +97,35 @@ def chunks_from_metadata(
         out.append(ChunkInput(str(cid), text, float(meta["conformal_nonconformity"]), ok))
     out.sort(key=lambda c: c.nonconformity)
     return out, "; ".join(dict.fromkeys(reasons))
+
+
+def check_synthesizer_calibration(calibration: Any) -> None:
+    """Refuse a calibration without a generator stage (both frameworks' answer-set synthesizers)."""
+    if not isinstance(calibration, AnswerSetCalibration):
+        raise CalibrationError(
+            "ConformalAnswerSetSynthesizer needs an AnswerSetCalibration with a generator stage "
+            "(calibrate_answer_sets); a retrieval-only calibration cannot bound answer errors."
+        )
+
+
+def calibrated_samples(calibration: AnswerSetCalibration, n_samples: int | None) -> int:
+    """The M a synthesizer samples with: the calibration's, or ``n_samples`` when it is the same.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> calibrated_samples(SimpleNamespace(n_samples_=5), None)
+    5
+    """
+    m = calibration.n_samples_ if n_samples is None else n_samples
+    if m < 1:
+        raise ValueError(f"n_samples must be >= 1, got {m}.")
+    if m != calibration.n_samples_:
+        raise CalibrationError(
+            f"n_samples={m} differs from the calibrated M={calibration.n_samples_}; confidences would be on "
+            "another scale. Re-calibrate with this n_samples."
+        )
+    return m
 
 
 def check_equivalence(calibration: AnswerSetCalibration, equivalence: Any) -> None:

@@ -164,8 +164,8 @@ def _answer_sets(
     """Calibrate answer sets with the local Gemma 3 270M and show three of them."""
     from llama_index.core.query_engine import RetrieverQueryEngine
 
-    from ..answer_sets.sample_cache import SampleCache
     from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
+    from ..answer_sets.sample_cache import SampleCache
     from ..llamaindex import ConformalAnswerSetSynthesizer, ConformalRetriever, calibrate_answer_sets
     from ..llamaindex.llm import default_llm, local_llm
     from ..runtime.openai_settings import openai_settings

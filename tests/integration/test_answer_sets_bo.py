@@ -1,4 +1,4 @@
-"""calibrate_answer_sets with SplitOptions(optimise=True): BO on a disjoint optimisation split, through the real host."""
+"""calibrate_answer_sets, split=SplitOptions(optimise=True): BO on a disjoint optimisation split, on the real host."""
 
 from __future__ import annotations
 
