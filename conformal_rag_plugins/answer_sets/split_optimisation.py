@@ -42,6 +42,7 @@ from .gold import defining_gold, references_of
 from .options import SplitOptions
 
 __all__ = [
+    "PoolReader",
     "SplitQuestion",
     "choose_split",
     "make_rule",
