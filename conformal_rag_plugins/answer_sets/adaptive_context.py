@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core.adaptive_schedule import geometric_schedule, is_no_answer
 from ..core.errors import ConformalError
+from .options import AdaptiveSchedule
 from .prompts import IDK
 from .sample_record import Sample
 
@@ -138,11 +139,8 @@ async def aadaptive_answer(
     chunks: Sequence[str],
     complete: CompleteFn,
     *,
-    initial: int = 1,
-    factor: float = 2.0,
-    max_rounds: int | None = None,
+    schedule: AdaptiveSchedule | None = None,
     chunk_ids: Sequence[str] | None = None,
-    separator: str = DEFAULT_SEPARATOR,
     estimate: EstimateFn | None = None,
 ) -> AdaptiveResult:
     """Answer with a geometrically growing context over the conformal set ``chunks``.
@@ -155,12 +153,12 @@ async def aadaptive_answer(
         The conformal set's chunk texts, best first.
     complete : async callable ``(context: str) -> Sample``
         One LLM call on the joined context of a round (:func:`join_chunks`).
-    initial, factor, max_rounds
-        The :func:`~conformal_rag_plugins.core.adaptive_schedule.geometric_schedule` parameters.
+    schedule : AdaptiveSchedule, optional
+        ``initial``, ``factor``, ``max_rounds`` of the
+        :func:`~conformal_rag_plugins.core.adaptive_schedule.geometric_schedule`, and the
+        ``separator`` that joins the chunks of a round's context (default ``AdaptiveSchedule()``).
     chunk_ids : sequence of str, optional
         Ids aligned with ``chunks``; the result lists those of the final context.
-    separator : str, default "\\n"
-        Joins the chunks of a round's context.
     estimate : callable ``(context, sample) -> (prompt_tokens, completion_tokens, source)``, optional
         Token counts for a sample whose provider reported none (both counts zero).
 
@@ -184,11 +182,12 @@ async def aadaptive_answer(
     ids = None if chunk_ids is None else [str(i) for i in chunk_ids]
     if ids is not None and len(ids) != len(chunks):
         raise ConformalError(f"chunk_ids has {len(ids)} ids for {len(chunks)} chunks.")
-    schedule = geometric_schedule(len(chunks), initial=initial, factor=factor, max_rounds=max_rounds)
+    plan = schedule or AdaptiveSchedule()
+    sizes = geometric_schedule(len(chunks), initial=plan.initial, factor=plan.factor, max_rounds=plan.max_rounds)
     history: list[AdaptiveRound] = []
     answer: str | None = None
-    for size in schedule:
-        context = join_chunks(chunks[:size], separator)
+    for size in sizes:
+        context = join_chunks(chunks[:size], plan.separator)
         sample = await complete(context)
         prompt_tokens, completion_tokens, source = _accounting(sample, context, estimate)
         declined = sample.failed or is_no_answer(sample.text)
@@ -208,7 +207,7 @@ async def aadaptive_answer(
         prompt_tokens=sum(r.prompt_tokens for r in history),
         completion_tokens=sum(r.completion_tokens for r in history),
         chunks_used=used,
-        schedule=schedule,
+        schedule=sizes,
         round_answers=[r.answer for r in history],
         token_source=_overall_source(history),
         chunk_ids=[] if ids is None else ids[:used],

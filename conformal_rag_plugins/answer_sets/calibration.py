@@ -46,8 +46,15 @@ from ..storage.jsonio import (
     write_json,
 )
 from ..storage.schema import AnswerSetFile, check_fields
+from .options import SplitOptions
 
-__all__ = ["ANSWER_SET_METHODS", "AnswerSetCalibration", "check_answer_set_request", "min_answer_set_questions"]
+__all__ = [
+    "ANSWER_SET_METHODS",
+    "AnswerSetCalibration",
+    "StageProvenance",
+    "check_answer_set_request",
+    "min_answer_set_questions",
+]
 
 SCHEMA_VERSION = 1
 _KIND = "conformal_rag_plugins.answer_set_calibration"
@@ -156,6 +163,26 @@ def check_answer_set_request(
                 + f": even without a single miss the thresholds would be +inf. Use at least {need} questions "
                 "(after any optimisation split), or a larger alpha."
             )
+
+
+@dataclass(frozen=True)
+class StageProvenance:
+    """Where an answer-set calibration's scores came from (kept in the file, not used by the thresholds).
+
+    ``question_ids``: the digest of each calibration question, in the order of the scores;
+    ``optimisation``: the record of the split chosen by Bayesian optimisation, if any;
+    ``generator``: the record of the LLM, sampling settings and embedder
+    (:func:`~conformal_rag_plugins.answer_sets.identity.generator_record`).
+
+    Examples
+    --------
+    >>> StageProvenance(question_ids=("q1", "q2")).generator is None
+    True
+    """
+
+    question_ids: Sequence[str] = ()
+    optimisation: dict[str, Any] | None = None
+    generator: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -317,27 +344,28 @@ class AnswerSetCalibration:
         generation_scores: Sequence[float],
         *,
         alpha: float,
-        method: str = "bonferroni",
-        alpha_retrieval: float | None = None,
-        delta: float | None = None,
-        delta_retrieval: float | None = None,
-        hmp_weight: float | None = None,
+        split: SplitOptions | None = None,
         n_samples: int,
         model: str,
         clustering: dict[str, Any],
-        optimisation: dict[str, Any] | None = None,
-        question_ids: Sequence[str] | None = None,
-        generator: dict[str, Any] | None = None,
+        provenance: StageProvenance | None = None,
     ) -> AnswerSetCalibration:
         """Combine the two stages' calibration scores.
 
-        ``alpha_retrieval`` defaults to ``alpha / 2`` (the equal split); PAC splits
-        ``delta`` equally unless ``delta_retrieval`` is given; HMP uses ``hmp_weight``
-        (default 0.5) and a retrieval prefilter at ``alpha * w / 2``, a superset of the
-        chunks the pair rule can keep. ``generator`` is the record of the LLM, sampling
-        settings and embedder the generator scores came from
-        (:func:`~conformal_rag_plugins.answer_sets.identity.generator_record`).
+        ``split`` gives the rule (:class:`~.options.SplitOptions`: ``method``,
+        ``alpha_retrieval``, ``delta``, ``delta_retrieval``, ``hmp_weight``; its optimisation
+        settings are not used here). ``alpha_retrieval`` defaults to ``alpha / 2`` (the equal
+        split); PAC splits ``delta`` equally unless ``delta_retrieval`` is given; HMP uses
+        ``hmp_weight`` (default 0.5) and a retrieval prefilter at ``alpha * w / 2``, a
+        superset of the chunks the pair rule can keep. ``provenance`` records the questions,
+        the optimisation split and the generator the scores came from.
+
         """
+        split = split or SplitOptions()
+        method, alpha_retrieval, delta, hmp_weight = split.method, split.alpha_retrieval, split.delta, split.hmp_weight
+        delta_retrieval = split.delta_retrieval
+        provenance = provenance or StageProvenance()
+        optimisation, question_ids, generator = provenance.optimisation, provenance.question_ids, provenance.generator
         alpha = check_alpha(alpha)
         gen = tuple(float(s) for s in generation_scores)
         common: dict[str, Any] = {
@@ -466,15 +494,18 @@ class AnswerSetCalibration:
 
     @classmethod
     def _recompute(cls, cal: AnswerSetCalibration) -> AnswerSetCalibration:
-        return cls.from_stages(
-            cal.retrieval_,
-            cal.generation_scores_,
-            alpha=cal.alpha_,
+        split = SplitOptions(
             method=cal.method_,
             alpha_retrieval=cal.alpha_retrieval_,
             delta=cal.delta_,
             delta_retrieval=cal.delta_retrieval_,
             hmp_weight=cal.hmp_weight_,
+        )
+        return cls.from_stages(
+            cal.retrieval_,
+            cal.generation_scores_,
+            alpha=cal.alpha_,
+            split=split,
             n_samples=cal.n_samples_,
             model=cal.model_,
             clustering=cal.clustering_,

@@ -27,10 +27,13 @@ from .sample_record import Sample
 __all__ = [
     "AnswerSetResult",
     "ChunkInput",
+    "GeneratorStage",
     "SampleFn",
     "abuild_answer_set",
     "acalibrate_generation",
+    "calibrated_samples",
     "check_equivalence",
+    "check_synthesizer_calibration",
     "chunks_from_metadata",
     "coverage_report",
 ]
@@ -96,6 +99,35 @@ def chunks_from_metadata(
     return out, "; ".join(dict.fromkeys(reasons))
 
 
+def check_synthesizer_calibration(calibration: Any) -> None:
+    """Refuse a calibration without a generator stage (both frameworks' answer-set synthesizers)."""
+    if not isinstance(calibration, AnswerSetCalibration):
+        raise CalibrationError(
+            "ConformalAnswerSetSynthesizer needs an AnswerSetCalibration with a generator stage "
+            "(calibrate_answer_sets); a retrieval-only calibration cannot bound answer errors."
+        )
+
+
+def calibrated_samples(calibration: AnswerSetCalibration, n_samples: int | None) -> int:
+    """The M a synthesizer samples with: the calibration's, or ``n_samples`` when it is the same.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> calibrated_samples(SimpleNamespace(n_samples_=5), None)
+    5
+    """
+    m = calibration.n_samples_ if n_samples is None else n_samples
+    if m < 1:
+        raise ValueError(f"n_samples must be >= 1, got {m}.")
+    if m != calibration.n_samples_:
+        raise CalibrationError(
+            f"n_samples={m} differs from the calibrated M={calibration.n_samples_}; confidences would be on "
+            "another scale. Re-calibrate with this n_samples."
+        )
+    return m
+
+
 def check_equivalence(calibration: AnswerSetCalibration, equivalence: Any) -> None:
     """Refuse a query-time clustering rule that differs from the calibrated one.
 
@@ -145,6 +177,31 @@ class AnswerSetResult:
 EmbedFn = Callable[[list[str]], Any]
 
 
+@dataclass(frozen=True)
+class GeneratorStage:
+    """How the generator stage is scored: the sampler call, M, the clustering record and the match.
+
+    ``model`` and ``generator`` describe the LLM behind ``sample`` (the calibration's ``model_``
+    and ``generator_`` record, :func:`~.identity.generator_record`).
+
+    Examples
+    --------
+    >>> async def sample(question, context):
+    ...     return []
+    >>> GeneratorStage(sample, n_samples=4, clustering={"method": "exact"}).match_threshold
+    0.3
+    """
+
+    sample: SampleFn
+    n_samples: int
+    clustering: dict[str, Any]
+    match_threshold: float = 0.3
+    embed: EmbedFn | None = None
+    progress: bool = True
+    model: str = ""
+    generator: dict[str, Any] | None = None
+
+
 def generator_score(clustering: Mapping[str, Any]) -> str:
     """The cluster confidence a calibration's clustering record asks for (``"frequency"`` if unset)."""
     return str(clustering.get("score", "frequency"))
@@ -172,7 +229,7 @@ def clustering_kwargs(clustering: dict[str, Any], equivalence: Any = None, embed
     if method == "embedding" and embed is None:
         raise CalibrationError(
             "This calibration clusters answers by embedding cosine: pass the host embedding model "
-            "(embed_model=... / embeddings=...)."
+            "(embed_model=... / embeddings=...; when calibrating, ClusteringOptions(embedder=...))."
         )
     out: dict[str, Any] = {"method": method, "tau": clustering.get("tau")}
     if embed is not None:
@@ -267,20 +324,26 @@ def _best(answers: Sequence[Any]) -> Any:
 async def acalibrate_generation(
     examples: Sequence[CalibrationExample],
     gold_text: Callable[[CalibrationExample], str | None],
-    sample: SampleFn,
+    stage: GeneratorStage,
     *,
-    n_samples: int,
-    clustering: dict[str, Any],
     match: str = "rouge1",
-    match_threshold: float = 0.3,
-    progress: bool = True,
-    embed: EmbedFn | None = None,
     references: Callable[[CalibrationExample], Sequence[str]] | None = None,
 ) -> list[float]:
     """Generator-stage scores: ``-confidence`` of the cluster matching a reference, ``+inf`` if none.
 
-    Misses are kept. ``references(example)`` gives the reference answers (default: the
-    example's answers); an example without any raises.
+    Misses are kept. ``stage`` gives the sampler, M, the clustering and the match threshold;
+    ``references(example)`` the reference answers (default: the example's answers); an
+    example without any raises.
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> async def sample(question, context):
+    ...     return [Sample("Rollo")] * 3
+    >>> ex = CalibrationExample("Who?", gold_ids=("a",), answers=("Rollo",))
+    >>> stage = GeneratorStage(sample, n_samples=3, clustering={"method": "exact"}, progress=False)
+    >>> asyncio.run(acalibrate_generation([ex], lambda e: "Rollo led them.", stage))
+    [-1.0]
     """
     from tqdm.auto import tqdm
 
@@ -293,15 +356,15 @@ async def acalibrate_generation(
             f"{len(unlabeled)} example(s) have no reference answers (e.g. {unlabeled[0]!r}); the generator stage "
             "needs them."
         )
-    kwargs = clustering_kwargs(clustering, None, embed)
+    kwargs = clustering_kwargs(stage.clustering, None, stage.embed)
     scores = []
-    for ex in tqdm(examples, desc="sampling answers", unit="q", disable=not progress):
+    for ex in tqdm(examples, desc="sampling answers", unit="q", disable=not stage.progress):
         text = gold_text(ex)
         if text is None:
             raise CalibrationError(f"No text found for the gold chunk(s) {ex.gold_ids} of {ex.question!r}.")
-        got = await sample(ex.question, text)
-        clusters = cluster_samples(got, clustering, kwargs, n_samples=n_samples)
-        scores.append(generation_score(clusters, refs(ex), match=match, threshold=match_threshold))
+        got = await stage.sample(ex.question, text)
+        clusters = cluster_samples(got, stage.clustering, kwargs, n_samples=stage.n_samples)
+        scores.append(generation_score(clusters, refs(ex), match=match, threshold=stage.match_threshold))
     return scores
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from .concurrent_draws import ConcurrencyLimit, draw_samples
 from .identity import SAMPLING_ATTRS, json_settings, prompt_digest
+from .options import SamplingOptions
 from .sample_cache import SampleCache
 from .sample_record import Sample, reports_logprobs
 
@@ -59,22 +60,28 @@ class AnswerSampler(ABC):
     samples are stored per (question, context, model, prompt, temperature, n).
 
     Subclasses implement :meth:`_call` (one answer) and :meth:`_prompt_text` (the prompt,
-    as text, for the cache key), and may override :meth:`_model_id`, :meth:`_llm_identity`,
-    :meth:`_sampling_settings` and :meth:`_prompt_kind`, which :meth:`identity` reports.
+    as text, for the cache key), set :attr:`default_completion_prompt` and
+    :attr:`default_chat_prompt` (used when no prompt is given), and may override
+    :meth:`_model_id`, :meth:`_llm_identity`, :meth:`_sampling_settings` and
+    :meth:`_prompt_kind`, which :meth:`identity` reports.
     """
 
     name_attrs: tuple[str, ...] = NAME_ATTRS
     """Attributes naming the model, in order (the first that is set)."""
     kwargs_attrs: tuple[str, ...] = ("generate_kwargs", "additional_kwargs")
     """Attributes of the client holding keyword arguments passed to every call (recorded with the settings)."""
+    default_completion_prompt: Any = None
+    """The few-shot prompt for base (completion) models when none is given."""
+    default_chat_prompt: Any = None
+    """The prompt for chat models when none is given."""
 
     def __init__(
         self,
         model: Any,
         *,
         n_samples: int = 10,
-        completion_prompt: Any,
-        chat_prompt: Any,
+        completion_prompt: Any = None,
+        chat_prompt: Any = None,
         max_concurrency: int = 4,
         timeout: float | None = 120.0,
         retries: int = 2,
@@ -84,13 +91,39 @@ class AnswerSampler(ABC):
             raise ValueError(f"n_samples must be >= 1, got {n_samples}.")
         self.model = model
         self.n_samples = n_samples
-        self.completion_prompt = completion_prompt
-        self.chat_prompt = chat_prompt
+        self.completion_prompt = completion_prompt or self.default_completion_prompt
+        self.chat_prompt = chat_prompt or self.default_chat_prompt
         self.max_concurrency = max_concurrency
         self.timeout = timeout
         self.retries = retries
         self.cache = cache
         self._limit = ConcurrencyLimit(max_concurrency)
+
+    @classmethod
+    def with_options(cls, model: Any, options: SamplingOptions, *, n_samples: int | None = None) -> AnswerSampler:
+        """A sampler of ``model`` with the sampling options (``n_samples`` overrides the options' M).
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace
+        >>> class Echo(AnswerSampler):
+        ...     async def _call(self, question, context, config=None): return Sample(context)
+        ...     def _prompt_text(self): return ""
+        >>> Echo.with_options(SimpleNamespace(), SamplingOptions(n_samples=3, max_concurrency=1)).n_samples
+        3
+        """
+        return cls(
+            model,
+            n_samples=options.n_samples if n_samples is None else n_samples,
+            max_concurrency=options.max_concurrency,
+            timeout=options.timeout,
+            retries=options.retries,
+            cache=options.cache,
+        )
+
+    def model_label(self) -> str:
+        """A stable identifier of the LLM for cache keys and the calibration's ``model_``."""
+        return self._model_id()
 
     @abstractmethod
     async def _call(self, question: str, context: str, config: Any = None) -> Sample:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -34,11 +34,15 @@ from ..core.errors import ConformalError, InfiniteThresholdWarning
 from ..core.generation_scores import generation_score
 from ..core.retrieval_scores import candidate_nonconformity, nonconformity
 from ..datasets.examples import CalibrationExample
+from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.gold_matching import gold_positions
-from .engine import SampleFn, cluster_samples, clustering_kwargs
+from ..runtime.run_sync import run_sync
+from .engine import GeneratorStage, cluster_samples, clustering_kwargs
 from .gold import defining_gold, references_of
+from .options import SplitOptions
 
 __all__ = [
+    "PoolReader",
     "SplitQuestion",
     "choose_split",
     "make_rule",
@@ -47,6 +51,18 @@ __all__ = [
 ]
 
 ClustersFor = Callable[["SplitQuestion", str], list[AnswerCluster]]
+
+
+class PoolReader(Protocol):
+    """The part of a host the optimisation split reads: scored pools and chunk texts."""
+
+    def fetch(self, question: str) -> Any:
+        """The scored candidate pool of ``question``."""
+        ...
+
+    def texts_for(self, ids: list[str]) -> dict[str, str]:
+        """The text of each chunk id the host knows."""
+        ...
 
 
 @dataclass
@@ -140,19 +156,23 @@ def choose_split(
     questions: Sequence[SplitQuestion],
     alpha: float,
     *,
-    method: str = "bonferroni",
+    split: SplitOptions | None = None,
     penalty: float,
     clusters_for: ClustersFor = _stored,
     merge: dict[str, Any] | None = None,
-    delta: float = 0.1,
-    bo_calls: int = 15,
-    random_state: int = 0,
 ) -> dict[str, Any]:
     """BO of the split of alpha (Bonferroni/PAC) or of the HMP weight on ``questions`` only.
 
-    Returns ``{"alpha_retrieval": ...}`` or ``{"hmp_weight": ...}`` with the objective at the
+    ``split`` (default :class:`~.options.SplitOptions`) gives the rule (``method``, ``bonferroni-pac``
+    and ``hmp-*`` included), PAC's
+    ``delta`` (0.1 when unset), ``bo_calls`` and ``random_state``. Returns
+    ``{"alpha_retrieval": ...}`` or ``{"hmp_weight": ...}`` with the objective at the
     choice and at the equal split, and where the choice came from.
+
     """
+    split = split or SplitOptions()
+    method, delta = split.method, 0.1 if split.delta is None else split.delta
+    bo_calls, random_state = split.bo_calls, split.random_state
     ret = [q.r_ret for q in questions]
     gen = [q.r_gen for q in questions]
 
@@ -185,43 +205,36 @@ def choose_split(
 
 def optimise_split_on_host(
     examples: Sequence[CalibrationExample],
-    fetch: Callable[[str], Any],
-    texts_for: Callable[[list[str]], dict[str, str]],
-    sample: SampleFn,
-    run: Callable[[Any], Any],
+    host: PoolReader,
+    stage: GeneratorStage,
     *,
     alpha: float,
-    method: str,
-    family: str,
-    pool_size: int,
-    n_samples: int,
-    clustering: dict[str, Any],
-    match_threshold: float,
-    delta: float | None,
-    bo_calls: int,
-    random_state: int,
-    embed: Any = None,
-    progress: bool = True,
+    retrieval: RetrievalCalibration,
+    split: SplitOptions,
 ) -> dict[str, Any]:
     """Score the optimisation questions on the host and choose the split by BO on them only.
 
-    Uses the calibration's score ``family``, the host pool and ``clustering``; the generator
+    Uses the ``retrieval`` calibration's score family and pool size, the host pool
+    (``host.fetch``/``host.texts_for``) and ``stage``'s sampler and clustering; the generator
     score of each question comes from the gold chunk that defines its retrieval score.
+    Samples are drawn synchronously (:func:`~conformal_rag_plugins.runtime.run_sync.run_sync`):
+    the BO objective is a plain function.
     """
     from tqdm.auto import tqdm
 
-    kwargs = clustering_kwargs(clustering, None, embed)
+    family, clustering = retrieval.score_family_, stage.clustering
+    kwargs = clustering_kwargs(clustering, None, stage.embed)
 
     def clusters_of(question: str, text: str, cid: str | None) -> list[AnswerCluster]:
-        got = run(sample(question, text))
-        return cluster_samples(got, clustering, kwargs, n_samples=n_samples, chunk_id=cid)
+        got = run_sync(stage.sample(question, text))
+        return cluster_samples(got, clustering, kwargs, n_samples=stage.n_samples, chunk_id=cid)
 
     questions = []
-    for ex in tqdm(examples, desc="optimisation split", unit="q", disable=not progress):
-        pool = fetch(ex.question)
+    for ex in tqdm(examples, desc="optimisation split", unit="q", disable=not stage.progress):
+        pool = host.fetch(ex.question)
         ids = [c if c is not None else f"candidate-{i}" for i, c in enumerate(pool.ids)]
         positions = gold_positions(ex, pool.ids, pool.texts)
-        gold = defining_gold(ex, pool, texts_for)
+        gold = defining_gold(ex, pool, host.texts_for)
         gold_id = gold.chunk_id or "gold"
         gold_clusters = clusters_of(ex.question, gold.text, gold_id)
         questions.append(
@@ -232,7 +245,7 @@ def optimise_split_on_host(
                 chunk_ids=tuple(ids),
                 chunk_nonconformity=candidate_nonconformity(family, pool.scores),
                 r_ret=nonconformity(family, pool.scores, positions),
-                r_gen=generation_score(gold_clusters, references_of(ex), threshold=match_threshold),
+                r_gen=generation_score(gold_clusters, references_of(ex), threshold=stage.match_threshold),
                 clusters={gold_id: gold_clusters},
                 chunk_texts=dict(zip(ids, pool.texts, strict=True)),
             )
@@ -247,13 +260,10 @@ def optimise_split_on_host(
     result = choose_split(
         questions,
         alpha,
-        method=method,
-        penalty=float(pool_size * n_samples),
+        split=replace(split, delta=split.delta or 0.1),
+        penalty=float(retrieval.pool_size_ * stage.n_samples),
         clusters_for=lazily,
         merge=merge,
-        delta=delta or 0.1,
-        bo_calls=bo_calls,
-        random_state=random_state,
     )
     result["chunks_sampled"] = sum(len(q.clusters) for q in questions)
     result["retrieval_misses"] = int(sum(math.isinf(q.r_ret) for q in questions))

@@ -170,6 +170,7 @@ def _answer_sets(
     """Calibrate answer sets with the local Gemma 3 270M and show three of them."""
     from llama_index.core.query_engine import RetrieverQueryEngine
 
+    from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
     from ..answer_sets.sample_cache import SampleCache
     from ..llamaindex import ConformalAnswerSetSynthesizer, ConformalRetriever, calibrate_answer_sets
     from ..llamaindex.llm import default_llm, local_llm
@@ -194,12 +195,10 @@ def _answer_sets(
         llm,
         cal_q,
         confidence_level=1 - alpha,
-        alpha_retrieval=alpha_retrieval,
-        n_samples=n_samples,
-        retrieval_calibration=retrieval_cal,
-        cache=cache,
-        max_concurrency=1,
-        generator_score=generator_score,
+        sampling=SamplingOptions(n_samples=n_samples, cache=cache, max_concurrency=1),
+        split=SplitOptions(alpha_retrieval=alpha_retrieval),
+        clustering=ClusteringOptions(generator_score=generator_score),
+        retrieval=RetrievalStageOptions(calibration=retrieval_cal),
     )
     as_path = out / "answer_sets.json"
     with atomic_path(as_path) as tmp:

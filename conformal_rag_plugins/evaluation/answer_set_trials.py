@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..answer_sets.options import SplitOptions
 from ..answer_sets.split_optimisation import SplitQuestion, answer_sets, choose_split, make_rule
 from ..core.answer_metrics import evaluate_answer_set
 from ..core.clustering import cluster_answers
@@ -150,11 +151,9 @@ def evaluate_methods(
                     choice = choose_split(
                         opt,
                         alpha,
-                        method=method.replace("-bo", ""),
+                        split=SplitOptions(method=method.replace("-bo", ""), delta=delta, bo_calls=bo_calls),
                         penalty=penalty,
                         merge=merge,
-                        delta=delta,
-                        bo_calls=bo_calls,
                     )
                     a_ret, w = choice.get("alpha_retrieval"), choice.get("hmp_weight", 0.5)
                     rule = make_rule(
@@ -252,9 +251,8 @@ def optimise_split(
     (mean semantic clusters on the optimisation split for BO's choice and for the equal split).
     """
     penalty = float(max(len(q.chunk_ids) for q in optimisation) * max(1, _m(optimisation)))
-    return choose_split(
-        optimisation, alpha, method=method, penalty=penalty, delta=delta, bo_calls=bo_calls, random_state=random_state
-    )
+    split = SplitOptions(method=method, delta=delta, bo_calls=bo_calls, random_state=random_state)
+    return choose_split(optimisation, alpha, split=split, penalty=penalty)
 
 
 def _m(questions: Sequence[PreparedQuestion]) -> int:

@@ -19,6 +19,7 @@ from ..answer_sets.adaptive_context import (
     aadaptive_answer,
     approx_token_count,
 )
+from ..answer_sets.options import AdaptiveSchedule
 from ..answer_sets.sample_cache import SampleCache
 from ..answer_sets.sample_record import Sample
 from ..core.adaptive_schedule import geometric_schedule
@@ -156,11 +157,8 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
             question,
             [d.page_content for d in ordered],
             complete,
-            initial=self.initial,
-            factor=self.factor,
-            max_rounds=self.max_rounds,
+            schedule=AdaptiveSchedule(self.initial, self.factor, self.max_rounds, self.separator),
             chunk_ids=[doc_id(d) or f"doc-{i}" for i, d in enumerate(ordered)],
-            separator=self.separator,
             estimate=lambda context, sample: self._estimate(question, context, sample),
         )
 

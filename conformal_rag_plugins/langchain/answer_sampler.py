@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.language_models import BaseLanguageModel, BaseLLM
+from langchain_core.language_models import BaseLLM
 from langchain_core.outputs import LLMResult
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
 from ..answer_sets.identity import SAMPLING_ATTRS, embedding_identity, json_settings
 from ..answer_sets.prompts import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE
-from ..answer_sets.sample_cache import SampleCache
 from ..answer_sets.sample_record import Sample, mean_logprob
 from ..answer_sets.sampler import AnswerSampler
 from ..answer_sets.sampler import model_id as _model_id
@@ -60,9 +59,10 @@ def _llm_result_sample(result: LLMResult) -> Sample:
 class LangChainSampler(AnswerSampler):
     """Draw ``n`` answers for (question, context) from a LangChain model.
 
-    Chat models get the chat prompt, completion LLMs the few-shot prompt. Calls run
-    concurrently under ``max_concurrency``, time out, retry with backoff; a call that
-    still fails becomes an empty (abstaining) sample.
+    Chat models get the chat prompt, completion LLMs the few-shot prompt (``completion_prompt``
+    / ``chat_prompt`` replace them). Calls run concurrently under ``max_concurrency``, time
+    out, retry with backoff; a call that still fails becomes an empty (abstaining) sample. The
+    parameters are those of :class:`~conformal_rag_plugins.answer_sets.sampler.AnswerSampler`.
 
     Examples
     --------
@@ -73,28 +73,8 @@ class LangChainSampler(AnswerSampler):
     ['Rollo', 'Rollo']
     """
 
-    def __init__(
-        self,
-        model: BaseLanguageModel,
-        *,
-        n_samples: int = 10,
-        completion_prompt: PromptTemplate | None = None,
-        chat_prompt: ChatPromptTemplate | None = None,
-        max_concurrency: int = 4,
-        timeout: float | None = 120.0,
-        retries: int = 2,
-        cache: SampleCache | None = None,
-    ) -> None:
-        super().__init__(
-            model,
-            n_samples=n_samples,
-            completion_prompt=completion_prompt or DEFAULT_COMPLETION_PROMPT,
-            chat_prompt=chat_prompt or DEFAULT_CHAT_PROMPT,
-            max_concurrency=max_concurrency,
-            timeout=timeout,
-            retries=retries,
-            cache=cache,
-        )
+    default_completion_prompt = DEFAULT_COMPLETION_PROMPT
+    default_chat_prompt = DEFAULT_CHAT_PROMPT
 
     @property
     def prompt(self) -> PromptTemplate | ChatPromptTemplate:

@@ -3,22 +3,61 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from langchain_core.language_models import BaseLanguageModel
 
 from ..answer_sets.calibration import AnswerSetCalibration
-from ..answer_sets.sample_cache import SampleCache
-from ..answer_sets.stages import HostHooks, calibrate_stages
+from ..answer_sets.conformalizer import AnswerSetConformalizer
+from ..answer_sets.host import LLMReader
+from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.options import RetrievalOptions
-from ..runtime.run_sync import run_sync
-from .answer_sampler import LangChainSampler, embedder_identity, model_id
+from ..retrieval.pool_calibration import CandidatePool
+from .answer_sampler import LangChainSampler, embedder_identity
 from .calibrate import calibrate_retriever, resolve_pool_size
 from .host import Host, fetch_pool, texts_by_id
 
-__all__ = ["calibrate_answer_sets"]
+__all__ = ["LangChainAnswerHost", "calibrate_answer_sets"]
+
+
+class LangChainAnswerHost(LLMReader):
+    """A LangChain store or retriever and model, read as an answer-set host.
+
+    Implements :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost` over the adapter's
+    pools, document texts, ``calibrate_retriever`` and :class:`~.answer_sampler.LangChainSampler`.
+
+    Examples
+    --------
+    >>> reader = LangChainAnswerHost(store, chat_model, pool_size=20)  # doctest: +SKIP
+    >>> AnswerSetConformalizer(0.7).conformalize(reader, examples)  # doctest: +SKIP
+    """
+
+    sampler_class = LangChainSampler
+    embed_method = "embed_documents"
+    describe_embedder = staticmethod(embedder_identity)
+
+    def __init__(self, host: Host, llm: BaseLanguageModel, *, pool_size: int | None = None) -> None:
+        super().__init__(llm)
+        self.host, self.pool_size = host, pool_size
+        self._size = resolve_pool_size(host, pool_size)
+
+    def fetch(self, question: str) -> CandidatePool:
+        """The host's scored pool of ``pool_size`` candidates for ``question``."""
+        return fetch_pool(self.host, question, self._size)[0]
+
+    def texts_for(self, ids: list[str]) -> dict[str, str]:
+        """The text of each document id the host knows."""
+        return texts_by_id(self.host, ids)
+
+    def calibrate_retrieval(
+        self, examples: list[CalibrationExample], *, confidence_level: float, score: str, progress: bool
+    ) -> RetrievalCalibration:
+        """The host's calibration on ``examples`` (:func:`~.calibrate.calibrate_retriever`)."""
+        return calibrate_retriever(
+            self.host, examples, confidence_level=confidence_level, pool_size=self.pool_size,
+            options=RetrievalOptions(score=score, progress=progress),
+        )  # fmt: skip
 
 
 def calibrate_answer_sets(
@@ -27,70 +66,25 @@ def calibrate_answer_sets(
     examples: Sequence[CalibrationExample],
     *,
     confidence_level: float = 0.8,
-    method: str = "bonferroni",
-    alpha_retrieval: float | None = None,
-    delta: float | None = None,
-    hmp_weight: float | None = None,
-    n_samples: int = 10,
-    score: str = "relative",
-    pool_size: int | None = None,
-    retrieval_calibration: RetrievalCalibration | None = None,
-    clustering: dict[str, Any] | None = None,
-    generator_score: str | None = None,
-    match_threshold: float = 0.3,
-    cache: SampleCache | None = None,
-    max_concurrency: int = 4,
-    embeddings: Any = None,
-    optimise_split: bool = False,
-    optimisation_fraction: float = 0.3,
-    bo_calls: int = 15,
-    random_state: int = 0,
-    progress: bool = True,
+    sampling: SamplingOptions | None = None,
+    split: SplitOptions | None = None,
+    clustering: ClusteringOptions | None = None,
+    retrieval: RetrievalStageOptions | None = None,
 ) -> AnswerSetCalibration:
     """Calibrate both stages on the host store/retriever and chat or completion model.
 
-    Same contract as the LlamaIndex ``calibrate_answer_sets``.
+    Same contract and options as the LlamaIndex ``calibrate_answer_sets`` (the clustering
+    embedder is LangChain ``Embeddings``).
 
     Examples
     --------
-    >>> cal = calibrate_answer_sets(store, chat_model, examples, confidence_level=0.7)  # doctest: +SKIP
+    >>> cal = calibrate_answer_sets(  # doctest: +SKIP
+    ...     store, chat_model, examples, confidence_level=0.7, split=SplitOptions(alpha_retrieval=0.1)
+    ... )
     """
-    sampler = LangChainSampler(llm, n_samples=n_samples, max_concurrency=max_concurrency, cache=cache)
-    size = resolve_pool_size(host, pool_size)
-    hooks = HostHooks(
-        fetch=lambda q: fetch_pool(host, q, size)[0],
-        texts_for=lambda ids: texts_by_id(host, ids),
-        calibrate_retrieval=lambda exs: calibrate_retriever(
-            host,
-            exs,
-            confidence_level=confidence_level,
-            pool_size=pool_size,
-            options=RetrievalOptions(score=score, progress=progress),
-        ),
-        sample=sampler.asample,
-        model=model_id(llm),
-        run=run_sync,
-        identity=sampler.identity,
-        embedding_identity=lambda: embedder_identity(embeddings),
+    retrieval = retrieval or RetrievalStageOptions()
+    reader = LangChainAnswerHost(host, llm, pool_size=retrieval.pool_size)
+    conformalizer = AnswerSetConformalizer(
+        confidence_level, sampling=sampling, split=split, clustering=clustering, retrieval=retrieval
     )
-    embed = embeddings.embed_documents if embeddings is not None else None
-    return calibrate_stages(
-        hooks,
-        examples,
-        retrieval_calibration=retrieval_calibration,
-        confidence_level=confidence_level,
-        method=method,
-        alpha_retrieval=alpha_retrieval,
-        delta=delta,
-        hmp_weight=hmp_weight,
-        n_samples=n_samples,
-        clustering=clustering,
-        generator_score=generator_score,
-        match_threshold=match_threshold,
-        optimise_split=optimise_split,
-        optimisation_fraction=optimisation_fraction,
-        bo_calls=bo_calls,
-        random_state=random_state,
-        progress=progress,
-        embed=embed,
-    )
+    return conformalizer.conformalize(reader, examples)

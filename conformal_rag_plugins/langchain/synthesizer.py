@@ -13,11 +13,18 @@ from langchain_core.runnables.config import patch_config
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from ..answer_sets.calibration import AnswerSetCalibration
-from ..answer_sets.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
+from ..answer_sets.engine import (
+    AnswerSetResult,
+    ChunkInput,
+    abuild_answer_set,
+    calibrated_samples,
+    check_synthesizer_calibration,
+    chunks_from_metadata,
+)
 from ..answer_sets.identity import live_generator
 from ..answer_sets.sample_cache import SampleCache
 from ..answer_sets.sample_record import Sample
-from ..core.errors import CalibrationError, ConformalError
+from ..core.errors import ConformalError
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LangChainSampler, embedder_identity
 from .host import doc_id
@@ -66,13 +73,7 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
 
     @model_validator(mode="after")
     def _setup(self) -> ConformalAnswerSetSynthesizer:
-        m = self.calibration.n_samples_ if self.n_samples is None else self.n_samples
-        if m < 1:
-            raise ValueError(f"n_samples must be >= 1, got {m}.")
-        if m != self.calibration.n_samples_:
-            raise CalibrationError(
-                f"n_samples={m} differs from the calibrated M={self.calibration.n_samples_}; re-calibrate."
-            )
+        m = calibrated_samples(self.calibration, self.n_samples)
         self._sampler = LangChainSampler(
             self.llm,
             n_samples=m,
@@ -84,11 +85,8 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
         return self
 
     def __init__(self, **data: Any) -> None:
-        if "calibration" in data and not isinstance(data["calibration"], AnswerSetCalibration):
-            raise CalibrationError(
-                "ConformalAnswerSetSynthesizer needs an AnswerSetCalibration with a generator stage "
-                "(calibrate_answer_sets); a retrieval-only calibration cannot bound answer errors."
-            )
+        if "calibration" in data:
+            check_synthesizer_calibration(data["calibration"])
         super().__init__(**data)
 
     @property

@@ -17,6 +17,7 @@ from ..answer_sets.adaptive_context import (
     aadaptive_answer,
     approx_token_count,
 )
+from ..answer_sets.options import AdaptiveSchedule
 from ..answer_sets.sample_cache import SampleCache
 from ..answer_sets.sample_record import Sample
 from ..core.adaptive_schedule import geometric_schedule
@@ -132,11 +133,8 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
             question,
             texts,
             complete,
-            initial=self.initial,
-            factor=self.factor,
-            max_rounds=self.max_rounds,
+            schedule=AdaptiveSchedule(self.initial, self.factor, self.max_rounds, self.separator),
             chunk_ids=ids,
-            separator=self.separator,
             estimate=estimate,
         )
 

@@ -11,7 +11,6 @@ from llama_index.core.prompts.mixin import PromptDictType
 
 from ..answer_sets.identity import embedding_identity
 from ..answer_sets.prompts import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE
-from ..answer_sets.sample_cache import SampleCache
 from ..answer_sets.sample_record import Sample, mean_logprob
 from ..answer_sets.sampler import AnswerSampler
 from ..answer_sets.sampler import model_id as _model_id
@@ -61,10 +60,12 @@ def _usage(raw: Any) -> tuple[int, int]:
 class LlamaIndexSampler(AnswerSampler):
     """Draw ``n`` answers for (question, context) from a LlamaIndex LLM.
 
-    Base models get the few-shot completion prompt, chat models the chat prompt.
-    Calls run concurrently under ``max_concurrency``, time out, retry with backoff, and a
-    call that still fails becomes an empty (abstaining) sample. With a cache, samples
-    are stored per (question, context, model, prompt, temperature, n).
+    Base models get the few-shot completion prompt, chat models the chat prompt
+    (``completion_prompt`` / ``chat_prompt`` replace them). Calls run concurrently under
+    ``max_concurrency``, time out, retry with backoff, and a call that still fails becomes an
+    empty (abstaining) sample. With a cache, samples are stored per (question, context,
+    model, prompt, temperature, n). The parameters are those of
+    :class:`~conformal_rag_plugins.answer_sets.sampler.AnswerSampler`.
 
     Examples
     --------
@@ -75,28 +76,8 @@ class LlamaIndexSampler(AnswerSampler):
     3
     """
 
-    def __init__(
-        self,
-        llm: BaseLLM,
-        *,
-        n_samples: int = 10,
-        completion_prompt: PromptTemplate | None = None,
-        chat_prompt: ChatPromptTemplate | None = None,
-        max_concurrency: int = 4,
-        timeout: float | None = 120.0,
-        retries: int = 2,
-        cache: SampleCache | None = None,
-    ) -> None:
-        super().__init__(
-            llm,
-            n_samples=n_samples,
-            completion_prompt=completion_prompt or DEFAULT_COMPLETION_PROMPT,
-            chat_prompt=chat_prompt or DEFAULT_CHAT_PROMPT,
-            max_concurrency=max_concurrency,
-            timeout=timeout,
-            retries=retries,
-            cache=cache,
-        )
+    default_completion_prompt = DEFAULT_COMPLETION_PROMPT
+    default_chat_prompt = DEFAULT_CHAT_PROMPT
 
     @property
     def llm(self) -> BaseLLM:

@@ -8,17 +8,56 @@ from typing import Any
 from llama_index.core.base.llms.base import BaseLLM
 
 from ..answer_sets.calibration import AnswerSetCalibration
-from ..answer_sets.sample_cache import SampleCache
-from ..answer_sets.stages import HostHooks, calibrate_stages
+from ..answer_sets.conformalizer import AnswerSetConformalizer
+from ..answer_sets.host import LLMReader
+from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.options import RetrievalOptions
-from ..runtime.run_sync import run_sync
-from .answer_sampler import LlamaIndexSampler, embedder_identity, model_id
+from ..retrieval.pool_calibration import CandidatePool
+from .answer_sampler import LlamaIndexSampler, embedder_identity
 from .calibrate import calibrate_retriever, resolve_host
 from .host import pool_from_nodes, texts_by_id
 
-__all__ = ["calibrate_answer_sets"]
+__all__ = ["LlamaIndexAnswerHost", "calibrate_answer_sets"]
+
+
+class LlamaIndexAnswerHost(LLMReader):
+    """A LlamaIndex index or retriever and LLM, read as an answer-set host.
+
+    Implements :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost` over the adapter's
+    pools, node texts, ``calibrate_retriever`` and :class:`~.answer_sampler.LlamaIndexSampler`.
+
+    Examples
+    --------
+    >>> reader = LlamaIndexAnswerHost(index, llm, pool_size=20)  # doctest: +SKIP
+    >>> AnswerSetConformalizer(0.7).conformalize(reader, examples)  # doctest: +SKIP
+    """
+
+    sampler_class = LlamaIndexSampler
+    embed_method = "get_text_embedding_batch"
+    describe_embedder = staticmethod(embedder_identity)
+
+    def __init__(self, host: Any, llm: BaseLLM, *, pool_size: int | None = None) -> None:
+        super().__init__(llm)
+        self.retriever, _ = resolve_host(host, pool_size)
+
+    def fetch(self, question: str) -> CandidatePool:
+        """The retriever's scored pool for ``question``."""
+        return pool_from_nodes(self.retriever.retrieve(question))[0]
+
+    def texts_for(self, ids: list[str]) -> dict[str, str]:
+        """The text of each node id the retriever's docstore knows."""
+        return texts_by_id(self.retriever, ids)
+
+    def calibrate_retrieval(
+        self, examples: list[CalibrationExample], *, confidence_level: float, score: str, progress: bool
+    ) -> RetrievalCalibration:
+        """The retriever's calibration on ``examples`` (:func:`~.calibrate.calibrate_retriever`)."""
+        return calibrate_retriever(
+            self.retriever, examples, confidence_level=confidence_level,
+            options=RetrievalOptions(score=score, progress=progress),
+        )  # fmt: skip
 
 
 def calibrate_answer_sets(
@@ -27,88 +66,56 @@ def calibrate_answer_sets(
     examples: Sequence[CalibrationExample],
     *,
     confidence_level: float = 0.8,
-    method: str = "bonferroni",
-    alpha_retrieval: float | None = None,
-    delta: float | None = None,
-    hmp_weight: float | None = None,
-    n_samples: int = 10,
-    score: str = "relative",
-    pool_size: int | None = None,
-    retrieval_calibration: RetrievalCalibration | None = None,
-    clustering: dict[str, Any] | None = None,
-    generator_score: str | None = None,
-    match_threshold: float = 0.3,
-    cache: SampleCache | None = None,
-    max_concurrency: int = 4,
-    embed_model: Any = None,
-    optimise_split: bool = False,
-    optimisation_fraction: float = 0.3,
-    bo_calls: int = 15,
-    random_state: int = 0,
-    progress: bool = True,
+    sampling: SamplingOptions | None = None,
+    split: SplitOptions | None = None,
+    clustering: ClusteringOptions | None = None,
+    retrieval: RetrievalStageOptions | None = None,
 ) -> AnswerSetCalibration:
-    """Calibrate both stages on the host index and LLM.
+    """Calibrate both stages on the host index and LLM (:class:`AnswerSetConformalizer` on a LlamaIndex host).
 
     The retrieval stage is calibrated like :func:`calibrate_retriever` (or pass
-    ``retrieval_calibration``); the generator stage samples ``n_samples`` answers per
-    example from its gold chunk, clusters them, and scores the cluster matching a
+    ``RetrievalStageOptions(calibration=...)``); the generator stage samples ``n_samples``
+    answers per example from its gold chunk, clusters them, and scores the cluster matching a
     reference (ROUGE-1 F1 > ``match_threshold``), ``+inf`` when none does (kept).
 
     Parameters
     ----------
-    optimise_split : bool
-        Choose the split of alpha (or the HMP weight) by Bayesian optimisation on a seeded
-        ``optimisation_fraction`` of the examples (their top chunks are sampled), then
-        calibrate both stages on the disjoint rest (unless ``retrieval_calibration`` is given,
-        which must then not include the optimisation questions).
-    generator_score : {"frequency", "likelihood"}, optional
-        The cluster confidence: sample frequency (default), or frequency with ties broken
-        by the LLM's own token likelihood (smaller sets; the LLM must report logprobs, e.g.
-        ``local_llm(logprobs=True)``). Recorded in ``clustering_["score"]`` and used at query time.
-    method : {"bonferroni", "pac", "hmp"}
-        ``alpha_retrieval`` splits alpha for Bonferroni/PAC (default equal); ``delta`` for
-        PAC; ``hmp_weight`` (retrieval weight) for the harmonic-mean rule.
+    host : VectorStoreIndex or BaseRetriever
+        The index (or retriever) queried at serving time.
+    llm : LlamaIndex LLM
+        The generator; base models get a few-shot completion prompt, chat models a chat prompt.
+    examples : sequence of CalibrationExample
+        Labelled questions (gold chunk ids and reference answers).
+    confidence_level : float, default 0.8
+        The end-to-end target ``1 - alpha``.
+    sampling : SamplingOptions, optional
+        ``n_samples`` (M, default 10), ``max_concurrency``, ``timeout``, ``retries``, ``cache``, ``progress``.
+    split : SplitOptions, optional
+        ``method`` ({"bonferroni", "pac", "hmp"}); ``alpha_retrieval`` splits alpha for
+        Bonferroni/PAC (default equal), ``delta`` for PAC, ``hmp_weight`` (retrieval weight) for the
+        harmonic-mean rule. ``optimise=True`` chooses the split of alpha (or the HMP weight) by
+        Bayesian optimisation on a seeded ``optimisation_fraction`` of the examples (their top chunks
+        are sampled), then calibrates both stages on the disjoint rest.
+    clustering : ClusteringOptions, optional
+        ``method``/``tau`` of answer clustering (``embedder=embed_model`` for ``"embedding"``);
+        ``generator_score`` ``"frequency"`` (default) or ``"likelihood"`` (ties broken by the LLM's
+        own token likelihood: smaller sets; the LLM must report logprobs, e.g.
+        ``local_llm(logprobs=True)``), recorded in ``clustering_["score"]`` and used at query time;
+        ``match_threshold`` (default 0.3).
+    retrieval : RetrievalStageOptions, optional
+        ``calibration`` to reuse (it must not include optimisation questions), ``score``
+        (default ``"relative"``), ``pool_size``.
 
     Examples
     --------
-    >>> cal = calibrate_answer_sets(hybrid, llm, examples, confidence_level=0.7, n_samples=10)  # doctest: +SKIP
+    >>> cal = calibrate_answer_sets(  # doctest: +SKIP
+    ...     hybrid, llm, examples, confidence_level=0.7, sampling=SamplingOptions(n_samples=10)
+    ... )
     >>> cal.save("answer_sets.json")  # doctest: +SKIP
     """
-    retriever, _ = resolve_host(host, pool_size)
-    sampler = LlamaIndexSampler(llm, n_samples=n_samples, max_concurrency=max_concurrency, cache=cache)
-    hooks = HostHooks(
-        fetch=lambda q: pool_from_nodes(retriever.retrieve(q))[0],
-        texts_for=lambda ids: texts_by_id(retriever, ids),
-        calibrate_retrieval=lambda exs: calibrate_retriever(
-            retriever,
-            exs,
-            confidence_level=confidence_level,
-            options=RetrievalOptions(score=score, progress=progress),
-        ),
-        sample=sampler.asample,
-        model=model_id(llm),
-        run=run_sync,
-        identity=sampler.identity,
-        embedding_identity=lambda: embedder_identity(embed_model),
+    retrieval = retrieval or RetrievalStageOptions()
+    reader = LlamaIndexAnswerHost(host, llm, pool_size=retrieval.pool_size)
+    conformalizer = AnswerSetConformalizer(
+        confidence_level, sampling=sampling, split=split, clustering=clustering, retrieval=retrieval
     )
-    embed = embed_model.get_text_embedding_batch if embed_model is not None else None
-    return calibrate_stages(
-        hooks,
-        examples,
-        retrieval_calibration=retrieval_calibration,
-        confidence_level=confidence_level,
-        method=method,
-        alpha_retrieval=alpha_retrieval,
-        delta=delta,
-        hmp_weight=hmp_weight,
-        n_samples=n_samples,
-        clustering=clustering,
-        generator_score=generator_score,
-        match_threshold=match_threshold,
-        optimise_split=optimise_split,
-        optimisation_fraction=optimisation_fraction,
-        bo_calls=bo_calls,
-        random_state=random_state,
-        progress=progress,
-        embed=embed,
-    )
+    return conformalizer.conformalize(reader, examples)

@@ -12,10 +12,16 @@ from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from ..answer_sets.calibration import AnswerSetCalibration
-from ..answer_sets.engine import AnswerSetResult, ChunkInput, abuild_answer_set, chunks_from_metadata
+from ..answer_sets.engine import (
+    AnswerSetResult,
+    ChunkInput,
+    abuild_answer_set,
+    calibrated_samples,
+    check_synthesizer_calibration,
+    chunks_from_metadata,
+)
 from ..answer_sets.identity import live_generator
 from ..answer_sets.sample_cache import SampleCache
-from ..core.errors import CalibrationError
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts, embedder_identity
 from .traced_synthesis import TracedSynthesis
@@ -88,19 +94,8 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
         chat_prompt: ChatPromptTemplate | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(calibration, AnswerSetCalibration):
-            raise CalibrationError(
-                "ConformalAnswerSetSynthesizer needs an AnswerSetCalibration with a generator stage "
-                "(calibrate_answer_sets); a retrieval-only calibration cannot bound answer errors."
-            )
-        m = calibration.n_samples_ if n_samples is None else n_samples
-        if m < 1:
-            raise ValueError(f"n_samples must be >= 1, got {m}.")
-        if m != calibration.n_samples_:
-            raise CalibrationError(
-                f"n_samples={m} differs from the calibrated M={calibration.n_samples_}; confidences would be on "
-                "another scale. Re-calibrate with this n_samples."
-            )
+        check_synthesizer_calibration(calibration)
+        m = calibrated_samples(calibration, n_samples)
         super().__init__(llm=llm, **kwargs)
         self.calibration = calibration
         self.equivalence = equivalence

@@ -508,6 +508,7 @@ def answer_set_summary(
     0.8
     """
     from ..answer_sets.calibration import ANSWER_SET_METHODS, AnswerSetCalibration
+    from ..answer_sets.options import SplitOptions
 
     obs = _check_observations(observations)
     family = calibration.retrieval_.score_family_
@@ -515,9 +516,9 @@ def answer_set_summary(
     for name in ANSWER_SET_METHODS:
         own = name == calibration.method_
         try:
+            split = SplitOptions(method=name, delta=(calibration.delta_ or delta) if name == "pac" else None)
             fitted = calibration if own else AnswerSetCalibration.from_stages(
-                calibration.retrieval_, calibration.generation_scores_, alpha=calibration.alpha_, method=name,
-                delta=(calibration.delta_ or delta) if name == "pac" else None,
+                calibration.retrieval_, calibration.generation_scores_, alpha=calibration.alpha_, split=split,
                 n_samples=calibration.n_samples_, model=calibration.model_, clustering=calibration.clustering_,
             )  # fmt: skip
         except CalibrationError as exc:

@@ -16,6 +16,12 @@ import pytest
 
 from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
 from conformal_rag_plugins.answer_sets.engine import ChunkInput, abuild_answer_set
+from conformal_rag_plugins.answer_sets.options import (
+    ClusteringOptions,
+    RetrievalStageOptions,
+    SamplingOptions,
+    SplitOptions,
+)
 from conformal_rag_plugins.core.errors import (
     CalibrationIntegrityError,
     FingerprintMismatchError,
@@ -42,6 +48,17 @@ def _quiet(fn: Any, *args: Any, **kwargs: Any) -> Any:
         warnings.simplefilter("ignore", InfiniteThresholdWarning)
         warnings.simplefilter("ignore", UserWarning)
         return fn(*args, **kwargs)
+
+
+def _options(kw: dict[str, Any], pool_size: int | None = None) -> dict[str, Any]:
+    """The option objects of ``calibrate_answer_sets``; ``kw`` may name ``embed`` and a ``clustering`` dict."""
+    clustering = kw.pop("clustering", None) or {"method": "rougeL", "tau": 0.7}
+    return {
+        "sampling": SamplingOptions(n_samples=M, progress=False),
+        "split": SplitOptions(alpha_retrieval=0.1),
+        "clustering": ClusteringOptions(clustering["method"], clustering.get("tau"), embedder=kw.pop("embed", None)),
+        "retrieval": RetrievalStageOptions(pool_size=pool_size),
+    }
 
 
 class LlamaIndexWorld:
@@ -81,11 +98,7 @@ class LlamaIndexWorld:
             llm,
             EXAMPLES,
             confidence_level=0.4,
-            alpha_retrieval=0.1,
-            n_samples=M,
-            progress=False,
-            embed_model=kw.pop("embed", None),
-            **kw,
+            **_options(kw),
         )
 
     @staticmethod
@@ -144,12 +157,7 @@ class LangChainWorld:
             llm,
             EXAMPLES,
             confidence_level=0.4,
-            alpha_retrieval=0.1,
-            n_samples=M,
-            pool_size=5,
-            progress=False,
-            embeddings=kw.pop("embed", None),
-            **kw,
+            **_options(kw, pool_size=5),
         )
 
     @staticmethod

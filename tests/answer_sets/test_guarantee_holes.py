@@ -1,7 +1,7 @@
 """The guarantee holes of issue 9, each with a test that failed before the fix.
 
-A small world drives ``calibrate_stages`` (the body of both frameworks' ``calibrate_answer_sets``)
-through fake host hooks: every question has a pool, a gold chunk, and a sampler whose answers
+A small world drives ``AnswerSetConformalizer`` (the body of both frameworks' ``calibrate_answer_sets``)
+as a fake ``AnswerSetHost``: every question has a pool, a gold chunk, and a sampler whose answers
 depend on the chunk it is given. Nothing here is statistical; the statistical checks are in
 ``tests/statistical/test_answer_sets_shipped.py`` and ``tests/unit/test_combination.py``.
 """
@@ -16,14 +16,20 @@ import numpy as np
 import pytest
 
 from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration, min_answer_set_questions
+from conformal_rag_plugins.answer_sets.conformalizer import AnswerSetConformalizer
 from conformal_rag_plugins.answer_sets.engine import (
     ChunkInput,
     abuild_answer_set,
     chunks_from_metadata,
     coverage_report,
 )
+from conformal_rag_plugins.answer_sets.options import (
+    ClusteringOptions,
+    RetrievalStageOptions,
+    SamplingOptions,
+    SplitOptions,
+)
 from conformal_rag_plugins.answer_sets.sample_record import Sample
-from conformal_rag_plugins.answer_sets.stages import HostHooks, calibrate_stages
 from conformal_rag_plugins.core.combination import harmonic_mean_rule
 from conformal_rag_plugins.core.errors import (
     CalibrationError,
@@ -80,7 +86,7 @@ class World:
             got = ["noise", "other", "noise", "I don't know"]
         return [Sample(t) for t in got]
 
-    def calibrate_retrieval(self, examples) -> object:
+    def calibrate_retrieval(self, examples, *, confidence_level=0.9, score="relative", progress=False) -> object:
         obs = collect_observations(examples, self.fetch, progress=False)
         return calibrate_from_pools(
             obs,
@@ -89,41 +95,47 @@ class World:
             options=RetrievalOptions(confidence_level=0.9, score="relative"),
         )
 
-    def hooks(self) -> HostHooks:
-        return HostHooks(
-            fetch=self.fetch,
-            texts_for=lambda ids: {i: self.texts[i] for i in ids if i in self.texts},
-            calibrate_retrieval=self.calibrate_retrieval,
-            sample=self.sample,
-            model="fake",
-            run=run_sync,
-        )
+    def texts_for(self, ids: list[str]) -> dict[str, str]:
+        return {i: self.texts[i] for i in ids if i in self.texts}
+
+    def sampler(self, options: SamplingOptions) -> World:
+        return self  # asample, identity, model_label
+
+    async def asample(self, question: str, context: str) -> list[Sample]:
+        return await self.sample(question, context)
+
+    def identity(self) -> None:
+        return None  # not described: nothing recorded
+
+    def model_label(self) -> str:
+        return "fake"
+
+    def embedding(self, embedder: object) -> None:
+        return None
 
 
-def _calibrate(world: World, examples=None, **kw) -> AnswerSetCalibration:
-    args = dict(
-        retrieval_calibration=None,
-        confidence_level=0.6,
-        method="bonferroni",
-        alpha_retrieval=None,
-        delta=None,
-        hmp_weight=None,
-        n_samples=M,
-        clustering={"method": "exact"},
-        match_threshold=0.3,
-        optimise_split=False,
-        optimisation_fraction=0.3,
-        bo_calls=4,
-        random_state=0,
-        progress=False,
-        embed=None,
+def _calibrate(
+    world: World,
+    examples=None,
+    *,
+    quiet: bool = True,
+    confidence_level: float = 0.6,
+    retrieval_calibration=None,
+    optimise_split: bool = False,
+    generator_score: str | None = None,
+    **split,
+) -> AnswerSetCalibration:
+    conformalizer = AnswerSetConformalizer(
+        confidence_level,
+        sampling=SamplingOptions(n_samples=M, progress=False),
+        split=SplitOptions(optimise=optimise_split, bo_calls=4, **split),
+        clustering=ClusteringOptions(method="exact", tau=None, generator_score=generator_score),
+        retrieval=RetrievalStageOptions(calibration=retrieval_calibration),
     )
-    quiet = args.pop("quiet", True) if "quiet" not in kw else kw.pop("quiet")
-    args.update(kw)
     with warnings.catch_warnings():
         if quiet:
             warnings.simplefilter("ignore", InfiniteThresholdWarning)
-        return calibrate_stages(world.hooks(), world.examples if examples is None else examples, **args)
+        return conformalizer.conformalize(world, world.examples if examples is None else examples)
 
 
 # ----------------------------------------------------------------------------- HMP with misses

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration, StageProvenance
 from conformal_rag_plugins.cli import main
 from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.datasets.examples import save_examples
@@ -143,7 +143,7 @@ def test_answer_set_calibration_adds_the_generator_figure(dense_calibration, tmp
     cal = RetrievalCalibration.load(dense_calibration)
     gen = tuple(np.inf if i % 7 == 0 else -0.5 for i in range(len(cal.scores_)))  # ceiling 6/7
     answers = AnswerSetCalibration.from_stages(
-        cal, gen, alpha=0.5, n_samples=5, model="test", clustering={}, question_ids=cal.question_ids_
+        cal, gen, alpha=0.5, n_samples=5, model="test", clustering={}, provenance=StageProvenance(cal.question_ids_)
     )
     answers.save(tmp_path / "answers.json")
     out = tmp_path / "report"

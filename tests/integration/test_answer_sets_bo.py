@@ -1,9 +1,11 @@
-"""calibrate_answer_sets(optimise_split=True): BO on a disjoint optimisation split, through the real host."""
+"""calibrate_answer_sets, split=SplitOptions(optimise=True): BO on a disjoint optimisation split, on the real host."""
 
 from __future__ import annotations
 
 import pytest
 from langchain_core.language_models import FakeListChatModel
+
+from conformal_rag_plugins.answer_sets.options import SamplingOptions, SplitOptions
 
 pytestmark = pytest.mark.integration
 
@@ -15,7 +17,12 @@ def test_bo_split_is_chosen_on_disjoint_questions(host_factory, squad_questions)
     llm = FakeListChatModel(responses=["France", "France", "Rollo", "I don't know", "10th century"])
     questions = squad_questions[:40]
     cal = calibrate_answer_sets(
-        host, llm, questions, confidence_level=0.5, n_samples=5, optimise_split=True, bo_calls=6, progress=False
+        host,
+        llm,
+        questions,
+        confidence_level=0.5,
+        sampling=SamplingOptions(n_samples=5, progress=False),
+        split=SplitOptions(optimise=True, bo_calls=6),
     )
     info = cal.optimisation_
     assert info["n_optimisation"] == 12

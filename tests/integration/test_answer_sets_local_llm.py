@@ -7,6 +7,7 @@ import math
 import pytest
 
 from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.options import SamplingOptions, SplitOptions
 from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
 
 pytestmark = pytest.mark.integration
@@ -45,11 +46,8 @@ def test_llamaindex_local_llm_answer_sets(host_factory, squad_questions, tmp_pat
         llm,
         squad_questions[:N_CAL],
         confidence_level=0.4,
-        alpha_retrieval=0.1,
-        n_samples=M,
-        cache=cache,
-        max_concurrency=1,
-        progress=False,
+        sampling=SamplingOptions(n_samples=M, cache=cache, max_concurrency=1, progress=False),
+        split=SplitOptions(alpha_retrieval=0.1),
     )
     _check_calibration(cal)
     engine = RetrieverQueryEngine(
@@ -83,11 +81,8 @@ def test_langchain_local_llm_answer_sets(host_factory, squad_questions, tmp_path
         llm,
         squad_questions[:N_CAL],
         confidence_level=0.4,
-        alpha_retrieval=0.1,
-        n_samples=M,
-        cache=cache,
-        max_concurrency=1,
-        progress=False,
+        sampling=SamplingOptions(n_samples=M, cache=cache, max_concurrency=1, progress=False),
+        split=SplitOptions(alpha_retrieval=0.1),
     )
     _check_calibration(cal)
     chain = {

@@ -61,6 +61,7 @@ DRIVER = textwrap.dedent(
     from langchain_core.retrievers import BaseRetriever
 
     from conformal_rag_plugins.datasets.examples import CalibrationExample
+    from conformal_rag_plugins.answer_sets.options import RetrievalStageOptions, SamplingOptions, SplitOptions
     from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
     from conformal_rag_plugins.langchain import calibrate_answer_sets
 
@@ -112,10 +113,11 @@ DRIVER = textwrap.dedent(
     def calibrate(confidence_level: float):
         examples = [CalibrationExample(f"Who rebuilt the harbour of Zorvik{i}?", gold_ids=(f"n{i}",),
                                        answers=(f"Talmar{i}",)) for i in range(N)]
+        cache = SampleCache(os.path.join(CACHE_DIR, "samples.sqlite"))
         return calibrate_answer_sets(
-            Ranking(), FakeChat(), examples, confidence_level=confidence_level, n_samples=N_SAMPLES, pool_size=5,
-            cache=SampleCache(os.path.join(CACHE_DIR, "samples.sqlite")), max_concurrency=CONCURRENCY,
-            random_state=0, progress=False,
+            Ranking(), FakeChat(), examples, confidence_level=confidence_level,
+            sampling=SamplingOptions(n_samples=N_SAMPLES, cache=cache, max_concurrency=CONCURRENCY, progress=False),
+            split=SplitOptions(random_state=0), retrieval=RetrievalStageOptions(pool_size=5),
         )
 
 

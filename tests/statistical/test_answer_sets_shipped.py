@@ -56,8 +56,14 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.answer_sets import stages as calibrate_module
+from conformal_rag_plugins.answer_sets import conformalizer as calibrate_module
 from conformal_rag_plugins.answer_sets.gold import GoldChunk
+from conformal_rag_plugins.answer_sets.options import (
+    ClusteringOptions,
+    RetrievalStageOptions,
+    SamplingOptions,
+    SplitOptions,
+)
 from conformal_rag_plugins.core.clustering import cluster_answers, merge_clusters
 from conformal_rag_plugins.core.generation_scores import answer_matches, generation_score
 from conformal_rag_plugins.core.quantile import conformal_rank
@@ -171,14 +177,10 @@ class Harness:
             self.llm,
             examples,
             confidence_level=1 - ALPHA,
-            alpha_retrieval=ALPHA_RET,
-            n_samples=M,
-            pool_size=POOL,
-            score=SCORE,
-            clustering=CLUSTERING,
-            generator_score=self.generator_score,
-            max_concurrency=1,
-            progress=False,
+            sampling=SamplingOptions(n_samples=M, max_concurrency=1, progress=False),
+            split=SplitOptions(alpha_retrieval=ALPHA_RET),
+            clustering=ClusteringOptions(**CLUSTERING, generator_score=self.generator_score),
+            retrieval=RetrievalStageOptions(score=SCORE, pool_size=POOL),
         )
 
     def answer(self, calibration, questions: list[str]) -> list[dict]:

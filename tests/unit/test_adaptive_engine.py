@@ -13,6 +13,7 @@ from conformal_rag_plugins.answer_sets.adaptive_context import (
     approx_token_count,
     join_chunks,
 )
+from conformal_rag_plugins.answer_sets.options import AdaptiveSchedule
 from conformal_rag_plugins.answer_sets.prompts import IDK
 from conformal_rag_plugins.answer_sets.sample_record import Sample
 from conformal_rag_plugins.core.errors import ConformalError
@@ -33,8 +34,9 @@ class Script:
         return got if isinstance(got, Sample) else Sample(got, 100 * len(self.contexts), 3)
 
 
-def run(chunks, script, **kwargs) -> AdaptiveResult:
-    return asyncio.run(aadaptive_answer("Who?", chunks, script, **kwargs))
+def run(chunks, script, *, chunk_ids=None, estimate=None, **schedule) -> AdaptiveResult:
+    plan = AdaptiveSchedule(**schedule)
+    return asyncio.run(aadaptive_answer("Who?", chunks, script, schedule=plan, chunk_ids=chunk_ids, estimate=estimate))
 
 
 def test_stops_at_the_first_real_answer() -> None:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.options import SplitOptions
 from conformal_rag_plugins.core.errors import CalibrationIntegrityError, ConformalError
 from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
@@ -35,16 +36,14 @@ def answer_cal(method: str = "bonferroni") -> AnswerSetCalibration:
     ret = tuple(float(x) for x in np.linspace(0.0, 0.5, 60))
     inner = RetrievalCalibration(conformal_quantile(ret, 0.1), 0.1, "split", "relative", 10, 60, 0, ret, FP)
     gen = [-1.0] * 25 + [-0.75] * 20 + [-0.5] * 12 + [math.inf] * 3
-    kw: dict[str, Any] = {"delta": 0.2} if method == "pac" else {}
     return AnswerSetCalibration.from_stages(
         inner,
         gen,
         alpha=0.4,
-        method=method,
+        split=SplitOptions(method=method, delta=0.2 if method == "pac" else None),
         n_samples=4,
         model="fake",
         clustering={"method": "rougeL", "tau": 0.7},
-        **kw,
     )
 
 

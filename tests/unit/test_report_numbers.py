@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.options import SplitOptions
 from conformal_rag_plugins.core.baselines import conflare_threshold
 from conformal_rag_plugins.core.coverage_band import beta_binomial_pmf, split_conformal_band
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
@@ -157,10 +158,10 @@ def test_answer_set_summary_recomputes_every_method(cal_and_test) -> None:
     assert summary.generator_target == pytest.approx(0.8)
     assert set(summary.methods) == {"bonferroni", "pac", "hmp"}
     for name, m in summary.methods.items():
+        split = SplitOptions(method=name, delta=0.1 if name == "pac" else None)
         other = AnswerSetCalibration.from_stages(
-            cal, gen, alpha=0.4, method=name, delta=0.1 if name == "pac" else None, n_samples=5, model="m",
-            clustering={},
-        )  # fmt: skip
+            cal, gen, alpha=0.4, split=split, n_samples=5, model="m", clustering={}
+        )
         q = other.retrieval_stage().threshold_
         assert m["retrieval_threshold"] == q
         assert m["coverage"] == pytest.approx(np.mean([o.covered_and_size("similarity", q)[0] for o in test]))

@@ -2,7 +2,7 @@
 
 The warning is raised inside the coroutine that ``run_sync`` runs (on this thread with
 ``asyncio.run``, or on a worker thread when a loop is already running), so a fixed
-``stacklevel`` named the event loop. A small fake host drives ``calibrate_stages``, the body
+``stacklevel`` named the event loop. A small fake host drives ``AnswerSetConformalizer``, the body
 of both frameworks' ``calibrate_answer_sets``: the generator answers only half the
 questions, so a 70% target is out of reach and the warning must fire.
 """
@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import warnings
 
+from conformal_rag_plugins.answer_sets.conformalizer import AnswerSetConformalizer
+from conformal_rag_plugins.answer_sets.options import ClusteringOptions, SamplingOptions, SplitOptions
 from conformal_rag_plugins.answer_sets.sample_record import Sample
-from conformal_rag_plugins.answer_sets.stages import HostHooks, calibrate_stages
 from conformal_rag_plugins.core.errors import CoverageCeilingWarning, InfiniteThresholdWarning
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
@@ -53,34 +54,39 @@ def _calibrate_retrieval(examples):
     )
 
 
+class _Host:
+    """The fake host as an ``AnswerSetHost``; it is its own sampler (no identity recorded)."""
+
+    fetch = staticmethod(_pool)
+    asample = staticmethod(_sample)
+
+    def texts_for(self, ids):
+        return {c: f"text of {c}" for c in ids}
+
+    def calibrate_retrieval(self, examples, **_):
+        return _calibrate_retrieval(examples)
+
+    def sampler(self, options):
+        return self
+
+    def identity(self):
+        return None
+
+    def model_label(self):
+        return "fake"
+
+    def embedding(self, embedder):
+        return None
+
+
 def _calibrate() -> object:
-    hooks = HostHooks(
-        fetch=_pool,
-        texts_for=lambda ids: {c: f"text of {c}" for c in ids},
-        calibrate_retrieval=_calibrate_retrieval,
-        sample=_sample,
-        model="fake",
-        run=run_sync,
+    conformalizer = AnswerSetConformalizer(
+        0.7,
+        sampling=SamplingOptions(n_samples=4, progress=False),
+        split=SplitOptions(bo_calls=4),
+        clustering=ClusteringOptions(method="exact", tau=None),
     )
-    return calibrate_stages(
-        hooks,
-        EXAMPLES,
-        retrieval_calibration=None,
-        confidence_level=0.7,
-        method="bonferroni",
-        alpha_retrieval=None,
-        delta=None,
-        hmp_weight=None,
-        n_samples=4,
-        clustering={"method": "exact"},
-        match_threshold=0.3,
-        optimise_split=False,
-        optimisation_fraction=0.3,
-        bo_calls=4,
-        random_state=0,
-        progress=False,
-        embed=None,
-    )
+    return conformalizer.conformalize(_Host(), EXAMPLES)
 
 
 def _ceiling_warnings(call) -> list[warnings.WarningMessage]:

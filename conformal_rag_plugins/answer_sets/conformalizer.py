@@ -1,0 +1,252 @@
+"""MAPIE-style estimator of end-to-end answer sets, written once against :class:`~.host.AnswerSetHost`.
+
+Both stages are calibrated on the same questions, and the generator of each question on
+the gold chunk that defines its retrieval score (see :mod:`~.stages`). Each framework
+adapter supplies only a reader of its host and LLM (``calibrate_answers.py``) and a
+short ``calibrate_answer_sets`` convenience on top of :class:`AnswerSetConformalizer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..core.errors import CalibrationError, NotFittedError
+from ..core.validation import check_alpha
+from ..datasets.examples import CalibrationExample, split_examples
+from ..retrieval.calibration import RetrievalCalibration
+from ..runtime.run_sync import run_sync
+from .calibration import AnswerSetCalibration, check_answer_set_request
+from .engine import GeneratorStage
+from .gold import GoldChunk, defining_gold
+from .host import AnswerSetHost
+from .identity import live_generator
+from .options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
+from .split_optimisation import optimise_split_on_host
+from .stages import acalibrate_end_to_end, align_stages
+
+__all__ = ["AnswerSetConformalizer"]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything decided before the generator stage is sampled: the stages' questions, gold chunks and rule."""
+
+    retrieval: RetrievalCalibration
+    examples: list[CalibrationExample]
+    gold: dict[str, GoldChunk]
+    stage: GeneratorStage
+    split: SplitOptions
+    optimisation: dict[str, Any] | None
+
+
+class AnswerSetConformalizer:
+    """Calibrate end-to-end answer sets (retrieval stage + generator stage) on a host and its LLM.
+
+    The answer set of a new question contains a correct answer with probability at least
+    ``confidence_level`` (Bonferroni or PAC split of ``alpha = 1 - confidence_level``, or the
+    harmonic-mean rule), provided the calibration is guaranteed (``calibration_.guaranteed_``).
+    The retrieval stage is calibrated on the host (or given in ``retrieval``); the generator
+    stage samples ``n_samples`` answers per example from its gold chunk, clusters them and
+    scores the cluster matching a reference, ``+inf`` when none does (kept).
+
+    Parameters
+    ----------
+    confidence_level : float, default 0.9
+        The end-to-end target ``1 - alpha``.
+    sampling : SamplingOptions, optional
+        M, concurrency, timeout, retries, sample cache, progress bars.
+    split : SplitOptions, optional
+        The combination rule and the split of alpha (or a split chosen by Bayesian optimisation
+        on a seeded optimisation share of the examples, never used for the final thresholds).
+    clustering : ClusteringOptions, optional
+        Answer clustering, the generator score (``"frequency"`` or ``"likelihood"``) and the match threshold.
+    retrieval : RetrievalStageOptions, optional
+        A retrieval calibration to reuse, or the score family to calibrate one with.
+
+    Attributes
+    ----------
+    calibration_ : AnswerSetCalibration
+        The fitted calibration (set by :meth:`conformalize`); before that, reading it raises
+        :class:`~conformal_rag_plugins.core.errors.NotFittedError`.
+
+    Examples
+    --------
+    >>> conformalizer = AnswerSetConformalizer(0.7, sampling=SamplingOptions(n_samples=5))
+    >>> conformalizer.calibration_
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.NotFittedError: This AnswerSetConformalizer is not fitted yet: ...
+    >>> cal = conformalizer.conformalize(host, examples)  # doctest: +SKIP
+    >>> cal.save("answer_sets.json")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        confidence_level: float = 0.9,
+        *,
+        sampling: SamplingOptions | None = None,
+        split: SplitOptions | None = None,
+        clustering: ClusteringOptions | None = None,
+        retrieval: RetrievalStageOptions | None = None,
+    ) -> None:
+        self.confidence_level = confidence_level
+        self.sampling = sampling or SamplingOptions()
+        self.split = split or SplitOptions()
+        self.clustering = clustering or ClusteringOptions()
+        self.retrieval = retrieval or RetrievalStageOptions()
+        self._calibration: AnswerSetCalibration | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"AnswerSetConformalizer(confidence_level={self.confidence_level!r}, sampling={self.sampling!r}, "
+            f"split={self.split!r}, clustering={self.clustering!r}, retrieval={self.retrieval!r})"
+        )
+
+    @property
+    def calibration_(self) -> AnswerSetCalibration:
+        """The fitted :class:`AnswerSetCalibration`, or :class:`NotFittedError`."""
+        if self._calibration is None:
+            raise NotFittedError(
+                "This AnswerSetConformalizer is not fitted yet: call conformalize(host, examples) first."
+            )
+        return self._calibration
+
+    @property
+    def retrieval_threshold_(self) -> float:
+        """The fitted retrieval-stage threshold."""
+        return self.calibration_.retrieval_threshold_
+
+    @property
+    def generation_threshold_(self) -> float:
+        """The fitted generator-stage threshold."""
+        return self.calibration_.generation_threshold_
+
+    def conformalize(self, host: AnswerSetHost, examples: Sequence[CalibrationExample]) -> AnswerSetCalibration:
+        """Calibrate both stages on ``host`` with the labelled ``examples``; also kept in ``calibration_``.
+
+        Every request is checked before any LLM call (:func:`~.calibration.check_answer_set_request`).
+        With ``split.optimise`` a seeded ``optimisation_fraction`` of the examples chooses the
+        split of alpha (or the HMP weight) and is never used for the final thresholds; a
+        ``retrieval.calibration`` given by the user must not contain any of those questions.
+        A calibration that is not guaranteed warns with
+        :class:`~conformal_rag_plugins.core.errors.CoverageCeilingWarning` at the caller's line.
+
+        Raises
+        ------
+        CalibrationError
+            No examples, an impossible request, too few questions, or stages that share no question.
+        """
+        plan = self._plan(host, examples)
+        self._calibration = run_sync(self._acombine(plan))
+        return self._calibration
+
+    async def aconformalize(
+        self, host: AnswerSetHost, examples: Sequence[CalibrationExample]
+    ) -> AnswerSetCalibration:
+        """Async :meth:`conformalize`: the generator stage is sampled in the running event loop.
+
+        The host's retrieval calibration, pool fetches and an optimisation split (when asked
+        for) run synchronously first, as in :meth:`conformalize`.
+        """
+        plan = self._plan(host, examples)
+        self._calibration = await self._acombine(plan)
+        return self._calibration
+
+    def _check(self, alpha: float, n_questions: int) -> None:
+        split = self.split
+        check_answer_set_request(
+            round(alpha, 12),
+            method=split.method,
+            alpha_retrieval=None if split.optimise else split.alpha_retrieval,
+            delta=split.delta,
+            hmp_weight=None if split.optimise else split.hmp_weight,
+            n_samples=self.sampling.n_samples,
+            n_questions=n_questions,
+        )
+        d_ret = split.delta_retrieval
+        if d_ret is not None and split.method == "pac" and not (split.delta and 0.0 < d_ret < split.delta):
+            raise CalibrationError(f"delta_retrieval must lie strictly between 0 and delta, got {d_ret!r}.")
+
+    def _check_disjoint(self, opt: list[CalibrationExample]) -> None:
+        given = self.retrieval.calibration
+        if given is None or not opt:
+            return
+        used = set(given.question_ids_)
+        if not used:
+            raise CalibrationError(
+                "SplitOptions(optimise=True) with a retrieval calibration that does not record its questions: the "
+                "optimisation questions cannot be checked to be disjoint from it. Re-calibrate the retrieval stage "
+                "with this version, or leave RetrievalStageOptions(calibration=None)."
+            )
+        overlap = sum(1 for ex in opt if ex.digest in used)
+        if overlap:
+            raise CalibrationError(
+                f"{overlap} of the {len(opt)} optimisation questions were used to calibrate the given retrieval "
+                "calibration: the split of alpha would be tuned on calibration data, which voids the guarantee. "
+                "Calibrate the retrieval stage on questions disjoint from the optimisation split (same random_state "
+                "and optimisation_fraction), or leave RetrievalStageOptions(calibration=None)."
+            )
+
+    def _plan(self, host: AnswerSetHost, examples: Sequence[CalibrationExample]) -> _Plan:
+        """Check the request, calibrate (or align) the retrieval stage, optimise the split, find the gold chunks."""
+        sampler = host.sampler(self.sampling)
+        examples = list(examples)
+        if not examples:
+            raise CalibrationError("No calibration examples were given; pass labelled questions.")
+        clustering = self.clustering.record()
+        alpha = 1.0 - check_alpha(self.confidence_level, "confidence_level")
+        split = self.split
+        opt: list[CalibrationExample] = []
+        if split.optimise:
+            fraction = split.optimisation_fraction
+            if not 0.0 < fraction < 1.0:
+                raise CalibrationError(f"optimisation_fraction must lie in (0, 1), got {fraction!r}.")
+            opt, examples = split_examples(examples, (fraction, 1 - fraction), seed=split.random_state)
+        self._check(alpha, len(examples))
+        self._check_disjoint(opt)
+        retrieval = self.retrieval.calibration or host.calibrate_retrieval(
+            examples,
+            confidence_level=self.confidence_level,
+            score=self.retrieval.score,
+            progress=self.sampling.progress,
+        )
+        retrieval, aligned = align_stages(retrieval, examples)
+        embedding = host.embedding(self.clustering.embedder)
+        stage = GeneratorStage(
+            sampler.asample,
+            n_samples=self.sampling.n_samples,
+            clustering=clustering,
+            match_threshold=self.clustering.match_threshold,
+            embed=None if embedding is None else embedding.embed,
+            progress=self.sampling.progress,
+            model=sampler.model_label(),
+        )
+        optimisation = None
+        if opt:
+            optimisation = optimise_split_on_host(
+                opt, host, stage, alpha=round(alpha, 12), retrieval=retrieval, split=split
+            )
+            split = replace(
+                split,
+                alpha_retrieval=optimisation.get("alpha_retrieval", split.alpha_retrieval),
+                hmp_weight=optimisation.get("hmp_weight", split.hmp_weight),
+            )
+        gold = {ex.digest: defining_gold(ex, host.fetch(ex.question), host.texts_for) for ex in aligned}
+        identity = sampler.identity()
+        if identity is not None:
+            described = None if embedding is None else embedding.identity
+            stage = replace(stage, generator=live_generator(identity, clustering, described))
+        return _Plan(retrieval, aligned, gold, stage, split, optimisation)
+
+    async def _acombine(self, plan: _Plan) -> AnswerSetCalibration:
+        return await acalibrate_end_to_end(
+            plan.retrieval,
+            plan.examples,
+            lambda ex: plan.gold[ex.digest].text,
+            plan.stage,
+            confidence_level=self.confidence_level,
+            split=plan.split,
+            optimisation=plan.optimisation,
+        )

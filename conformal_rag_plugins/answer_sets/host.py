@@ -1,0 +1,136 @@
+"""What answer-set calibration needs from a framework's host and LLM: a small protocol.
+
+Each adapter implements :class:`AnswerSetHost` once, in a reader over its own host
+(an index or retriever, a vector store) and LLM; :class:`~.conformalizer.AnswerSetConformalizer`
+is written against the protocol only.
+
+Examples
+--------
+>>> from types import SimpleNamespace
+>>> isinstance(SimpleNamespace(), AnswerSetHost)
+False
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from ..datasets.examples import CalibrationExample
+from ..retrieval.calibration import RetrievalCalibration
+from .options import SamplingOptions
+from .sample_record import Sample
+from .sampler import AnswerSampler
+
+__all__ = ["AnswerSetHost", "Embedding", "GeneratorSampler", "LLMReader"]
+
+EmbedFn = Callable[[list[str]], Any]
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """A framework embedding model as answer sets use it: a batch call and, lazily, its description.
+
+    ``identity()`` (name and dimension) is asked only when answers are clustered by
+    embedding cosine, and is recorded in the calibration's ``generator_``.
+    """
+
+    embed: EmbedFn
+    identity: Callable[[], dict[str, Any] | None]
+
+
+@runtime_checkable
+class GeneratorSampler(Protocol):
+    """Draws the answers of one (question, context), with token log-probabilities when the LLM reports them.
+
+    :class:`~.sampler.AnswerSampler` implements it.
+    """
+
+    async def asample(self, question: str, context: str) -> list[Sample]:
+        """``n_samples`` answers for ``question`` given ``context``."""
+        ...
+
+    def identity(self) -> dict[str, Any] | None:
+        """The LLM and sampling part of the generator record (``None``: not described, queries cannot check)."""
+        ...
+
+    def model_label(self) -> str:
+        """A stable identifier of the LLM (the calibration's ``model_``)."""
+        ...
+
+
+@runtime_checkable
+class AnswerSetHost(Protocol):
+    """A host (retriever or store) and an LLM, seen by answer-set calibration.
+
+    ``fetch`` returns the scored candidate pool of a question (a
+    :class:`~conformal_rag_plugins.retrieval.pool_calibration.CandidatePool`, best first),
+    ``texts_for`` the texts of chunk ids, ``calibrate_retrieval`` the host's retrieval
+    stage on examples, ``sampler`` the LLM's answer sampler for sampling options and
+    ``embedding`` the batch call of a framework embedding model (``None`` for none).
+    """
+
+    def fetch(self, question: str) -> Any:
+        """The scored candidate pool of ``question``."""
+        ...
+
+    def texts_for(self, ids: list[str]) -> dict[str, str]:
+        """The text of each chunk id the host knows."""
+        ...
+
+    def calibrate_retrieval(
+        self, examples: list[CalibrationExample], *, confidence_level: float, score: str, progress: bool
+    ) -> RetrievalCalibration:
+        """The host's retrieval calibration on ``examples`` (miscoverage control)."""
+        ...
+
+    def sampler(self, options: SamplingOptions) -> GeneratorSampler:
+        """The LLM's answer sampler with these options."""
+        ...
+
+    def embedding(self, embedder: Any) -> Embedding | None:
+        """``embedder`` (the framework's embedding model) as a batch call, ``None`` for none."""
+        ...
+
+
+class LLMReader:
+    """The LLM half of an adapter's :class:`AnswerSetHost`: its sampler class and its embedding call.
+
+    An adapter's host reader subclasses it, names its :attr:`sampler_class`, the batch
+    method of its embedding models (:attr:`embed_method`) and how to describe one
+    (:meth:`describe_embedder`), and adds ``fetch``, ``texts_for`` and ``calibrate_retrieval``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> class Reader(LLMReader):
+    ...     embed_method = "embed_documents"
+    >>> got = Reader(llm=None).embedding(SimpleNamespace(embed_documents=lambda texts: [[1.0] for _ in texts]))
+    >>> got.embed(["a", "b"])
+    [[1.0], [1.0]]
+    """
+
+    sampler_class: ClassVar[type[AnswerSampler]]
+    """The adapter's :class:`~.sampler.AnswerSampler`."""
+    embed_method: ClassVar[str] = "embed_documents"
+    """The batch method of the framework's embedding models."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+    def sampler(self, options: SamplingOptions) -> AnswerSampler:
+        """The adapter's sampler of :attr:`llm` with these options."""
+        return self.sampler_class.with_options(self.llm, options)
+
+    @staticmethod
+    def describe_embedder(embedder: Any) -> dict[str, Any] | None:
+        """Name and dimension of an embedding model (:func:`~.identity.embedding_identity`)."""
+        return None
+
+    def embedding(self, embedder: Any) -> Embedding | None:
+        """``embedder``'s batch call and its lazy description, ``None`` for none."""
+        if embedder is None:
+            return None
+        return Embedding(getattr(embedder, self.embed_method), partial(self.describe_embedder, embedder))

@@ -1,0 +1,222 @@
+"""Frozen option objects of answer-set calibration, passed whole instead of threaded as keywords.
+
+:class:`~.conformalizer.AnswerSetConformalizer` and both adapters' ``calibrate_answer_sets``
+take them; every default is the value the keyword had before the options were grouped.
+
+Examples
+--------
+>>> split = SplitOptions(alpha_retrieval=0.1)
+>>> split.method, split.alpha_retrieval, split.optimise
+('bonferroni', 0.1, False)
+>>> ClusteringOptions().record()
+{'method': 'rougeL', 'tau': 0.7, 'score': 'frequency'}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.clustering import GENERATOR_SCORES
+from ..core.errors import CalibrationError
+from ..retrieval.calibration import RetrievalCalibration
+from .sample_cache import SampleCache
+
+__all__ = [
+    "DEFAULT_CLUSTERING",
+    "AdaptiveSchedule",
+    "ClusteringOptions",
+    "RetrievalStageOptions",
+    "SamplingOptions",
+    "SplitOptions",
+    "with_generator_score",
+]
+
+DEFAULT_CLUSTERING: dict[str, Any] = {"method": "rougeL", "tau": 0.7}
+
+
+def with_generator_score(clustering: dict[str, Any] | None, generator_score: str | None) -> dict[str, Any]:
+    """The clustering record with its generator score (``"frequency"`` unless set), checked.
+
+    Examples
+    --------
+    >>> with_generator_score(None, "likelihood")
+    {'method': 'rougeL', 'tau': 0.7, 'score': 'likelihood'}
+    """
+    out = dict(clustering or DEFAULT_CLUSTERING)
+    score = generator_score or out.get("score", "frequency")
+    if score not in GENERATOR_SCORES:
+        raise CalibrationError(f"generator_score must be one of {GENERATOR_SCORES}, got {score!r}.")
+    out["score"] = score
+    return out
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How answers are drawn from the LLM: ``n_samples`` per (question, chunk), concurrently, cached.
+
+    Parameters
+    ----------
+    n_samples : int, default 10
+        M, the answers drawn per (question, chunk); queries must use the same M.
+    max_concurrency : int, default 4
+        LLM calls in flight at once (1 for a local model that is not thread-safe).
+    timeout : float or None, default 120.0
+        Seconds before one call is abandoned (then retried).
+    retries : int, default 2
+        Retries with backoff; a call that still fails becomes an empty (abstaining) sample.
+    cache : SampleCache, optional
+        Stores samples per (question, context, model, prompt, temperature, n).
+    progress : bool, default True
+        Show progress bars while pools are fetched and answers sampled.
+
+    The LLM's own decoding settings (temperature, max tokens, seed) are read from the LLM
+    client and recorded in the calibration's ``generator_``; they are not options here.
+
+    Examples
+    --------
+    >>> SamplingOptions(n_samples=5, max_concurrency=1).n_samples
+    5
+    """
+
+    n_samples: int = 10
+    max_concurrency: int = 4
+    timeout: float | None = 120.0
+    retries: int = 2
+    cache: SampleCache | None = None
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """How the end-to-end level is split between the retrieval and the generator stage.
+
+    Parameters
+    ----------
+    method : {"bonferroni", "pac", "hmp"}, default "bonferroni"
+        The combination rule of the two stages.
+    alpha_retrieval : float, optional
+        Retrieval's share of ``alpha = 1 - confidence_level`` (Bonferroni/PAC; default the equal split).
+    delta : float, optional
+        PAC's failure probability (required for ``method="pac"``).
+    delta_retrieval : float, optional
+        Retrieval's share of ``delta`` (PAC; default the equal split).
+    hmp_weight : float, optional
+        The retrieval weight of the harmonic-mean rule (default 0.5).
+    optimise : bool, default False
+        Choose ``alpha_retrieval`` (or ``hmp_weight``) by Bayesian optimisation on a seeded
+        ``optimisation_fraction`` of the examples, then calibrate both stages on the disjoint rest.
+    optimisation_fraction : float, default 0.3
+        The share of the examples used only to choose the split.
+    bo_calls : int, default 15
+        Objective evaluations of the Bayesian optimisation.
+    random_state : int, default 0
+        Seed of the optimisation split and of the optimiser.
+
+    Examples
+    --------
+    >>> SplitOptions(method="pac", delta=0.1).delta
+    0.1
+    """
+
+    method: str = "bonferroni"
+    alpha_retrieval: float | None = None
+    delta: float | None = None
+    delta_retrieval: float | None = None
+    hmp_weight: float | None = None
+    optimise: bool = False
+    optimisation_fraction: float = 0.3
+    bo_calls: int = 15
+    random_state: int = 0
+
+
+@dataclass(frozen=True)
+class ClusteringOptions:
+    """How sampled answers are grouped into clusters and matched to the references.
+
+    Parameters
+    ----------
+    method : str, default "rougeL"
+        The equivalence of two answers (``"rougeL"``, ``"exact"``, ``"embedding"``, ...).
+    tau : float or None, default 0.7
+        Its threshold (``None``: the method's own default, not recorded).
+    generator_score : {"frequency", "likelihood"}, optional
+        The cluster confidence: sample frequency (default), or frequency with ties broken by
+        the LLM's own token likelihood (the LLM must report logprobs).
+    match_threshold : float, default 0.3
+        A cluster matches a reference when its ROUGE-1 F1 exceeds this.
+    embedder : optional
+        The framework's embedding model (LlamaIndex ``embed_model``, LangChain ``embeddings``),
+        required for ``method="embedding"``; the adapter's host reader turns it into a batch call.
+
+    Examples
+    --------
+    >>> ClusteringOptions(method="exact", tau=None, generator_score="likelihood").record()
+    {'method': 'exact', 'score': 'likelihood'}
+    """
+
+    method: str = "rougeL"
+    tau: float | None = 0.7
+    generator_score: str | None = None
+    match_threshold: float = 0.3
+    embedder: Any = None
+
+    def record(self) -> dict[str, Any]:
+        """The clustering record saved in the calibration (method, tau, score), checked."""
+        out: dict[str, Any] = {"method": self.method}
+        if self.tau is not None:
+            out["tau"] = self.tau
+        return with_generator_score(out, self.generator_score)
+
+
+@dataclass(frozen=True)
+class RetrievalStageOptions:
+    """The retrieval stage of an answer-set calibration.
+
+    Parameters
+    ----------
+    calibration : RetrievalCalibration, optional
+        Use this retrieval calibration (made on the same questions, with ``control="coverage"``)
+        instead of calibrating the host's retrieval on the examples.
+    score : str, default "relative"
+        The nonconformity family when the retrieval stage is calibrated here.
+    pool_size : int, optional
+        How many candidates the host returns per question (default: what the host is
+        configured with); read by the adapter's host reader.
+
+    Examples
+    --------
+    >>> RetrievalStageOptions(score="rank").score
+    'rank'
+    """
+
+    calibration: RetrievalCalibration | None = None
+    score: str = "relative"
+    pool_size: int | None = None
+
+
+@dataclass(frozen=True)
+class AdaptiveSchedule:
+    """The geometric context schedule of adaptive answering (1, 2, 4, ... best chunks).
+
+    Parameters
+    ----------
+    initial : int, default 1
+        Chunks in the first round.
+    factor : float, default 2.0
+        Growth per round.
+    max_rounds : int, optional
+        At most this many rounds (the last one always shows the whole set).
+    separator : str, default "\\n"
+        Joins a round's chunks into the prompt's ``{context}``.
+
+    Examples
+    --------
+    >>> AdaptiveSchedule(initial=2).factor
+    2.0
+    """
+
+    initial: int = 1
+    factor: float = 2.0
+    max_rounds: int | None = None
+    separator: str = "\n"
