@@ -87,7 +87,7 @@ def compare_paths(framework: str, entries: list[Any], examples: list[Any], clien
     from conformal_rag_plugins.commands import unit_candidates
     from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
     from conformal_rag_plugins.commands.evaluate_retrieval import DEFAULT_FUSION
-    from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID
+    from conformal_rag_plugins.tuning.fusion_config import DEFAULT_FUSION_GRID
 
     grid = list(DEFAULT_FUSION_GRID) + ([DEFAULT_FUSION] if DEFAULT_FUSION not in DEFAULT_FUSION_GRID else [])
     rows = []

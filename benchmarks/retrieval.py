@@ -29,7 +29,8 @@ from pathlib import Path
 from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
 from conformal_rag_plugins.commands.hosts import build_host, build_hosts
 from conformal_rag_plugins.commands.tables import markdown_table
-from conformal_rag_plugins.core import evaluate_splits, evaluate_tuned_splits
+from conformal_rag_plugins.core import evaluate_tuned_splits
+from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.frameworks import get_framework
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
@@ -37,7 +38,7 @@ from conformal_rag_plugins.local.long_documents import bundled_long_documents
 from conformal_rag_plugins.local.tokens import count_tokens
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
-from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID
+from conformal_rag_plugins.tuning.fusion_config import DEFAULT_FUSION_GRID
 
 OUT = Path(__file__).resolve().parent / "results"
 ALPHAS = (0.05, 0.1, 0.2)

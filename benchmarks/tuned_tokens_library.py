@@ -43,8 +43,9 @@ from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.tokens import count_tokens
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.tuning.candidates import CandidateSearch, default_pool_sizes
+from conformal_rag_plugins.tuning.fusion_config import DEFAULT_FUSION_GRID
 from conformal_rag_plugins.tuning.options import TuningOptions
-from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID, calibrate_tuned
+from conformal_rag_plugins.tuning.tuned_calibration import calibrate_tuned
 
 OUT = Path(__file__).resolve().parent / "results"
 NAME = "tuned_tokens_library"

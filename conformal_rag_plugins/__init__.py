@@ -1,22 +1,48 @@
-"""Conformal prediction for RAG: calibrated retrieval sets for LlamaIndex and LangChain.
+"""Conformal prediction for RAG: calibrated retrieval sets and answer sets for LlamaIndex and LangChain.
 
-Framework adapters live in :mod:`conformal_rag_plugins.llamaindex` and
-:mod:`conformal_rag_plugins.langchain`; the statistics in :mod:`conformal_rag_plugins.core`
-(the threshold itself in ``core/quantile.py``).
+This module lists every framework-neutral public name; the framework classes are in
+:mod:`conformal_rag_plugins.llamaindex` and :mod:`conformal_rag_plugins.langchain`. Deeper
+modules are private: import from these three places.
+
+Examples
+--------
+>>> from conformal_rag_plugins import conformal_quantile
+>>> conformal_quantile([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], 0.1)
+0.9
 """
 
 from __future__ import annotations
 
-from .core import conformal_quantile, pac_quantile
+from .answer_sets.calibration import AnswerSetCalibration
+from .answer_sets.conformalizer import AnswerSetConformalizer
+from .answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
+from .core.errors import (
+    CalibrationError,
+    CalibrationIntegrityError,
+    ConformalError,
+    CorpusChangedWarning,
+    CoverageCeilingWarning,
+    FingerprintMismatchError,
+    GeneratorMismatchError,
+    GuaranteeCutWarning,
+    NotFittedError,
+    SmallGroupWarning,
+    UncheckedGeneratorWarning,
+)
+from .core.quantile import conformal_quantile, pac_quantile
 from .datasets.examples import (
     CalibrationExample,
+    CorpusEntry,
     load_corpus,
     load_examples,
     load_qa,
     save_examples,
     split_examples,
 )
-from .monitor.monitor import ConformalMonitor
+from .datasets.text_folder import load_text_folder
+from .labelling.options import JudgeOptions, QuestionOptions
+from .monitor.monitor import ConformalMonitor, ServedScores
+from .report.notebook import answer_sets_figure, coverage_figure, scores_figure, set_sizes_figure
 from .retrieval.calibrate_host import calibrate_host
 from .retrieval.calibration import RetrievalCalibration
 from .retrieval.conformalizer import RetrievalConformalizer
@@ -28,24 +54,57 @@ from .tuning.options import TuningOptions
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "CalibrationExample",
-    "ConformalMonitor",
-    "Fingerprint",
-    "Parents",
+__all__ = [  # noqa: RUF022 (grouped by concept, listed once)
+    # conformalizers and what they fit
+    "AnswerSetCalibration",
+    "AnswerSetConformalizer",
     "RetrievalCalibration",
     "RetrievalConformalizer",
-    "RetrievalHost",
-    "RetrievalOptions",
-    "ServingOptions",
-    "TuningOptions",
-    "__version__",
     "calibrate_host",
-    "conformal_quantile",
+    # option objects, passed whole
+    "ClusteringOptions",
+    "JudgeOptions",
+    "Parents",
+    "QuestionOptions",
+    "RetrievalOptions",
+    "RetrievalStageOptions",
+    "SamplingOptions",
+    "ServingOptions",
+    "SplitOptions",
+    "TuningOptions",
+    # hosts and production
+    "ConformalMonitor",
+    "Fingerprint",
+    "RetrievalHost",
+    "ServedScores",
+    # data
+    "CalibrationExample",
+    "CorpusEntry",
     "load_corpus",
     "load_examples",
     "load_qa",
-    "pac_quantile",
+    "load_text_folder",
     "save_examples",
     "split_examples",
+    # the threshold itself
+    "conformal_quantile",
+    "pac_quantile",
+    # report figures in a notebook
+    "answer_sets_figure",
+    "coverage_figure",
+    "scores_figure",
+    "set_sizes_figure",
+    # errors and warnings
+    "CalibrationError",
+    "CalibrationIntegrityError",
+    "ConformalError",
+    "CorpusChangedWarning",
+    "CoverageCeilingWarning",
+    "FingerprintMismatchError",
+    "GeneratorMismatchError",
+    "GuaranteeCutWarning",
+    "NotFittedError",
+    "SmallGroupWarning",
+    "UncheckedGeneratorWarning",
+    "__version__",
 ]

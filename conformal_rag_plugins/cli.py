@@ -9,8 +9,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
-
 
 def _offline_env() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

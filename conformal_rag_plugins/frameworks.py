@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from .retrieval.pool_calibration import CandidatePool
     from .tuning.tuned_calibration import FusionConfig
 
-__all__ = ["FRAMEWORKS", "FrameworkAdapter", "HostFetch", "get_framework"]
 
 #: Framework name -> ``module:class`` of its entry (imported on first use).
 _ENTRIES: dict[str, str] = {

@@ -20,18 +20,6 @@ from .options import AdaptiveSchedule
 from .prompts import IDK
 from .sample_record import Sample
 
-__all__ = [
-    "CHARS_PER_TOKEN",
-    "DEFAULT_SEPARATOR",
-    "AdaptiveResult",
-    "AdaptiveRound",
-    "CompleteFn",
-    "EstimateFn",
-    "aadaptive_answer",
-    "approx_token_count",
-    "join_chunks",
-]
-
 CompleteFn = Callable[[str], Awaitable[Sample]]
 # (context, sample) -> (prompt_tokens, completion_tokens, source) when the provider reported no usage.
 EstimateFn = Callable[[str, Sample], tuple[int, int, str]]

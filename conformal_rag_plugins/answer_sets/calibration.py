@@ -48,14 +48,6 @@ from ..storage.jsonio import (
 from ..storage.schema import AnswerSetFile, check_fields
 from .options import SplitOptions
 
-__all__ = [
-    "ANSWER_SET_METHODS",
-    "AnswerSetCalibration",
-    "StageProvenance",
-    "check_answer_set_request",
-    "min_answer_set_questions",
-]
-
 SCHEMA_VERSION = 1
 _KIND = "conformal_rag_plugins.answer_set_calibration"
 ANSWER_SET_METHODS = ("bonferroni", "pac", "hmp")

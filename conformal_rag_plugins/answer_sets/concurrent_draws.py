@@ -10,8 +10,6 @@ from ..runtime.retry import call_with_retries
 from .sample_cache import SampleCache
 from .sample_record import Sample
 
-__all__ = ["ConcurrencyLimit", "draw_samples"]
-
 
 class ConcurrencyLimit:
     """At most ``max_concurrency`` LLM calls at once, shared by every draw of one sampler.

@@ -26,8 +26,6 @@ from .options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, 
 from .split_optimisation import optimise_split_on_host
 from .stages import acalibrate_end_to_end, align_stages
 
-__all__ = ["AnswerSetConformalizer"]
-
 
 @dataclass(frozen=True)
 class _Plan:

@@ -24,20 +24,6 @@ from .identity import check_generator
 from .prompts import IDK
 from .sample_record import Sample
 
-__all__ = [
-    "AnswerSetResult",
-    "ChunkInput",
-    "GeneratorStage",
-    "SampleFn",
-    "abuild_answer_set",
-    "acalibrate_generation",
-    "calibrated_samples",
-    "check_equivalence",
-    "check_synthesizer_calibration",
-    "chunks_from_metadata",
-    "coverage_report",
-]
-
 SampleFn = Callable[[str, str], Awaitable[list[Sample]]]
 
 

@@ -11,8 +11,6 @@ from ..datasets.examples import CalibrationExample
 from ..retrieval.gold_matching import gold_positions
 from .prompts import IDK
 
-__all__ = ["GoldChunk", "defining_gold", "references_of"]
-
 
 @dataclass(frozen=True)
 class GoldChunk:

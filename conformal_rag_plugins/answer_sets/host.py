@@ -24,8 +24,6 @@ from .options import SamplingOptions
 from .sample_record import Sample
 from .sampler import AnswerSampler
 
-__all__ = ["AnswerSetHost", "Embedding", "GeneratorSampler", "LLMReader"]
-
 EmbedFn = Callable[[list[str]], Any]
 
 

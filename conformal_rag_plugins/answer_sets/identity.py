@@ -26,18 +26,6 @@ from typing import Any
 from ..core.errors import GeneratorMismatchError, UncheckedGeneratorWarning
 from ..runtime.caller_warning import warn_at_caller
 
-__all__ = [
-    "CALL_KWARG_ATTRS",
-    "SAMPLING_ATTRS",
-    "check_generator",
-    "embedding_identity",
-    "generator_record",
-    "json_settings",
-    "live_generator",
-    "prompt_digest",
-    "uses_embedding",
-]
-
 SAMPLING_ATTRS = (
     "temperature",
     "top_p",

@@ -22,16 +22,6 @@ from ..core.errors import CalibrationError
 from ..retrieval.calibration import RetrievalCalibration
 from .sample_cache import SampleCache
 
-__all__ = [
-    "DEFAULT_CLUSTERING",
-    "AdaptiveSchedule",
-    "ClusteringOptions",
-    "RetrievalStageOptions",
-    "SamplingOptions",
-    "SplitOptions",
-    "with_generator_score",
-]
-
 DEFAULT_CLUSTERING: dict[str, Any] = {"method": "rougeL", "tau": 0.7}
 
 

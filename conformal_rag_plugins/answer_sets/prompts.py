@@ -7,8 +7,6 @@ prompt mechanism so users can override them.
 
 from __future__ import annotations
 
-__all__ = ["CHAT_SYSTEM_PROMPT", "CHAT_USER_TEMPLATE", "FEW_SHOT_TEMPLATE", "IDK"]
-
 IDK = "I don't know"
 
 FEW_SHOT_TEMPLATE = (

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from ..runtime.kv_cache import SqliteStore
 from .sample_record import Sample
 
-__all__ = ["SampleCache"]
-
 
 class SampleCache(SqliteStore):
     """Persistent ``key -> list[Sample]`` store.

@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Sample", "mean_logprob", "reports_logprobs"]
-
 
 def _get(obj: Any, key: str) -> Any:
     if isinstance(obj, Mapping):

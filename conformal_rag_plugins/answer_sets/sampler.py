@@ -17,8 +17,6 @@ from .options import SamplingOptions
 from .sample_cache import SampleCache
 from .sample_record import Sample, reports_logprobs
 
-__all__ = ["AnswerSampler", "model_id", "model_name"]
-
 NAME_ATTRS = ("model", "model_path", "model_name")
 
 

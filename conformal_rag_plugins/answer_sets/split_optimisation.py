@@ -41,15 +41,6 @@ from .engine import GeneratorStage, cluster_samples, clustering_kwargs
 from .gold import defining_gold, references_of
 from .options import SplitOptions
 
-__all__ = [
-    "PoolReader",
-    "SplitQuestion",
-    "choose_split",
-    "make_rule",
-    "mean_semantic_size",
-    "optimise_split_on_host",
-]
-
 ClustersFor = Callable[["SplitQuestion", str], list[AnswerCluster]]
 
 

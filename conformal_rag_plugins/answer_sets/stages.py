@@ -21,18 +21,8 @@ from ..retrieval.calibration import RetrievalCalibration
 from ..runtime.caller_warning import warn_at_caller
 from .calibration import AnswerSetCalibration, StageProvenance
 from .engine import GeneratorStage, acalibrate_generation, coverage_report
-from .gold import GoldChunk, defining_gold, references_of
-from .options import DEFAULT_CLUSTERING, SplitOptions, with_generator_score
-
-__all__ = [
-    "DEFAULT_CLUSTERING",
-    "GoldChunk",
-    "acalibrate_end_to_end",
-    "align_stages",
-    "defining_gold",
-    "references_of",
-    "with_generator_score",
-]
+from .gold import references_of
+from .options import DEFAULT_CLUSTERING, SplitOptions
 
 logger = logging.getLogger("conformal_rag_plugins")
 

@@ -11,8 +11,6 @@ from ..datasets.examples import CalibrationExample
 from ..retrieval.gold_matching import gold_positions
 from ..runtime.run_sync import run_sync
 
-__all__ = ["build_rows"]
-
 
 def build_rows(
     questions: Sequence[CalibrationExample],

@@ -19,8 +19,6 @@ from . import calibration_inputs
 from .cli_help import examples, warn_ignored
 from .levels import GivenStore, add_confidence_level
 
-__all__ = ["register", "run_calibrate"]
-
 
 def register(sub: Any) -> None:
     """Add the ``calibrate`` sub-command to the ``conformal-rag`` parser."""

@@ -13,16 +13,6 @@ from ..datasets.examples import CorpusEntry
 from ..frameworks import FRAMEWORKS, get_framework
 from ..labelling.chunk_records import Chunk
 
-__all__ = [
-    "LLM_KINDS",
-    "add_corpus_arguments",
-    "build_llm",
-    "cache_setting",
-    "ignored_llm_options",
-    "input_files",
-    "load_chunks",
-]
-
 LLM_KINDS = ("local", "openai")
 
 

@@ -11,8 +11,6 @@ from ..datasets.examples import CalibrationExample, CorpusEntry
 from ..labelling.chunk_labels import GoldReport, map_gold_to_chunks
 from ..labelling.chunk_records import Chunk
 
-__all__ = ["ChunkedCorpus", "chunk_corpus"]
-
 
 @dataclass(frozen=True)
 class ChunkedCorpus:

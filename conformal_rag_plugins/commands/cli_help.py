@@ -13,8 +13,6 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["HelpFormatter", "Parser", "changed_options", "examples", "warn_ignored"]
-
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Help that names every option's default, and keeps the epilog's example lines as written.

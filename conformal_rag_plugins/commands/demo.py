@@ -22,8 +22,6 @@ from .hosts import corpus_key
 from .input_checks import check_at_least, check_outputs
 from .tables import markdown_table
 
-__all__ = ["run_demo"]
-
 
 def _eval(obs: list[PoolObservation], family: str, q: float) -> dict[str, float]:
     res = [o.covered_and_size(family, q) for o in obs]

@@ -20,8 +20,6 @@ from .hosts import build_host
 from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
 from .levels import with_confidence_levels
 
-__all__ = ["run_evaluate_answers"]
-
 
 def _llm(kind: str, logprobs: bool = False) -> Any:
     from ..llamaindex.llm import default_llm, local_llm

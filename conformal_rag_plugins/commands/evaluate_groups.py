@@ -12,8 +12,6 @@ from ..core.pools import PoolObservation
 from ..datasets.examples import CalibrationExample
 from ..evaluation.mondrian_trials import simulate_group_splits
 
-__all__ = ["groups_block", "question_groups"]
-
 
 def question_groups(questions: Sequence[CalibrationExample], field: str, qa_name: str | Path) -> list[str]:
     """The ``field`` of every qa line (kept in ``metadata`` by ``load_qa``), as a group label.

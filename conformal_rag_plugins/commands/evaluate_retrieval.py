@@ -19,15 +19,14 @@ from ..datasets.examples import CalibrationExample, CorpusEntry, load_corpus
 from ..evaluation.retrieval_trials import evaluate_splits
 from ..retrieval.parent_pools import lift_gold_to_parents
 from ..runtime.atomic import atomic_write_text
-from ..tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
+from ..tuning.fusion_config import DEFAULT_FUSION_GRID
+from ..tuning.tuned_calibration import FusionConfig
 from .chunk_corpus import chunk_corpus
 from .evaluate_groups import groups_block, question_groups
 from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
 from .levels import with_confidence_levels
 from .unit_candidates import Candidates, collect_candidates, resolve_units
 from .unit_report import describe_choice, fixed_settings_block, mean_unit_tokens, pool_miss_notes
-
-__all__ = ["DEFAULT_FUSION", "evaluate_observations", "run_evaluate"]
 
 #: The fixed fusion setting used when a hybrid host is not tuned, and as the baseline when it is.
 DEFAULT_FUSION = FusionConfig("zscore", DEFAULT_DENSE_WEIGHT)
@@ -149,7 +148,7 @@ def run_evaluate(
         Score family; default ``auto`` for a tuned hybrid (chosen with the fusion
         setting), else ``relative``.
     fusion : str, default "tuned"
-        ``"tuned"`` searches :data:`~conformal_rag_plugins.tuning.tuned_calibration.DEFAULT_FUSION_GRID`
+        ``"tuned"`` searches :data:`~conformal_rag_plugins.tuning.fusion_config.DEFAULT_FUSION_GRID`
         on optimisation splits; ``"zscore:0.5"`` etc. fixes the hybrid setting.
     chunking : bool, default True
         Split entries longer than the embedding window (``chunk_size``/``chunk_overlap``

@@ -10,8 +10,6 @@ from typing import Any
 from . import calibration_inputs
 from .cli_help import examples
 
-__all__ = ["GENERATION_MAX_TOKENS", "GENERATION_TEMPERATURE", "register", "run_generate"]
-
 #: Sampling temperature of the question writer (some variety between retries).
 GENERATION_TEMPERATURE = 0.7
 #: Enough for one ``{"question", "answer"}`` object.

@@ -11,18 +11,8 @@ from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..datasets.examples import CorpusEntry
 from ..frameworks import FRAMEWORKS, get_framework
 from ..retrieval.pool_calibration import CandidatePool
-from ..tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig
-
-__all__ = [
-    "FRAMEWORKS",
-    "RETRIEVERS",
-    "HostBundle",
-    "build_fanout",
-    "build_host",
-    "build_hosts",
-    "collection_name",
-    "corpus_key",
-]
+from ..tuning.fusion_config import DEFAULT_FUSION_GRID
+from ..tuning.tuned_calibration import FusionConfig
 
 RETRIEVERS = ("dense", "bm25", "hybrid")
 

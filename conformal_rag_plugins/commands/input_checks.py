@@ -19,17 +19,6 @@ from ..datasets.examples import CalibrationExample
 from ..datasets.question_file import QuestionFile
 from ..runtime.atomic import check_output_dir, check_output_file
 
-__all__ = [
-    "announce_questions",
-    "check_at_least",
-    "check_distinct_outputs",
-    "check_gold_in_corpus",
-    "check_not_inputs",
-    "check_outputs",
-    "load_questions",
-    "read_questions",
-]
-
 
 def check_at_least(name: str, value: int, minimum: int = 1) -> int:
     """Refuse an integer option below ``minimum`` (``--trials 0``, a negative ``--pool-size``).

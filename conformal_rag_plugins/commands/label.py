@@ -10,8 +10,6 @@ from typing import Any
 from . import calibration_inputs
 from .cli_help import examples
 
-__all__ = ["JUDGE_MAX_TOKENS", "register", "run_label"]
-
 #: A yes/no answer.
 JUDGE_MAX_TOKENS = 4
 

@@ -16,16 +16,6 @@ from typing import Any
 
 from ..core.errors import ConformalError
 
-__all__ = [
-    "GivenAppend",
-    "GivenStore",
-    "add_confidence_level",
-    "alpha_of",
-    "confidence_level_of",
-    "resolve_level",
-    "with_confidence_levels",
-]
-
 _GIVEN = "_level_flags_given"
 
 

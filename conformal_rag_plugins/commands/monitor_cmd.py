@@ -29,8 +29,6 @@ from ..retrieval.serving import ServingOptions
 from .cli_help import examples
 from .levels import GivenStore, add_confidence_level
 
-__all__ = ["read_stream", "reference_questions", "register", "run_monitor"]
-
 #: Defaults of the options a ``--calibration`` or ``--resume`` file may fix instead.
 DEFAULTS: dict[str, Any] = {
     "alpha": 0.1,

@@ -11,8 +11,6 @@ from ..core.pools import PoolObservation
 from ..core.recall_pools import RecallPools
 from ..evaluation.recall_trials import evaluate_recall_splits
 
-__all__ = ["RECALL_COLUMNS", "recall_report"]
-
 #: Columns of the recall table the CLI prints.
 RECALL_COLUMNS = ["alpha", "method", "target_recall", "mean_recall", "std_recall", "mean_coverage", "mean_set_size"]
 

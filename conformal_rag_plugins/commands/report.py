@@ -18,8 +18,6 @@ from typing import Any
 from ..core.errors import CalibrationIntegrityError, InputFileError
 from .cli_help import examples
 
-__all__ = ["load_any_calibration", "register", "run_report"]
-
 
 def register(sub: Any) -> None:
     """Add the ``report`` sub-command to the ``conformal-rag`` parser."""

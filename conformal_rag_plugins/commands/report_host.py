@@ -22,8 +22,6 @@ from ..tuning.tuned_calibration import FusionConfig, fusion_of
 from . import hosts
 from .hosts import HostBundle
 
-__all__ = ["HostSpec", "host_rows", "host_spec", "rebuild_host"]
-
 HostSpec = tuple[str, str, FusionConfig | None]
 
 

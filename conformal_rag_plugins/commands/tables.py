@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["markdown_table"]
-
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):

@@ -34,8 +34,6 @@ from ..tuning.tuned_calibration import FusionConfig
 from .chunk_corpus import ChunkedCorpus
 from .hosts import build_fanout
 
-__all__ = ["AUTO_UNITS", "UNITS", "Candidates", "candidate_key", "collect_candidates", "resolve_units"]
-
 #: Units ``--unit`` accepts besides ``auto``.
 UNITS = ("chunk", "parent:max", "parent:sum", "document")
 #: What ``--unit auto`` compares when some document was split.

@@ -10,8 +10,6 @@ from ..core.pool_misses import pool_miss_advice
 from ..core.pools import PoolObservation
 from .unit_candidates import Candidates
 
-__all__ = ["describe_choice", "fixed_settings_block", "mean_unit_tokens", "pool_miss_notes"]
-
 
 def describe_choice(choice: str, settings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Split a ``"key|family"`` choice into its unit, fusion, pool size and family.

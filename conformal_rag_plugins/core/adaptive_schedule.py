@@ -19,8 +19,6 @@ import re
 from .errors import ConformalError
 from .normalize import ABSTENTION_PHRASES, ABSTENTION_PREFIXES, normalize_answer
 
-__all__ = ["NO_ANSWER_PHRASES", "NO_ANSWER_PREFIXES", "geometric_schedule", "is_no_answer"]
-
 # Float slack when rounding initial * factor**k up (10 * 1.1 is 11.000000000000002, not 12).
 _ROUND_SLACK = 1e-9
 

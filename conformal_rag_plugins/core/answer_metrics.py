@@ -32,17 +32,6 @@ from .errors import ConformalError
 from .generation_scores import DEFAULT_MATCH_THRESHOLD, answer_matches
 from .normalize import is_abstention, normalize_answer
 
-__all__ = [
-    "AnswerSetMetrics",
-    "AnswerSetReport",
-    "SetSizes",
-    "evaluate_answer_set",
-    "evaluate_answer_sets",
-    "set_abstains",
-    "set_covers",
-    "set_sizes",
-]
-
 AnswerSet = Sequence[AnswerCluster] | Sequence[str]
 
 

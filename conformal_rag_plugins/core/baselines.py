@@ -9,8 +9,6 @@ import numpy as np
 
 from .validation import check_alpha, check_scores
 
-__all__ = ["conflare_keep", "conflare_threshold"]
-
 
 def conflare_threshold(distances: Iterable[float], error_rate: float) -> float:
     """CONFLARE's rule: ``np.percentile(distances, 100(1-error_rate))`` (linear interpolation).

@@ -12,8 +12,6 @@ import math
 
 import numpy as np
 
-__all__ = ["binom_cdf", "binom_cdf_all", "binom_cdf_last_at_most"]
-
 
 def binom_cdf_all(n: int, p: float) -> np.ndarray:
     """``[P(X <= x) for x in 0..n]`` for ``X ~ Binomial(n, p)``, from log-space pmf terms.

@@ -30,13 +30,6 @@ from dataclasses import dataclass
 from .errors import ConformalError
 from .validation import check_alpha
 
-__all__ = [
-    "BOResult",
-    "minimize_1d",
-    "optimize_alpha_split",
-    "optimize_hmp_weight",
-]
-
 DEFAULT_N_CALLS = 20
 _MARGIN = 1e-3
 

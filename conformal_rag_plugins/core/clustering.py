@@ -45,16 +45,6 @@ import numpy as np
 from .errors import ConformalError
 from .normalize import is_abstention, normalize_answer
 
-__all__ = [
-    "CLUSTER_METHODS",
-    "GENERATOR_SCORES",
-    "AnswerCluster",
-    "Equivalence",
-    "cluster_answers",
-    "merge_clusters",
-    "rouge_f1",
-]
-
 Equivalence = Callable[[str, str], bool]
 """A pluggable equivalence test ``equivalent(representative, answer) -> bool``."""
 

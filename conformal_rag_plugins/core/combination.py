@@ -42,23 +42,6 @@ from .pvalues import conformal_pvalues
 from .quantile import conformal_quantile, pac_quantile
 from .validation import check_alpha, check_scores
 
-__all__ = [
-    "HMP_FACTOR",
-    "BonferroniThresholds",
-    "EndToEndDecision",
-    "HarmonicMeanRule",
-    "IncludedPair",
-    "PACThresholds",
-    "bonferroni_thresholds",
-    "decide_end_to_end",
-    "harmonic_mean_rule",
-    "hmp_asymptotic_pvalue",
-    "hmp_asymptotic_threshold",
-    "pac_thresholds",
-    "split_budget",
-    "weighted_harmonic_mean",
-]
-
 HMP_FACTOR = 2
 """``K``, the number of combined stages: the finite-sample HMP rule is ``K * HM_w > alpha``."""
 

@@ -28,15 +28,6 @@ from .pools import PoolObservation, TrialSummary
 from .quantile import conformal_quantile
 from .retrieval_scores import SCORE_FAMILIES
 
-__all__ = [
-    "OBJECTIVES",
-    "TuningChoice",
-    "choose_configuration",
-    "evaluate_fixed_settings",
-    "evaluate_tuned_splits",
-    "larger_pools_eligible",
-]
-
 #: What tuning minimises on the optimisation split.
 OBJECTIVES = ("size", "tokens")
 

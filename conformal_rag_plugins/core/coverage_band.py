@@ -15,8 +15,6 @@ import numpy as np
 
 from .quantile import conformal_rank
 
-__all__ = ["beta_binomial_pmf", "split_conformal_band"]
-
 
 def beta_binomial_pmf(m: int, a: float, b: float) -> np.ndarray:
     """``[P(X = j) for j in 0..m]`` for ``X ~ BetaBinomial(m, a, b)``.

@@ -2,23 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = [
-    "CalibrationError",
-    "CalibrationIntegrityError",
-    "ConformalError",
-    "CorpusChangedWarning",
-    "CoverageCeilingWarning",
-    "FingerprintMismatchError",
-    "GeneratorMismatchError",
-    "GuaranteeCutWarning",
-    "InfiniteThresholdWarning",
-    "InputFileError",
-    "NotFittedError",
-    "PoolMissWarning",
-    "SmallGroupWarning",
-    "UncheckedGeneratorWarning",
-]
-
 
 class ConformalError(ValueError):
     """Base class of every error this library raises on bad input."""

@@ -9,8 +9,6 @@ import numpy as np
 
 from .errors import ConformalError
 
-__all__ = ["DEFAULT_DENSE_WEIGHT", "FusionMethod", "fuse_scores", "normalise"]
-
 # Equal weights: on the bundled SQuAD subset 0.5 gave smaller conformal sets than 0.6-0.8 in both
 # frameworks (see benchmarks/retrieval.py); issue-level tuning belongs on an optimisation split.
 DEFAULT_DENSE_WEIGHT = 0.5

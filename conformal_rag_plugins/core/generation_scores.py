@@ -26,15 +26,6 @@ from .errors import ConformalError
 from .normalize import is_abstention, normalize_answer
 from .validation import check_scores
 
-__all__ = [
-    "DEFAULT_MATCH_THRESHOLD",
-    "MatchRule",
-    "answer_matches",
-    "coverage_ceiling",
-    "generation_score",
-    "generator_set",
-]
-
 MatchRule = Literal["rouge1", "exact"]
 DEFAULT_MATCH_THRESHOLD = 0.3
 """ROUGE-1 F1 above which an answer counts as correct (TRAQ, TRAC)."""

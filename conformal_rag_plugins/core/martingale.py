@@ -36,19 +36,6 @@ from collections.abc import Iterable, Sequence
 
 from .errors import ConformalError
 
-__all__ = [
-    "STATISTICS",
-    "OnlineConformalTest",
-    "SimpleJumper",
-    "check_delta",
-    "check_statistics",
-    "query_statistic",
-    "restart_delta",
-    "smoothed_pvalue",
-    "strangeness",
-    "tie_uniform",
-]
-
 _MASK = (1 << 64) - 1
 
 

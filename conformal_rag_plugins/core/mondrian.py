@@ -26,16 +26,6 @@ from .errors import CalibrationError, ConformalError, InfiniteThresholdWarning, 
 from .quantile import conformal_quantile, conformal_rank, min_calibration_size, pac_quantile, pac_rank
 from .validation import check_alpha
 
-__all__ = [
-    "GROUP_FALLBACKS",
-    "GROUP_SOURCES",
-    "GroupThreshold",
-    "check_fallback",
-    "check_group_label",
-    "group_thresholds",
-    "is_small_group",
-]
-
 #: Where a query's threshold came from: its group's own; keep every candidate (``+inf``) for a group too
 #: small for a finite rank or never seen at calibration; the pooled one (``fallback="pooled"``, which
 #: holds only over all groups together); or the pooled one for a query without a group.

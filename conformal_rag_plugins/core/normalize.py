@@ -17,8 +17,6 @@ import re
 import string
 from collections.abc import Iterable
 
-__all__ = ["ABSTENTION_PHRASES", "ABSTENTION_PREFIXES", "is_abstention", "normalize_answer"]
-
 _PUNCTUATION = frozenset(string.punctuation) | frozenset("‘’“”–—…")  # typographic quotes and dashes too
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 

@@ -34,8 +34,6 @@ from collections.abc import Iterable
 from .errors import ConformalError, InfiniteThresholdWarning
 from .quantile import conformal_quantile
 
-__all__ = ["aci_miss", "aci_next_alpha", "aci_threshold", "coverage_confidence_sequence", "log_mixture_martingale"]
-
 
 def _log_beta(a: float, b: float) -> float:
     return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)

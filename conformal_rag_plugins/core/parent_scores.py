@@ -27,8 +27,6 @@ import numpy as np
 
 from .errors import ConformalError
 
-__all__ = ["PARENT_AGGREGATIONS", "ParentPool", "aggregate_to_parents"]
-
 #: How a parent's score is made from its chunks' scores.
 PARENT_AGGREGATIONS: tuple[str, ...] = ("max", "sum")
 

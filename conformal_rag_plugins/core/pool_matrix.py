@@ -20,8 +20,6 @@ import numpy as np
 from .pools import PoolObservation
 from .retrieval_scores import SCORE_FAMILIES, candidate_nonconformity
 
-__all__ = ["PoolMatrix"]
-
 
 @dataclass(frozen=True)
 class PoolMatrix:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["pool_miss_advice"]
-
 
 def pool_miss_advice(
     n_misses: int, n: int, alpha: float, pool_size: int, shares_by_pool: Mapping[int, float] | None = None

@@ -16,8 +16,6 @@ from .errors import ConformalError
 from .quantile import conformal_quantile
 from .retrieval_scores import SCORE_FAMILIES, keep_mask, nonconformity
 
-__all__ = ["PoolObservation", "TrialSummary", "choose_family"]
-
 
 @dataclass(frozen=True)
 class PoolObservation:

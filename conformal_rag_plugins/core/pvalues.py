@@ -8,8 +8,6 @@ import numpy as np
 
 from .validation import check_scores
 
-__all__ = ["conformal_pvalue", "conformal_pvalues"]
-
 
 def conformal_pvalues(calibration_scores: Iterable[float], test_scores: Iterable[float]) -> np.ndarray:
     """Conformal p-values ``(1 + #{i : r_i >= r}) / (n + 1)`` for each test score.

@@ -21,18 +21,6 @@ from .errors import CalibrationError, InfiniteThresholdWarning
 from .recall_risk import risk_curve
 from .validation import check_alpha, check_scores
 
-__all__ = [
-    "conformal_quantile",
-    "conformal_rank",
-    "coverage_bounds",
-    "crc_threshold",
-    "hoeffding_bentkus_pvalue",
-    "ltt_threshold",
-    "min_calibration_size",
-    "pac_quantile",
-    "pac_rank",
-]
-
 
 def conformal_rank(n: int, alpha: float) -> int:
     """Return the finite-sample rank ``ceil((n+1)(1-alpha))`` in exact arithmetic.

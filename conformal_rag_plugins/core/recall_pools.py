@@ -13,8 +13,6 @@ from .pools import PoolObservation
 from .quantile import crc_threshold
 from .retrieval_scores import SCORE_FAMILIES, candidate_nonconformity
 
-__all__ = ["RecallPools", "choose_recall_family"]
-
 
 @dataclass(frozen=True)
 class RecallPools:

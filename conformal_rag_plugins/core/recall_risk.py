@@ -23,8 +23,6 @@ import numpy as np
 from .errors import CalibrationError
 from .retrieval_scores import candidate_nonconformity
 
-__all__ = ["check_gold_scores", "gold_nonconformity", "recall_at", "risk_curve"]
-
 
 def gold_nonconformity(
     family: str, scores: Sequence[float] | np.ndarray, gold_positions: Sequence[int], n_gold: int | None = None

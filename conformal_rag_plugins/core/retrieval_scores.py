@@ -23,15 +23,6 @@ import numpy as np
 
 from .errors import ConformalError
 
-__all__ = [
-    "SCORE_FAMILIES",
-    "ScoreFamily",
-    "candidate_nonconformity",
-    "keep_mask",
-    "nonconformity",
-    "set_size",
-]
-
 ScoreFamily = Literal["similarity", "rank", "relative"]
 SCORE_FAMILIES: tuple[str, ...] = ("similarity", "rank", "relative")
 

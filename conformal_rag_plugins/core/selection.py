@@ -11,15 +11,6 @@ import numpy as np
 from .errors import ConformalError
 from .retrieval_scores import candidate_nonconformity, keep_mask
 
-__all__ = [
-    "SetDecision",
-    "best_first",
-    "check_k_bounds",
-    "conformal_metadata",
-    "decide_chunk_set",
-    "decide_set",
-]
-
 
 @dataclass(frozen=True)
 class SetDecision:

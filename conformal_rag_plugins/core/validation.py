@@ -9,8 +9,6 @@ import numpy as np
 
 from .errors import CalibrationError, ConformalError
 
-__all__ = ["check_alpha", "check_pool_size", "check_scores"]
-
 
 def check_alpha(alpha: float, name: str = "alpha") -> float:
     """Return ``alpha`` as a float, or raise if it is not strictly inside (0, 1).

@@ -12,17 +12,6 @@ import numpy as np
 
 from ..core.errors import CalibrationError
 
-__all__ = [
-    "CalibrationExample",
-    "CorpusEntry",
-    "load_corpus",
-    "load_examples",
-    "load_qa",
-    "question_digest",
-    "save_examples",
-    "split_examples",
-]
-
 T = TypeVar("T")
 
 

@@ -27,8 +27,6 @@ from typing import Any
 from ..core.errors import InputFileError
 from .examples import CalibrationExample, _json_type, _read_input_jsonl
 
-__all__ = ["FORMS", "FORM_LABELLED", "FORM_QUESTIONS", "FORM_SQUAD", "QuestionFile", "read_question_file"]
-
 FORM_SQUAD = "squad"
 FORM_LABELLED = "labelled"
 FORM_QUESTIONS = "questions"

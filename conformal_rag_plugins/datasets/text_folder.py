@@ -7,8 +7,6 @@ from pathlib import Path
 from ..core.errors import CalibrationError
 from .examples import CorpusEntry
 
-__all__ = ["load_text_folder"]
-
 
 def load_text_folder(path: str | Path, glob: str = "*.txt", *, encoding: str = "utf-8") -> list[CorpusEntry]:
     """One :class:`CorpusEntry` per matching file, sorted by path.

@@ -22,16 +22,6 @@ from ..core.clustering import cluster_answers
 from ..core.generation_scores import generation_score
 from ..core.retrieval_scores import candidate_nonconformity, nonconformity
 
-__all__ = [
-    "METHODS",
-    "PreparedQuestion",
-    "evaluate_abstention",
-    "evaluate_methods",
-    "optimise_split",
-    "prepare_rows",
-    "sampled_pool_size",
-]
-
 METHODS = ("bonferroni", "bonferroni-bo", "hmp", "hmp-bo", "bonferroni-pac", "bonferroni-bo-pac")
 
 PreparedQuestion = SplitQuestion

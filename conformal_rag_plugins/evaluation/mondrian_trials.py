@@ -23,8 +23,6 @@ from ..core.pools import PoolObservation
 from ..core.quantile import conformal_quantile
 from ..core.retrieval_scores import candidate_nonconformity
 
-__all__ = ["GroupTrials", "evaluate_group_splits", "simulate_group_splits"]
-
 
 @dataclass(frozen=True)
 class GroupTrials:

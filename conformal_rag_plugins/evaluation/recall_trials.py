@@ -24,8 +24,6 @@ from ..core.quantile import conformal_quantile, ltt_threshold
 from ..core.recall_pools import RecallPools, _crc
 from ..core.retrieval_scores import SCORE_FAMILIES
 
-__all__ = ["RecallTrialSummary", "evaluate_recall_splits"]
-
 
 @dataclass(frozen=True)
 class RecallTrialSummary:

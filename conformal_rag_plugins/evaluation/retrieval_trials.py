@@ -12,13 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..core.baselines import conflare_threshold
+from ..core.pools import PoolObservation, TrialSummary, choose_family
 from ..core.quantile import conformal_quantile, pac_quantile
 from ..core.retrieval_scores import keep_mask
-
-__all__ = ["evaluate_splits"]
-
-
-from ..core.pools import PoolObservation, TrialSummary, choose_family
 
 
 def evaluate_splits(

@@ -29,15 +29,6 @@ from ..core.normalize import normalize_answer
 from ..datasets.examples import CalibrationExample
 from .chunk_records import Chunk, chunks_by_parent
 
-__all__ = [
-    "RULE_ALL_CHUNKS",
-    "RULE_ANSWER_IN_CHUNK",
-    "RULE_UNSPLIT",
-    "GoldReport",
-    "answer_in_text",
-    "map_gold_to_chunks",
-]
-
 RULE_ANSWER_IN_CHUNK = "answer-in-chunk"
 RULE_ALL_CHUNKS = "all-chunks-fallback"
 RULE_UNSPLIT = "unsplit"

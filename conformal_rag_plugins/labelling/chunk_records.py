@@ -21,17 +21,6 @@ from dataclasses import dataclass
 from ..core.errors import CalibrationError
 from ..datasets.examples import CorpusEntry
 
-__all__ = [
-    "CHUNK_SEPARATOR",
-    "Chunk",
-    "check_max_tokens",
-    "chunk_id",
-    "chunk_with",
-    "chunks_by_parent",
-    "enforce_max_tokens",
-    "parent_of",
-]
-
 #: Separator between a parent id and the chunk number in a chunk id.
 CHUNK_SEPARATOR = "::chunk"
 

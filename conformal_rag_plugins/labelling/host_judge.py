@@ -22,8 +22,6 @@ from .llm_judge import LabelReport, LLMJudge, RankFn, alabel_examples
 from .options import JudgeOptions
 from .prompts import JUDGE_PROMPTS
 
-__all__ = ["HostJudge", "HostReader"]
-
 #: ``read_host(host, pool_size) -> rank``: the framework's host as ``rank(question) -> [(id, text), ...]``.
 HostReader = Callable[[Any, int | None], RankFn]
 

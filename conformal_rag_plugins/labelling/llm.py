@@ -20,8 +20,6 @@ from typing import Any, Protocol
 from ..core.errors import ConformalError
 from .prompts import PromptSet, fill
 
-__all__ = ["CompleteFn", "LLMReader", "LLMTask", "RenderFn", "check_prompt_variables"]
-
 RenderFn = Callable[[Mapping[str, str]], str]
 CompleteFn = Callable[[str], Awaitable[str]]
 

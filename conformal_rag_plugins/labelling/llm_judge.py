@@ -44,19 +44,6 @@ from .llm import LLMTask
 from .options import JudgeOptions
 from .prompts import JUDGE_FEW_SHOT_TEMPLATE
 
-__all__ = [
-    "RULE_BUDGET",
-    "RULE_JUDGE",
-    "RULE_SOURCE",
-    "JudgeFn",
-    "LLMJudge",
-    "LabelReport",
-    "RankFn",
-    "alabel_examples",
-    "label_examples",
-    "parse_yes_no",
-]
-
 RULE_JUDGE = "judge"
 RULE_SOURCE = "source"
 RULE_BUDGET = "budget-exhausted"

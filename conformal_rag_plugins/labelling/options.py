@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_MIN_WORDS", "JudgeOptions", "QuestionOptions"]
-
 #: Chunks with fewer words are not used to generate questions.
 DEFAULT_MIN_WORDS = 5
 

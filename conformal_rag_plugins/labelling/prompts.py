@@ -21,23 +21,6 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-__all__ = [
-    "JUDGE_CHAT_SYSTEM",
-    "JUDGE_CHAT_USER_TEMPLATE",
-    "JUDGE_FEW_SHOT_TEMPLATE",
-    "JUDGE_PROMPTS",
-    "JUDGE_VARIABLES",
-    "QUESTION_CHAT_SYSTEM",
-    "QUESTION_CHAT_USER_TEMPLATE",
-    "QUESTION_FEW_SHOT_TEMPLATE",
-    "QUESTION_PROMPTS",
-    "QUESTION_VARIABLES",
-    "PromptSet",
-    "fill",
-    "to_fstring",
-    "topic_instruction",
-]
-
 QUESTION_VARIABLES = ("context", "topic", "topic_instruction")
 JUDGE_VARIABLES = ("question", "answer", "context")
 

@@ -39,24 +39,6 @@ from ..core.normalize import normalize_answer
 from ..runtime.json_output import parse_json_object
 from .chunk_labels import answer_in_text
 
-__all__ = [
-    "COPY_MIN_WORDS",
-    "COPY_RUN_WORDS",
-    "ENGLISH_FUNCTION_WORDS",
-    "REASONS",
-    "REASON_ANSWER",
-    "REASON_COPY",
-    "REASON_DUPLICATE",
-    "REASON_EMPTY",
-    "REASON_LANGUAGE",
-    "REASON_LLM_ERROR",
-    "REASON_NOT_JSON",
-    "ascii_letter_share",
-    "check_generated",
-    "copies_chunk",
-    "looks_wrong_language",
-]
-
 REASON_LLM_ERROR = "llm_error"
 REASON_NOT_JSON = "not_json"
 REASON_EMPTY = "empty_question"

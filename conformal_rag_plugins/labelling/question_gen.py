@@ -41,21 +41,10 @@ from ..core.normalize import normalize_answer
 from ..datasets.examples import CalibrationExample, CorpusEntry
 from ..runtime.kv_cache import JsonCache
 from ..runtime.retry import call_with_retries
-from .llm import CompleteFn, LLMTask, RenderFn
+from .llm import CompleteFn, LLMTask
 from .options import DEFAULT_MIN_WORDS, QuestionOptions
 from .prompts import QUESTION_FEW_SHOT_TEMPLATE, topic_instruction
 from .question_filters import REASON_DUPLICATE, check_generated
-
-__all__ = [
-    "DEFAULT_MIN_WORDS",
-    "CompleteFn",
-    "GenerationReport",
-    "RenderFn",
-    "agenerate_questions",
-    "document_of",
-    "sample_chunks",
-    "stratified_order",
-]
 
 _CACHE_NAMESPACE = "question-gen/v1"
 

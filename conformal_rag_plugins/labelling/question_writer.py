@@ -24,8 +24,6 @@ from .options import QuestionOptions
 from .prompts import QUESTION_PROMPTS
 from .question_gen import GenerationReport, agenerate_questions
 
-__all__ = ["ChunkReader", "QuestionWriter"]
-
 #: ``read_chunks(items) -> chunks``: the framework's nodes or documents (``CorpusEntry`` kept as they are).
 ChunkReader = Callable[[Iterable[Any]], list[CorpusEntry]]
 

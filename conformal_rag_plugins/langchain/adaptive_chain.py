@@ -28,8 +28,6 @@ from .answer_sampler import LangChainSampler
 from .host import doc_id
 from .synthesizer import ConformalAnswerSetSynthesizer
 
-__all__ = ["AdaptiveContextSynthesizer"]
-
 
 def _parse(value: Any) -> tuple[str, list[Document]]:
     """``{"question", "documents"}`` or the answer-set synthesizer's ``{"question", "context"}``."""

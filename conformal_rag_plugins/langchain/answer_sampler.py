@@ -16,8 +16,6 @@ from ..answer_sets.sampler import model_id as _model_id
 from ..local.llm import llama_cpp_identity
 from .llm_calls import is_chat
 
-__all__ = ["DEFAULT_CHAT_PROMPT", "DEFAULT_COMPLETION_PROMPT", "LangChainSampler", "embedder_identity", "model_id"]
-
 DEFAULT_COMPLETION_PROMPT = PromptTemplate.from_template(FEW_SHOT_TEMPLATE)
 DEFAULT_CHAT_PROMPT = ChatPromptTemplate.from_messages([("system", CHAT_SYSTEM_PROMPT), ("human", CHAT_USER_TEMPLATE)])
 

@@ -10,9 +10,7 @@ from ..retrieval.calibrate_host import calibrate_host
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.host import Parents
 from ..retrieval.options import RetrievalOptions, with_level
-from .host import Host, LangChainHost, resolve_pool_size
-
-__all__ = ["calibrate_retriever", "resolve_pool_size"]
+from .host import Host, LangChainHost
 
 
 def calibrate_retriever(

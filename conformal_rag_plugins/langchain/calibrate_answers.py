@@ -15,10 +15,8 @@ from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.options import RetrievalOptions
 from ..retrieval.pool_calibration import CandidatePool
 from .answer_sampler import LangChainSampler, embedder_identity
-from .calibrate import calibrate_retriever, resolve_pool_size
-from .host import Host, fetch_pool, texts_by_id
-
-__all__ = ["LangChainAnswerHost", "calibrate_answer_sets"]
+from .calibrate import calibrate_retriever
+from .host import Host, fetch_pool, resolve_pool_size, texts_by_id
 
 
 class LangChainAnswerHost(LLMReader):

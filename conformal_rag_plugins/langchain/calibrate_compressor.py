@@ -21,8 +21,6 @@ from .compressor import compressor_fingerprint, score_documents
 from .fingerprint import fingerprint_of
 from .host import all_ids, doc_id, existing_ids
 
-__all__ = ["CompressorHost", "base_retriever_k", "calibrate_compressor"]
-
 
 def base_retriever_k(base_retriever: BaseRetriever) -> int | None:
     """How many documents the base retriever returns (``search_kwargs['k']`` or ``k``), if it says.

@@ -14,8 +14,6 @@ from typing import Any
 
 from ..tuning.tuned_calibration import FusionConfig
 
-__all__ = ["LangChainEntry"]
-
 _MODES = {"dist_based_score": "zscore", "relative_score": "minmax"}
 _HYBRID = re.compile(r"hybrid\(method=(\w+),weight=([0-9.eE+-]+),")
 

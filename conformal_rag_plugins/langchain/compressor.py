@@ -28,8 +28,6 @@ from .document_selection import raise_conformal_cause, select_documents
 from .fingerprint import describe_embeddings
 from .host import SCORE_KEY, doc_id
 
-__all__ = ["COMPRESSOR_SCALE", "ConformalDocumentCompressor", "compressor_fingerprint", "score_documents"]
-
 #: The score scale of documents the compressor scores itself (as ``EmbeddingsFilter`` does).
 COMPRESSOR_SCALE = "cosine(embed_query, embed_documents)"
 

@@ -16,8 +16,6 @@ from ..core.errors import ConformalError
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.serving import ServingOptions, serve_set
 
-__all__ = ["raise_conformal_cause", "select_documents"]
-
 
 def select_documents(
     docs: Sequence[Document],

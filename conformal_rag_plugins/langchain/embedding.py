@@ -6,8 +6,6 @@ from langchain_core.embeddings import Embeddings
 
 from ..local.encoder import MODEL_NAME, MiniLMEncoder, get_encoder
 
-__all__ = ["MiniLMEmbeddings"]
-
 
 class MiniLMEmbeddings(Embeddings):
     """all-MiniLM-L6-v2 (offline, normalised, cached) for LangChain vector stores.

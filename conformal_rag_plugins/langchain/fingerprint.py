@@ -11,8 +11,6 @@ from ..local.chroma import chroma_space
 from ..retrieval.fingerprint import Fingerprint
 from .host import raw_score_kind
 
-__all__ = ["describe_embeddings", "fingerprint_of"]
-
 
 def describe_embeddings(embeddings: Any) -> tuple[str, int | None]:
     """Model name and dimension of an embeddings object (one probe call)."""

@@ -16,8 +16,6 @@ from ..retrieval.fingerprint import Fingerprint
 from .fingerprint import fingerprint_of
 from .host import _relevance, doc_id
 
-__all__ = ["ScoredFusionRetriever"]
-
 
 class ScoredFusionRetriever(BaseRetriever):
     """Hybrid dense + BM25 retriever whose documents carry ``metadata['score']``.

@@ -24,8 +24,6 @@ from ..tuning.tuned_calibration import FusionConfig
 from .fusion import ScoredFusionRetriever
 from .host import _relevance, pool_from_pairs
 
-__all__ = ["FusionFanout"]
-
 #: The ``bm25`` host of ``conformal-rag``: the fusion retriever with dense weight 0.
 BM25_ONLY = FusionConfig("zscore", 0.0)
 

@@ -24,21 +24,6 @@ from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.host import Parents, check_gold_on_host
 from ..retrieval.pool_calibration import CandidatePool
 
-__all__ = [
-    "Host",
-    "LangChainHost",
-    "afetch_pool",
-    "all_ids",
-    "doc_id",
-    "existing_ids",
-    "fetch_pairs",
-    "fetch_pool",
-    "pool_from_pairs",
-    "raw_score_kind",
-    "resolve_pool_size",
-    "texts_by_id",
-]
-
 Host = VectorStore | BaseRetriever
 SCORE_KEY = "score"
 

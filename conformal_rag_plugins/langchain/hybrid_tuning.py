@@ -25,8 +25,6 @@ from ..tuning.unit_search import calibrate_unit_search
 from .fusion import ScoredFusionRetriever
 from .tuned_units import corpus_ids_texts, unit_candidates
 
-__all__ = ["calibrate_hybrid_retriever", "hybrid_from_calibration", "hybrid_retrievers"]
-
 
 def hybrid_retrievers(
     vectorstore: VectorStore,

@@ -19,11 +19,8 @@ from __future__ import annotations
 
 from ..labelling.host_judge import HostJudge
 from ..labelling.llm_judge import RankFn
-from .calibrate import resolve_pool_size
-from .host import Host, afetch_pool
+from .host import Host, afetch_pool, resolve_pool_size
 from .llm_calls import llm_task
-
-__all__ = ["alabel_with_judge", "host_ranking", "label_with_judge"]
 
 
 def host_ranking(host: Host, pool_size: int | None) -> RankFn:

@@ -10,8 +10,6 @@ from langchain_core.runnables.config import run_in_executor
 
 from ..local.logprobs import continuation_logprob, model_lock
 
-__all__ = ["LlamaCppWithLogprobs"]
-
 
 class LlamaCppWithLogprobs(LlamaCpp):
     """``langchain_community`` ``LlamaCpp`` whose generations report their mean token log-probability.

@@ -5,10 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..local.llm import gemma_model_path
-from ..runtime.openai_settings import COMPLETION_ENV, completion_mode, openai_settings
-
-__all__ = ["COMPLETION_ENV", "default_llm", "local_llm"]
-
+from ..runtime.openai_settings import completion_mode, openai_settings
 
 
 def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2, *, logprobs: bool = False) -> Any:

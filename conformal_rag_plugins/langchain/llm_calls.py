@@ -24,8 +24,6 @@ from ..core.errors import ConformalError
 from ..labelling.llm import CompleteFn, LLMTask, RenderFn, check_prompt_variables
 from ..labelling.prompts import PromptSet, to_fstring
 
-__all__ = ["chat_template", "completion_template", "is_chat", "llm_task", "prompt_caller"]
-
 
 def is_chat(model: Any) -> bool:
     """Whether the model is a chat model (``BaseChatModel``).

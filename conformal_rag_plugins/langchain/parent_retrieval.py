@@ -41,16 +41,6 @@ from ..retrieval.serving import CHUNKS_METADATA_KEY, parent_chunk_lists
 from .fingerprint import fingerprint_of
 from .host import Host, afetch_pool, doc_id, fetch_pairs, pool_from_pairs
 
-__all__ = [
-    "CHUNKS_KEY",
-    "DEFAULT_ID_KEY",
-    "ParentHost",
-    "is_multi_vector",
-    "parent_examples",
-    "parent_host",
-    "with_chunks",
-]
-
 #: Metadata key of a returned parent that lists the chunks which scored it.
 CHUNKS_KEY = CHUNKS_METADATA_KEY
 #: LangChain's default ``MultiVectorRetriever.id_key``.

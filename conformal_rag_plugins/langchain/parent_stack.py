@@ -10,8 +10,6 @@ from ..local.chroma import chroma_client, get_collection
 from .embedding import MiniLMEmbeddings
 from .text_splitting import recursive_splitter
 
-__all__ = ["build_parent_document_retriever"]
-
 
 def build_parent_document_retriever(
     entries: Sequence[CorpusEntry],

@@ -31,8 +31,6 @@ from ..labelling.question_writer import QuestionWriter
 from .host import doc_id
 from .llm_calls import llm_task
 
-__all__ = ["agenerate_calibration_questions", "chunks_from_documents", "generate_calibration_questions"]
-
 
 def chunks_from_documents(items: Iterable[Document | CorpusEntry]) -> list[CorpusEntry]:
     """Documents (or corpus entries / chunks, kept as they are) as chunks with their parent document.

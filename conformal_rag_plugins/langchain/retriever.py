@@ -27,8 +27,6 @@ from .fingerprint import fingerprint_of
 from .host import afetch_pool, all_ids, doc_id, fetch_pairs, pool_from_pairs
 from .parent_retrieval import ParentHost, parent_host
 
-__all__ = ["ConformalRetriever"]
-
 
 class ConformalRetriever(ServingMixin, BaseRetriever):
     """Return every chunk whose score passes the calibrated threshold.

@@ -13,8 +13,6 @@ from ..local.tokens import warn_if_truncated
 from .embedding import MiniLMEmbeddings
 from .fusion import ScoredFusionRetriever
 
-__all__ = ["build_chroma_vectorstore", "build_hybrid_retriever"]
-
 
 def _metadata(entry: CorpusEntry) -> dict[str, str]:
     meta = {"title": entry.title or ""}

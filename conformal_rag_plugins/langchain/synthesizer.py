@@ -29,8 +29,6 @@ from ..runtime.run_sync import run_sync
 from .answer_sampler import LangChainSampler, embedder_identity
 from .host import doc_id
 
-__all__ = ["ConformalAnswerSetSynthesizer"]
-
 
 def _chunks(docs: Sequence[Document], calibration: AnswerSetCalibration) -> tuple[list[ChunkInput], str]:
     return chunks_from_metadata(

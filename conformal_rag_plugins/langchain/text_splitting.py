@@ -11,13 +11,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..datasets.examples import CorpusEntry
-from ..labelling.chunk_records import Chunk, chunk_with, parent_of
+from ..labelling.chunk_records import Chunk, chunk_with
 from ..local.tokens import chunk_window, count_tokens, embedding_tokenizer
 
 if TYPE_CHECKING:
     from langchain_text_splitters import RecursiveCharacterTextSplitter
-
-__all__ = ["Chunk", "chunk_entries", "parent_of", "recursive_splitter"]
 
 
 def recursive_splitter(

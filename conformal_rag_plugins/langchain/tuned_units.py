@@ -33,8 +33,6 @@ from .fusion_fanout import FusionFanout
 from .host import all_ids, doc_id, existing_ids, fetch_pool
 from .parent_retrieval import DEFAULT_ID_KEY, ParentHost, parent_examples, parent_host
 
-__all__ = ["UnitCandidates", "corpus_ids_texts", "unit_candidates"]
-
 
 def corpus_ids_texts(corpus: Sequence[CorpusEntry | Document]) -> tuple[list[str], list[str]]:
     """The ids and texts of corpus entries or documents (a document needs an id).

@@ -25,8 +25,6 @@ from ..runtime.run_sync import run_sync
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts
 from .traced_synthesis import TracedSynthesis
 
-__all__ = ["AdaptiveContextSynthesizer"]
-
 
 def _ordered(nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
     """Best first: a stable sort by score when every node has one, else the retriever's order."""

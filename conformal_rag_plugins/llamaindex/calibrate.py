@@ -10,9 +10,7 @@ from ..retrieval.calibrate_host import calibrate_host
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.host import Parents
 from ..retrieval.options import RetrievalOptions, with_level
-from .host import DEFAULT_POOL_SIZE, LlamaIndexHost, gold_on_chunks, resolve_host
-
-__all__ = ["DEFAULT_POOL_SIZE", "calibrate_retriever", "gold_on_chunks", "resolve_host"]
+from .host import LlamaIndexHost
 
 
 def calibrate_retriever(

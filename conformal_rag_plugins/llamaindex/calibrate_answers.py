@@ -16,10 +16,8 @@ from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.options import RetrievalOptions
 from ..retrieval.pool_calibration import CandidatePool
 from .answer_sampler import LlamaIndexSampler, embedder_identity
-from .calibrate import calibrate_retriever, resolve_host
-from .host import pool_from_nodes, texts_by_id
-
-__all__ = ["LlamaIndexAnswerHost", "calibrate_answer_sets"]
+from .calibrate import calibrate_retriever
+from .host import pool_from_nodes, resolve_host, texts_by_id
 
 
 class LlamaIndexAnswerHost(LLMReader):

@@ -14,8 +14,6 @@ from typing import Any
 
 from ..tuning.tuned_calibration import FusionConfig
 
-__all__ = ["LlamaIndexEntry"]
-
 _MODES = {"dist_based_score": "zscore", "relative_score": "minmax"}
 _FUSION = re.compile(r"fusion\(mode=(\w+),weights=([0-9.eE+-]+),")
 

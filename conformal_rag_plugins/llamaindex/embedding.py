@@ -9,8 +9,6 @@ from pydantic import PrivateAttr
 
 from ..local.encoder import MODEL_NAME, MiniLMEncoder, get_encoder
 
-__all__ = ["MiniLMEmbedding"]
-
 
 class MiniLMEmbedding(BaseEmbedding):
     """all-MiniLM-L6-v2 (offline, normalised, cached) as a LlamaIndex embedding.

@@ -9,8 +9,6 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from ..local.chroma import chroma_space
 from ..retrieval.fingerprint import Fingerprint
 
-__all__ = ["fingerprint_of", "pool_size_of"]
-
 _SCALES = {"ChromaVectorStore": "exp(-distance)", "SimpleVectorStore": "cosine"}
 
 

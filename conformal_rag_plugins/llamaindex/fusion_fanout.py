@@ -38,8 +38,6 @@ from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.tuned_calibration import FusionConfig
 from .stack import build_hybrid_retriever
 
-__all__ = ["FusionFanout", "fuse_lists"]
-
 # Which retriever's list a node came from: its hash and text are read from that retriever's node.
 _DENSE, _LEXICAL = 0, 1
 

@@ -23,18 +23,6 @@ from ..retrieval.host import Parents
 from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
 from .fingerprint import fingerprint_of, pool_size_of
 
-__all__ = [
-    "DEFAULT_POOL_SIZE",
-    "LlamaIndexHost",
-    "all_ids",
-    "document_chunks",
-    "existing_ids",
-    "gold_on_chunks",
-    "pool_from_nodes",
-    "resolve_host",
-    "texts_by_id",
-]
-
 #: Candidates per query of an index host when no pool size is given.
 DEFAULT_POOL_SIZE = 50
 

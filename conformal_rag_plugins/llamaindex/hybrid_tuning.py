@@ -26,8 +26,6 @@ from .host import DEFAULT_POOL_SIZE
 from .stack import build_hybrid_retriever
 from .tuned_units import unit_candidates
 
-__all__ = ["calibrate_hybrid_retriever", "hybrid_from_calibration", "hybrid_retrievers"]
-
 
 def hybrid_retrievers(
     index: VectorStoreIndex,

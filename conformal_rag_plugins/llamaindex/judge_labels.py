@@ -20,11 +20,8 @@ from typing import Any
 
 from ..labelling.host_judge import HostJudge
 from ..labelling.llm_judge import RankFn
-from .calibrate import resolve_host
-from .host import pool_from_nodes
+from .host import pool_from_nodes, resolve_host
 from .llm_calls import llm_task
-
-__all__ = ["alabel_with_judge", "host_ranking", "label_with_judge"]
 
 
 def host_ranking(host: Any, pool_size: int | None) -> RankFn:

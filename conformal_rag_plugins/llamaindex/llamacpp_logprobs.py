@@ -9,8 +9,6 @@ from llama_index.llms.llama_cpp import LlamaCPP
 
 from ..local.logprobs import continuation_logprob, model_lock
 
-__all__ = ["LlamaCPPWithLogprobs"]
-
 
 class LlamaCPPWithLogprobs(LlamaCPP):
     """``LlamaCPP`` that adds ``choices[0].logprobs`` (llama.cpp's format) to each completion's ``raw``.

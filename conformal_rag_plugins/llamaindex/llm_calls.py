@@ -20,8 +20,6 @@ from ..core.errors import ConformalError
 from ..labelling.llm import CompleteFn, LLMTask, RenderFn, check_prompt_variables
 from ..labelling.prompts import PromptSet
 
-__all__ = ["chat_template", "completion_template", "is_chat", "llm_task", "prompt_caller"]
-
 
 def is_chat(llm: Any) -> bool:
     """Whether the LLM is a chat model (``llm.metadata.is_chat_model``).

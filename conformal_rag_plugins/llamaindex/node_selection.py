@@ -13,10 +13,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..core.selection import best_first
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.serving import CONFORMAL_METADATA_KEYS, ServingOptions, serve_set
+from ..retrieval.serving import ServingOptions, serve_set
 from .host import pool_from_nodes
-
-__all__ = ["CONFORMAL_METADATA_KEYS", "ordered_nodes", "select_nodes", "served_dims"]
 
 _EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
 

@@ -42,14 +42,6 @@ from ..retrieval.serving import CHUNKS_METADATA_KEY, parent_chunk_lists
 from .fingerprint import fingerprint_of
 from .host import _index_of, existing_ids, pool_from_nodes
 
-__all__ = [
-    "CHUNKS_METADATA_KEY",
-    "ParentLevel",
-    "check_level",
-    "chunk_parent_id",
-    "resolve_parent_level",
-]
-
 _EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
 
 

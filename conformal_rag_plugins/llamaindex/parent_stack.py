@@ -28,8 +28,6 @@ from ..local.chroma import chroma_client, get_collection
 from .embedding import MiniLMEmbedding
 from .text_splitting import sentence_splitter
 
-__all__ = ["LAYOUTS", "PARENT_LEVEL_CHUNK_SIZE", "ParentStack", "build_parent_stack"]
-
 #: The two layouts :func:`build_parent_stack` builds.
 LAYOUTS = ("flat", "hierarchical")
 

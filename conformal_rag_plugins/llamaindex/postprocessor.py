@@ -19,12 +19,9 @@ from ..retrieval.serving import (
     refuse_loose_options,
     serving_calibration,
 )
-from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
-from .host import all_ids
+from .host import all_ids, resolve_host
 from .node_selection import select_nodes, served_dims
-
-__all__ = ["ConformalNodePostprocessor"]
 
 
 class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):

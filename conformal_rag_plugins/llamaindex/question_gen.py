@@ -29,8 +29,6 @@ from ..labelling.chunk_records import Chunk
 from ..labelling.question_writer import QuestionWriter
 from .llm_calls import llm_task
 
-__all__ = ["agenerate_calibration_questions", "chunks_from_nodes", "generate_calibration_questions"]
-
 
 def chunks_from_nodes(items: Iterable[BaseNode | NodeWithScore | CorpusEntry]) -> list[CorpusEntry]:
     """Nodes (or corpus entries / chunks, kept as they are) as chunks with their document.

@@ -13,13 +13,10 @@ from ..monitor.monitor import ServedScores
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.served_checks import ServedPoolCheck, check_host
 from ..retrieval.serving import DEFAULT_OPTIONS, ServingMixin, ServingOptions, serving_calibration
-from .calibrate import resolve_host
 from .fingerprint import fingerprint_of
-from .host import all_ids
-from .node_selection import CONFORMAL_METADATA_KEYS, ordered_nodes, select_nodes, served_dims
+from .host import all_ids, resolve_host
+from .node_selection import ordered_nodes, select_nodes, served_dims
 from .parent_retrieval import ParentLevel, check_level, resolve_parent_level
-
-__all__ = ["CONFORMAL_METADATA_KEYS", "ConformalRetriever"]
 
 
 class ConformalRetriever(ServingMixin, BaseRetriever):

@@ -15,8 +15,6 @@ from ..local.chroma import chroma_client, get_collection
 from ..local.tokens import warn_if_truncated
 from .embedding import MiniLMEmbedding
 
-__all__ = ["FUSION_MODES", "build_chroma_index", "build_hybrid_retriever", "nodes_from_entries"]
-
 
 def _node(entry: CorpusEntry) -> TextNode:
     metadata: dict[str, Any] = {"title": entry.title} if entry.title else {}

@@ -26,8 +26,6 @@ from ..runtime.run_sync import run_sync
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts, embedder_identity
 from .traced_synthesis import TracedSynthesis
 
-__all__ = ["ConformalAnswerSetSynthesizer"]
-
 
 def _chunks(nodes: Sequence[NodeWithScore], calibration: AnswerSetCalibration) -> tuple[list[ChunkInput], str]:
     return chunks_from_metadata(

@@ -10,13 +10,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..datasets.examples import CorpusEntry
-from ..labelling.chunk_records import Chunk, chunk_with, parent_of
+from ..labelling.chunk_records import Chunk, chunk_with
 from ..local.tokens import chunk_window, count_tokens, token_ids
 
 if TYPE_CHECKING:
     from llama_index.core.node_parser import SentenceSplitter
-
-__all__ = ["Chunk", "chunk_entries", "parent_of", "sentence_splitter"]
 
 
 def sentence_splitter(chunk_size: int | None = None, chunk_overlap: int | None = None) -> SentenceSplitter:

@@ -20,8 +20,6 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 
 from ..runtime.run_sync import run_sync
 
-__all__ = ["TracedSynthesis"]
-
 dispatcher = instrument.get_dispatcher(__name__)
 
 

@@ -33,8 +33,6 @@ from .host import all_ids, existing_ids, pool_from_nodes
 from .parent_retrieval import ParentLevel, chunk_parent_id, resolve_parent_level
 from .stack import build_hybrid_retriever
 
-__all__ = ["UnitCandidates", "unit_candidates"]
-
 
 @dataclass
 class UnitCandidates(UnitSearch):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["BM25Index"]
-
 
 class BM25Index:
     """BM25 scores for the top candidates of a query.

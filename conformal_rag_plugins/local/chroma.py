@@ -6,16 +6,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "HNSW_CONFIG",
-    "MAX_QUERY_ROWS",
-    "add_in_batches",
-    "chroma_client",
-    "chroma_space",
-    "get_collection",
-    "query_in_batches",
-]
-
 # High ef values make HNSW near-exact on corpora of this size (NOTES: default ef gave recall@20 ~0.77).
 HNSW_CONFIG: dict[str, Any] = {"hnsw": {"space": "cosine", "ef_search": 500, "ef_construction": 500}}
 

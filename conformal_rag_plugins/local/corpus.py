@@ -7,8 +7,6 @@ from functools import lru_cache
 from ..datasets.examples import CalibrationExample, CorpusEntry, load_corpus, load_qa
 from .data import bundled_corpus_paths, bundled_qa_path
 
-__all__ = ["bundled_corpus", "bundled_questions"]
-
 
 @lru_cache(maxsize=1)
 def bundled_corpus() -> tuple[CorpusEntry, ...]:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DATA_DIR", "bundled_corpus_paths", "bundled_qa_path"]
-
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 

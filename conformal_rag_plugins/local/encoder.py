@@ -14,8 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["MODEL_NAME", "EmbeddingStore", "MiniLMEncoder", "default_cache_dir", "get_encoder"]
-
 from ..runtime.kv_cache import SqliteStore
 from ..runtime.paths import default_cache_dir
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["BUNDLED_ARTICLES", "QUESTION_TYPES", "bundled_collection", "question_type"]
-
 #: The question types :func:`question_type` returns.
 QUESTION_TYPES = ("how", "other", "what", "when", "where", "which", "who")
 

@@ -21,19 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..runtime.openai_settings import openai_settings
 from .encoder import default_cache_dir
-
-__all__ = [
-    "GEMMA_FILE",
-    "LocalModelError",
-    "check_local_model",
-    "file_sha256",
-    "gemma_model_path",
-    "llama_cpp_identity",
-    "llama_cpp_version",
-    "openai_settings",
-]
 
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 # The version checked with this model (constraints.txt pins it; pyproject.toml keeps a range).

@@ -24,8 +24,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["continuation_logprob", "model_lock"]
-
 # Per model: the prompt prefix whose fixed state is saved, the saved bytes, and their length.
 _states: weakref.WeakKeyDictionary[Any, tuple[tuple[int, ...], Any, int]] = weakref.WeakKeyDictionary()
 _locks: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()

@@ -18,14 +18,6 @@ from pathlib import Path
 
 from ..datasets.examples import CalibrationExample, CorpusEntry
 
-__all__ = [
-    "DEFAULT_PARAGRAPHS_PER_DOCUMENT",
-    "bundled_long_documents",
-    "join_paragraphs",
-    "relabel_to_documents",
-    "write_long_documents",
-]
-
 #: Paragraphs joined per long document.
 DEFAULT_PARAGRAPHS_PER_DOCUMENT = 6
 

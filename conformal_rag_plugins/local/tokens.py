@@ -18,18 +18,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "SPECIAL_TOKENS",
-    "chunk_window",
-    "count_tokens",
-    "default_chunk_overlap",
-    "default_chunk_size",
-    "embedding_max_seq_length",
-    "embedding_tokenizer",
-    "token_ids",
-    "warn_if_truncated",
-]
-
 #: Special tokens the encoder adds around every input (``[CLS]`` ... ``[SEP]``).
 SPECIAL_TOKENS = 2
 

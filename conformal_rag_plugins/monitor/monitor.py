@@ -77,18 +77,8 @@ from ..storage.jsonio import (
 )
 from ..storage.jsonio import decode_float as _dec
 from ..storage.jsonio import encode_float as _enc
-from .schema import MonitorFile, check_fields
-
-__all__ = [
-    "MONITOR_SCHEMA_VERSION",
-    "ConformalMonitor",
-    "MonitorUpdate",
-    "ServedScores",
-    "calibration_identity",
-    "calibration_unit",
-    "monitor_statistic",
-    "served_threshold",
-]
+from ..storage.schema import check_fields
+from .schema import MonitorFile
 
 #: Schema 2 adds the runs (restarts), the group of each label, ``grouped`` and the signature.
 MONITOR_SCHEMA_VERSION = 2

@@ -2,6 +2,7 @@
 
 Examples
 --------
+>>> from conformal_rag_plugins.storage.schema import check_fields
 >>> check_fields(MonitorFile, {"kind": "x"}, "drift monitor")
 Traceback (most recent call last):
 ...
@@ -15,9 +16,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from ..core.martingale import STATISTICS
-from ..storage.schema import Checksum, FingerprintFile, Finite, Level, Text, _Strict, check_fields
-
-__all__ = ["CalibrationIdentityFile", "LabelFile", "MonitorFile", "RunFile", "check_fields"]
+from ..storage.schema import Checksum, FingerprintFile, Finite, Level, Text, _Strict
 
 Stat = Finite | Literal["+inf", "inf", "-inf"]
 

@@ -29,23 +29,6 @@ if TYPE_CHECKING:
     from ..answer_sets.calibration import AnswerSetCalibration
     from ..retrieval.calibration import RetrievalCalibration
 
-__all__ = [
-    "DEFAULT_LEVELS",
-    "AnswerSetSummary",
-    "CoverageGrid",
-    "MethodSizes",
-    "ScoreDistribution",
-    "SetSizeComparison",
-    "TieLevel",
-    "Verdict",
-    "answer_set_summary",
-    "coverage_grid",
-    "coverage_verdict",
-    "grid_verdict",
-    "score_distribution",
-    "set_size_comparison",
-    "tie_levels",
-]
 
 #: The grid of confidence levels 1 - alpha of the coverage figure (the calibrated level is added).
 DEFAULT_LEVELS: tuple[float, ...] = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))

@@ -10,8 +10,6 @@ from ..core.pools import PoolObservation
 from ..retrieval.calibration import RetrievalCalibration
 from .page import Figure
 
-__all__ = ["FIGURE_NAMES", "build_figures"]
-
 #: The PNG files a report may write (the last one for an answer-set calibration only).
 FIGURE_NAMES = ("coverage.png", "set_sizes.png", "scores.png", "answer_sets.png")
 

@@ -19,8 +19,6 @@ from ..core.pools import PoolObservation
 from ..retrieval.calibration import RetrievalCalibration
 from .data import DEFAULT_LEVELS, answer_set_summary, coverage_grid, score_distribution, set_size_comparison
 
-__all__ = ["answer_sets_figure", "coverage_figure", "scores_figure", "set_sizes_figure"]
-
 
 def scores_figure(calibration: RetrievalCalibration, observations: Sequence[PoolObservation] | None = None) -> Any:
     """Empirical CDF of the calibration scores, threshold and target marked; ``observations`` adds held-out scores."""

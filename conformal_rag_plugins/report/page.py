@@ -7,8 +7,6 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Figure", "render_page"]
-
 
 @dataclass(frozen=True)
 class Figure:

@@ -16,8 +16,6 @@ from typing import Any
 from ..core.errors import ConformalError
 from .data import AnswerSetSummary, CoverageGrid, ScoreDistribution, SetSizeComparison
 
-__all__ = ["figure_png", "new_figure", "plot_answer_sets", "plot_coverage", "plot_scores", "plot_set_sizes"]
-
 
 def new_figure(width: float = 7.0, height: float = 4.2) -> Any:
     """An empty matplotlib ``Figure`` on an Agg canvas.

@@ -20,8 +20,6 @@ from .host import RetrievalHost
 from .options import RetrievalOptions
 from .pool_calibration import CandidatePool, calibrate_from_pools, collect_observations, label_counts
 
-__all__ = ["calibrate_host"]
-
 
 def calibrate_host(
     host: RetrievalHost, examples: Sequence[CalibrationExample], options: RetrievalOptions | None = None

@@ -32,8 +32,6 @@ from .fingerprint import Fingerprint
 from .groups import check_groups, groups_payload, threshold_for
 from .recall_calibration import check_risk_fields, recall_threshold
 
-__all__ = ["SCHEMA_VERSION", "RetrievalCalibration"]
-
 #: Version 2 always writes ``corpus`` and ``gold_ranks`` (``null`` when unknown); version 1 files still load.
 SCHEMA_VERSION = 2
 _READABLE_VERSIONS = (1, 2)

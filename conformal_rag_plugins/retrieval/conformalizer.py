@@ -18,8 +18,6 @@ from .fingerprint import Fingerprint
 from .groups import GroupBy, with_groups
 from .recall_calibration import CONTROLS, recall_method, recall_threshold
 
-__all__ = ["RetrievalConformalizer", "optimisation_ids"]
-
 
 def _question_ids(obs: Sequence[PoolObservation]) -> tuple[str, ...]:
     """The observations' question ids (empty unless every one has one), refusing a repeated question."""

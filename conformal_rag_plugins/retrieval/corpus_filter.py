@@ -15,8 +15,6 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["corpus_record", "ids_filter", "unknown_ids"]
-
 _BITS_PER_ID = 10
 _HASHES = 7
 _MAX_BITS = 8 * 1024 * 1024

@@ -16,8 +16,6 @@ from typing import Any
 from ..core.errors import CalibrationError
 from .pool_calibration import CandidatePool
 
-__all__ = ["FANOUT_KINDS", "Fanout", "FanoutKey", "block_size"]
-
 #: ``(fusion setting or None, pool size)``: the key of one pool of a question.
 FanoutKey = tuple[Any, int]
 #: The hosts a fan-out stands for.

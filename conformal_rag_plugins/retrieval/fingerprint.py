@@ -10,8 +10,6 @@ from typing import Any
 
 from ..core.errors import CorpusChangedWarning, FingerprintMismatchError
 
-__all__ = ["DIGEST_KEYS", "Fingerprint", "check_corpus", "corpus_digest", "same_corpus", "score_range"]
-
 #: The keys of a corpus digest that identify the collection (a stored ``corpus_`` may hold more, e.g. ``ids_filter``).
 DIGEST_KEYS = ("size", "ids_sha256")
 

@@ -6,8 +6,6 @@ from collections.abc import Sequence
 
 from ..datasets.examples import CalibrationExample
 
-__all__ = ["gold_positions"]
-
 
 def gold_positions(
     example: CalibrationExample, candidate_ids: Sequence[str | None], candidate_texts: Sequence[str]

@@ -46,26 +46,6 @@ from ..core.mondrian import check_fallback, check_group_label, group_thresholds
 from ..core.selection import SetDecision, decide_chunk_set
 from ..datasets.examples import CalibrationExample
 
-__all__ = [
-    "GROUP_METADATA_KEYS",
-    "GroupBy",
-    "check_group_options",
-    "check_groups",
-    "chunk_group_labels",
-    "chunk_set",
-    "chunk_thresholds",
-    "describe_group_by",
-    "group_labels",
-    "groups_payload",
-    "mark_group_fallback",
-    "query_group",
-    "query_threshold",
-    "recomputed_groups",
-    "threshold_for",
-    "with_chunk_groups",
-    "with_groups",
-]
-
 #: A metadata key of the calibration examples, or a function of the question text.
 GroupBy = str | Callable[[str], Any]
 

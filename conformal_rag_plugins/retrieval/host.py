@@ -15,8 +15,6 @@ from ..datasets.examples import CalibrationExample
 from .fingerprint import Fingerprint
 from .pool_calibration import CandidatePool, check_gold_ids
 
-__all__ = ["Parents", "RetrievalHost", "as_parents", "check_gold_on_host"]
-
 
 @runtime_checkable
 class RetrievalHost(Protocol):

@@ -7,8 +7,6 @@ from dataclasses import dataclass, replace
 from ..core.errors import ConformalError
 from .groups import GroupBy
 
-__all__ = ["DEFAULT_CONFIDENCE_LEVEL", "RetrievalOptions", "with_level"]
-
 #: The confidence level every calibration uses when none is given.
 DEFAULT_CONFIDENCE_LEVEL = 0.9
 

@@ -18,16 +18,6 @@ from ..datasets.examples import CalibrationExample
 from .fingerprint import Fingerprint
 from .pool_calibration import CandidatePool
 
-__all__ = [
-    "PARENT_MARK",
-    "ParentCandidates",
-    "check_parent_aggregation",
-    "lift_gold_to_parents",
-    "parent_fingerprint",
-    "parent_unit_name",
-    "to_parent_pool",
-]
-
 #: Separator between the chunk host's retriever description and the parent unit in a fingerprint.
 PARENT_MARK = ">"
 

@@ -26,16 +26,6 @@ from .fingerprint import Fingerprint
 from .gold_matching import gold_positions
 from .options import RetrievalOptions
 
-__all__ = [
-    "CandidatePool",
-    "calibrate_from_pools",
-    "check_gold_ids",
-    "check_labelled",
-    "collect_observations",
-    "label_counts",
-    "observe",
-]
-
 #: Example metadata keys whose values are counted into ``RetrievalCalibration.labels_``.
 LABEL_KEYS = ("gold_rule", "label_rule")
 

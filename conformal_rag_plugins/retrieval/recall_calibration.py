@@ -16,8 +16,6 @@ from typing import Any
 from ..core.errors import CalibrationError, CalibrationIntegrityError
 from ..core.quantile import crc_threshold, ltt_threshold
 
-__all__ = ["CONTROLS", "RECALL_METHODS", "RISKS", "check_risk_fields", "recall_method", "recall_threshold"]
-
 #: What a threshold may control, as recorded in ``risk_``.
 RISKS = ("miscoverage", "recall")
 #: The ``control=`` values of the calibration drivers (``coverage`` -> ``miscoverage`` risk).

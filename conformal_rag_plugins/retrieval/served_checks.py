@@ -24,8 +24,6 @@ from .calibration import RetrievalCalibration
 from .corpus_filter import unknown_ids
 from .fingerprint import Fingerprint, check_corpus, corpus_digest, score_range
 
-__all__ = ["ServedPoolCheck", "check_host"]
-
 _TOLERANCE = 1e-4  # float32 rounding of normalised embeddings
 
 

@@ -32,19 +32,6 @@ from ..core.errors import ConformalError, GuaranteeCutWarning
 from ..core.selection import SetDecision, check_k_bounds, conformal_metadata, decide_set
 from .groups import GROUP_METADATA_KEYS, check_group_options, chunk_set, mark_group_fallback, query_threshold
 
-__all__ = [
-    "CHUNKS_METADATA_KEY",
-    "CONFORMAL_METADATA_KEYS",
-    "ServedSet",
-    "ServingMixin",
-    "ServingOptions",
-    "expected_pool_size",
-    "parent_chunk_lists",
-    "refuse_loose_options",
-    "serve_set",
-    "serving_calibration",
-]
-
 #: The metadata keys every returned candidate gets (hidden from the LLM in LlamaIndex).
 CONFORMAL_METADATA_KEYS = (
     "conformal_score",

@@ -20,8 +20,6 @@ import threading
 import warnings
 from types import FrameType
 
-__all__ = ["remember_caller", "warn_at_caller"]
-
 
 def _folder(module_file: str) -> str:
     """The folder of a package's ``__init__.py``, with a trailing separator."""

@@ -13,8 +13,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["iter_balanced_objects", "parse_json_object"]
-
 
 def _balanced_end(text: str, start: int) -> int | None:
     """Index just past the ``}`` closing the ``{`` at ``start``, or ``None`` if it never closes."""

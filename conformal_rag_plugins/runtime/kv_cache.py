@@ -32,16 +32,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = [
-    "BUSY_TIMEOUT",
-    "JsonCache",
-    "SqliteStore",
-    "default_cache_path",
-    "is_busy_error",
-    "open_cache",
-    "retry_busy",
-]
-
 T = TypeVar("T")
 S = TypeVar("S", bound="SqliteStore")
 logger = logging.getLogger("conformal_rag_plugins")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["COMPLETION_ENV", "completion_mode", "openai_settings"]
-
 COMPLETION_ENV = "CONFORMAL_RAG_OPENAI_COMPLETION"
 
 

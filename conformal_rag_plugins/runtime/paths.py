@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["default_cache_dir"]
-
 
 def default_cache_dir() -> Path:
     """``$CONFORMAL_RAG_CACHE`` or ``~/.cache/conformal-rag`` (created if missing).

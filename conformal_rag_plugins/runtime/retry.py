@@ -7,8 +7,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-__all__ = ["call_with_retries"]
-
 T = TypeVar("T")
 logger = logging.getLogger("conformal_rag_plugins")
 

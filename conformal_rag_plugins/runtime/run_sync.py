@@ -11,8 +11,6 @@ from typing import Any, TypeVar
 
 from .caller_warning import remember_caller
 
-__all__ = ["run_sync"]
-
 T = TypeVar("T")
 
 

@@ -20,20 +20,6 @@ from typing import Any
 from ..core.errors import CalibrationIntegrityError
 from ..runtime.atomic import atomic_write_text
 
-__all__ = [
-    "SIGNING_KEY_ENV",
-    "check_signature",
-    "decode_float",
-    "encode_float",
-    "loads_strict",
-    "read_checked",
-    "resolve_signing_key",
-    "sign",
-    "verify",
-    "with_checksum",
-    "write_json",
-]
-
 SIGNING_KEY_ENV = "CONFORMAL_RAG_SIGNING_KEY"
 
 

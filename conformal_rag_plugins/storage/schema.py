@@ -37,18 +37,6 @@ from ..core.clustering import CLUSTER_METHODS, GENERATOR_SCORES
 from ..core.errors import CalibrationIntegrityError
 from ..core.retrieval_scores import SCORE_FAMILIES
 
-__all__ = [
-    "AnswerSetFile",
-    "CorpusFile",
-    "FingerprintFile",
-    "GeneratorFile",
-    "GroupFile",
-    "IdsFilterFile",
-    "RetrievalFile",
-    "check_fields",
-    "record_problems",
-]
-
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Level = Annotated[float, Field(gt=0.0, lt=1.0, allow_inf_nan=False)]
 Score = Finite | Literal["+inf", "inf"]

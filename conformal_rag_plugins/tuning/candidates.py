@@ -19,16 +19,6 @@ from ..core.pools import PoolObservation
 from ..datasets.examples import CalibrationExample
 from ..retrieval.pool_calibration import CandidatePool, check_labelled, collect_observations, observe
 
-__all__ = [
-    "CandidateSearch",
-    "TokenCosts",
-    "TunedCandidate",
-    "as_candidate",
-    "candidate_grid",
-    "default_pool_sizes",
-    "observe_candidates",
-]
-
 
 @dataclass(frozen=True)
 class TunedCandidate:

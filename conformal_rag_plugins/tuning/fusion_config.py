@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 from ..core.errors import CalibrationError
 
-__all__ = ["DEFAULT_FUSION_GRID", "FUSION_METHODS", "FusionConfig"]
-
 #: Fusion methods: ``zscore`` (LlamaIndex ``dist_based_score``) and ``minmax`` (``relative_score``).
 FUSION_METHODS = ("zscore", "minmax")
 

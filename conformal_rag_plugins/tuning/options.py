@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 from .fusion_config import DEFAULT_FUSION_GRID, FusionConfig
 
-__all__ = ["TuningOptions"]
-
 
 @dataclass(frozen=True)
 class TuningOptions:

@@ -40,10 +40,9 @@ from ..retrieval.pool_calibration import (
     label_counts,
 )
 from .candidates import CandidateSearch, TunedCandidate, as_candidate, observe_candidates
-from .fusion_config import DEFAULT_FUSION_GRID, FUSION_METHODS, FusionConfig
+from .fusion_config import FusionConfig
 from .options import TuningOptions
 
-__all__ = ["DEFAULT_FUSION_GRID", "FUSION_METHODS", "FusionConfig", "TunedCalibration", "calibrate_tuned", "fusion_of"]
 
 @dataclass(frozen=True)
 class TunedCalibration:

@@ -23,8 +23,6 @@ from .fusion_config import FusionConfig
 from .options import TuningOptions
 from .tuned_calibration import calibrate_tuned
 
-__all__ = ["UnitSearch", "calibrate_unit_search"]
-
 
 @dataclass
 class UnitSearch:

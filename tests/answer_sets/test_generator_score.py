@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conformal_rag_plugins.answer_sets.engine import ChunkInput, abuild_answer_set
+from conformal_rag_plugins.answer_sets.options import with_generator_score
 from conformal_rag_plugins.answer_sets.sample_record import Sample, mean_logprob
-from conformal_rag_plugins.answer_sets.stages import with_generator_score
 from conformal_rag_plugins.core.clustering import cluster_answers
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
 from conformal_rag_plugins.runtime.run_sync import run_sync

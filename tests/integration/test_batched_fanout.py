@@ -16,7 +16,7 @@ import pytest
 from conformal_rag_plugins.commands import unit_candidates
 from conformal_rag_plugins.commands.hosts import build_fanout
 from conformal_rag_plugins.commands.unit_candidates import collect_candidates
-from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID
+from conformal_rag_plugins.tuning.fusion_config import DEFAULT_FUSION_GRID
 
 pytestmark = pytest.mark.integration
 

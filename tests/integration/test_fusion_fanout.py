@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conformal_rag_plugins.commands.hosts import build_fanout, build_hosts
-from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID
+from conformal_rag_plugins.tuning.fusion_config import DEFAULT_FUSION_GRID
 
 pytestmark = pytest.mark.integration
 

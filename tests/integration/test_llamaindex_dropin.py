@@ -15,9 +15,8 @@ from llama_index.core.schema import MetadataMode
 
 from conformal_rag_plugins.core import GuaranteeCutWarning, conformal_quantile, conformal_rank
 from conformal_rag_plugins.llamaindex import ConformalRetriever, fingerprint_of
-from conformal_rag_plugins.llamaindex.retriever import CONFORMAL_METADATA_KEYS
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
-from conformal_rag_plugins.retrieval.serving import ServingOptions
+from conformal_rag_plugins.retrieval.serving import CONFORMAL_METADATA_KEYS, ServingOptions
 
 pytestmark = pytest.mark.integration
 

@@ -26,13 +26,12 @@ from conformal_rag_plugins.core.coverage_band import split_conformal_band
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, FingerprintMismatchError
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.llamaindex import ConformalRetriever, MiniLMEmbedding, calibrate_retriever, fingerprint_of
-from conformal_rag_plugins.llamaindex.node_selection import CONFORMAL_METADATA_KEYS
 from conformal_rag_plugins.llamaindex.parent_retrieval import CHUNKS_METADATA_KEY, resolve_parent_level
 from conformal_rag_plugins.llamaindex.parent_stack import build_parent_stack
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
-from conformal_rag_plugins.retrieval.serving import ServingOptions
+from conformal_rag_plugins.retrieval.serving import CONFORMAL_METADATA_KEYS, ServingOptions
 
 pytestmark = pytest.mark.integration
 

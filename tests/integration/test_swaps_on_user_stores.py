@@ -99,7 +99,7 @@ def test_llamaindex_calibrates_on_document_ids_of_split_documents(subset, split_
     assert sum(rules.values()) == N_CALIBRATION and rules.get("answer-in-chunk", 0) >= N_CALIBRATION // 2, rules
 
     # each example's gold is now chunks of its document; with the answer rule, chunks holding an answer
-    from conformal_rag_plugins.llamaindex.calibrate import gold_on_chunks
+    from conformal_rag_plugins.llamaindex.host import gold_on_chunks
 
     texts = {n.node_id: n.get_content() for n in split_index.docstore.docs.values()}
     mapped = gold_on_chunks(ConformalRetriever(index=split_index, calibration=cal)._host, questions)

@@ -170,8 +170,8 @@ def test_answer_set_tampering_is_refused(tmp_path, edit, words):
 
 
 def test_pool_size_zero_never_becomes_the_default():
-    from conformal_rag_plugins.langchain.calibrate import resolve_pool_size
-    from conformal_rag_plugins.llamaindex.calibrate import resolve_host
+    from conformal_rag_plugins.langchain.host import resolve_pool_size
+    from conformal_rag_plugins.llamaindex.host import resolve_host
 
     class Index:  # an index would be asked for as_retriever(similarity_top_k=...)
         def as_retriever(self, similarity_top_k):

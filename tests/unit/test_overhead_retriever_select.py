@@ -19,9 +19,8 @@ from conformal_rag_plugins.core.retrieval_scores import candidate_nonconformity
 from conformal_rag_plugins.core.selection import decide_set
 from conformal_rag_plugins.langchain.retriever import ConformalRetriever as LCRetriever
 from conformal_rag_plugins.llamaindex.host import pool_from_nodes
-from conformal_rag_plugins.llamaindex.retriever import CONFORMAL_METADATA_KEYS
 from conformal_rag_plugins.llamaindex.retriever import ConformalRetriever as LIRetriever
-from conformal_rag_plugins.retrieval.serving import ServingOptions
+from conformal_rag_plugins.retrieval.serving import CONFORMAL_METADATA_KEYS, ServingOptions
 
 
 def legacy_li_select(self, nodes):

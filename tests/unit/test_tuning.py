@@ -15,8 +15,9 @@ from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, label_counts
+from conformal_rag_plugins.tuning.fusion_config import DEFAULT_FUSION_GRID
 from conformal_rag_plugins.tuning.options import TuningOptions
-from conformal_rag_plugins.tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned
+from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig, calibrate_tuned
 
 
 def _obs(scores, gold) -> PoolObservation:
