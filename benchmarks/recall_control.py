@@ -31,11 +31,11 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from conformal_rag_plugins.core.recall_pools import RecallPools
 
 from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
 from conformal_rag_plugins.commands.hosts import build_host
 from conformal_rag_plugins.commands.tables import markdown_table
+from conformal_rag_plugins.core.recall_pools import RecallPools
 from conformal_rag_plugins.evaluation.recall_trials import evaluate_recall_splits
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.long_documents import bundled_long_documents

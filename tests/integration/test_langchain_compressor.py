@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 from langchain_classic.retrievers import ContextualCompressionRetriever
 from langchain_classic.retrievers.document_compressors import EmbeddingsFilter
 from langchain_core.documents import Document
@@ -23,6 +22,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
 
 from conformal_rag_plugins.core import ConformalError, FingerprintMismatchError, conformal_rank
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.langchain import ConformalDocumentCompressor, calibrate_compressor
 from conformal_rag_plugins.langchain.compressor import score_documents

@@ -23,10 +23,10 @@ import warnings
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.recall_pools import RecallPools
 
 from conformal_rag_plugins.core.errors import InfiniteThresholdWarning
 from conformal_rag_plugins.core.quantile import crc_threshold, ltt_threshold
+from conformal_rag_plugins.core.recall_pools import RecallPools
 from conformal_rag_plugins.core.recall_risk import recall_at, risk_curve
 from conformal_rag_plugins.evaluation.recall_trials import evaluate_recall_splits
 

@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
 from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer

@@ -7,7 +7,6 @@ import warnings
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 
 from conformal_rag_plugins.core.errors import (
     CalibrationError,
@@ -15,6 +14,7 @@ from conformal_rag_plugins.core.errors import (
     InfiniteThresholdWarning,
     NotFittedError,
 )
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
 from conformal_rag_plugins.datasets.examples import split_examples
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration

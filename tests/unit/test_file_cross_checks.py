@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 
 from conformal_rag_plugins.core.errors import CalibrationError, CalibrationIntegrityError
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer

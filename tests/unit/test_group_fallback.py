@@ -13,11 +13,11 @@ import warnings
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 from langchain_core.documents import Document
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from conformal_rag_plugins.core.errors import GuaranteeCutWarning, SmallGroupWarning
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.selection import decide_set
 from conformal_rag_plugins.langchain.document_selection import select_documents
 from conformal_rag_plugins.llamaindex.node_selection import select_nodes

@@ -16,7 +16,6 @@ import warnings
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 from langchain_core.documents import Document
 from llama_index.core.schema import NodeWithScore, TextNode
 
@@ -26,6 +25,7 @@ from conformal_rag_plugins.core.errors import (
     GuaranteeCutWarning,
     SmallGroupWarning,
 )
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.core.selection import decide_chunk_set
 from conformal_rag_plugins.datasets.examples import CalibrationExample

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 
 from conformal_rag_plugins.core.errors import (
     CalibrationError,
@@ -16,6 +15,7 @@ from conformal_rag_plugins.core.errors import (
     SmallGroupWarning,
 )
 from conformal_rag_plugins.core.mondrian import group_thresholds
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration

@@ -20,11 +20,11 @@ import warnings
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 
 from conformal_rag_plugins.core.binomial import binom_cdf
 from conformal_rag_plugins.core.errors import CalibrationIntegrityError, ConformalError
 from conformal_rag_plugins.core.martingale import restart_delta, smoothed_pvalue, strangeness, tie_uniform
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
 from conformal_rag_plugins.monitor.monitor import ConformalMonitor, ServedScores, monitor_statistic, served_threshold

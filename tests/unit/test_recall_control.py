@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 
 from conformal_rag_plugins.core.errors import (
     CalibrationError,
@@ -21,6 +20,7 @@ from conformal_rag_plugins.core.errors import (
     ConformalError,
     InfiniteThresholdWarning,
 )
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.quantile import conformal_quantile, crc_threshold, ltt_threshold
 from conformal_rag_plugins.core.recall_risk import gold_nonconformity, recall_at, risk_curve
 from conformal_rag_plugins.datasets.examples import CalibrationExample

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 
 from conformal_rag_plugins.core.coverage_band import split_conformal_band
 from conformal_rag_plugins.core.errors import CalibrationIntegrityError
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.report.data import (

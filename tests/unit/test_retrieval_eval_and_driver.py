@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation, choose_family
 
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
+from conformal_rag_plugins.core.pools import PoolObservation, choose_family
 from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.core.validation import check_alpha, check_scores
 from conformal_rag_plugins.datasets.examples import CalibrationExample

@@ -7,7 +7,6 @@ import warnings
 
 import numpy as np
 import pytest
-from conformal_rag_plugins.core.pools import PoolObservation
 
 from conformal_rag_plugins.core.config_search import (
     choose_configuration,
@@ -18,6 +17,7 @@ from conformal_rag_plugins.core.errors import ConformalError, PoolMissWarning
 from conformal_rag_plugins.core.parent_scores import aggregate_to_parents
 from conformal_rag_plugins.core.pool_matrix import PoolMatrix
 from conformal_rag_plugins.core.pool_misses import pool_miss_advice
+from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.retrieval_scores import SCORE_FAMILIES
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.parent_pools import to_parent_pool
