@@ -306,7 +306,7 @@ def _tuned(
     name = f"crp-{framework}-{corpus_key(chunks)}"
     if framework == "llamaindex":
         from ..llamaindex.hybrid_tuning import calibrate_hybrid_retriever
-        from ..llamaindex.stack import build_chroma_index
+        from ..local.llamaindex_stack import build_chroma_index
 
         index, nodes = build_chroma_index(chunks, client=client, collection_name=name)
         _, cal = calibrate_hybrid_retriever(
@@ -324,7 +324,7 @@ def _tuned(
         )
         return cal
     from ..langchain.hybrid_tuning import calibrate_hybrid_retriever as lc_calibrate
-    from ..langchain.stack import build_chroma_vectorstore
+    from ..local.langchain_stack import build_chroma_vectorstore
 
     store = build_chroma_vectorstore(chunks, client=client, collection_name=name)
     _, cal = lc_calibrate(

@@ -174,13 +174,13 @@ def build_llm(framework: str, kind: str, *, temperature: float, max_tokens: int)
         if openai_settings() is None:
             raise ConformalError("--llm openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a compatible server).")
     if framework == "llamaindex":
-        from ..llamaindex import llm as li_llm
+        from ..local import llamaindex_models as li_llm
 
         if kind == "local":
             return li_llm.local_llm(temperature=temperature, max_new_tokens=max_tokens)
         model = li_llm.default_llm(temperature=temperature)
     else:
-        from ..langchain import llm as lc_llm
+        from ..local import langchain_models as lc_llm
 
         if kind == "local":
             return lc_llm.local_llm(temperature=temperature, max_tokens=max_tokens)

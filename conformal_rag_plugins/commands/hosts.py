@@ -45,7 +45,7 @@ def _llamaindex_hosts(
 ) -> dict[FusionConfig | None, HostBundle]:
     from ..llamaindex.host import pool_from_nodes
     from ..llamaindex.hybrid_tuning import hybrid_retrievers
-    from ..llamaindex.stack import build_chroma_index
+    from ..local.llamaindex_stack import build_chroma_index
 
     name = f"crp-llamaindex-{corpus_key(entries)}"
     index, nodes = build_chroma_index(entries, client=client, collection_name=name, show_progress=progress)
@@ -70,7 +70,7 @@ def _langchain_hosts(
 ) -> dict[FusionConfig | None, HostBundle]:
     from ..langchain.host import fetch_pool
     from ..langchain.hybrid_tuning import hybrid_retrievers
-    from ..langchain.stack import build_chroma_vectorstore
+    from ..local.langchain_stack import build_chroma_vectorstore
 
     store = build_chroma_vectorstore(entries, client=client, collection_name=f"crp-langchain-{corpus_key(entries)}")
     hosts: dict[FusionConfig | None, Any]
@@ -158,7 +158,7 @@ def build_fanout(
     name = f"crp-{framework}-{corpus_key(entries)}"
     if framework == "llamaindex":
         from ..llamaindex.fusion_fanout import FusionFanout
-        from ..llamaindex.stack import build_chroma_index
+        from ..local.llamaindex_stack import build_chroma_index
 
         index, nodes = build_chroma_index(
             entries,
@@ -169,8 +169,8 @@ def build_fanout(
         )
         return FusionFanout(index, nodes, kind, grid, pool_sizes)
     from ..langchain.fusion_fanout import FusionFanout as LangChainFanout
-    from ..langchain.stack import build_chroma_vectorstore
     from ..local.bm25 import BM25Index
+    from ..local.langchain_stack import build_chroma_vectorstore
 
     store = build_chroma_vectorstore(entries, client=client, collection_name=name, warn_truncation=not whole_documents)
     return LangChainFanout(store, BM25Index([e.id for e in entries], [e.text for e in entries]), kind, grid, pool_sizes)

@@ -34,9 +34,9 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from ..core.errors import CalibrationError
 from ..local.chroma import MAX_QUERY_ROWS, query_in_batches
+from ..local.llamaindex_stack import build_hybrid_retriever
 from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.tuned_calibration import FusionConfig
-from .stack import build_hybrid_retriever
 
 __all__ = ["FusionFanout", "fuse_lists"]
 

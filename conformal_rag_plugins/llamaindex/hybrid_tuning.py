@@ -16,6 +16,7 @@ from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import BaseNode
 
 from ..datasets.examples import CalibrationExample
+from ..local.llamaindex_stack import build_hybrid_retriever
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.corpus_filter import corpus_record
 from ..retrieval.groups import GroupBy
@@ -23,7 +24,6 @@ from ..tuning.candidates import default_pool_sizes
 from ..tuning.tuned_calibration import DEFAULT_FUSION_GRID, FusionConfig, calibrate_tuned, fusion_of
 from .calibrate import DEFAULT_POOL_SIZE
 from .host import all_ids
-from .stack import build_hybrid_retriever
 from .tuned_units import unit_candidates
 
 __all__ = ["calibrate_hybrid_retriever", "hybrid_from_calibration", "hybrid_retrievers"]
@@ -85,7 +85,7 @@ def calibrate_hybrid_retriever(
     Parameters
     ----------
     index : VectorStoreIndex
-        The dense index (e.g. from :func:`~conformal_rag_plugins.llamaindex.stack.build_chroma_index`).
+        The dense index (e.g. from :func:`~conformal_rag_plugins.local.llamaindex_stack.build_chroma_index`).
     nodes : sequence of BaseNode
         The same nodes, for BM25.
     examples : sequence of CalibrationExample
