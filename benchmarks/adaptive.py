@@ -334,9 +334,9 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any, list[Any], list[Any], di
     from conformal_rag_plugins.commands.hosts import corpus_key
     from conformal_rag_plugins.datasets.examples import split_examples
     from conformal_rag_plugins.llamaindex import calibrate_hybrid_retriever
-    from conformal_rag_plugins.llamaindex.stack import build_chroma_index
     from conformal_rag_plugins.local.chroma import chroma_client
     from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
+    from conformal_rag_plugins.local.llamaindex_stack import build_chroma_index
 
     t0 = time.perf_counter()
     chunked = chunk_corpus("llamaindex", list(bundled_corpus()), list(bundled_questions(True)))
@@ -587,8 +587,8 @@ def main() -> None:
     from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
     from conformal_rag_plugins.llamaindex import ConformalRetriever
     from conformal_rag_plugins.llamaindex.answer_sampler import model_id
-    from conformal_rag_plugins.llamaindex.llm import default_llm, local_llm
     from conformal_rag_plugins.local.encoder import default_cache_dir
+    from conformal_rag_plugins.local.llamaindex_models import default_llm, local_llm
     from conformal_rag_plugins.runtime.openai_settings import openai_settings
 
     started = time.perf_counter()

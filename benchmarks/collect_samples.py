@@ -32,10 +32,10 @@ from conformal_rag_plugins.commands.answer_sample_rows import build_rows
 from conformal_rag_plugins.commands.hosts import build_host
 from conformal_rag_plugins.datasets.examples import split_examples
 from conformal_rag_plugins.llamaindex.answer_sampler import LlamaIndexSampler
-from conformal_rag_plugins.llamaindex.llm import local_llm
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.encoder import default_cache_dir
+from conformal_rag_plugins.local.llamaindex_models import local_llm
 
 OUT = Path(__file__).resolve().parent / "data" / "squad_gemma_pool_samples.jsonl"
 

@@ -51,7 +51,7 @@ from conformal_rag_plugins.core.online_coverage import aci_miss
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
-from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+from conformal_rag_plugins.monitor.monitor import ConformalMonitor, CoverageTracking
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import calibrate_from_pools, collect_observations
 from conformal_rag_plugins.retrieval.serving import ServingOptions
@@ -186,7 +186,9 @@ def _labels(short_obs, long_obs) -> list[dict]:
     rows = []
     for name, stream in (("held-out SQuAD", held), ("long documents", long_obs)):
         for gamma in (0.01, 0.05):
-            monitor = ConformalMonitor.from_observations(cal, cal_obs, delta=0.05, aci_gamma=gamma)
+            monitor = ConformalMonitor.from_observations(
+                cal, cal_obs, delta=0.05, coverage=CoverageTracking(aci_gamma=gamma)
+            )
             aci_misses = 0
             for o in stream:
                 r = o.score("relative")

@@ -48,10 +48,10 @@ from conformal_rag_plugins.labelling.llm_judge import LabelReport, alabel_exampl
 from conformal_rag_plugins.labelling.options import JudgeOptions, QuestionOptions
 from conformal_rag_plugins.llamaindex.host import pool_from_nodes
 from conformal_rag_plugins.llamaindex.judge_labels import label_with_judge
-from conformal_rag_plugins.llamaindex.llm import local_llm
 from conformal_rag_plugins.llamaindex.question_gen import generate_calibration_questions
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
+from conformal_rag_plugins.local.llamaindex_models import local_llm
 from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 
 OUT = Path(__file__).resolve().parent / "results"

@@ -79,6 +79,7 @@ def main() -> None:
 
     from conformal_rag_plugins.commands.hosts import build_host
     from conformal_rag_plugins.commands.tables import markdown_table
+    from conformal_rag_plugins.core.splits import RandomSplits
     from conformal_rag_plugins.evaluation.mondrian_trials import simulate_group_splits
     from conformal_rag_plugins.local.chroma import chroma_client
     from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
@@ -110,8 +111,7 @@ def main() -> None:
                     labels[grouping],
                     alpha,
                     family=args.family,
-                    trials=args.trials,
-                    seed=args.seed,
+                    splits=RandomSplits(trials=args.trials, seed=args.seed),
                     candidate_groups=chunk_groups if grouping == "collection" else None,
                 )
                 out = summarize(sim)

@@ -30,6 +30,7 @@ from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
 from conformal_rag_plugins.commands.hosts import build_host, build_hosts
 from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.core import evaluate_tuned_splits
+from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.frameworks import get_framework
 from conformal_rag_plugins.local.chroma import chroma_client
@@ -99,12 +100,14 @@ def long_part(args: argparse.Namespace) -> None:
                 row = {"framework": framework, "corpus": name, "alpha": alpha}
                 for config, o in obs.items():
                     fixed = next(
-                        s for s in evaluate_splits(o, alpha, trials=args.trials, seed=0, topk=()) if s.method == "split"
+                        s
+                        for s in evaluate_splits(o, alpha, splits=RandomSplits(trials=args.trials, seed=0), topk=())
+                        if s.method == "split"
                     ).as_row()
                     row[config.key] = fixed["mean_set_size"]
                     row[f"{config.key} coverage"] = fixed["mean_coverage"]
                 tuned, choices = evaluate_tuned_splits(
-                    {c.key: o for c, o in obs.items()}, alpha, trials=args.trials, seed=0
+                    {c.key: o for c, o in obs.items()}, alpha, splits=RandomSplits(trials=args.trials, seed=0)
                 )
                 t = tuned.as_row()
                 fixed_sizes = [row[c.key] for c in obs]
@@ -188,7 +191,9 @@ def short_part(args: argparse.Namespace) -> None:
             recall1 = sum(0 in o.gold_positions for o in obs) / len(obs)
             for alpha in ALPHAS:
                 for family in FAMILIES:
-                    for s in evaluate_splits(obs, alpha, family=family, trials=args.trials, seed=0, pac_delta=0.1):
+                    for s in evaluate_splits(
+                        obs, alpha, family=family, splits=RandomSplits(trials=args.trials, seed=0), pac_delta=0.1
+                    ):
                         row = s.as_row()
                         if row["method"] in ("split", "pac"):
                             row["method"] = f"{row['method']}:{family}"

@@ -59,8 +59,8 @@ def _li_setting(name: str, client: Any) -> dict[str, Any]:
     from conformal_rag_plugins.commands.hosts import corpus_key
     from conformal_rag_plugins.llamaindex.parent_retrieval import chunk_parent_id
     from conformal_rag_plugins.llamaindex.parent_stack import build_parent_stack
-    from conformal_rag_plugins.llamaindex.stack import build_chroma_index
     from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
+    from conformal_rag_plugins.local.llamaindex_stack import build_chroma_index
     from conformal_rag_plugins.local.long_documents import bundled_long_documents
 
     if name.startswith("squad"):

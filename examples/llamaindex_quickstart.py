@@ -12,9 +12,9 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from conformal_rag_plugins import RetrievalCalibration, split_examples
 from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
 from conformal_rag_plugins.llamaindex import ConformalRetriever, calibrate_retriever
-from conformal_rag_plugins.llamaindex.stack import build_chroma_index, build_hybrid_retriever
 from conformal_rag_plugins.llamaindex.text_splitting import chunk_entries
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
+from conformal_rag_plugins.local.llamaindex_stack import build_chroma_index, build_hybrid_retriever
 
 
 def main() -> None:

@@ -109,7 +109,7 @@ def observations_factory(host_factory, squad_questions) -> Callable:
 def li_index(host_factory, squad_entries, chroma_memory_client):
     """The LlamaIndex ``VectorStoreIndex`` over the Chroma collection that the dense/hybrid hosts use."""
     from conformal_rag_plugins.commands.hosts import corpus_key
-    from conformal_rag_plugins.llamaindex.stack import build_chroma_index
+    from conformal_rag_plugins.local.llamaindex_stack import build_chroma_index
 
     host_factory("llamaindex", "dense")  # fills the collection once (embeddings cached on disk)
     name = f"crp-llamaindex-{corpus_key(squad_entries)}"

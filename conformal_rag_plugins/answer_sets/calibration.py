@@ -320,10 +320,8 @@ class AnswerSetCalibration:
                     gen,
                     self.alpha_,
                     float(self.delta_ or 0),
-                    epsilon_ret=self.alpha_retrieval_,
-                    epsilon_gen=self.alpha_generation_,
-                    delta_ret=self.delta_retrieval_,
-                    delta_gen=self.delta_generation_,
+                    epsilon_split=(self.alpha_retrieval_, self.alpha_generation_),
+                    delta_split=(self.delta_retrieval_, self.delta_generation_),
                 )
             return bonferroni_thresholds(
                 ret, gen, self.alpha_, alpha_ret=self.alpha_retrieval_, alpha_gen=self.alpha_generation_

@@ -98,7 +98,7 @@ def make_rule(
             return harmonic_mean_rule(ret, gen, alpha, w_ret=w)
         a_ret = alpha / 2 if a_ret is None else a_ret
         if method.endswith("pac"):
-            return pac_thresholds(ret, gen, alpha, delta, epsilon_ret=a_ret, epsilon_gen=alpha - a_ret)
+            return pac_thresholds(ret, gen, alpha, delta, epsilon_split=(a_ret, alpha - a_ret))
         return bonferroni_thresholds(ret, gen, alpha, alpha_ret=a_ret, alpha_gen=alpha - a_ret)
 
 

@@ -57,7 +57,7 @@ def run_demo(
     from ..core.validation import check_alpha
     from ..llamaindex import ConformalRetriever, calibrate_hybrid_retriever
     from ..llamaindex.host import pool_from_nodes
-    from ..llamaindex.stack import build_chroma_index
+    from ..local.llamaindex_stack import build_chroma_index
 
     alpha = check_alpha(alpha)
     check_at_least("pool_size", pool_size)
@@ -171,7 +171,7 @@ def _answer_sets(
     from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
     from ..answer_sets.sample_cache import SampleCache
     from ..llamaindex import ConformalAnswerSetSynthesizer, ConformalRetriever, calibrate_answer_sets
-    from ..llamaindex.llm import default_llm, local_llm
+    from ..local.llamaindex_models import default_llm, local_llm
     from ..runtime.openai_settings import openai_settings
 
     # the local model reports its token log-probabilities, which break the ties of the frequency score

@@ -22,7 +22,7 @@ from .levels import with_confidence_levels
 
 
 def _llm(kind: str, logprobs: bool = False) -> Any:
-    from ..llamaindex.llm import default_llm, local_llm
+    from ..local.llamaindex_models import default_llm, local_llm
     from ..runtime.openai_settings import openai_settings
 
     if kind == "openai":

@@ -9,6 +9,7 @@ from typing import Any
 from ..core.errors import ConformalError, InputFileError
 from ..core.mondrian import check_group_label
 from ..core.pools import PoolObservation
+from ..core.splits import RandomSplits
 from ..datasets.examples import CalibrationExample
 from ..evaluation.mondrian_trials import simulate_group_splits
 
@@ -59,7 +60,9 @@ def groups_block(
     family = "relative" if score == "auto" else score
     results: dict[str, Any] = {}
     for alpha in alphas:
-        sim = simulate_group_splits(observations, labels, alpha, family=family, trials=trials, seed=seed)
+        sim = simulate_group_splits(
+            observations, labels, alpha, family=family, splits=RandomSplits(trials=trials, seed=seed)
+        )
         per = sim.report()
         results[f"{alpha:g}"] = {
             "groups": per,

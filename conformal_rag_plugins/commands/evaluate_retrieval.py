@@ -14,6 +14,7 @@ from ..core.errors import ConformalError, InputFileError, PoolMissWarning
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..core.pools import PoolObservation
 from ..core.retrieval_scores import SCORE_FAMILIES
+from ..core.splits import RandomSplits
 from ..core.validation import check_alpha
 from ..datasets.examples import CalibrationExample, CorpusEntry, load_corpus
 from ..evaluation.retrieval_trials import evaluate_splits
@@ -66,15 +67,14 @@ def evaluate_observations(
     rows: list[dict[str, Any]] = []
     tuning: dict[str, Any] = {}
     families = SCORE_FAMILIES if score == "auto" else (score,)
+    splits = RandomSplits(trials=trials, seed=seed)
     for alpha in alphas:
-        for summary in evaluate_splits(
-            base, alpha, family=fixed_family, trials=trials, seed=seed, pac_delta=pac_delta, topk=topk
-        ):
+        for summary in evaluate_splits(base, alpha, family=fixed_family, splits=splits, pac_delta=pac_delta, topk=topk):
             rows.append(summary.as_row())
         if tuned:
             by_key = {_key(c): obs for c, obs in observations.items() if c is not None}
             summary, choices = evaluate_tuned_splits(
-                by_key, alpha, families=families, trials=trials, seed=seed, objective=objective, base_of=base_of
+                by_key, alpha, families=families, splits=splits, objective=objective, base_of=base_of
             )
             rows.append(summary.as_row())
             tuning[f"{alpha:g}"] = {
@@ -83,7 +83,7 @@ def evaluate_observations(
             }
             if chunk_keys is not None:
                 old, _ = evaluate_tuned_splits(
-                    {k: by_key[k] for k in chunk_keys}, alpha, families=families, trials=trials, seed=seed
+                    {k: by_key[k] for k in chunk_keys}, alpha, families=families, splits=splits
                 )
                 rows.append(replace(old, method="tuned-chunks").as_row())
     return rows, tuning
@@ -249,7 +249,7 @@ def run_evaluate(
     if len(first) < len(pools):
         # A larger pool competes only in a trial whose optimisation part misses more than alpha/2 at the base
         # pool; when no trial does, the tuned result is the same without retrieving them.
-        if larger_pools_eligible(candidates.observations, min(alphas), trials=trials, seed=seed):
+        if larger_pools_eligible(candidates.observations, min(alphas), splits=RandomSplits(trials=trials, seed=seed)):
             candidates = collect(pools)
             seconds = (seconds[0] + candidates.seconds_index, seconds[1] + candidates.seconds_queries)
             larger = "retrieved: the base pool missed more than alpha/2 in some trial"

@@ -8,6 +8,7 @@ from typing import Any
 from ..core.config_search import evaluate_fixed_settings
 from ..core.pool_misses import pool_miss_advice
 from ..core.pools import PoolObservation
+from ..core.splits import RandomSplits
 from .unit_candidates import Candidates
 
 
@@ -48,7 +49,9 @@ def fixed_settings_block(
     block: dict[str, Any] = {}
     best: dict[str, Any] = {}
     for alpha in alphas:
-        summaries = evaluate_fixed_settings(observations, alpha, families=families, trials=trials, seed=seed)
+        summaries = evaluate_fixed_settings(
+            observations, alpha, families=families, splits=RandomSplits(trials=trials, seed=seed)
+        )
         rows = {
             k: {
                 key: row[key]

@@ -19,7 +19,7 @@ from .answer_metrics import (
 from .baselines import conflare_keep, conflare_threshold
 from .binomial import binom_cdf
 from .bo import BOResult, minimize_1d, optimize_alpha_split, optimize_hmp_weight
-from .clustering import AnswerCluster, cluster_answers, merge_clusters, rouge_f1
+from .clustering import AnswerCluster, Clustering, cluster_answers, merge_clusters, rouge_f1
 from .combination import (
     BonferroniThresholds,
     EndToEndDecision,
@@ -56,6 +56,7 @@ from .quantile import (
 )
 from .retrieval_scores import SCORE_FAMILIES, candidate_nonconformity, keep_mask, nonconformity, set_size
 from .selection import SetDecision, check_k_bounds, decide_set
+from .splits import RandomSplits
 from .validation import check_alpha, check_scores
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "BonferroniThresholds",
     "CalibrationError",
     "CalibrationIntegrityError",
+    "Clustering",
     "ConformalError",
     "EndToEndDecision",
     "FingerprintMismatchError",
@@ -77,6 +79,7 @@ __all__ = [
     "NotFittedError",
     "PACThresholds",
     "PoolObservation",
+    "RandomSplits",
     "SetDecision",
     "SetSizes",
     "TrialSummary",
@@ -103,7 +106,6 @@ __all__ = [
     "decide_set",
     "evaluate_answer_set",
     "evaluate_answer_sets",
-
     "evaluate_tuned_splits",
     "generation_score",
     "generator_set",

@@ -56,6 +56,46 @@ _DEFAULT_TAU = {"rougeL": 0.7, "rouge1": 0.7, "embedding": 0.9}
 
 
 @dataclass(frozen=True)
+class Clustering:
+    """How sampled answers are grouped: the equivalence test, its threshold, and what counts as an abstention.
+
+    Pass it whole as ``method=`` of :func:`cluster_answers` or :func:`merge_clusters` (the
+    separate ``tau=`` and ``embed=`` keywords are the short form of the first three fields).
+
+    Attributes
+    ----------
+    method : {"rougeL", "rouge1", "exact", "embedding"} or callable, default "rougeL"
+        The equivalence test (see the module docstring).
+    tau : float, optional
+        Threshold for ROUGE F1 (default 0.7) or embedding cosine (default 0.9).
+    embed : callable, optional
+        ``embed(list[str]) -> ndarray (n, d)``, required for ``"embedding"``.
+    abstention : callable, default :func:`~.normalize.is_abstention`
+        Which answers are "I don't know" (they form one cluster of their own).
+
+    Examples
+    --------
+    >>> unsure = Clustering("exact", abstention=lambda a: not a or a.strip().lower() in ("?", "no idea"))
+    >>> [(c.representative, c.abstention) for c in cluster_answers(["Paris", "no idea", "?"], method=unsure)]
+    [('no idea', True), ('Paris', False)]
+    """
+
+    method: Method = "rougeL"
+    tau: float | None = None
+    embed: Callable[[list[str]], np.ndarray] | None = None
+    abstention: Callable[[str | None], bool] = is_abstention
+
+
+def _clustering(method: Method | Clustering, tau: float | None, embed: Callable | None) -> Clustering:
+    """``method`` as a :class:`Clustering` (``tau`` and ``embed`` go inside it when it is one already)."""
+    if isinstance(method, Clustering):
+        if tau is not None or embed is not None:
+            raise ConformalError("Pass tau and embed inside the Clustering given as method=, not beside it.")
+        return method
+    return Clustering(method, tau, embed)
+
+
+@dataclass(frozen=True)
 class AnswerCluster:
     """A cluster of equivalent sampled answers.
 
@@ -233,12 +273,11 @@ def _greedy(texts: Sequence[str], abstain: Sequence[bool], method: Method, tau: 
 def cluster_answers(
     answers: Sequence[str | None],
     *,
-    method: Method = "rougeL",
+    method: Method | Clustering = "rougeL",
     tau: float | None = None,
     embed: Callable[[list[str]], np.ndarray] | None = None,
     n_samples: int | None = None,
     chunk_id: str | None = None,
-    abstention: Callable[[str | None], bool] = is_abstention,
     logprobs: Sequence[float | None] | None = None,
     score: str = "frequency",
 ) -> list[AnswerCluster]:
@@ -249,8 +288,9 @@ def cluster_answers(
     answers : sequence of str or None
         The sampled answers, in sampling order. ``None`` (a failed sample)
         counts as an abstention.
-    method : {"rougeL", "rouge1", "exact", "embedding"} or callable, default "rougeL"
-        The equivalence test (see the module docstring).
+    method : {"rougeL", "rouge1", "exact", "embedding"}, callable or Clustering, default "rougeL"
+        The equivalence test (see the module docstring), or a whole :class:`Clustering`
+        (which also says which answers are "I don't know"; default :func:`is_abstention`).
     tau : float, optional
         Threshold for ROUGE F1 (default 0.7) or embedding cosine (default 0.9).
     embed : callable, optional
@@ -259,8 +299,6 @@ def cluster_answers(
         ``M``, the denominator of the confidence. Defaults to ``len(answers)``.
     chunk_id : str, optional
         Recorded in each cluster's ``support``.
-    abstention : callable, default :func:`is_abstention`
-        Which answers are "I don't know".
     logprobs : sequence of float or None, optional
         Mean token log-probability of each answer, as the model reported it
         (``None`` for a failed or empty sample).
@@ -284,13 +322,14 @@ def cluster_answers(
     >>> [(c.representative, round(c.confidence, 3)) for c in cl]
     [('Paris', 0.363), ('Lyon', 0.267), ('Nice', 0.256)]
     """
+    rule = _clustering(method, tau, embed)
     texts = ["" if a is None else str(a).strip() for a in answers]
     m = len(texts) if n_samples is None else int(n_samples)
     if m < len(texts) or m < 1:
         raise ConformalError(f"n_samples (M = {m}) must be >= 1 and >= the {len(texts)} answers given.")
-    abstain = [abstention(a) for a in answers]
+    abstain = [rule.abstention(a) for a in answers]
     lps = _check_logprobs(texts, logprobs, score)
-    groups = _greedy(texts, abstain, method, tau, embed)
+    groups = _greedy(texts, abstain, rule.method, rule.tau, rule.embed)
     clusters = []
     for g in groups:
         rho = _likelihood([lps[i] for i in g])
@@ -340,7 +379,7 @@ def _likelihood(logprobs: Sequence[float | None]) -> float | None:
 def merge_clusters(
     per_chunk: Mapping[str, Sequence[AnswerCluster]] | Iterable[tuple[str, Sequence[AnswerCluster]]],
     *,
-    method: Method = "rougeL",
+    method: Method | Clustering = "rougeL",
     tau: float | None = None,
     embed: Callable[[list[str]], np.ndarray] | None = None,
 ) -> list[AnswerCluster]:
@@ -362,7 +401,8 @@ def merge_clusters(
     per_chunk : mapping or iterable of (chunk id, clusters)
         The generator set of each chunk in the retrieval set, in retrieval order.
     method, tau, embed
-        As in :func:`cluster_answers`.
+        As in :func:`cluster_answers` (a :class:`Clustering`'s ``abstention`` is not used here:
+        each item is an abstention if its cluster was one).
 
     Returns
     -------
@@ -383,7 +423,8 @@ def merge_clusters(
     items = [items[k] for k in order]
     texts = [c.representative for _, c in items]
     abstain = [c.abstention for _, c in items]
-    groups = _greedy(texts, abstain, method, tau, embed)
+    rule = _clustering(method, tau, embed)
+    groups = _greedy(texts, abstain, rule.method, rule.tau, rule.embed)
     merged = []
     for g in groups:
         best: dict[str, float] = {}

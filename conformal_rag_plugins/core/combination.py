@@ -47,6 +47,9 @@ HMP_FACTOR = 2
 
 _SUM_TOLERANCE = 1e-9
 
+StageSplit = tuple[float | None, float | None]
+"""A budget's ``(retrieval part, generation part)``; ``None`` for a part taken as the remainder."""
+
 
 def split_budget(
     total: float, ret: float | None = None, gen: float | None = None, *, name: str = "alpha"
@@ -240,10 +243,8 @@ def pac_thresholds(
     epsilon: float,
     delta: float,
     *,
-    epsilon_ret: float | None = None,
-    epsilon_gen: float | None = None,
-    delta_ret: float | None = None,
-    delta_gen: float | None = None,
+    epsilon_split: StageSplit = (None, None),
+    delta_split: StageSplit = (None, None),
     strict: bool = False,
 ) -> PACThresholds:
     """PAC end-to-end thresholds: ``eps_ret + eps_gen = eps`` and ``delta_ret + delta_gen = delta``.
@@ -252,14 +253,29 @@ def pac_thresholds(
     By the union bound over both the calibration failure events and the
     test-time misses, ``P(miscoverage > eps) <= delta``.
 
+    Parameters
+    ----------
+    ret_scores, gen_scores : array of float
+        Calibration scores of the retrieval and the generation stage.
+    epsilon, delta : float
+        The end-to-end PAC miscoverage and confidence budgets.
+    epsilon_split, delta_split : (ret, gen), default (None, None)
+        How each budget is split between the stages (:func:`split_budget`): with neither part
+        given the split is equal, with one the other is the remainder, with both they must
+        sum to the budget.
+    strict : bool, default False
+        Raise instead of returning ``+inf`` when a stage has too few scores.
+
     Examples
     --------
     >>> t = pac_thresholds([i / 400 for i in range(1, 401)], [-0.5] * 400, 0.1, 0.1)
     >>> (t.epsilon_ret, t.delta_gen), round(t.q_ret, 4)
     ((0.05, 0.05), 0.97)
+    >>> round(pac_thresholds([0.5] * 400, [-0.5] * 400, 0.1, 0.1, epsilon_split=(0.04, None)).epsilon_gen, 9)
+    0.06
     """
-    e_ret, e_gen = split_budget(epsilon, epsilon_ret, epsilon_gen, name="epsilon")
-    d_ret, d_gen = split_budget(delta, delta_ret, delta_gen, name="delta")
+    e_ret, e_gen = split_budget(epsilon, *epsilon_split, name="epsilon")
+    d_ret, d_gen = split_budget(delta, *delta_split, name="delta")
     return PACThresholds(
         epsilon=float(epsilon),
         delta=float(delta),

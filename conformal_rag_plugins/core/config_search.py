@@ -27,6 +27,7 @@ from .pool_matrix import PoolMatrix
 from .pools import PoolObservation, TrialSummary
 from .quantile import conformal_quantile
 from .retrieval_scores import SCORE_FAMILIES
+from .splits import DEFAULT_SPLITS, RandomSplits
 
 #: What tuning minimises on the optimisation split.
 OBJECTIVES = ("size", "tokens")
@@ -194,21 +195,18 @@ def evaluate_tuned_splits(
     alpha: float,
     *,
     families: Sequence[str] = SCORE_FAMILIES,
-    trials: int = 100,
-    seed: int = 0,
-    calibration_fraction: float = 0.5,
-    optimisation_fraction: float = 0.3,
+    splits: RandomSplits = DEFAULT_SPLITS,
     objective: str = "size",
     base_of: Mapping[str, str] | None = None,
 ) -> tuple[TrialSummary, Counter[str]]:
     """Coverage and set size of the tuned protocol over random splits.
 
-    Per trial: shuffle the questions; the first ``calibration_fraction`` is the
-    calibration half, whose first ``optimisation_fraction`` chooses the
-    configuration and family (:func:`choose_configuration`, with ``objective`` and
-    ``base_of``); the threshold uses the rest of the calibration half with the chosen
-    configuration's scores, and coverage, size and context tokens are measured on the
-    test half with that configuration.
+    Per trial of ``splits`` (:class:`~.splits.RandomSplits`): shuffle the questions; the
+    first ``calibration_fraction`` is the calibration half, whose first
+    ``optimisation_fraction`` chooses the configuration and family
+    (:func:`choose_configuration`, with ``objective`` and ``base_of``); the threshold uses
+    the rest of the calibration half with the chosen configuration's scores, and coverage,
+    size and context tokens are measured on the test half with that configuration.
 
     Returns
     -------
@@ -221,18 +219,18 @@ def evaluate_tuned_splits(
     --------
     >>> rng = np.random.default_rng(0)
     >>> obs = [PoolObservation(np.sort(rng.random(5))[::-1].copy(), (int(rng.integers(5)),)) for _ in range(60)]
-    >>> summary, choices = evaluate_tuned_splits({"a": obs}, 0.2, families=("rank",), trials=5)
+    >>> summary, choices = evaluate_tuned_splits({"a": obs}, 0.2, families=("rank",), splits=RandomSplits(trials=5))
     >>> summary.method, sum(choices.values())
     ('tuned', 5)
     """
     n = _check_aligned(observations)
     _check_options(families, objective, base_of, list(observations))
-    rng = np.random.default_rng(seed)
-    n_cal, n_opt = _split_sizes(n, calibration_fraction, optimisation_fraction)
+    rng = np.random.default_rng(splits.seed)
+    n_cal, n_opt = _split_sizes(n, splits.calibration_fraction, splits.optimisation_fraction)
     matrices = {k: PoolMatrix.from_observations(obs, families) for k, obs in observations.items()}
     choices: Counter[str] = Counter()
     coverages, mean_sizes, all_sizes, mean_tokens = [], [], [], []
-    for _ in range(trials):
+    for _ in range(splits.trials):
         perm = rng.permutation(n)
         opt_idx, cal_idx, test_idx = perm[:n_opt], perm[n_opt:n_cal], perm[n_cal:]
         choice = _choose(matrices, opt_idx, alpha, families, objective, base_of)
@@ -253,12 +251,9 @@ def larger_pools_eligible(
     observations: Mapping[str, Sequence[PoolObservation]],
     alpha: float,
     *,
-    trials: int = 100,
-    seed: int = 0,
-    calibration_fraction: float = 0.5,
-    optimisation_fraction: float = 0.3,
+    splits: RandomSplits = DEFAULT_SPLITS,
 ) -> bool:
-    """Whether, in any trial of :func:`evaluate_tuned_splits` (same seed), a base-pool setting misses more than alpha/2.
+    """Whether, in any trial of :func:`evaluate_tuned_splits` (same ``splits``), a base-pool setting misses > alpha/2.
 
     Only then can a larger pool compete (see ``base_of``), so when this is ``False`` the
     larger pools need not be retrieved at all and the tuned result is the same.
@@ -266,16 +261,16 @@ def larger_pools_eligible(
     Examples
     --------
     >>> hit, miss = PoolObservation(np.array([0.9]), (0,)), PoolObservation(np.array([0.9]), ())
-    >>> larger_pools_eligible({"p50": [hit] * 40}, 0.1, trials=5)
+    >>> larger_pools_eligible({"p50": [hit] * 40}, 0.1, splits=RandomSplits(trials=5))
     False
-    >>> larger_pools_eligible({"p50": [miss] * 10 + [hit] * 30}, 0.1, trials=5)
+    >>> larger_pools_eligible({"p50": [miss] * 10 + [hit] * 30}, 0.1, splits=RandomSplits(trials=5))
     True
     """
     n = _check_aligned(observations)
-    _, n_opt = _split_sizes(n, calibration_fraction, optimisation_fraction)
+    _, n_opt = _split_sizes(n, splits.calibration_fraction, splits.optimisation_fraction)
     misses = np.array([[not o.gold_positions for o in obs] for obs in observations.values()], dtype=bool)
-    rng = np.random.default_rng(seed)
-    for _ in range(trials):
+    rng = np.random.default_rng(splits.seed)
+    for _ in range(splits.trials):
         opt_idx = rng.permutation(n)[:n_opt]
         if (misses[:, opt_idx].mean(axis=1) > alpha / 2).any():
             return True
@@ -287,9 +282,7 @@ def evaluate_fixed_settings(
     alpha: float,
     *,
     families: Sequence[str] = SCORE_FAMILIES,
-    trials: int = 100,
-    seed: int = 0,
-    calibration_fraction: float = 0.5,
+    splits: RandomSplits = DEFAULT_SPLITS,
 ) -> dict[str, TrialSummary]:
     """Every fixed ``"config|family"`` over the same random splits (the whole calibration half calibrates).
 
@@ -300,21 +293,21 @@ def evaluate_fixed_settings(
     --------
     >>> rng = np.random.default_rng(0)
     >>> obs = [PoolObservation(np.sort(rng.random(5))[::-1].copy(), (int(rng.integers(5)),)) for _ in range(60)]
-    >>> out = evaluate_fixed_settings({"a": obs}, 0.2, families=("rank",), trials=5)
+    >>> out = evaluate_fixed_settings({"a": obs}, 0.2, families=("rank",), splits=RandomSplits(trials=5))
     >>> list(out), out["a|rank"].method
     (['a|rank'], 'a|rank')
     """
     n = _check_aligned(observations)
     _check_options(families, "size", None, list(observations))
-    rng = np.random.default_rng(seed)
-    n_cal = round(n * calibration_fraction)
+    rng = np.random.default_rng(splits.seed)
+    n_cal = round(n * splits.calibration_fraction)
     if n_cal < 1 or n - n_cal < 1:
         raise ConformalError(f"{n} questions are too few to split into calibration and test halves.")
     matrices = {k: PoolMatrix.from_observations(obs, families) for k, obs in observations.items()}
     stats: dict[str, tuple[list[float], list[float], list[int], list[float]]] = {
         f"{k}|{f}": ([], [], [], []) for k in matrices for f in families
     }
-    for _ in range(trials):
+    for _ in range(splits.trials):
         perm = rng.permutation(n)
         cal_idx, test_idx = perm[:n_cal], perm[n_cal:]
         for key, matrix in matrices.items():

@@ -41,6 +41,9 @@ GROUP_SOURCES = (
 #: What a group without a threshold of its own gets: every candidate (``+inf``), or the pooled threshold.
 GROUP_FALLBACKS = ("keep_all", "pooled")
 
+#: What :func:`group_thresholds` does about a too-small group or a group rank on a miss.
+GROUP_ERRORS = ("warn", "raise", "ignore")
+
 
 def check_fallback(fallback: object) -> str:
     """``fallback`` if it is one of :data:`GROUP_FALLBACKS`, else :class:`ConformalError`.
@@ -123,8 +126,7 @@ def group_thresholds(
     pooled: float,
     method: str = "split",
     delta: float | None = None,
-    strict: bool = False,
-    warn: bool = True,
+    errors: str = "warn",
     fallback: str = "keep_all",
 ) -> dict[str, GroupThreshold]:
     """The threshold of every group, computed on that group's scores only.
@@ -142,11 +144,11 @@ def group_thresholds(
     method : {"split", "pac"}
     delta : float, optional
         PAC confidence parameter.
-    strict : bool, default False
-        Raise :class:`CalibrationError` for a too-small group (and for a group rank on a
-        miss) instead of falling back (warning :class:`SmallGroupWarning`) or returning ``+inf``.
-    warn : bool, default True
-        Warn about fallbacks (the trial simulations turn it off).
+    errors : {"warn", "raise", "ignore"}, default "warn"
+        A too-small group falls back (see ``fallback``) and a group rank on a miss gives
+        ``+inf``, with a :class:`SmallGroupWarning` / :class:`InfiniteThresholdWarning`
+        (``"warn"``) or silently (``"ignore"``, for the trial simulations); ``"raise"`` raises
+        :class:`CalibrationError` for either instead.
     fallback : {"keep_all", "pooled"}, default "keep_all"
         A group too small for a finite rank gets ``+inf`` (keep every candidate: what its own
         rank gives, so the within-group guarantee holds for the whole collection) or the pooled
@@ -166,14 +168,17 @@ def group_thresholds(
     --------
     >>> s = [i / 20 for i in range(20)] + [0.5, 0.6]
     >>> g = ["a"] * 20 + ["b"] * 2
-    >>> out = group_thresholds(s, g, 0.1, pooled=0.9, warn=False)
+    >>> out = group_thresholds(s, g, 0.1, pooled=0.9, errors="ignore")
     >>> out["a"].threshold, out["b"].source, out["b"].threshold
     (0.9, 'keep-all-small-group', inf)
-    >>> group_thresholds(s, g, 0.1, pooled=0.9, warn=False, fallback="pooled")["b"].threshold
+    >>> group_thresholds(s, g, 0.1, pooled=0.9, errors="ignore", fallback="pooled")["b"].threshold
     0.9
     """
     alpha = check_alpha(alpha)
     fallback = check_fallback(fallback)
+    if errors not in GROUP_ERRORS:
+        raise ConformalError(f"errors must be one of {GROUP_ERRORS}, got {errors!r}.")
+    strict, warn = errors == "raise", errors == "warn"
     if method not in ("split", "pac"):
         raise CalibrationError(f"method must be 'split' or 'pac', got {method!r}.")
     arr = np.asarray(scores, dtype=float).ravel()

@@ -131,4 +131,3 @@ def choose_family(
         if size < best_size:
             best, best_size = fam, size
     return best
-

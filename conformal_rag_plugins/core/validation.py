@@ -39,9 +39,7 @@ def check_pool_size(pool_size: object, name: str = "pool_size") -> int:
     50
     """
     if isinstance(pool_size, bool) or not isinstance(pool_size, int | np.integer) or int(pool_size) < 1:
-        raise ConformalError(
-            f"{name} must be a whole number >= 1 (candidates fetched per query), got {pool_size!r}."
-        )
+        raise ConformalError(f"{name} must be a whole number >= 1 (candidates fetched per query), got {pool_size!r}.")
     return int(pool_size)
 
 

@@ -2,7 +2,7 @@
 
 Host retrieval runs once per question (the :class:`~.retrieval_trials.PoolObservation`
 list); every trial re-splits the questions into calibration and test halves exactly as
-:func:`~.retrieval_trials.evaluate_splits` does with the same seed, and computes, on the
+:func:`~.retrieval_trials.evaluate_splits` does with the same ``splits``, and computes, on the
 same split, the pooled threshold and every group's threshold
 (:func:`~.mondrian.group_thresholds`), then each group's test coverage and mean set size
 under both. Only arithmetic on arrays, no re-querying.
@@ -22,6 +22,7 @@ from ..core.mondrian import check_group_label, group_thresholds
 from ..core.pools import PoolObservation
 from ..core.quantile import conformal_quantile
 from ..core.retrieval_scores import candidate_nonconformity
+from ..core.splits import DEFAULT_SPLITS, RandomSplits
 
 
 @dataclass(frozen=True)
@@ -107,16 +108,17 @@ def simulate_group_splits(
     alpha: float,
     *,
     family: str = "relative",
-    trials: int = 100,
-    seed: int = 0,
-    calibration_fraction: float = 0.5,
+    splits: RandomSplits = DEFAULT_SPLITS,
     group_quantile: Callable[[np.ndarray, float], float] | None = None,
     candidate_groups: Sequence[Sequence[str]] | None = None,
 ) -> GroupTrials:
-    """Simulate ``trials`` random splits; see :class:`GroupTrials`.
+    """Simulate the random splits of ``splits``; see :class:`GroupTrials`.
 
     Parameters
     ----------
+    splits : RandomSplits
+        The trials, seed and calibration fraction (the same splits as
+        :func:`~.retrieval_trials.evaluate_splits` with the same ``splits``).
     groups : sequence of str
         The group of each observation: the query's group (known at query time), or, with
         ``candidate_groups``, the group of its gold chunk.
@@ -135,7 +137,7 @@ def simulate_group_splits(
     Examples
     --------
     >>> obs = [PoolObservation(np.array([1.0, 0.9 - i / 100]), (1,)) for i in range(40)]
-    >>> res = simulate_group_splits(obs, ["a", "b"] * 20, 0.2, trials=5)
+    >>> res = simulate_group_splits(obs, ["a", "b"] * 20, 0.2, splits=RandomSplits(trials=5))
     >>> res.coverage_group.shape
     (5, 2)
     """
@@ -153,9 +155,9 @@ def simulate_group_splits(
     cand, pool_len = _candidate_matrix(obs, family)
     cand_gidx = None if candidate_groups is None else _candidate_group_matrix(candidate_groups, obs, names, cand.shape)
     n = len(obs)
-    n_cal = round(n * calibration_fraction)
-    rng = np.random.default_rng(seed)  # the same splits as evaluate_splits(seed=seed)
-    shape = (trials, len(names))
+    n_cal = round(n * splits.calibration_fraction)
+    rng = np.random.default_rng(splits.seed)  # the same splits as evaluate_splits(splits=splits)
+    shape = (splits.trials, len(names))
     cov_p, cov_g, size_p, size_g = (np.full(shape, np.nan) for _ in range(4))
     fallback = np.zeros(shape, dtype=bool)
     n_test = np.zeros(shape, dtype=int)
@@ -174,14 +176,14 @@ def simulate_group_splits(
         covered = np.isfinite(r[test]) & (r[test] <= q_group[gidx[test]])
         return covered.astype(float), size.astype(float)
 
-    for t in range(trials):
+    for t in range(splits.trials):
         perm = rng.permutation(n)
         cal, test = perm[:n_cal], perm[n_cal:]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pooled = conformal_quantile(r[cal], alpha)
             if group_quantile is None:
-                per = group_thresholds(r[cal], [names[i] for i in gidx[cal]], alpha, pooled=pooled, warn=False)
+                per = group_thresholds(r[cal], [names[i] for i in gidx[cal]], alpha, pooled=pooled, errors="ignore")
                 q_of = {g: (v.threshold, v.source != "group") for g, v in per.items()}
             else:
                 q_of = {g: (group_quantile(r[cal][gidx[cal] == j], alpha), False) for j, g in enumerate(names)}
@@ -205,24 +207,14 @@ def evaluate_group_splits(
     alpha: float,
     *,
     family: str = "relative",
-    trials: int = 100,
-    seed: int = 0,
-    calibration_fraction: float = 0.5,
+    splits: RandomSplits = DEFAULT_SPLITS,
 ) -> dict[str, dict[str, object]]:
     """:meth:`GroupTrials.report` of :func:`simulate_group_splits` (the ``groups`` block of ``evaluate``).
 
     Examples
     --------
     >>> obs = [PoolObservation(np.array([1.0, 0.9 - i / 100]), (1,)) for i in range(40)]
-    >>> sorted(evaluate_group_splits(obs, ["a", "b"] * 20, 0.2, trials=3)["a"])
+    >>> sorted(evaluate_group_splits(obs, ["a", "b"] * 20, 0.2, splits=RandomSplits(trials=3))["a"])
     ['frac_trials_pooled_fallback', 'n', 'per_group', 'pooled']
     """
-    return simulate_group_splits(
-        observations,
-        groups,
-        alpha,
-        family=family,
-        trials=trials,
-        seed=seed,
-        calibration_fraction=calibration_fraction,
-    ).report()
+    return simulate_group_splits(observations, groups, alpha, family=family, splits=splits).report()

@@ -15,6 +15,7 @@ from ..core.baselines import conflare_threshold
 from ..core.pools import PoolObservation, TrialSummary, choose_family
 from ..core.quantile import conformal_quantile, pac_quantile
 from ..core.retrieval_scores import keep_mask
+from ..core.splits import DEFAULT_SPLITS, RandomSplits
 
 
 def evaluate_splits(
@@ -22,16 +23,13 @@ def evaluate_splits(
     alpha: float,
     *,
     family: str = "relative",
-    trials: int = 100,
-    seed: int = 0,
-    calibration_fraction: float = 0.5,
+    splits: RandomSplits = DEFAULT_SPLITS,
     pac_delta: float | None = None,
     topk: Sequence[int] = (1, 5, 10),
-    optimisation_fraction: float = 0.3,
 ) -> list[TrialSummary]:
-    """Coverage and set size over random calibration/test splits.
+    """Coverage and set size over random calibration/test splits (``splits``, a :class:`RandomSplits`).
 
-    Methods: ``split`` (``family``; ``auto`` picks it on an optimisation part of
+    Methods: ``split`` (``family``; ``auto`` picks it on the ``optimisation_fraction`` of
     each calibration half), ``pac`` when ``pac_delta`` is set (epsilon = alpha),
     ``topk@k`` and ``conflare`` (CONFLARE's percentile rule on ``-similarity``,
     which, like CONFLARE, silently drops calibration misses).
@@ -40,8 +38,8 @@ def evaluate_splits(
 
     obs = list(observations)
     n = len(obs)
-    rng = np.random.default_rng(seed)
-    n_cal = round(n * calibration_fraction)
+    rng = np.random.default_rng(splits.seed)
+    n_cal = round(n * splits.calibration_fraction)
     collected: dict[str, tuple[list[float], list[float], list[int], list[float]]] = {}
     with_costs = bool(obs) and all(o.costs is not None for o in obs)
 
@@ -61,14 +59,14 @@ def evaluate_splits(
         if with_costs:
             entry[3].append(float(np.mean(tokens)))
 
-    for _ in range(trials):
+    for _ in range(splits.trials):
         perm = rng.permutation(n)
         cal = [obs[i] for i in perm[:n_cal]]
         test = [obs[i] for i in perm[n_cal:]]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if family == "auto":
-                n_opt = round(len(cal) * optimisation_fraction)
+                n_opt = round(len(cal) * splits.optimisation_fraction)
                 fam = choose_family(cal[:n_opt], alpha)
                 final_cal = cal[n_opt:]
             else:

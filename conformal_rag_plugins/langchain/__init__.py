@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from ..local.langchain_models import MiniLMEmbeddings
 from .adaptive_chain import AdaptiveContextSynthesizer
 from .calibrate import calibrate_retriever
 from .calibrate_answers import calibrate_answer_sets
 from .calibrate_compressor import calibrate_compressor
 from .compressor import ConformalDocumentCompressor
-from .embedding import MiniLMEmbeddings
 from .fingerprint import fingerprint_of
 from .fusion import ScoredFusionRetriever
 from .hybrid_tuning import calibrate_hybrid_retriever

@@ -29,7 +29,7 @@ class LangChainEntry:
         return chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
 
     def build_llm(self, kind: str, *, temperature: float, max_tokens: int) -> Any:
-        from . import llm
+        from ..local import langchain_models as llm
 
         if kind == "local":
             return llm.local_llm(temperature=temperature, max_tokens=max_tokens)
@@ -41,7 +41,7 @@ class LangChainEntry:
         self, entries: Sequence[Any], *, client: Any, collection_name: str, show_progress: bool = False
     ) -> tuple[Any, Any]:
         """``(Chroma store, entries)``: LangChain's BM25 side and gold ids read the entries themselves."""
-        from .stack import build_chroma_vectorstore
+        from ..local.langchain_stack import build_chroma_vectorstore
 
         return build_chroma_vectorstore(entries, client=client, collection_name=collection_name), entries
 
@@ -87,8 +87,8 @@ class LangChainEntry:
         whole_documents: bool = False,
     ) -> Any:
         from ..local.bm25 import BM25Index
+        from ..local.langchain_stack import build_chroma_vectorstore
         from .fusion_fanout import FusionFanout
-        from .stack import build_chroma_vectorstore
 
         store = build_chroma_vectorstore(
             entries, client=client, collection_name=collection_name, warn_truncation=not whole_documents

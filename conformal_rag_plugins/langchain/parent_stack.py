@@ -7,7 +7,7 @@ from typing import Any
 
 from ..datasets.examples import CorpusEntry
 from ..local.chroma import chroma_client, get_collection
-from .embedding import MiniLMEmbeddings
+from ..local.langchain_models import MiniLMEmbeddings
 from .text_splitting import recursive_splitter
 
 

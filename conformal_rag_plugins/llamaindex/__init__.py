@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ..local.llamaindex_models import MiniLMEmbedding
 from .adaptive_synthesizer import AdaptiveContextSynthesizer
 from .calibrate import calibrate_retriever
 from .calibrate_answers import calibrate_answer_sets
-from .embedding import MiniLMEmbedding
 from .fingerprint import fingerprint_of
 from .hybrid_tuning import calibrate_hybrid_retriever
 from .judge_labels import label_with_judge

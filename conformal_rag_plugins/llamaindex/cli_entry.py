@@ -29,7 +29,7 @@ class LlamaIndexEntry:
         return chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
 
     def build_llm(self, kind: str, *, temperature: float, max_tokens: int) -> Any:
-        from . import llm
+        from ..local import llamaindex_models as llm
 
         if kind == "local":
             return llm.local_llm(temperature=temperature, max_new_tokens=max_tokens)
@@ -40,7 +40,7 @@ class LlamaIndexEntry:
     def index_chunks(
         self, entries: Sequence[Any], *, client: Any, collection_name: str, show_progress: bool = False
     ) -> tuple[Any, Any]:
-        from .stack import build_chroma_index
+        from ..local.llamaindex_stack import build_chroma_index
 
         return build_chroma_index(entries, client=client, collection_name=collection_name, show_progress=show_progress)
 
@@ -87,8 +87,8 @@ class LlamaIndexEntry:
         show_progress: bool = False,
         whole_documents: bool = False,
     ) -> Any:
+        from ..local.llamaindex_stack import build_chroma_index
         from .fusion_fanout import FusionFanout
-        from .stack import build_chroma_index
 
         index, nodes = build_chroma_index(
             entries,

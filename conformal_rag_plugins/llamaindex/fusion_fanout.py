@@ -33,10 +33,10 @@ from llama_index.core.vector_stores.types import VectorStoreQueryMode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from ..local.chroma import MAX_QUERY_ROWS, query_in_batches
+from ..local.llamaindex_stack import build_hybrid_retriever
 from ..retrieval.fanout import Fanout, FanoutKey
 from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.tuned_calibration import FusionConfig
-from .stack import build_hybrid_retriever
 
 # Which retriever's list a node came from: its hash and text are read from that retriever's node.
 _DENSE, _LEXICAL = 0, 1

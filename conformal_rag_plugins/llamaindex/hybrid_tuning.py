@@ -15,6 +15,7 @@ from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import BaseNode
 
 from ..datasets.examples import CalibrationExample
+from ..local.llamaindex_stack import build_hybrid_retriever
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.options import RetrievalOptions, with_level
 from ..tuning.candidates import default_pool_sizes
@@ -23,7 +24,6 @@ from ..tuning.options import TuningOptions
 from ..tuning.tuned_calibration import fusion_of
 from ..tuning.unit_search import calibrate_unit_search
 from .host import DEFAULT_POOL_SIZE
-from .stack import build_hybrid_retriever
 from .tuned_units import unit_candidates
 
 
@@ -73,7 +73,7 @@ def calibrate_hybrid_retriever(
     Parameters
     ----------
     index : VectorStoreIndex
-        The dense index (e.g. from :func:`~conformal_rag_plugins.llamaindex.stack.build_chroma_index`).
+        The dense index (e.g. from :func:`~conformal_rag_plugins.local.llamaindex_stack.build_chroma_index`).
     nodes : sequence of BaseNode
         The same nodes, for BM25.
     examples : sequence of CalibrationExample

@@ -8,7 +8,7 @@ A chunk's parent comes from LlamaIndex's own node relationships, in this order:
    pattern: the level just above the leaves);
 3. the ``SOURCE`` relationship (any node parser run on ``Document`` objects: the document);
 4. ``metadata["parent_id"]`` (the library's own chunk nodes,
-   :func:`~conformal_rag_plugins.llamaindex.stack.nodes_from_entries`).
+   :func:`~conformal_rag_plugins.local.llamaindex_stack.nodes_from_entries`).
 
 The parents are looked up in a docstore (``StorageContext.docstore``), a mapping id -> node,
 or a list of nodes. An ``AutoMergingRetriever`` host brings both its vector retriever and its

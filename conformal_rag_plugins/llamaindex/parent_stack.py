@@ -25,7 +25,7 @@ from llama_index.core.schema import BaseNode
 
 from ..datasets.examples import CorpusEntry
 from ..local.chroma import chroma_client, get_collection
-from .embedding import MiniLMEmbedding
+from ..local.llamaindex_models import MiniLMEmbedding
 from .text_splitting import sentence_splitter
 
 #: The two layouts :func:`build_parent_stack` builds.

@@ -20,6 +20,7 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from ..datasets.examples import CalibrationExample
 from ..labelling.chunk_labels import map_gold_to_chunks
 from ..labelling.chunk_records import Chunk
+from ..local.llamaindex_stack import build_hybrid_retriever
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.host import Parents, as_parents
 from ..retrieval.parent_pools import parent_unit_name
@@ -31,7 +32,6 @@ from .fingerprint import fingerprint_of
 from .fusion_fanout import FusionFanout
 from .host import all_ids, existing_ids, pool_from_nodes
 from .parent_retrieval import ParentLevel, chunk_parent_id, resolve_parent_level
-from .stack import build_hybrid_retriever
 
 
 @dataclass

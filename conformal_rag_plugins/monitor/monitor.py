@@ -238,6 +238,31 @@ class MonitorUpdate:
     alarm: bool
 
 
+@dataclass(frozen=True)
+class CoverageTracking:
+    """How a :class:`ConformalMonitor` follows the labelled queries (:meth:`~ConformalMonitor.observe_label`).
+
+    Attributes
+    ----------
+    coverage_delta : float, optional
+        Error of the anytime-valid coverage confidence sequence (default: the monitor's ``delta``).
+    aci_gamma : float, default 0.005
+        Step size of adaptive conformal inference.
+
+    Examples
+    --------
+    >>> CoverageTracking(aci_gamma=0.01)
+    CoverageTracking(coverage_delta=None, aci_gamma=0.01)
+    """
+
+    coverage_delta: float | None = None
+    aci_gamma: float = 0.005
+
+
+#: The default ``coverage=`` of :class:`ConformalMonitor`.
+DEFAULT_COVERAGE_TRACKING = CoverageTracking()
+
+
 @dataclass
 class _Run:
     """One run of the drift test: the first, or one begun by a restart after an alarm."""
@@ -277,10 +302,10 @@ class ConformalMonitor:
         Seed of the tie-breaking uniforms of the smoothed p-values, fixed here and saved: a
         replay, and every restarted run, draws from it (query ``i`` of the stream draws the
         ``i``-th uniform).
-    coverage_delta : float, optional
-        Error of the coverage confidence sequence (default ``delta``).
-    aci_gamma : float, default 0.005
-        Step size of adaptive conformal inference.
+    coverage : CoverageTracking, optional
+        How labelled queries are followed: ``coverage_delta``, the error of the coverage
+        confidence sequence (default ``delta``), and ``aci_gamma`` (default 0.005), the step
+        size of adaptive conformal inference.
     grouped : bool, optional
         For a per-group calibration: whether the monitored retriever serves each query its
         group's threshold (``group=``/``group_by=``; the default) or the pooled one (``False``).
@@ -307,10 +332,10 @@ class ConformalMonitor:
         delta: float = 0.01,
         jump: float = 0.01,
         seed: int = 0,
-        coverage_delta: float | None = None,
-        aci_gamma: float = 0.005,
+        coverage: CoverageTracking = DEFAULT_COVERAGE_TRACKING,
         grouped: bool | None = None,
     ) -> None:
+        coverage_delta, aci_gamma = coverage.coverage_delta, coverage.aci_gamma
         if hasattr(calibration, "retrieval_stage"):
             calibration = calibration.retrieval_stage()
         if statistic not in STATISTICS:
@@ -771,8 +796,7 @@ class ConformalMonitor:
             delta=base,
             jump=data["jump"],
             seed=data["seed"],
-            coverage_delta=data["coverage_delta"],
-            aci_gamma=data["aci_gamma"],
+            coverage=CoverageTracking(coverage_delta=data["coverage_delta"], aci_gamma=data["aci_gamma"]),
             grouped=bool(data.get("grouped", False)),  # schema 1 took set sizes at the pooled threshold
         )
         stored = dict(data["calibration"])

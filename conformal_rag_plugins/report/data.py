@@ -154,6 +154,34 @@ class Verdict:
         return _jsonable(asdict(self))
 
 
+@dataclass(frozen=True)
+class ThresholdRank:
+    """The threshold a verdict checks, its finite-sample rank, and the calibration scores that reach it.
+
+    Attributes
+    ----------
+    threshold : float, default 0.0
+        The threshold checked (``+inf`` keeps the whole pool).
+    rank : int, optional
+        The finite-sample rank ``ceil((n + 1)(1 - alpha))``.
+    n_at_or_below : int, optional
+        How many calibration scores are ``<=`` the threshold; more than ``rank`` means ties
+        at the threshold, which explain coverage above the band.
+
+    Examples
+    --------
+    >>> ThresholdRank(0.3, rank=271, n_at_or_below=290).n_at_or_below > 271
+    True
+    """
+
+    threshold: float = 0.0
+    rank: int | None = None
+    n_at_or_below: int | None = None
+
+
+_UNRANKED = ThresholdRank()
+
+
 def coverage_verdict(
     coverage: float,
     target: float,
@@ -161,9 +189,7 @@ def coverage_verdict(
     *,
     n_test: int,
     n_calibration: int,
-    rank: int | None = None,
-    n_at_or_below: int | None = None,
-    threshold: float = 0.0,
+    threshold: ThresholdRank = _UNRANKED,
     stage: str = "",
 ) -> Verdict:
     """The verdict line for held-out ``coverage`` at ``target`` = 1 - alpha, against its 95% ``band``.
@@ -176,11 +202,10 @@ def coverage_verdict(
         :func:`~conformal_rag_plugins.core.coverage_band.split_conformal_band`; NaN when the
         rank exceeds ``n_calibration`` (threshold ``+inf``).
     n_test, n_calibration : int
-    rank, n_at_or_below : int, optional
-        The finite-sample rank and the calibration scores ``<=`` the threshold; more scores
-        than the rank means ties at the threshold, which explain coverage above the band.
-    threshold : float
-        The threshold checked (``+inf`` keeps the whole pool).
+    threshold : ThresholdRank, optional
+        The threshold checked (``+inf`` keeps the whole pool), its rank and the calibration
+        scores ``<=`` it; more scores than the rank means ties at the threshold, which explain
+        coverage above the band. By default ``0.0`` with neither count known.
     stage : str
         Prefix of the text, e.g. ``"retrieval-stage "``.
 
@@ -192,9 +217,10 @@ def coverage_verdict(
     'below'
     """
     lo, hi = band
+    q, rank, n_at_or_below = threshold.threshold, threshold.rank, threshold.n_at_or_below
     head = f"{stage}held-out coverage {coverage:.3f} at target {target:g}"
     where = f"the 95% band [{lo:.3f}, {hi:.3f}]"
-    pool = " The threshold is +inf (too many misses): the whole pool is kept." if math.isinf(threshold) else ""
+    pool = " The threshold is +inf (too many misses): the whole pool is kept." if math.isinf(q) else ""
     if math.isnan(lo) or math.isnan(hi):
         status, consistent = "no_band", None
         text = (
@@ -211,7 +237,7 @@ def coverage_verdict(
         )
     elif coverage > hi:
         status, consistent = "above", True
-        ties = rank is not None and n_at_or_below is not None and n_at_or_below > rank and not math.isinf(threshold)
+        ties = rank is not None and n_at_or_below is not None and n_at_or_below > rank and not math.isinf(q)
         if ties:
             text = (
                 f"{head}, above {where}: consistent with the guarantee, which is a lower bound. Scores tie at the "
@@ -244,11 +270,14 @@ def grid_verdict(grid: CoverageGrid, stage: str = "") -> Verdict:
 
 
 def _level_verdict(grid: CoverageGrid, at: int, stage: str = "") -> Verdict:
+    checked = ThresholdRank(
+        grid.thresholds[at],
+        rank=grid.ranks[at] if grid.ranks else None,
+        n_at_or_below=grid.n_at_or_below[at] if grid.n_at_or_below else None,
+    )
     return coverage_verdict(
         grid.coverage[at], grid.levels[at], (grid.band_low[at], grid.band_high[at]), n_test=grid.n_test,
-        n_calibration=grid.n_calibration, rank=grid.ranks[at] if grid.ranks else None,
-        n_at_or_below=grid.n_at_or_below[at] if grid.n_at_or_below else None, threshold=grid.thresholds[at],
-        stage=stage,
+        n_calibration=grid.n_calibration, threshold=checked, stage=stage,
     )  # fmt: skip
 
 

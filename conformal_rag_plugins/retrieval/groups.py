@@ -171,8 +171,7 @@ def recomputed_groups(cal: Any, *, strict: bool = False, warn: bool = False) -> 
         pooled=pooled,
         method=cal.method_,
         delta=cal.delta_,
-        strict=strict,
-        warn=warn,
+        errors="raise" if strict else "warn" if warn else "ignore",
         fallback=cal.group_fallback_,
     )
     return {g: v.to_dict() for g, v in out.items()}

@@ -21,8 +21,8 @@ def test_calibrate_tunes_a_hybrid_and_the_json_rebuilds_it(tmp_path, capsys) -> 
     from conformal_rag_plugins.commands.hosts import corpus_key
     from conformal_rag_plugins.llamaindex import ConformalRetriever
     from conformal_rag_plugins.llamaindex.hybrid_tuning import hybrid_from_calibration
-    from conformal_rag_plugins.llamaindex.stack import build_chroma_index, build_hybrid_retriever
     from conformal_rag_plugins.local.chroma import chroma_client
+    from conformal_rag_plugins.local.llamaindex_stack import build_chroma_index, build_hybrid_retriever
 
     questions = tmp_path / "labelled.jsonl"
     save_examples(list(bundled_questions(True))[:300], questions)

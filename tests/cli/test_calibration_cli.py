@@ -71,7 +71,7 @@ def bm25_host(monkeypatch):
 
     from conformal_rag_plugins.commands import hosts
     from conformal_rag_plugins.llamaindex.host import pool_from_nodes
-    from conformal_rag_plugins.llamaindex.stack import nodes_from_entries
+    from conformal_rag_plugins.local.llamaindex_stack import nodes_from_entries
 
     requests: list[tuple[str, str, int]] = []
 

@@ -78,7 +78,7 @@ def test_chroma_and_simple_vector_store_calibrations_do_not_mix(
     from llama_index.core import VectorStoreIndex
 
     from conformal_rag_plugins.llamaindex import MiniLMEmbedding
-    from conformal_rag_plugins.llamaindex.stack import nodes_from_entries
+    from conformal_rag_plugins.local.llamaindex_stack import nodes_from_entries
 
     entries = squad_entries[:40]
     simple = VectorStoreIndex(nodes_from_entries(entries), embed_model=MiniLMEmbedding())
@@ -167,8 +167,8 @@ def test_another_collection_with_the_same_model_warns(
     import warnings
 
     from conformal_rag_plugins.core.errors import CorpusChangedWarning
-    from conformal_rag_plugins.langchain.stack import build_chroma_vectorstore
-    from conformal_rag_plugins.llamaindex.stack import build_chroma_index
+    from conformal_rag_plugins.local.langchain_stack import build_chroma_vectorstore
+    from conformal_rag_plugins.local.llamaindex_stack import build_chroma_index
 
     subset = squad_entries[: len(squad_entries) // 2]
     other_index, _ = build_chroma_index(subset, client=chroma_memory_client, collection_name="crp-li-subset")

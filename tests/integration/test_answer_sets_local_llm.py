@@ -36,7 +36,7 @@ def test_llamaindex_local_llm_answer_sets(host_factory, squad_questions, tmp_pat
         ConformalRetriever,
         calibrate_answer_sets,
     )
-    from conformal_rag_plugins.llamaindex.llm import local_llm
+    from conformal_rag_plugins.local.llamaindex_models import local_llm
 
     host = host_factory("llamaindex", "hybrid").host
     llm = local_llm(temperature=1.0, max_new_tokens=12)
@@ -71,7 +71,7 @@ def test_langchain_local_llm_answer_sets(host_factory, squad_questions, tmp_path
     from langchain_core.runnables import RunnablePassthrough
 
     from conformal_rag_plugins.langchain import ConformalAnswerSetSynthesizer, ConformalRetriever, calibrate_answer_sets
-    from conformal_rag_plugins.langchain.llm import local_llm
+    from conformal_rag_plugins.local.langchain_models import local_llm
 
     host = host_factory("langchain", "hybrid").host
     llm = local_llm(temperature=1.0, max_tokens=12)
@@ -106,13 +106,13 @@ def test_local_llm_reports_logprobs_for_the_likelihood_score(framework: str) -> 
     if framework == "llamaindex":
         from conformal_rag_plugins.llamaindex.answer_sampler import LlamaIndexSampler as Sampler
         from conformal_rag_plugins.llamaindex.answer_sampler import model_id
-        from conformal_rag_plugins.llamaindex.llm import local_llm
+        from conformal_rag_plugins.local.llamaindex_models import local_llm
 
         llm = local_llm(temperature=1.0, max_new_tokens=12, n_ctx=512, logprobs=True)
     else:
         from conformal_rag_plugins.langchain.answer_sampler import LangChainSampler as Sampler
         from conformal_rag_plugins.langchain.answer_sampler import model_id
-        from conformal_rag_plugins.langchain.llm import local_llm
+        from conformal_rag_plugins.local.langchain_models import local_llm
 
         llm = local_llm(temperature=1.0, max_tokens=12, logprobs=True)
     got = run_sync(Sampler(llm, n_samples=3, max_concurrency=1).asample(question, context))

@@ -47,6 +47,7 @@ import pytest
 from scipy import stats
 
 from conformal_rag_plugins.core import conformal_quantile, pac_quantile
+from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 
 pytestmark = [pytest.mark.integration, pytest.mark.statistical]
@@ -73,7 +74,9 @@ def summaries(observations_factory):
         key = (framework, kind, family, alpha, trials)
         if key not in _CACHE:
             obs = observations_factory(framework, kind)
-            rows = evaluate_splits(obs, alpha, family=family, trials=trials, seed=SEED, pac_delta=PAC_DELTA, topk=())
+            rows = evaluate_splits(
+                obs, alpha, family=family, splits=RandomSplits(trials=trials, seed=SEED), pac_delta=PAC_DELTA, topk=()
+            )
             _CACHE[key] = {s.method: s for s in rows}
         return _CACHE[key]
 

@@ -23,6 +23,7 @@ from langchain_core.runnables import RunnablePassthrough
 
 from conformal_rag_plugins.core import ConformalError, FingerprintMismatchError, conformal_rank
 from conformal_rag_plugins.core.pools import PoolObservation
+from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.langchain import ConformalDocumentCompressor, calibrate_compressor
 from conformal_rag_plugins.langchain.compressor import score_documents
@@ -65,12 +66,7 @@ def _chain(retriever):
     prompt = ChatPromptTemplate.from_template("Context:\n{context}\n\nQuestion: {question}")
     llm = FakeListChatModel(responses=["Rollo"])
     context = retriever | (lambda docs: "\n\n".join(d.page_content for d in docs))
-    return (
-        {"context": context, "question": RunnablePassthrough()}
-        | prompt
-        | llm
-        | StrOutputParser()
-    )
+    return {"context": context, "question": RunnablePassthrough()} | prompt | llm | StrOutputParser()
 
 
 def test_one_line_swap_covers_held_out_questions(base, embeddings, calibration, squad_questions, dropin_split):
@@ -98,7 +94,11 @@ def test_one_line_swap_covers_held_out_questions(base, embeddings, calibration, 
     assert float(np.mean(covered)) >= CONFIDENCE - 3 * sd, (np.mean(covered), sd)
     assert 1.0 <= float(np.mean(sizes)) < POOL / 5, np.mean(sizes)  # keeping the whole pool would fail this
     # over 300 seeded calibration/test splits of the held-out pools the same rule covers >= 1 - alpha - 0.01
-    (split,) = [r for r in evaluate_splits(observations, 1 - CONFIDENCE, trials=300, seed=7) if r.method == "split"]
+    (split,) = [
+        r
+        for r in evaluate_splits(observations, 1 - CONFIDENCE, splits=RandomSplits(trials=300, seed=7))
+        if r.method == "split"
+    ]
     assert float(np.mean(split.coverages)) >= CONFIDENCE - 0.01, np.mean(split.coverages)
 
 

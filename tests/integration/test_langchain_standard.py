@@ -28,9 +28,9 @@ N_PASSAGES = 40
 @functools.lru_cache(maxsize=1)
 def small_setup():
     """(Chroma store, calibration), built once per process."""
-    from conformal_rag_plugins.langchain.stack import build_chroma_vectorstore
     from conformal_rag_plugins.local.chroma import chroma_client
     from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
+    from conformal_rag_plugins.local.langchain_stack import build_chroma_vectorstore
 
     entries = list(bundled_corpus())[:N_PASSAGES]
     ids = {e.id for e in entries}

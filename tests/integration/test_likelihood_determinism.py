@@ -72,7 +72,7 @@ def _histories(llm: Any, llama: Any, prompt: str, other: str, *, slow: bool) -> 
 @pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
 def test_calibration_and_query_time_scores_are_bit_equal(framework: str, squad_entries) -> None:
     if framework == "llamaindex":
-        from conformal_rag_plugins.llamaindex.llm import local_llm
+        from conformal_rag_plugins.local.llamaindex_models import local_llm
 
         llm = local_llm(temperature=1.0, max_new_tokens=8, n_ctx=2048, logprobs=True)
         llama = llm._model
@@ -84,7 +84,7 @@ def test_calibration_and_query_time_scores_are_bit_equal(framework: str, squad_e
 
         complete = llm
     else:
-        from conformal_rag_plugins.langchain.llm import local_llm
+        from conformal_rag_plugins.local.langchain_models import local_llm
 
         lc = local_llm(temperature=1.0, max_tokens=8, logprobs=True)
         llama = lc.client

@@ -17,6 +17,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from conformal_rag_plugins.core import ConformalError, FingerprintMismatchError, conformal_rank
+from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.llamaindex import ConformalNodePostprocessor, ConformalRetriever, calibrate_retriever
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
@@ -67,7 +68,11 @@ def test_one_line_swap_covers_held_out_questions(
     assert 1.0 <= float(np.mean(sizes)) < POOL / 5, np.mean(sizes)  # keeping the whole pool would fail this
     # the guarantee is over calibration draws: the same rule over 300 seeded splits of the 705 questions
     # (the postprocessor's set is the core's set, checked above) covers >= 1 - alpha - 0.01 on average
-    (split,) = [r for r in evaluate_splits(dense, 1 - CONFIDENCE, trials=300, seed=7) if r.method == "split"]
+    (split,) = [
+        r
+        for r in evaluate_splits(dense, 1 - CONFIDENCE, splits=RandomSplits(trials=300, seed=7))
+        if r.method == "split"
+    ]
     assert float(np.mean(split.coverages)) >= CONFIDENCE - 0.01, np.mean(split.coverages)
     assert before.query(squad_questions[dropin_split.held_out[0]].question).source_nodes is not None
 

@@ -385,9 +385,9 @@ def test_cache_avoids_the_server(server: Server, context: str, framework: str, t
 
 def _default_llm(framework: str) -> Any:
     if framework == "llamaindex":
-        from conformal_rag_plugins.llamaindex.llm import default_llm
+        from conformal_rag_plugins.local.llamaindex_models import default_llm
     else:
-        from conformal_rag_plugins.langchain.llm import default_llm
+        from conformal_rag_plugins.local.langchain_models import default_llm
     return default_llm()
 
 

@@ -53,14 +53,14 @@ def subset(squad_questions, squad_entries):
 
 @pytest.fixture(scope="module")
 def li_embed():
-    from conformal_rag_plugins.llamaindex.embedding import MiniLMEmbedding
+    from conformal_rag_plugins.local.llamaindex_models import MiniLMEmbedding
 
     return MiniLMEmbedding()
 
 
 @pytest.fixture(scope="module")
 def lc_embed():
-    from conformal_rag_plugins.langchain.embedding import MiniLMEmbeddings
+    from conformal_rag_plugins.local.langchain_models import MiniLMEmbeddings
 
     return MiniLMEmbeddings()
 

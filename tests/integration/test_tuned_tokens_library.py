@@ -53,7 +53,7 @@ def _check_selection(cal, base: int) -> int:
 @pytest.fixture(scope="module")
 def li_nodes(li_index, squad_entries, chroma_memory_client):
     from conformal_rag_plugins.commands.hosts import corpus_key
-    from conformal_rag_plugins.llamaindex.stack import build_chroma_index
+    from conformal_rag_plugins.local.llamaindex_stack import build_chroma_index
 
     name = f"crp-llamaindex-{corpus_key(squad_entries)}"
     return build_chroma_index(squad_entries, client=chroma_memory_client, collection_name=name)
@@ -63,7 +63,7 @@ def test_llamaindex_small_pool_tunes_a_larger_pool(li_nodes, dropin_examples, sq
     from conformal_rag_plugins.core.errors import FingerprintMismatchError
     from conformal_rag_plugins.llamaindex import ConformalRetriever, calibrate_retriever
     from conformal_rag_plugins.llamaindex.hybrid_tuning import calibrate_hybrid_retriever, hybrid_from_calibration
-    from conformal_rag_plugins.llamaindex.stack import build_hybrid_retriever
+    from conformal_rag_plugins.local.llamaindex_stack import build_hybrid_retriever
 
     index, nodes = li_nodes
     with warnings.catch_warnings():

@@ -172,8 +172,8 @@ def test_local_gemma_through_both_framework_wrappers(tmp_path: Path) -> None:
         ("llama-cpp-python", "llama-index-llms-llama-cpp", "langchain-community"),
         """
         import json
-        from conformal_rag_plugins.langchain.llm import local_llm as lc_local_llm
-        from conformal_rag_plugins.llamaindex.llm import local_llm as li_local_llm
+        from conformal_rag_plugins.local.langchain_models import local_llm as lc_local_llm
+        from conformal_rag_plugins.local.llamaindex_models import local_llm as li_local_llm
         prompt = ("Context: Paris is the capital and largest city of France.\\n"
                   "Question: What is the capital of France?\\nAnswer:")
         li = li_local_llm(temperature=0.0, logprobs=True).complete(prompt)

@@ -138,7 +138,7 @@ def test_labels_on_the_changed_corpus_coverage_sequence_and_aci(observations_fac
     the anytime interval excludes the target, and ACI brings the long-run miss rate back to alpha
     within its deterministic bound ``(max(alpha, 1 - alpha) + gamma) / (gamma T)``."""
     from conformal_rag_plugins.core.online_coverage import aci_miss
-    from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+    from conformal_rag_plugins.monitor.monitor import ConformalMonitor, CoverageTracking
     from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
     from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
@@ -147,7 +147,7 @@ def test_labels_on_the_changed_corpus_coverage_sequence_and_aci(observations_fac
     fp = Fingerprint("llamaindex", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "test")
     cal = RetrievalConformalizer(0.9, score="relative").conformalize(cal_obs, fingerprint=fp, pool_size=50).calibration_
     gamma = 0.05
-    monitor = ConformalMonitor.from_observations(cal, cal_obs, delta=DELTA, aci_gamma=gamma)
+    monitor = ConformalMonitor.from_observations(cal, cal_obs, delta=DELTA, coverage=CoverageTracking(aci_gamma=gamma))
     aci_misses = 0
     for o in long_observations:
         r = o.score("relative")

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from conformal_rag_plugins.core import conformal_quantile, evaluate_tuned_splits
+from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 
 pytestmark = [pytest.mark.integration, pytest.mark.statistical]
@@ -68,7 +69,7 @@ def test_long_documents_are_chunked_within_the_window(long_stack, framework) -> 
 def test_tuned_hybrid_covers_on_long_documents(long_stack, framework, alpha) -> None:
     """Mean test coverage of the tuned protocol >= 1 - alpha - tol over TRIALS random splits."""
     _, obs = long_stack(framework)
-    summary, choices = evaluate_tuned_splits(obs, alpha, trials=TRIALS, seed=SEED)
+    summary, choices = evaluate_tuned_splits(obs, alpha, splits=RandomSplits(trials=TRIALS, seed=SEED))
     n = len(next(iter(obs.values())))
     n_half = round(n * 0.5)
     n_cal = n_half - round(n_half * 0.3)
@@ -85,10 +86,12 @@ def test_tuned_hybrid_covers_on_long_documents(long_stack, framework, alpha) -> 
 def test_long_document_sets_stay_near_the_short_passage_sets(long_stack, observations_factory, framework) -> None:
     """At alpha = 0.1 the tuned set over chunks stays within 1.5x of the default set over the short passages."""
     _, obs = long_stack(framework)
-    tuned, _ = evaluate_tuned_splits(obs, 0.1, trials=TRIALS, seed=SEED)
+    tuned, _ = evaluate_tuned_splits(obs, 0.1, splits=RandomSplits(trials=TRIALS, seed=SEED))
     short = next(
         s
-        for s in evaluate_splits(observations_factory(framework, "hybrid"), 0.1, trials=TRIALS, seed=SEED, topk=())
+        for s in evaluate_splits(
+            observations_factory(framework, "hybrid"), 0.1, splits=RandomSplits(trials=TRIALS, seed=SEED), topk=()
+        )
         if s.method == "split"
     )
     long_size, short_size = float(np.mean(tuned.mean_sizes)), float(np.mean(short.mean_sizes))

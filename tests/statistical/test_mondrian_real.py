@@ -23,6 +23,7 @@ import math
 import numpy as np
 import pytest
 
+from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.mondrian_trials import simulate_group_splits
 from conformal_rag_plugins.local.groups import bundled_collection, question_type
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
@@ -47,7 +48,7 @@ def _tolerance(n_group: int) -> float:
 def article_trials(observations_factory, squad_questions):
     obs = observations_factory("llamaindex", "hybrid")
     articles = [ex.gold_ids[0].split("#")[0] for ex in squad_questions]
-    return simulate_group_splits(obs, articles, ALPHA, family="relative", trials=TRIALS, seed=SEED)
+    return simulate_group_splits(obs, articles, ALPHA, family="relative", splits=RandomSplits(trials=TRIALS, seed=SEED))
 
 
 def test_every_article_is_covered_within_the_group_and_pooled_is_not(article_trials) -> None:
@@ -83,7 +84,7 @@ def _check_groups(res, *, must_fail: str, allowed_fallback: tuple[str, ...] = ()
 def test_a_query_time_group_question_type_is_covered_and_pooled_is_not(observations_factory, squad_questions):
     obs = observations_factory("llamaindex", "hybrid")
     types = [question_type(ex.question) for ex in squad_questions]
-    res = simulate_group_splits(obs, types, ALPHA, family="relative", trials=TRIALS, seed=SEED)
+    res = simulate_group_splits(obs, types, ALPHA, family="relative", splits=RandomSplits(trials=TRIALS, seed=SEED))
     assert set(res.groups) == {"how", "other", "what", "when", "where", "which", "who"}
     # "other" has 8 questions (about 4 per calibration half): too few for a rank, it keeps every candidate;
     # "where" (25) falls under the 9 needed in a few calibration halves and keeps every candidate there
@@ -104,7 +105,9 @@ def collection_pools(host_factory, squad_questions):
 
 def test_label_conditional_collections_are_each_covered_and_pooled_is_not(collection_pools) -> None:
     _, obs, cand, gold = collection_pools
-    res = simulate_group_splits(obs, gold, ALPHA, family="relative", trials=TRIALS, seed=SEED, candidate_groups=cand)
+    res = simulate_group_splits(
+        obs, gold, ALPHA, family="relative", splits=RandomSplits(trials=TRIALS, seed=SEED), candidate_groups=cand
+    )
     assert len(res.groups) == 5
     _check_groups(res, must_fail="Normans")
     # the chunk-by-chunk set is smaller than keeping the whole pool, and costs more than the pooled set
@@ -124,7 +127,9 @@ def test_one_split_through_the_library_matches_the_simulation(collection_pools) 
         group_labels=[gold[i] for i in cal_idx],
         options=RetrievalOptions(confidence_level=1 - ALPHA, score="relative", chunk_group_key="collection"),
     )
-    res = simulate_group_splits(obs, gold, ALPHA, family="relative", trials=1, seed=SEED, candidate_groups=cand)
+    res = simulate_group_splits(
+        obs, gold, ALPHA, family="relative", splits=RandomSplits(trials=1, seed=SEED), candidate_groups=cand
+    )
     for j, g in enumerate(res.groups):
         assert cal.groups_[g]["source"] == "group"
         hits, sizes = [], []

@@ -15,7 +15,7 @@ import pytest
 
 from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
-from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+from conformal_rag_plugins.monitor.monitor import ConformalMonitor, CoverageTracking
 from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
@@ -34,7 +34,9 @@ def test_aci_reported_error_is_the_served_sets_miss_rate_with_gold_outside_the_p
     rng = np.random.default_rng(21)
     cal_obs = [_question(rng, 0.0) for _ in range(300)]
     cal = RetrievalConformalizer(1 - ALPHA, score="relative").conformalize(cal_obs, fingerprint=FP, pool_size=POOL)
-    monitor = ConformalMonitor.from_observations(cal.calibration_, cal_obs, delta=0.05, aci_gamma=GAMMA)
+    monitor = ConformalMonitor.from_observations(
+        cal.calibration_, cal_obs, delta=0.05, coverage=CoverageTracking(aci_gamma=GAMMA)
+    )
     stream = [_question(rng, 0.2) for _ in range(1000)]
     served_misses, infinite_sets = 0, 0
     for q in stream:
@@ -67,7 +69,7 @@ def test_a_monitor_saved_with_the_old_count_still_loads(tmp_path) -> None:
     rng = np.random.default_rng(5)
     cal_obs = [_question(rng, 0.0) for _ in range(100)]
     cal = RetrievalConformalizer(1 - ALPHA).conformalize(cal_obs, fingerprint=FP, pool_size=POOL).calibration_
-    monitor = ConformalMonitor.from_observations(cal, cal_obs, aci_gamma=0.2)
+    monitor = ConformalMonitor.from_observations(cal, cal_obs, coverage=CoverageTracking(aci_gamma=0.2))
     monitor.observe_label(nonconformity=5.0)  # a miss: alpha_t = 0.1 - 0.2 * 0.9 = -0.08, threshold +inf
     assert monitor.aci_threshold() == math.inf
     monitor.observe_label(nonconformity=math.inf)  # still a miss: -0.26 (older versions: -0.06)

@@ -282,3 +282,26 @@ def test_generator_set_threshold_with_ties():
 def test_cluster_dataclass_properties():
     c = AnswerCluster("The Louvre", ("The Louvre", "Louvre"), 0.4, support=(("a", 0.4), ("b", 0.1)))
     assert (c.count, c.score, c.normalized, c.chunk_ids) == (2, -0.4, "louvre", ("a", "b"))
+
+
+def test_a_clustering_passed_whole_carries_its_own_abstention_test() -> None:
+    """``method=Clustering(...)`` is the same as the keywords, plus a custom "I don't know" test."""
+    from conformal_rag_plugins.core.clustering import Clustering
+
+    answers = ["Paris", "pas de réponse", "Paris", "pas de réponse", "Lyon"]
+    default = cluster_answers(answers, method="exact")
+    assert not any(c.abstention for c in default)  # negative control: the default test knows English phrases only
+    french = Clustering("exact", abstention=lambda a: (a or "").strip() in ("", "pas de réponse"))
+    custom = cluster_answers(answers, method=french, chunk_id="c1")
+    assert [(c.representative, c.count, c.abstention) for c in custom] == [
+        ("Paris", 2, False),
+        ("pas de réponse", 2, True),
+        ("Lyon", 1, False),
+    ]
+    assert cluster_answers(answers, method=Clustering("rouge1", tau=0.5)) == cluster_answers(
+        answers, method="rouge1", tau=0.5
+    )
+    merged = merge_clusters({"c1": custom}, method=Clustering("exact"))
+    assert merged == merge_clusters({"c1": custom}, method="exact")
+    with pytest.raises(ConformalError, match="inside the Clustering"):
+        cluster_answers(answers, method=Clustering("rouge1"), tau=0.5)

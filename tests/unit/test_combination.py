@@ -83,12 +83,12 @@ def test_bonferroni_keeps_misses_and_warns_when_infinite():
 def test_pac_uses_pac_quantile_at_each_level():
     rng = np.random.default_rng(1)
     ret, gen = rng.normal(size=500), -rng.uniform(size=500)
-    t = pac_thresholds(ret, gen, 0.1, 0.1, epsilon_ret=0.04, delta_gen=0.02)
+    t = pac_thresholds(ret, gen, 0.1, 0.1, epsilon_split=(0.04, None), delta_split=(None, 0.02))
     assert (t.epsilon_ret, t.epsilon_gen, t.delta_ret, t.delta_gen) == pytest.approx((0.04, 0.06, 0.08, 0.02))
     assert t.q_ret == pac_quantile(ret, 0.04, 0.08)
     assert t.q_gen == pac_quantile(gen, 0.06, 0.02)
     with pytest.raises(ConformalError, match="delta_ret"):
-        pac_thresholds(ret, gen, 0.1, 0.1, delta_ret=0.05, delta_gen=0.06)
+        pac_thresholds(ret, gen, 0.1, 0.1, delta_split=(0.05, 0.06))
 
 
 # ----------------------------------------------------------------------------- HMP

@@ -28,7 +28,7 @@ from conformal_rag_plugins.core.online_coverage import (
     coverage_confidence_sequence,
 )
 from conformal_rag_plugins.core.quantile import conformal_quantile
-from conformal_rag_plugins.monitor.monitor import ConformalMonitor
+from conformal_rag_plugins.monitor.monitor import ConformalMonitor, CoverageTracking
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
@@ -256,7 +256,7 @@ def test_other_bad_settings(cal) -> None:
     with pytest.raises(ConformalError, match="at least one"):
         ConformalMonitor(cal, reference=[])
     with pytest.raises(ConformalError, match="aci_gamma"):
-        ConformalMonitor(cal, reference=[0.5], aci_gamma=0.0)
+        ConformalMonitor(cal, reference=[0.5], coverage=CoverageTracking(aci_gamma=0.0))
 
 
 # ---------------------------------------------------------------- threads

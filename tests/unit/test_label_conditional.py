@@ -28,6 +28,7 @@ from conformal_rag_plugins.core.errors import (
 from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.core.selection import decide_chunk_set
+from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.evaluation.mondrian_trials import simulate_group_splits
 from conformal_rag_plugins.langchain import ConformalDocumentCompressor
@@ -249,7 +250,9 @@ def test_simulated_coverage_holds_in_each_collection_and_pooled_fails_the_hard_o
     rng = np.random.default_rng(20261125)
     drawn = [_pool(rng) for _ in range(600)]
     obs, cand, gold = zip(*drawn, strict=True)
-    res = simulate_group_splits(list(obs), list(gold), ALPHA, family="rank", trials=200, seed=3, candidate_groups=cand)
+    res = simulate_group_splits(
+        list(obs), list(gold), ALPHA, family="rank", splits=RandomSplits(trials=200, seed=3), candidate_groups=cand
+    )
     per_group = dict(zip(res.groups, np.nanmean(res.coverage_group, axis=0), strict=True))
     pooled = dict(zip(res.groups, np.nanmean(res.coverage_pooled, axis=0), strict=True))
     tol = 3 * math.sqrt(ALPHA * (1 - ALPHA) * (2 / (res.n.min() / 2)) / 200)

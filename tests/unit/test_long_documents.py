@@ -89,7 +89,7 @@ def test_llamaindex_nodes_keep_parent_ids_out_of_the_embedded_text() -> None:
     pytest.importorskip("llama_index.core")
     from llama_index.core.schema import MetadataMode
 
-    from conformal_rag_plugins.llamaindex.stack import nodes_from_entries
+    from conformal_rag_plugins.local.llamaindex_stack import nodes_from_entries
 
     node = nodes_from_entries([Chunk("d::chunk1", "Rollo led them.", title="Normans", parent_id="d")])[0]
     assert node.metadata == {"title": "Normans", "parent_id": "d"}

@@ -52,15 +52,17 @@ def test_group_thresholds_equal_direct_per_group_quantile() -> None:
         assert out[g].threshold == conformal_quantile(scores[lab == g], ALPHA)
         assert out[g].source == "group" and out[g].n == int((lab == g).sum())
     assert out["c"] == type(out["c"])(5, math.inf, "keep-all-small-group")
-    named = group_thresholds(scores, labels, ALPHA, pooled=pooled, warn=False, fallback="pooled")
+    named = group_thresholds(scores, labels, ALPHA, pooled=pooled, errors="ignore", fallback="pooled")
     assert named["c"] == type(out["c"])(5, pooled, "pooled-small-group")
     with pytest.raises(ConformalError, match="fallback must be one of"):
         group_thresholds(scores, labels, ALPHA, pooled=pooled, fallback="pool")
+    with pytest.raises(ConformalError, match="errors must be one of"):
+        group_thresholds(scores, labels, ALPHA, pooled=pooled, errors="quiet")
 
 
 def test_pac_group_thresholds_use_pac_quantile() -> None:
     scores, labels = _data(1)
-    out = group_thresholds(scores, labels, ALPHA, pooled=1.0, method="pac", delta=0.2, warn=False)
+    out = group_thresholds(scores, labels, ALPHA, pooled=1.0, method="pac", delta=0.2, errors="ignore")
     assert out["a"].threshold == pac_quantile(scores[:40], ALPHA, 0.2)
     assert out["b"].threshold == pac_quantile(scores[40:65], ALPHA, 0.2)  # rank 25 of 25
     assert out["c"] == type(out["c"])(5, math.inf, "keep-all-small-group")  # 0.9^5 > 0.2: no PAC rank for 5 points
@@ -69,7 +71,7 @@ def test_pac_group_thresholds_use_pac_quantile() -> None:
 def test_strict_refuses_a_small_group() -> None:
     scores, labels = _data()
     with pytest.raises(CalibrationError, match="Group 'c' has 5 calibration"):
-        group_thresholds(scores, labels, ALPHA, pooled=1.0, strict=True)
+        group_thresholds(scores, labels, ALPHA, pooled=1.0, errors="raise")
 
 
 def test_bad_inputs_are_clear_errors() -> None:
@@ -79,7 +81,7 @@ def test_bad_inputs_are_clear_errors() -> None:
     with pytest.raises(CalibrationError, match="No calibration questions"):
         group_thresholds([], [], ALPHA, pooled=1.0)
     with pytest.raises(ConformalError, match="non-empty string"):
-        group_thresholds(scores, [*labels[:-1], ""], ALPHA, pooled=1.0, warn=False)
+        group_thresholds(scores, [*labels[:-1], ""], ALPHA, pooled=1.0, errors="ignore")
     with pytest.raises(ConformalError, match="group labels"):
         group_thresholds(scores, labels[:-1], ALPHA, pooled=1.0)
 
@@ -205,12 +207,13 @@ def test_a_group_with_too_many_misses_keeps_its_honest_inf() -> None:
         out = group_thresholds(scores, labels, ALPHA, pooled=0.95)
     assert out["m"].threshold == math.inf and out["m"].source == "group"  # never the smaller pooled one
     with pytest.raises(CalibrationError, match="Group 'm'"):
-        group_thresholds(scores, labels, ALPHA, pooled=0.95, strict=True)
+        group_thresholds(scores, labels, ALPHA, pooled=0.95, errors="raise")
 
 
 @pytest.mark.parametrize("family", ["relative", "similarity", "rank"])
 def test_group_trials_pooled_rule_is_the_split_row_of_evaluate(family) -> None:
     """Same seeded splits and the same keep rule as ``evaluate_splits`` (vectorised, so checked exactly)."""
+    from conformal_rag_plugins.core.splits import RandomSplits
     from conformal_rag_plugins.evaluation.mondrian_trials import simulate_group_splits
     from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 
@@ -221,8 +224,12 @@ def test_group_trials_pooled_rule_is_the_split_row_of_evaluate(family) -> None:
         gold = () if i % 17 == 0 else (int(rng.integers(0, 8)),)
         obs.append(PoolObservation(s, gold))
     labels = [f"g{i % 3}" for i in range(90)]
-    sim = simulate_group_splits(obs, labels, 0.2, family=family, trials=25, seed=4)
-    row = next(r for r in evaluate_splits(obs, 0.2, family=family, trials=25, seed=4) if r.method == "split")
+    sim = simulate_group_splits(obs, labels, 0.2, family=family, splits=RandomSplits(trials=25, seed=4))
+    row = next(
+        r
+        for r in evaluate_splits(obs, 0.2, family=family, splits=RandomSplits(trials=25, seed=4))
+        if r.method == "split"
+    )
     w = sim.n_test / sim.n_test.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(np.nansum(sim.coverage_pooled * w, axis=1), row.coverages, rtol=0, atol=1e-12)
     np.testing.assert_allclose(np.nansum(sim.size_pooled * w, axis=1), row.mean_sizes, rtol=0, atol=1e-12)

@@ -16,6 +16,7 @@ from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.report.data import (
+    ThresholdRank,
     coverage_grid,
     coverage_verdict,
     grid_verdict,
@@ -64,11 +65,15 @@ def test_the_verdict_states_inside_below_above_and_no_band() -> None:
     assert below.status == "below" and below.consistent is False
     assert "below the 95% band" in below.text and "not consistent with the guarantee" in below.text
     # above with ties at the threshold: explained by them, still consistent (the guarantee is a lower bound)
-    tied = coverage_verdict(hi + 0.01, 0.9, band, n_test=300, n_calibration=300, rank=271, n_at_or_below=290)
+    tied = coverage_verdict(
+        hi + 0.01, 0.9, band, n_test=300, n_calibration=300, threshold=ThresholdRank(rank=271, n_at_or_below=290)
+    )
     assert tied.status == "above" and tied.consistent is True
     assert "290 of the 300 calibration scores" in tied.text and "rank needs 271" in tied.text
     assert f"cover about {290 / 301:.3f}" in tied.text
-    untied = coverage_verdict(hi + 0.01, 0.9, band, n_test=300, n_calibration=300, rank=271, n_at_or_below=271)
+    untied = coverage_verdict(
+        hi + 0.01, 0.9, band, n_test=300, n_calibration=300, threshold=ThresholdRank(rank=271, n_at_or_below=271)
+    )
     assert untied.status == "above" and "no ties at the threshold" in untied.text
     none = coverage_verdict(1.0, 0.9, split_conformal_band(5, 300, 0.1), n_test=300, n_calibration=5)
     assert none.status == "no_band" and none.consistent is None and "too few" in none.text

@@ -11,6 +11,7 @@ import pytest
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
 from conformal_rag_plugins.core.pools import PoolObservation, choose_family
 from conformal_rag_plugins.core.quantile import conformal_quantile
+from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.core.validation import check_alpha, check_scores
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
@@ -95,7 +96,10 @@ def _synthetic(n: int, seed: int) -> list[PoolObservation]:
 
 def test_evaluate_splits_rows_and_coverage():
     obs = _synthetic(400, 0)
-    rows = {s.method: s for s in evaluate_splits(obs, 0.1, trials=20, seed=1, pac_delta=0.1, topk=(1, 5))}
+    rows = {
+        s.method: s
+        for s in evaluate_splits(obs, 0.1, splits=RandomSplits(trials=20, seed=1), pac_delta=0.1, topk=(1, 5))
+    }
     assert set(rows) == {"split", "pac", "topk@1", "topk@5", "conflare"}
     split = rows["split"].as_row()
     assert split["trials"] == 20
@@ -109,12 +113,15 @@ def test_evaluate_splits_rows_and_coverage():
     assert rows["topk@5"].as_row()["mean_set_size"] == 5.0
     assert rows["topk@1"].as_row()["median_set_size"] == 1.0
     # reproducible with the same seed
-    again = {s.method: s for s in evaluate_splits(obs, 0.1, trials=20, seed=1, pac_delta=0.1, topk=(1, 5))}
+    again = {
+        s.method: s
+        for s in evaluate_splits(obs, 0.1, splits=RandomSplits(trials=20, seed=1), pac_delta=0.1, topk=(1, 5))
+    }
     assert again["split"].coverages == rows["split"].coverages
 
 
 def test_evaluate_splits_auto_runs_and_reports_split():
-    rows = evaluate_splits(_synthetic(200, 3), 0.2, family="auto", trials=5, seed=0, topk=())
+    rows = evaluate_splits(_synthetic(200, 3), 0.2, family="auto", splits=RandomSplits(trials=5, seed=0), topk=())
     methods = {r.method for r in rows}
     assert methods == {"split", "conflare"}
     assert all(len(r.coverages) == 5 for r in rows)

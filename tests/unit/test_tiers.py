@@ -83,14 +83,14 @@ def test_the_markers_are_registered():
 
 def test_an_unmarked_test_cannot_load_minilm_open_chroma_or_load_gemma():
     """This test carries no marker, so the real stack refuses it (here it stays fast: nothing is loaded)."""
-    from conformal_rag_plugins.llamaindex import stack
     from conformal_rag_plugins.local import chroma, encoder, llm
+    from conformal_rag_plugins.local import llamaindex_stack as stack
 
     calls = [
         (encoder.MiniLMEncoder, "loads the MiniLM embedding model"),
         (encoder.get_encoder, "loads the MiniLM embedding model"),
         (chroma.chroma_client, "opens a Chroma client"),
-        (stack.chroma_client, "opens a Chroma client"),  # the adapter's own binding of the name
+        (stack.chroma_client, "opens a Chroma client"),  # the stack builder's own binding of the name
         (llm.gemma_model_path, "loads the local Gemma model"),
     ]
     for call, what in calls:

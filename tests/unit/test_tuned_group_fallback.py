@@ -143,8 +143,9 @@ def test_both_hybrid_tuning_adapters_pass_the_option_on(monkeypatch, framework: 
 
 def test_the_cli_flag_reaches_the_tuned_default_path(monkeypatch, tmp_path: Path, capsys) -> None:
     from conformal_rag_plugins.cli import main
-    from conformal_rag_plugins.llamaindex import hybrid_tuning, stack
+    from conformal_rag_plugins.llamaindex import hybrid_tuning
     from conformal_rag_plugins.local import chroma
+    from conformal_rag_plugins.local import llamaindex_stack as stack
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"c{j}", "text": f"Passage {j}."}) + "\n" for j in range(POOL)))

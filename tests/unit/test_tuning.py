@@ -10,6 +10,7 @@ import pytest
 
 from conformal_rag_plugins.core import CalibrationError, ConformalError, PoolObservation, conformal_quantile
 from conformal_rag_plugins.core.config_search import choose_configuration, evaluate_tuned_splits
+from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
@@ -215,7 +216,7 @@ def _tuning_world(n: int, seed: int = 11) -> dict[str, list[PoolObservation]]:
 
 
 def test_tuned_protocol_chooses_the_tight_configuration() -> None:
-    _, choices = evaluate_tuned_splits(_tuning_world(400), 0.1, trials=200, seed=5)
+    _, choices = evaluate_tuned_splits(_tuning_world(400), 0.1, splits=RandomSplits(trials=200, seed=5))
     assert sum(choices.values()) == 200
     assert max(choices, key=choices.get).startswith("a|")
 
@@ -239,11 +240,13 @@ def test_tuned_protocol_keeps_coverage_over_random_splits(monkeypatch) -> None:
     k = quantile.conformal_rank(n_cal, alpha)
     beta_var = k * (n_cal + 1 - k) / ((n_cal + 1) ** 2 * (n_cal + 2))
     tol = 3 * math.sqrt(beta_var + alpha * (1 - alpha) / n_test) / math.sqrt(trials)
-    summary, _ = evaluate_tuned_splits(configs, alpha, trials=trials, seed=5, families=("relative",))
+    summary, _ = evaluate_tuned_splits(
+        configs, alpha, splits=RandomSplits(trials=trials, seed=5), families=("relative",)
+    )
     assert np.mean(summary.coverages) >= 1 - alpha - tol, (np.mean(summary.coverages), tol)
     assert np.mean(summary.coverages) <= k / (n_cal + 1) + tol  # and it is the exact rank, not more
     monkeypatch.setattr(quantile, "conformal_rank", lambda n, a: math.ceil(n * (1 - a)))
-    wrong, _ = evaluate_tuned_splits(configs, alpha, trials=trials, seed=5, families=("relative",))
+    wrong, _ = evaluate_tuned_splits(configs, alpha, splits=RandomSplits(trials=trials, seed=5), families=("relative",))
     assert np.mean(wrong.coverages) < 1 - alpha - tol, (np.mean(wrong.coverages), tol)
 
 

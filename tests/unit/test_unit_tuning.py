@@ -19,6 +19,7 @@ from conformal_rag_plugins.core.pool_matrix import PoolMatrix
 from conformal_rag_plugins.core.pool_misses import pool_miss_advice
 from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.retrieval_scores import SCORE_FAMILIES
+from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.parent_pools import to_parent_pool
@@ -89,17 +90,17 @@ def test_unknown_objective_and_missing_costs_are_clear_errors() -> None:
 def test_tuned_and_fixed_rows_report_context_tokens() -> None:
     rng = np.random.default_rng(2)
     settings = {"chunk": _random_obs(rng, 120, cost=(10, 30)), "document": _random_obs(rng, 120, cost=(300, 500))}
-    summary, choices = evaluate_tuned_splits(settings, 0.2, trials=10, objective="tokens")
+    summary, choices = evaluate_tuned_splits(settings, 0.2, splits=RandomSplits(trials=10), objective="tokens")
     row = summary.as_row()
     assert row["mean_context_tokens"] is not None and row["mean_context_tokens"] > 0
-    fixed = evaluate_fixed_settings(settings, 0.2, trials=10)
+    fixed = evaluate_fixed_settings(settings, 0.2, splits=RandomSplits(trials=10))
     assert set(fixed) == {f"{k}|{f}" for k in settings for f in SCORE_FAMILIES}
     best = min(fixed.values(), key=lambda s: s.as_row()["mean_context_tokens"])
     assert best.method.startswith("chunk")
     assert sum(choices.values()) == 10
     # without costs the field is still there, as null
     plain = {"a": [PoolObservation(o.scores, o.gold_positions) for o in settings["chunk"]]}
-    assert evaluate_tuned_splits(plain, 0.2, trials=3)[0].as_row()["mean_context_tokens"] is None
+    assert evaluate_tuned_splits(plain, 0.2, splits=RandomSplits(trials=3))[0].as_row()["mean_context_tokens"] is None
 
 
 def test_parents_are_scored_from_their_chunks_and_bad_input_is_refused() -> None:
@@ -156,14 +157,18 @@ def test_skipping_ineligible_larger_pools_changes_nothing() -> None:
         )
         for o in base
     ]
-    assert not larger_pools_eligible({"a": base}, 0.1, trials=30, seed=4)
+    assert not larger_pools_eligible({"a": base}, 0.1, splits=RandomSplits(trials=30, seed=4))
     with_larger, _ = evaluate_tuned_splits(
-        {"a": base, "a@100": larger}, 0.1, trials=30, seed=4, objective="tokens", base_of={"a@100": "a"}
+        {"a": base, "a@100": larger},
+        0.1,
+        splits=RandomSplits(trials=30, seed=4),
+        objective="tokens",
+        base_of={"a@100": "a"},
     )
-    without, _ = evaluate_tuned_splits({"a": base}, 0.1, trials=30, seed=4, objective="tokens")
+    without, _ = evaluate_tuned_splits({"a": base}, 0.1, splits=RandomSplits(trials=30, seed=4), objective="tokens")
     assert with_larger.as_row() == without.as_row()
     missing = [PoolObservation(o.scores, ()) if i % 4 == 0 else o for i, o in enumerate(base)]
-    assert larger_pools_eligible({"a": missing}, 0.1, trials=30, seed=4)
+    assert larger_pools_eligible({"a": missing}, 0.1, splits=RandomSplits(trials=30, seed=4))
 
 
 def test_a_setting_that_cannot_reach_the_level_is_not_chosen_for_its_cheap_pool() -> None:

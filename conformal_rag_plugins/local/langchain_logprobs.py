@@ -8,7 +8,7 @@ from langchain_community.llms import LlamaCpp
 from langchain_core.outputs import Generation, LLMResult
 from langchain_core.runnables.config import run_in_executor
 
-from ..local.logprobs import continuation_logprob, model_lock
+from .logprobs import continuation_logprob, model_lock
 
 
 class LlamaCppWithLogprobs(LlamaCpp):
@@ -17,7 +17,7 @@ class LlamaCppWithLogprobs(LlamaCpp):
     ``generation_info["logprobs"]`` holds it in llama.cpp's format, scored by teacher forcing
     from a fixed state of the prompt, so it does not depend on earlier calls
     (:func:`~conformal_rag_plugins.local.logprobs.continuation_logprob`); the stock class
-    returns only the text. Built by :func:`~.llm.local_llm` with ``logprobs=True``.
+    returns only the text. Built by :func:`~.langchain_models.local_llm` with ``logprobs=True``.
     """
 
     reports_logprobs: ClassVar[bool] = True

@@ -1,17 +1,65 @@
-"""Default LangChain model: OpenAI(-compatible) when configured, else local Gemma 3 270M."""
+"""The offline stack's models for LangChain: the MiniLM embeddings and the default LLMs.
+
+``MiniLMEmbeddings`` wraps the offline, cached MiniLM encoder; :func:`local_llm` is the bundled
+Gemma 3 270M through ``langchain_community``'s ``LlamaCpp``; :func:`default_llm` picks an
+OpenAI(-compatible) model when one is configured, else :func:`local_llm`. ``MiniLMEmbeddings``
+is also importable from :mod:`conformal_rag_plugins.langchain`.
+
+Examples
+--------
+>>> from conformal_rag_plugins.local.langchain_models import MiniLMEmbeddings, default_llm  # doctest: +SKIP
+>>> embeddings, llm = MiniLMEmbeddings(), default_llm(temperature=1.0)  # doctest: +SKIP
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..local.llm import gemma_model_path
+from langchain_core.embeddings import Embeddings
+
 from ..runtime.openai_settings import completion_mode, openai_settings
+from .encoder import MODEL_NAME, MiniLMEncoder, get_encoder
+from .llm import gemma_model_path
+
+
+class MiniLMEmbeddings(Embeddings):
+    """all-MiniLM-L6-v2 (offline, normalised, cached) for LangChain vector stores.
+
+    Examples
+    --------
+    >>> emb = MiniLMEmbeddings()  # doctest: +SKIP
+    >>> len(emb.embed_query("hello"))  # doctest: +SKIP
+    384
+    """
+
+    model_name = MODEL_NAME
+
+    def __init__(self, encoder: MiniLMEncoder | None = None) -> None:
+        self.encoder = encoder or get_encoder()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed passages."""
+        return self.encoder.encode(texts).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one query."""
+        return self.encoder.encode([text])[0].tolist()
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Embed many queries in one batched (and cached) encoder call.
+
+        Each vector is the one :meth:`embed_query` returns for that query whenever the
+        encoder's cache holds it; the first computation of a vector in a batch may differ
+        from a one-query computation in the last float32 bits (the model's arithmetic
+        depends on the batch shape).
+        """
+        return self.encoder.encode(texts).tolist()
 
 
 def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2, *, logprobs: bool = False) -> Any:
     """``langchain_community`` ``LlamaCpp`` over the bundled Gemma 3 270M base model.
 
-    ``logprobs=True`` returns a :class:`~.llamacpp_logprobs.LlamaCppWithLogprobs` whose generations
+    ``logprobs=True`` returns a :class:`~.langchain_logprobs.LlamaCppWithLogprobs` whose generations
     report their mean token log-probability (for the ``"likelihood"`` generator score), scored on the
     cached prompt at a few milliseconds per token.
 
@@ -21,7 +69,7 @@ def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2
     """
     from langchain_community.llms import LlamaCpp
 
-    from .llamacpp_logprobs import LlamaCppWithLogprobs
+    from .langchain_logprobs import LlamaCppWithLogprobs
 
     cls = LlamaCppWithLogprobs if logprobs else LlamaCpp
     return cls(

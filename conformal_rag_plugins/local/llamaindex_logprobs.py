@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from llama_index.core.base.llms.types import CompletionResponse
 from llama_index.llms.llama_cpp import LlamaCPP
 
-from ..local.logprobs import continuation_logprob, model_lock
+from .logprobs import continuation_logprob, model_lock
 
 
 class LlamaCPPWithLogprobs(LlamaCPP):
@@ -16,7 +16,7 @@ class LlamaCPPWithLogprobs(LlamaCPP):
     The value is the mean token log-probability of the completion text given the prompt,
     scored by teacher forcing from a fixed state of the prompt, so it does not depend on earlier
     calls (:func:`~conformal_rag_plugins.local.logprobs.continuation_logprob`); the ``"likelihood"``
-    generator score reads it. Built by :func:`~.llm.local_llm` with ``logprobs=True``.
+    generator score reads it. Built by :func:`~.llamaindex_models.local_llm` with ``logprobs=True``.
     """
 
     reports_logprobs: ClassVar[bool] = True

@@ -1,4 +1,11 @@
-"""Build a LlamaIndex hybrid (Chroma dense + BM25) retriever over corpus entries."""
+"""Build a LlamaIndex hybrid (Chroma dense + BM25) retriever over corpus entries on the offline stack.
+
+Examples
+--------
+>>> from conformal_rag_plugins.local.llamaindex_stack import build_chroma_index  # doctest: +SKIP
+>>> index, nodes = build_chroma_index(bundled_corpus())  # doctest: +SKIP
+>>> hybrid = build_hybrid_retriever(index, nodes, pool_size=50)  # doctest: +SKIP
+"""
 
 from __future__ import annotations
 
@@ -11,9 +18,9 @@ from llama_index.core.schema import TextNode
 
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..datasets.examples import CorpusEntry
-from ..local.chroma import chroma_client, get_collection
-from ..local.tokens import warn_if_truncated
-from .embedding import MiniLMEmbedding
+from .chroma import chroma_client, get_collection
+from .llamaindex_models import MiniLMEmbedding
+from .tokens import warn_if_truncated
 
 
 def _node(entry: CorpusEntry) -> TextNode:

@@ -1,0 +1,69 @@
+"""Fill a LangChain Chroma store with corpus entries on the offline stack (MiniLM embeddings).
+
+The hybrid retriever on top of it is
+:func:`conformal_rag_plugins.langchain.stack.build_hybrid_retriever` (it builds the adapter's
+``ScoredFusionRetriever``).
+
+Examples
+--------
+>>> from conformal_rag_plugins.local.langchain_stack import build_chroma_vectorstore  # doctest: +SKIP
+>>> store = build_chroma_vectorstore(bundled_corpus())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..datasets.examples import CorpusEntry
+from .chroma import add_in_batches, chroma_client, get_collection
+from .langchain_models import MiniLMEmbeddings
+from .tokens import warn_if_truncated
+
+
+def _metadata(entry: CorpusEntry) -> dict[str, str]:
+    meta = {"title": entry.title or ""}
+    parent = getattr(entry, "parent_id", None)
+    if parent and parent != entry.id:  # a chunk of a longer entry
+        meta["parent_id"] = parent
+    return meta
+
+
+def build_chroma_vectorstore(
+    entries: Sequence[CorpusEntry],
+    *,
+    client: Any = None,
+    collection_name: str = "conformal-rag-langchain",
+    embeddings: Any = None,
+    warn_truncation: bool = True,
+) -> Any:
+    """A ``langchain_chroma.Chroma`` store on a cosine collection, reused when already filled.
+
+    With the MiniLM embeddings, a ``UserWarning`` names the entries it embeds past its
+    254-token window (split them first); ``warn_truncation=False`` silences it where whole
+    documents are indexed on purpose (``evaluate``'s ``document`` unit).
+
+    Examples
+    --------
+    >>> store = build_chroma_vectorstore(bundled_corpus())  # doctest: +SKIP
+    """
+    from langchain_chroma import Chroma
+
+    client = client if client is not None else chroma_client()
+    collection = get_collection(client, collection_name)
+    embeddings = embeddings or MiniLMEmbeddings()
+    ids = [e.id for e in entries]
+    have = set(collection.get(ids=ids, include=[])["ids"])
+    todo = [e for e in entries if e.id not in have]
+    if todo and warn_truncation and isinstance(embeddings, MiniLMEmbeddings):
+        warn_if_truncated([e.text for e in todo])
+    if todo:
+        vectors = embeddings.embed_documents([e.text for e in todo])
+        add_in_batches(
+            collection,
+            [e.id for e in todo],
+            vectors,
+            [e.text for e in todo],
+            [_metadata(e) for e in todo],
+        )
+    return Chroma(client=client, collection_name=collection_name, embedding_function=embeddings)

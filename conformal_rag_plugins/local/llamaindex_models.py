@@ -1,0 +1,135 @@
+"""The offline stack's models for LlamaIndex: the MiniLM embedding and the default LLMs.
+
+``MiniLMEmbedding`` wraps the offline, cached MiniLM encoder; :func:`local_llm` is the bundled
+Gemma 3 270M through ``LlamaCPP``; :func:`default_llm` picks an OpenAI(-compatible) model when one
+is configured, else :func:`local_llm`. ``MiniLMEmbedding`` is also importable from
+:mod:`conformal_rag_plugins.llamaindex`.
+
+Examples
+--------
+>>> from conformal_rag_plugins.local.llamaindex_models import MiniLMEmbedding, default_llm  # doctest: +SKIP
+>>> embed_model, llm = MiniLMEmbedding(), default_llm(temperature=1.0)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import PrivateAttr
+
+from ..runtime.openai_settings import completion_mode, openai_settings
+from .encoder import MODEL_NAME, MiniLMEncoder, get_encoder
+from .llm import gemma_model_path
+
+
+class MiniLMEmbedding(BaseEmbedding):
+    """all-MiniLM-L6-v2 (offline, normalised, cached) as a LlamaIndex embedding.
+
+    Examples
+    --------
+    >>> from llama_index.core import Settings  # doctest: +SKIP
+    >>> Settings.embed_model = MiniLMEmbedding()  # doctest: +SKIP
+    """
+
+    _encoder: MiniLMEncoder = PrivateAttr()
+
+    def __init__(self, encoder: MiniLMEncoder | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("model_name", MODEL_NAME)
+        kwargs.setdefault("embed_batch_size", 64)
+        super().__init__(**kwargs)
+        self._encoder = encoder or get_encoder()
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "MiniLMEmbedding"
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._encoder.encode([query])[0].tolist()
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+    def get_query_embeddings(self, queries: list[str]) -> list[list[float]]:
+        """The query embeddings of ``queries`` from one batched (and cached) encoder call.
+
+        Each vector is the one :meth:`get_query_embedding` returns for that query whenever
+        the encoder's cache holds it; the first computation of a vector in a batch may
+        differ from a one-query computation in the last float32 bits (the model's
+        arithmetic depends on the batch shape).
+        """
+        return self._encoder.encode(queries).tolist()
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._encoder.encode([text])[0].tolist()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._encoder.encode(texts).tolist()
+
+
+def local_llm(
+    temperature: float = 1.0,
+    max_new_tokens: int = 24,
+    n_threads: int = 2,
+    n_ctx: int = 2048,
+    *,
+    logprobs: bool = False,
+) -> Any:
+    """``LlamaCPP`` over the bundled Gemma 3 270M base model, stopping at a newline.
+
+    ``n_ctx`` is the context window in tokens (prompt plus answer); raise it for prompts with many
+    chunks (Gemma 3 270M was trained up to 32k tokens; the KV cache grows with it).
+    ``logprobs=True`` returns a :class:`~.llamaindex_logprobs.LlamaCPPWithLogprobs`, whose completions
+    report their mean token log-probability (scored on the cached prompt, a few milliseconds per
+    token), which the ``"likelihood"`` generator score needs.
+
+    Examples
+    --------
+    >>> llm = local_llm()  # doctest: +SKIP
+    >>> llm.metadata.is_chat_model  # doctest: +SKIP
+    False
+    """
+    from llama_index.llms.llama_cpp import LlamaCPP
+
+    from .llamaindex_logprobs import LlamaCPPWithLogprobs
+
+    return (LlamaCPPWithLogprobs if logprobs else LlamaCPP)(
+        model_path=str(gemma_model_path()),
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        context_window=n_ctx,
+        generate_kwargs={"stop": ["\n"]},
+        model_kwargs={"n_threads": n_threads, "n_ctx": n_ctx},
+        verbose=False,
+    )
+
+
+def default_llm(temperature: float = 1.0) -> Any:
+    """The LLM to sample answers from, chosen by environment variables.
+
+    - No ``OPENAI_API_KEY``: :func:`local_llm` (offline Gemma 3 270M).
+    - ``OPENAI_API_KEY`` set: ``OpenAILike`` against ``OPENAI_BASE_URL`` (any OpenAI-compatible
+      server, e.g. ``http://127.0.0.1:8000/v1`` for vLLM or llama-cpp-python's server; the official
+      API when unset), model ``CONFORMAL_RAG_OPENAI_MODEL`` (default ``gpt-4o-mini``; must match the
+      name the server serves). It is a chat model (``/v1/chat/completions``, chat prompt).
+    - ``CONFORMAL_RAG_OPENAI_COMPLETION=1`` (also ``true``/``yes``/``on``): a completion model instead
+      (``is_chat_model=False``, ``/v1/completions``, the few-shot prompt, stop at a newline). Use it
+      for base models, which have no chat template.
+    """
+    cfg = openai_settings()
+    if cfg is None:
+        return local_llm(temperature)
+    from llama_index.llms.openai_like import OpenAILike
+
+    completion = completion_mode()
+    return OpenAILike(
+        model=cfg["model"],
+        api_key=cfg["api_key"],
+        api_base=cfg.get("base_url"),
+        temperature=temperature,
+        is_chat_model=not completion,
+        max_tokens=32,
+        additional_kwargs={"stop": ["\n"]} if completion else {},
+        timeout=60.0,
+        max_retries=1,  # the samplers retry with backoff themselves
+    )
