@@ -1,1 +1,1 @@
-"""The offline stack: bundled SQuAD data, MiniLM embeddings, Chroma, BM25 and the local Gemma model, with demo builders for both frameworks."""
+"""The offline stack: bundled SQuAD data, MiniLM, Chroma, BM25, the local Gemma model and demo builders."""
