@@ -107,9 +107,11 @@ def compare_paths(framework: str, entries: list[Any], examples: list[Any], clien
                 entries,
                 qs,
                 chunked,
-                units=unit_candidates.resolve_units("auto", tuned=True, any_split=chunked.n_split_entries > 0),
-                grid=grid,
-                pool_sizes=[50],
+                space=unit_candidates.CandidateSpace(
+                    units=unit_candidates.resolve_units("auto", tuned=True, any_split=chunked.n_split_entries > 0),
+                    grid=grid,
+                    pool_sizes=[50],
+                ),
                 client=client,
                 progress=False,
             )
@@ -144,7 +146,7 @@ def main() -> None:
 
     import torch
 
-    from conformal_rag_plugins.commands.evaluate_retrieval import run_evaluate
+    from conformal_rag_plugins.commands.evaluate_retrieval import EvaluateRequest, run_evaluate
     from conformal_rag_plugins.local.chroma import chroma_client
     from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 
@@ -154,17 +156,18 @@ def main() -> None:
     client = chroma_client()
     spy = ModelSpy()
     spy.install()
-    common = {"trials": args.trials, "seed": 0, "framework": args.framework, "progress": False, "client": client}
+    common = {"trials": args.trials, "seed": 0, "framework": args.framework}
 
     load_start = _load()
     t0 = time.perf_counter()
-    run_evaluate(entries, cycled_questions(bundled[:10], 10, " (warm-up)"), [args.alpha], **common)
+    warm_up = EvaluateRequest(entries, cycled_questions(bundled[:10], 10, " (warm-up)"), [args.alpha], **common)
+    run_evaluate(warm_up, progress=False, client=client)
     seconds_index = time.perf_counter() - t0
     corpus_texts = spy.texts
 
     load_before = _load()
     t0, cpu0 = time.perf_counter(), time.process_time()
-    report = run_evaluate(entries, questions, [args.alpha], **common)
+    report = run_evaluate(EvaluateRequest(entries, questions, [args.alpha], **common), progress=False, client=client)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     load_after = _load()
     question_texts = spy.texts - corpus_texts

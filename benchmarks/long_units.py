@@ -29,7 +29,7 @@ import time
 import warnings
 from pathlib import Path
 
-from conformal_rag_plugins.commands.evaluate_retrieval import run_evaluate
+from conformal_rag_plugins.commands.evaluate_retrieval import EvaluateRequest, run_evaluate
 from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
@@ -87,13 +87,15 @@ def run(frameworks: list[str], trials: int) -> dict:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 report = run_evaluate(
-                    entries,
-                    questions,
-                    [ALPHA],
-                    trials=trials,
-                    seed=SEED,
-                    framework=framework,
-                    chunk_size=chunk_size,
+                    EvaluateRequest(
+                        corpus=entries,
+                        qa=questions,
+                        alphas=[ALPHA],
+                        trials=trials,
+                        seed=SEED,
+                        framework=framework,
+                        chunk_size=chunk_size,
+                    ),
                     client=client,
                     progress=False,
                 )

@@ -294,21 +294,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "handler", None) is not None:
             args.handler(args)
         elif args.command == "demo":
-            from .commands.demo import run_demo
+            from .commands.demo import DemoRequest, run_demo
 
             run_demo(
-                alpha=args.alpha,
-                persist_dir=args.persist_dir,
-                out=args.out,
-                pool_size=args.pool_size,
-                seed=args.seed,
-                answers=not args.no_answers,
-                answer_alpha=args.answer_alpha,
-                answer_alpha_retrieval=args.answer_alpha_retrieval,
-                n_samples=args.samples,
-                chunking=not args.no_chunking,
-                chunk_size=args.chunk_size,
-                chunk_overlap=args.chunk_overlap,
+                DemoRequest(
+                    alpha=args.alpha,
+                    persist_dir=args.persist_dir,
+                    out=args.out,
+                    pool_size=args.pool_size,
+                    seed=args.seed,
+                    answers=not args.no_answers,
+                    answer_alpha=args.answer_alpha,
+                    answer_alpha_retrieval=args.answer_alpha_retrieval,
+                    n_samples=args.samples,
+                    chunking=not args.no_chunking,
+                    chunk_size=args.chunk_size,
+                    chunk_overlap=args.chunk_overlap,
+                ),
             )
         elif args.answers and args.group_by is not None:
             raise ConformalError("--group-by evaluates retrieval thresholds; it does not combine with --answers.")
@@ -316,24 +318,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConformalError("--control recall evaluates retrieval thresholds; it does not combine with --answers.")
         elif args.answers:
             from .commands.cli_help import changed_options, warn_ignored
-            from .commands.evaluate_answer_sets import run_evaluate_answers
+            from .commands.evaluate_answer_sets import EvaluateAnswersRequest, run_evaluate_answers
             from .commands.tables import markdown_table
 
             given = changed_options(parser, args, _RETRIEVAL_ONLY)
             warn_ignored("evaluate --answers", given, "it evaluates the LlamaIndex hybrid host, pool 50, entries whole")
 
             report = run_evaluate_answers(
-                args.corpus,
-                args.qa,
-                args.alpha,
-                llm=args.llm,
-                samples=args.samples,
-                max_questions=args.max_questions,
-                answer_pool=args.answer_pool,
-                generator_score=args.generator_score,
-                trials=args.trials,
-                seed=args.seed,
-                json_out=args.json_out,
+                EvaluateAnswersRequest(
+                    corpus=args.corpus,
+                    qa=args.qa,
+                    alphas=args.alpha,
+                    llm=args.llm,
+                    samples=args.samples,
+                    max_questions=args.max_questions,
+                    answer_pool=args.answer_pool,
+                    generator_score=args.generator_score,
+                    trials=args.trials,
+                    seed=args.seed,
+                    json_out=args.json_out,
+                ),
             )
             print(
                 markdown_table(
@@ -353,32 +357,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print_report_end(report, args.json_out, exclude=())
         else:
             from .commands.cli_help import changed_options, warn_ignored
-            from .commands.evaluate_retrieval import run_evaluate
+            from .commands.evaluate_retrieval import EvaluateRequest, run_evaluate
             from .commands.tables import markdown_table
 
             given = changed_options(parser, args, _ANSWERS_ONLY)
             warn_ignored("evaluate without --answers", given, "they set the answer-set evaluation")
 
             report = run_evaluate(
-                args.corpus,
-                args.qa,
-                args.alpha,
-                trials=args.trials,
-                seed=args.seed,
-                score=args.score,
-                pac_delta=args.pac_delta,
-                retriever=args.retriever,
-                framework=args.framework,
-                pool_size=args.pool_size,
-                fusion=args.fusion,
-                chunking=not args.no_chunking,
-                chunk_size=args.chunk_size,
-                chunk_overlap=args.chunk_overlap,
-                json_out=args.json_out,
-                group_by=args.group_by,
-                control=args.control,
-                unit=args.unit,
-                pool_sizes=_int_list(args.pool_sizes, "--pool-sizes"),
+                EvaluateRequest(
+                    corpus=args.corpus,
+                    qa=args.qa,
+                    alphas=args.alpha,
+                    trials=args.trials,
+                    seed=args.seed,
+                    score=args.score,
+                    pac_delta=args.pac_delta,
+                    retriever=args.retriever,
+                    framework=args.framework,
+                    pool_size=args.pool_size,
+                    fusion=args.fusion,
+                    chunking=not args.no_chunking,
+                    chunk_size=args.chunk_size,
+                    chunk_overlap=args.chunk_overlap,
+                    json_out=args.json_out,
+                    group_by=args.group_by,
+                    control=args.control,
+                    unit=args.unit,
+                    pool_sizes=_int_list(args.pool_sizes, "--pool-sizes"),
+                ),
             )
             print(
                 markdown_table(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,26 +92,28 @@ def _handle(args: argparse.Namespace) -> None:
     given = calibration_inputs.ignored_llm_options(args)
     warn_ignored("calibrate", given, "calibration calls no LLM", deprecated=True)
     cal = run_calibrate(
-        args.corpus,
-        args.docs,
-        questions=args.questions,
-        out=args.out,
-        alpha=args.alpha,
-        framework=args.framework,
-        retriever=args.retriever,
-        fusion=args.fusion,
-        score=args.score,
-        pool_size=args.pool_size,
-        persist_dir=args.persist_dir,
-        glob=args.glob,
-        chunk_size=args.chunk_size,
-        chunk_overlap=args.chunk_overlap,
-        seed=args.seed,
-        progress=not args.quiet,
-        group_by=args.group_by,
-        pool_sizes=_pool_sizes(args.pool_sizes),
-        group_fallback=args.group_fallback,
-        chunk_group_key=args.chunk_group_key,
+        CalibrateRequest(
+            corpus=args.corpus,
+            docs=args.docs,
+            questions=args.questions,
+            out=args.out,
+            alpha=args.alpha,
+            framework=args.framework,
+            retriever=args.retriever,
+            fusion=args.fusion,
+            score=args.score,
+            pool_size=args.pool_size,
+            persist_dir=args.persist_dir,
+            glob=args.glob,
+            chunk_size=args.chunk_size,
+            chunk_overlap=args.chunk_overlap,
+            seed=args.seed,
+            progress=not args.quiet,
+            group_by=args.group_by,
+            pool_sizes=_pool_sizes(args.pool_sizes),
+            group_fallback=args.group_fallback,
+            chunk_group_key=args.chunk_group_key,
+        )
     )
     print(cal.summary())
     kind = f"chunk group {cal.chunk_group_key_}=" if cal.chunk_group_key_ else "group "
@@ -126,29 +129,44 @@ def _handle(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}")
 
 
-def run_calibrate(
-    corpus: Any,
-    docs: str | Path | None,
-    *,
-    questions: str | Path,
-    out: str | Path,
-    alpha: float = 0.1,
-    framework: str = "llamaindex",
-    retriever: str = "hybrid",
-    fusion: str = "tuned",
-    score: str | None = None,
-    pool_size: int = 50,
-    persist_dir: str | Path | None = None,
-    glob: str = "*.txt",
-    chunk_size: int | None = None,
-    chunk_overlap: int | None = None,
-    seed: int = 0,
-    progress: bool = True,
-    group_by: str | None = None,
-    pool_sizes: Sequence[int] | None = None,
-    group_fallback: str = "keep_all",
-    chunk_group_key: str | None = None,
-) -> Any:
+@dataclass(frozen=True)
+class CalibrateRequest:
+    """What ``conformal-rag calibrate`` is asked to do: one field per option, with the command's defaults.
+
+    ``corpus``/``docs`` name the corpus (JSONL files, or a folder of documents), ``questions``
+    the labelled question file and ``out`` the calibration JSON to write; the other fields are
+    the options of :func:`run_calibrate` (``alpha`` is ``1 - confidence_level``).
+
+    Examples
+    --------
+    >>> request = CalibrateRequest(None, "my_docs/", questions="labelled.jsonl", out="calibration.json")
+    >>> request.retriever, request.fusion
+    ('hybrid', 'tuned')
+    """
+
+    corpus: Any
+    docs: str | Path | None
+    questions: str | Path
+    out: str | Path
+    alpha: float = 0.1
+    framework: str = "llamaindex"
+    retriever: str = "hybrid"
+    fusion: str = "tuned"
+    score: str | None = None
+    pool_size: int = 50
+    persist_dir: str | Path | None = None
+    glob: str = "*.txt"
+    chunk_size: int | None = None
+    chunk_overlap: int | None = None
+    seed: int = 0
+    progress: bool = True
+    group_by: str | None = None
+    pool_sizes: Sequence[int] | None = None
+    group_fallback: str = "keep_all"
+    chunk_group_key: str | None = None
+
+
+def run_calibrate(request: CalibrateRequest) -> Any:
     """Index the chunked corpus, calibrate on the labelled questions, save and return the calibration.
 
     ``questions`` is a question file of either form (SQuAD-style ``context_id`` lines or labelled
@@ -170,7 +188,8 @@ def run_calibrate(
 
     Examples
     --------
-    >>> cal = run_calibrate(None, "my_docs/", questions="labelled.jsonl", out="calibration.json")  # doctest: +SKIP
+    >>> request = CalibrateRequest(None, "my_docs/", questions="labelled.jsonl", out="calibration.json")
+    >>> cal = run_calibrate(request)  # doctest: +SKIP
 
     Bad options, malformed input files (naming file and line), gold ids missing from the
     corpus and an unwritable ``out`` are refused before anything is indexed; ``out`` is
@@ -193,7 +212,12 @@ def run_calibrate(
         read_questions,
     )
 
-    alpha = check_alpha(alpha)
+    r = request
+    corpus, docs, questions, out, framework, retriever = r.corpus, r.docs, r.questions, r.out, r.framework, r.retriever
+    fusion, score, pool_size, persist_dir, glob, seed = r.fusion, r.score, r.pool_size, r.persist_dir, r.glob, r.seed
+    group_by, group_fallback, chunk_group_key = r.group_by, r.group_fallback, r.chunk_group_key
+    chunk_size, chunk_overlap, progress, pool_sizes = r.chunk_size, r.chunk_overlap, r.progress, r.pool_sizes
+    alpha = check_alpha(r.alpha)
     check_at_least("pool_size", pool_size)
     check_at_least("seed", seed, 0)
     for size in pool_sizes or ():
@@ -229,19 +253,11 @@ def run_calibrate(
     grid = None if tuned else [FusionConfig.parse(fusion) if retriever == "hybrid" else FusionConfig("zscore", 0.5)]
     family = score or ("auto" if tuned else "relative")
     if tuned:
+        opts = RetrievalOptions(
+            score=family, random_state=seed, group_by=group_by, group_fallback=group_fallback, progress=progress
+        )
         cal = _tuned(
-            framework,
-            chunks,
-            examples,
-            client,
-            1 - alpha,
-            family,
-            pool_size,
-            seed,
-            progress,
-            pool_sizes,
-            group_by=group_by,
-            group_fallback=group_fallback,
+            framework, chunks, examples, client, level=1 - alpha, pool=pool_size, options=opts, pool_sizes=pool_sizes
         )
     else:
         bundle = next(
@@ -289,25 +305,21 @@ def _tuned(
     chunks: Any,
     examples: Any,
     client: Any,
-    level: float,
-    family: str,
-    pool: int,
-    seed: int,
-    progress: bool,
-    pool_sizes: Sequence[int] | None = None,
     *,
-    group_by: str | None = None,
-    group_fallback: str = "keep_all",
+    level: float,
+    pool: int,
+    options: RetrievalOptions,
+    pool_sizes: Sequence[int] | None = None,
 ) -> Any:
-    """The tuned hybrid of ``framework`` on the chunks indexed in ``client`` (fusion, family, unit, pool)."""
+    """The tuned hybrid of ``framework`` on the chunks indexed in ``client`` (fusion, family, unit, pool).
+
+    ``options`` carries the score family, seed, query groups and progress of the calibration.
+    """
     from ..frameworks import get_framework
     from .hosts import collection_name
 
     adapter = get_framework(framework)
     sizes = None if pool_sizes is None else sorted({pool, *pool_sizes})
-    opts = RetrievalOptions(
-        score=family, random_state=seed, group_by=group_by, group_fallback=group_fallback, progress=progress
-    )
     tune = TuningOptions(pool_sizes=sizes)
     searchable, units = adapter.index_chunks(chunks, client=client, collection_name=collection_name(framework, chunks))
     _, cal = adapter.calibrate_hybrid_retriever(
@@ -316,7 +328,7 @@ def _tuned(
         examples,
         confidence_level=level,
         pool_size=pool,
-        options=opts,
+        options=options,
         tuning=tune,
     )
     return cal

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,27 +32,46 @@ def _eval(obs: list[PoolObservation], family: str, q: float) -> dict[str, float]
     }
 
 
-def run_demo(
-    *,
-    alpha: float = 0.1,
-    persist_dir: str | Path | None = None,
-    out: str | Path = "conformal_rag_output",
-    pool_size: int = 50,
-    seed: int = 0,
-    answers: bool = True,
-    answer_alpha: float = 0.6,
-    answer_alpha_retrieval: float = 0.1,
-    answer_questions: int = 30,
-    n_samples: int = 5,
-    chunking: bool = True,
-    chunk_size: int | None = None,
-    chunk_overlap: int | None = None,
-) -> dict[str, object]:
+@dataclass(frozen=True)
+class DemoRequest:
+    """What ``conformal-rag demo`` is asked to do: one field per option, with its defaults.
+
+    Examples
+    --------
+    >>> DemoRequest(alpha=0.2).pool_size
+    50
+    """
+
+    alpha: float = 0.1
+    persist_dir: str | Path | None = None
+    out: str | Path = "conformal_rag_output"
+    pool_size: int = 50
+    seed: int = 0
+    answers: bool = True
+    answer_alpha: float = 0.6
+    answer_alpha_retrieval: float = 0.1
+    answer_questions: int = 30
+    n_samples: int = 5
+    chunking: bool = True
+    chunk_size: int | None = None
+    chunk_overlap: int | None = None
+
+
+def run_demo(request: DemoRequest) -> dict[str, object]:
     """Index, calibrate on half the questions, evaluate on the other half, and print.
 
     ``pool_size`` and the output folders (``out``, ``persist_dir``) are checked before the
     work starts; the calibration files are written atomically.
+
+    Examples
+    --------
+    >>> summary = run_demo(DemoRequest(alpha=0.1, answers=False))  # doctest: +SKIP
     """
+    alpha, persist_dir, out, pool_size = request.alpha, request.persist_dir, request.out, request.pool_size
+    seed, answers, answer_alpha = request.seed, request.answers, request.answer_alpha
+    answer_alpha_retrieval, answer_questions = request.answer_alpha_retrieval, request.answer_questions
+    n_samples, chunking, chunk_size = request.n_samples, request.chunking, request.chunk_size
+    chunk_overlap = request.chunk_overlap
     from llama_index.core.schema import MetadataMode
 
     from ..core.validation import check_alpha

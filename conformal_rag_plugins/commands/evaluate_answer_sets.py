@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +36,34 @@ def _llm(kind: str, logprobs: bool = False) -> Any:
     return local_llm(temperature=1.0, logprobs=logprobs)
 
 
-def run_evaluate_answers(
-    corpus: Sequence[str | Path],
-    qa: str | Path,
-    alphas: Sequence[float],
-    *,
-    llm: str = "local",
-    samples: int = 6,
-    max_questions: int = 100,
-    answer_pool: int = 10,
-    generator_score: str = "frequency",
-    trials: int = 20,
-    seed: int = 0,
-    json_out: str | Path | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class EvaluateAnswersRequest:
+    """What ``conformal-rag evaluate --answers`` is asked to do: one field per option, with its defaults.
+
+    ``corpus`` and ``qa`` are the corpus and SQuAD-style qa JSONL files, ``alphas`` the levels
+    (as ``1 - confidence_level``); see :func:`run_evaluate_answers` for the others.
+
+    Examples
+    --------
+    >>> EvaluateAnswersRequest(["corpus.jsonl"], "qa.jsonl", [0.1]).samples
+    6
+    """
+
+    corpus: Sequence[str | Path]
+    qa: str | Path
+    alphas: Sequence[float]
+    llm: str = "local"
+    samples: int = 6
+    max_questions: int = 100
+    answer_pool: int = 10
+    generator_score: str = "frequency"
+    trials: int = 20
+    seed: int = 0
+    json_out: str | Path | None = None
+    progress: bool = True
+
+
+def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
     """Sample (cached), then evaluate every method at every alpha; unanswerable questions get own rows.
 
     Every one of the top ``answer_pool`` candidates of each question is sampled, so any
@@ -59,7 +73,15 @@ def run_evaluate_answers(
 
     Bad counts, malformed corpus/qa files (naming file and line), qa ids missing from the
     corpus and unwritable ``json_out`` paths are refused before anything is indexed or sampled.
+
+    Examples
+    --------
+    >>> report = run_evaluate_answers(EvaluateAnswersRequest(["corpus.jsonl"], "qa.jsonl", [0.1]))  # doctest: +SKIP
     """
+    corpus, qa, alphas, llm, samples = request.corpus, request.qa, request.alphas, request.llm, request.samples
+    max_questions, answer_pool = request.max_questions, request.answer_pool
+    generator_score, trials, seed = request.generator_score, request.trials, request.seed
+    json_out, progress = request.json_out, request.progress
     from ..llamaindex.answer_sampler import LlamaIndexSampler, model_id
 
     alphas = [check_alpha(a) for a in alphas]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +26,54 @@ from .chunk_corpus import chunk_corpus
 from .evaluate_groups import groups_block, question_groups
 from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
 from .levels import with_confidence_levels
-from .unit_candidates import Candidates, collect_candidates, resolve_units
+from .unit_candidates import Candidates, CandidateSpace, collect_candidates, resolve_units
 from .unit_report import describe_choice, fixed_settings_block, mean_unit_tokens, pool_miss_notes
 
 #: The fixed fusion setting used when a hybrid host is not tuned, and as the baseline when it is.
 DEFAULT_FUSION = FusionConfig("zscore", DEFAULT_DENSE_WEIGHT)
 
 
+@dataclass(frozen=True)
+class TrialSettings:
+    """How :func:`evaluate_observations` evaluates: the score family, the repeated splits and the rows.
+
+    Parameters
+    ----------
+    tuned : bool
+        Add a ``tuned`` row whose setting and family are chosen inside every trial.
+    score : str
+        Score family, or ``"auto"`` to let the tuned row choose it (fixed rows then use ``relative``).
+    trials, seed : int
+        The repeated random splits.
+    pac_delta : float, optional
+        Adds ``pac`` rows (and, in the recall report, ``ltt``).
+    topk : sequence of int, default (1, 5, 10)
+        The ``topk@k`` baselines.
+    objective : {"size", "tokens"}, default "size"
+        What the tuned row minimises on the optimisation part.
+
+    Examples
+    --------
+    >>> TrialSettings(tuned=True, score="auto", trials=20, seed=0).objective
+    'size'
+    """
+
+    tuned: bool
+    score: str
+    trials: int
+    seed: int
+    pac_delta: float | None = None
+    topk: Sequence[int] = (1, 5, 10)
+    objective: str = "size"
+
+
 def evaluate_observations(
     observations: dict[Any, list[PoolObservation]],
     alphas: Sequence[float],
+    settings: TrialSettings,
     *,
-    tuned: bool,
-    score: str,
-    trials: int,
-    seed: int,
-    pac_delta: float | None = None,
-    topk: Sequence[int] = (1, 5, 10),
     base_key: Any = None,
     base_of: dict[str, str] | None = None,
-    objective: str = "size",
     chunk_keys: Sequence[str] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows for every alpha, plus the tuning choices when ``tuned``.
@@ -57,7 +85,14 @@ def evaluate_observations(
     (``base_of`` lets larger pools compete only when the base pool misses more than
     alpha/2 of the optimisation questions). With ``chunk_keys``, a ``tuned-chunks`` row
     repeats the chunk-level, base-pool, smallest-set tuning of earlier versions for comparison.
+
+    Examples
+    --------
+    >>> settings = TrialSettings(tuned=False, score="relative", trials=20, seed=0)
+    >>> rows, tuning = evaluate_observations({None: observations}, [0.1], settings)  # doctest: +SKIP
     """
+    tuned, score, trials, seed = settings.tuned, settings.score, settings.trials, settings.seed
+    pac_delta, topk, objective = settings.pac_delta, settings.topk, settings.objective
     if base_key is None:
         base_key = DEFAULT_FUSION if DEFAULT_FUSION in observations else None
     base = observations.get(base_key)
@@ -113,34 +148,48 @@ def _pool_sizes(pool_size: int, pool_sizes: Sequence[int] | None, tuned: bool) -
     return [pool_size, *sorted({p for p in sizes if p != pool_size})]
 
 
-def run_evaluate(
-    corpus: Sequence[str | Path] | Sequence[CorpusEntry],
-    qa: str | Path | Sequence[CalibrationExample],
-    alphas: Sequence[float],
-    *,
-    trials: int = 100,
-    seed: int = 0,
-    score: str | None = None,
-    pac_delta: float | None = None,
-    retriever: str = "hybrid",
-    framework: str = "llamaindex",
-    pool_size: int = 50,
-    fusion: str = "tuned",
-    chunking: bool = True,
-    chunk_size: int | None = None,
-    chunk_overlap: int | None = None,
-    json_out: str | Path | None = None,
-    progress: bool = True,
-    client: Any = None,
-    group_by: str | None = None,
-    control: str = "coverage",
-    unit: str = "auto",
-    pool_sizes: Sequence[int] | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class EvaluateRequest:
+    """What ``conformal-rag evaluate`` is asked to do: one field per option, with its defaults.
+
+    ``corpus`` (JSONL paths or entries), ``qa`` (a qa JSONL path or examples) and ``alphas``
+    (as ``1 - confidence_level``) are required; see :func:`run_evaluate` for the others.
+
+    Examples
+    --------
+    >>> request = EvaluateRequest(["corpus.jsonl"], "qa.jsonl", [0.1], trials=20)
+    >>> request.fusion, request.unit
+    ('tuned', 'auto')
+    """
+
+    corpus: Sequence[str | Path] | Sequence[CorpusEntry]
+    qa: str | Path | Sequence[CalibrationExample]
+    alphas: Sequence[float]
+    trials: int = 100
+    seed: int = 0
+    score: str | None = None
+    pac_delta: float | None = None
+    retriever: str = "hybrid"
+    framework: str = "llamaindex"
+    pool_size: int = 50
+    fusion: str = "tuned"
+    chunking: bool = True
+    chunk_size: int | None = None
+    chunk_overlap: int | None = None
+    json_out: str | Path | None = None
+    group_by: str | None = None
+    control: str = "coverage"
+    unit: str = "auto"
+    pool_sizes: Sequence[int] | None = None
+
+
+def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any = None) -> dict[str, Any]:
     """Run the evaluation and return (and optionally write) the JSON report.
 
     Parameters
     ----------
+    request : EvaluateRequest
+        The options, field by field:
     corpus : paths of corpus JSONL files, or corpus entries
     qa : path of a SQuAD-style qa JSONL, or examples
     alphas : sequence of float
@@ -172,13 +221,18 @@ def run_evaluate(
         it for a tuned hybrid (a larger pool is tried only where the base pool misses more
         than alpha/2 of the optimisation questions).
 
+    progress : bool, default True
+        Show progress bars.
+    client : chromadb client, optional
+        Where to index (default: the cached persistent client).
+
     Every result row carries ``mean_context_tokens``: the MiniLM tokens of the returned
     units, i.e. what an LLM would read. A tuned hybrid adds ``candidates`` (every fixed
     setting over the same trials) and ``best_fixed`` (the best in hindsight).
 
     Examples
     --------
-    >>> report = run_evaluate(["corpus.jsonl"], "qa.jsonl", [0.1], trials=20)  # doctest: +SKIP
+    >>> report = run_evaluate(EvaluateRequest(["corpus.jsonl"], "qa.jsonl", [0.1], trials=20))  # doctest: +SKIP
     >>> report["tuning"]["0.1"]["most_chosen"]  # doctest: +SKIP
     'zscore:0.5|relative'
 
@@ -191,6 +245,11 @@ def run_evaluate(
     OSError
         ``json_out`` cannot be written (missing directory, a directory, not writable).
     """
+    corpus, qa, alphas, trials, seed = request.corpus, request.qa, request.alphas, request.trials, request.seed
+    score, pac_delta, retriever, framework = request.score, request.pac_delta, request.retriever, request.framework
+    pool_size, fusion, chunking = request.pool_size, request.fusion, request.chunking
+    chunk_size, chunk_overlap, json_out = request.chunk_size, request.chunk_overlap, request.json_out
+    group_by, control, unit, pool_sizes = request.group_by, request.control, request.unit, request.pool_sizes
     alphas = [check_alpha(a) for a in alphas]
     check_at_least("trials", trials)
     check_at_least("pool_size", pool_size)
@@ -236,9 +295,7 @@ def run_evaluate(
             entries,
             questions,
             chunked,
-            units=units,
-            grid=configs,
-            pool_sizes=sizes,
+            space=CandidateSpace(units=units, grid=configs, pool_sizes=sizes),
             client=client,
             progress=progress,
         )
@@ -265,14 +322,9 @@ def run_evaluate(
     rows, tuning = evaluate_observations(
         dict(by_key),
         alphas,
-        tuned=tuned,
-        score=score,
-        trials=trials,
-        seed=seed,
-        pac_delta=pac_delta,
+        TrialSettings(tuned=tuned, score=score, trials=trials, seed=seed, pac_delta=pac_delta, objective="tokens"),
         base_key=base_key,
         base_of=candidates.base_of,
-        objective="tokens",
         chunk_keys=chunk_keys if tuned and several else None,
     )
     for info in tuning.values():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,42 +35,58 @@ def register(sub: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> None:
     report = run_generate(
-        args.corpus,
-        args.docs,
-        n=args.n,
-        out=args.out,
-        llm=args.llm,
-        framework=args.framework,
-        seed=args.seed,
-        topic=args.topic,
-        glob=args.glob,
-        chunk_size=args.chunk_size,
-        chunk_overlap=args.chunk_overlap,
-        max_retries=args.max_retries,
-        cache=calibration_inputs.cache_setting(args),
-        progress=not args.quiet,
+        GenerateRequest(
+            corpus=args.corpus,
+            docs=args.docs,
+            n=args.n,
+            out=args.out,
+            llm=args.llm,
+            framework=args.framework,
+            seed=args.seed,
+            topic=args.topic,
+            glob=args.glob,
+            chunk_size=args.chunk_size,
+            chunk_overlap=args.chunk_overlap,
+            max_retries=args.max_retries,
+            cache=calibration_inputs.cache_setting(args),
+            progress=not args.quiet,
+        ),
     )
     print(report.summary())
     print(f"wrote {report.n_generated} questions to {args.out}")
 
 
-def run_generate(
-    corpus: Sequence[str | Path] | None,
-    docs: str | Path | None,
-    *,
-    n: int,
-    out: str | Path,
-    llm: str = "local",
-    framework: str = "llamaindex",
-    seed: int = 0,
-    topic: str | None = None,
-    glob: str = "*.txt",
-    chunk_size: int | None = None,
-    chunk_overlap: int | None = None,
-    max_retries: int = 2,
-    cache: str | bool = True,
-    progress: bool = True,
-) -> Any:
+@dataclass(frozen=True)
+class GenerateRequest:
+    """What ``conformal-rag generate-calibration`` is asked to do: one field per option, with its defaults.
+
+    ``corpus``/``docs`` name the corpus, ``n`` the questions to write and ``out`` the JSONL;
+    the other fields are the command's options (see :func:`run_generate`).
+
+    Examples
+    --------
+    >>> request = GenerateRequest(None, "my_docs/", n=100, out="questions.jsonl")
+    >>> request.llm, request.max_retries
+    ('local', 2)
+    """
+
+    corpus: Sequence[str | Path] | None
+    docs: str | Path | None
+    n: int
+    out: str | Path
+    llm: str = "local"
+    framework: str = "llamaindex"
+    seed: int = 0
+    topic: str | None = None
+    glob: str = "*.txt"
+    chunk_size: int | None = None
+    chunk_overlap: int | None = None
+    max_retries: int = 2
+    cache: str | bool = True
+    progress: bool = True
+
+
+def run_generate(request: GenerateRequest) -> Any:
     """Chunk the corpus, generate ``n`` questions with the framework's LLM, save them as JSONL.
 
     Returns the :class:`~conformal_rag_plugins.labelling.question_gen.GenerationReport`.
@@ -77,9 +94,13 @@ def run_generate(
 
     Examples
     --------
-    >>> report = run_generate(None, "my_docs/", n=100, out="questions.jsonl")  # doctest: +SKIP
+    >>> report = run_generate(GenerateRequest(None, "my_docs/", n=100, out="questions.jsonl"))  # doctest: +SKIP
     >>> print(report.summary())  # doctest: +SKIP
     """
+    corpus, docs, n, out, llm = request.corpus, request.docs, request.n, request.out, request.llm
+    framework, seed, topic, glob = request.framework, request.seed, request.topic, request.glob
+    chunk_size, chunk_overlap, max_retries = request.chunk_size, request.chunk_overlap, request.max_retries
+    cache, progress = request.cache, request.progress
     from ..datasets.examples import save_examples
     from ..frameworks import get_framework
     from ..labelling.options import QuestionOptions

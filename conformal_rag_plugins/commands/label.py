@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,42 +39,58 @@ def register(sub: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> None:
     report = run_label(
-        args.corpus,
-        args.docs,
-        questions=args.questions,
-        out=args.out,
-        budget=args.budget,
-        llm=args.llm,
-        framework=args.framework,
-        retriever=args.retriever,
-        pool_size=args.pool_size,
-        glob=args.glob,
-        chunk_size=args.chunk_size,
-        chunk_overlap=args.chunk_overlap,
-        cache=calibration_inputs.cache_setting(args),
-        progress=not args.quiet,
+        LabelRequest(
+            corpus=args.corpus,
+            docs=args.docs,
+            questions=args.questions,
+            out=args.out,
+            budget=args.budget,
+            llm=args.llm,
+            framework=args.framework,
+            retriever=args.retriever,
+            pool_size=args.pool_size,
+            glob=args.glob,
+            chunk_size=args.chunk_size,
+            chunk_overlap=args.chunk_overlap,
+            cache=calibration_inputs.cache_setting(args),
+            progress=not args.quiet,
+        ),
     )
     print(report.summary())
     print(f"wrote {report.n} labelled questions to {args.out}")
 
 
-def run_label(
-    corpus: Sequence[str | Path] | None,
-    docs: str | Path | None,
-    *,
-    questions: str | Path,
-    out: str | Path,
-    budget: int = 5,
-    llm: str = "local",
-    framework: str = "llamaindex",
-    retriever: str = "hybrid",
-    pool_size: int = 50,
-    glob: str = "*.txt",
-    chunk_size: int | None = None,
-    chunk_overlap: int | None = None,
-    cache: str | bool = True,
-    progress: bool = True,
-) -> Any:
+@dataclass(frozen=True)
+class LabelRequest:
+    """What ``conformal-rag label`` is asked to do: one field per option, with its defaults.
+
+    ``corpus``/``docs`` name the corpus, ``questions`` the file to label and ``out`` the JSONL;
+    the other fields are the command's options (see :func:`run_label`).
+
+    Examples
+    --------
+    >>> request = LabelRequest(None, "my_docs/", questions="questions.jsonl", out="labelled.jsonl")
+    >>> request.budget, request.retriever
+    (5, 'hybrid')
+    """
+
+    corpus: Sequence[str | Path] | None
+    docs: str | Path | None
+    questions: str | Path
+    out: str | Path
+    budget: int = 5
+    llm: str = "local"
+    framework: str = "llamaindex"
+    retriever: str = "hybrid"
+    pool_size: int = 50
+    glob: str = "*.txt"
+    chunk_size: int | None = None
+    chunk_overlap: int | None = None
+    cache: str | bool = True
+    progress: bool = True
+
+
+def run_label(request: LabelRequest) -> Any:
     """Index the chunked corpus in the chosen host, label the questions with the judge, save JSONL.
 
     Returns the :class:`~conformal_rag_plugins.labelling.llm_judge.LabelReport`. The corpus
@@ -81,9 +98,14 @@ def run_label(
 
     Examples
     --------
-    >>> report = run_label(None, "my_docs/", questions="questions.jsonl", out="labelled.jsonl")  # doctest: +SKIP
+    >>> request = LabelRequest(None, "my_docs/", questions="questions.jsonl", out="labelled.jsonl")
+    >>> report = run_label(request)  # doctest: +SKIP
     >>> print(report.summary())  # doctest: +SKIP
     """
+    corpus, docs, questions, out = request.corpus, request.docs, request.questions, request.out
+    budget, llm, framework, retriever = request.budget, request.llm, request.framework, request.retriever
+    pool_size, glob, chunk_size = request.pool_size, request.glob, request.chunk_size
+    chunk_overlap, cache, progress = request.chunk_overlap, request.cache, request.progress
     from ..core.errors import CalibrationError
     from ..datasets.examples import save_examples
     from ..frameworks import get_framework

@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -141,26 +142,28 @@ def register(sub: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> None:
     report = run_monitor(
-        args.corpus,
-        args.qa,
-        args.stream,
-        alpha=args.alpha,
-        delta=args.delta,
-        statistic=args.statistic,
-        score=args.score,
-        retriever=args.retriever,
-        fusion=args.fusion,
-        framework=args.framework,
-        pool_size=args.pool_size,
-        seed=args.seed,
-        chunking=not args.no_chunking,
-        chunk_size=args.chunk_size,
-        chunk_overlap=args.chunk_overlap,
-        calibration=args.calibration,
-        resume=args.resume,
-        json_out=args.json_out,
-        save_monitor=args.save_monitor,
-        save_calibration=args.save_calibration,
+        MonitorRequest(
+            corpus=args.corpus,
+            qa=args.qa,
+            stream=args.stream,
+            alpha=args.alpha,
+            delta=args.delta,
+            statistic=args.statistic,
+            score=args.score,
+            retriever=args.retriever,
+            fusion=args.fusion,
+            framework=args.framework,
+            pool_size=args.pool_size,
+            seed=args.seed,
+            chunking=not args.no_chunking,
+            chunk_size=args.chunk_size,
+            chunk_overlap=args.chunk_overlap,
+            calibration=args.calibration,
+            resume=args.resume,
+            json_out=args.json_out,
+            save_monitor=args.save_monitor,
+            save_calibration=args.save_calibration,
+        )
     )
     where = "no alarm" if report["alarm_at"] is None else f"ALARM at query {report['alarm_at']}"
     resumed = f" ({report['n_stream_new']} new after {report['n_stream'] - report['n_stream_new']} resumed)"
@@ -247,63 +250,81 @@ def _deployed_options(cal: Any, spec: Any, score: str | None, fusion: str | None
     }
 
 
+@dataclass(frozen=True)
+class _Here:
+    """How to calibrate here, defaults applied: host kind, fusion, score family, alpha, pool and seed."""
+
+    kind: str
+    fusion: str
+    score: str | None
+    alpha: float
+    pool_size: int
+    seed: int
+
+
 def _calibrate_here(
-    framework: str,
-    kind: str,
-    fusion: str,
-    score: str | None,
-    chunks: Sequence[Any],
-    examples: Sequence[Any],
-    *,
-    alpha: float,
-    pool_size: int,
-    seed: int,
-    client: Any,
-    progress: bool,
+    framework: str, chunks: Sequence[Any], examples: Sequence[Any], here: _Here, *, client: Any, progress: bool
 ) -> tuple[Any, Any]:
     """The calibration ``conformal-rag calibrate`` makes with these options, and its host when already built."""
+    from ..retrieval.options import RetrievalOptions
     from ..tuning.tuned_calibration import FusionConfig
     from .calibrate_cmd import _tuned, calibrate_host
     from .hosts import build_host
 
+    kind, fusion, alpha, pool_size, seed = here.kind, here.fusion, here.alpha, here.pool_size, here.seed
     tuned = kind == "hybrid" and fusion == "tuned"
-    family = score or ("auto" if tuned else "relative")
+    family = here.score or ("auto" if tuned else "relative")
     if tuned:
-        return _tuned(framework, chunks, examples, client, 1 - alpha, family, pool_size, seed, progress), None
+        opts = RetrievalOptions(score=family, random_state=seed, progress=progress)
+        return _tuned(framework, chunks, examples, client, level=1 - alpha, pool=pool_size, options=opts), None
     config = FusionConfig.parse(fusion) if kind == "hybrid" else None
     bundle = build_host(framework, kind, chunks, pool_size=pool_size, client=client, fusion=config)
     return calibrate_host(framework, bundle.host, examples, 1 - alpha, family, pool_size, seed, progress), bundle
 
 
-def run_monitor(
-    corpus: Sequence[str | Path],
-    qa: str | Path | None,
-    stream: str | Path,
-    *,
-    alpha: float | None = None,
-    delta: float | None = None,
-    statistic: str | None = None,
-    score: str | None = None,
-    retriever: str | None = None,
-    framework: str | None = None,
-    pool_size: int | None = None,
-    seed: int | None = None,
-    chunking: bool = True,
-    json_out: str | Path | None = None,
-    save_monitor: str | Path | None = None,
-    client: Any = None,
-    progress: bool = False,
-    calibration: str | Path | None = None,
-    resume: str | Path | None = None,
-    fusion: str | None = None,
-    chunk_size: int | None = None,
-    chunk_overlap: int | None = None,
-    save_calibration: str | Path | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MonitorRequest:
+    """What ``conformal-rag monitor`` is asked to do: one field per option, with the command's defaults.
+
+    ``None`` means "not given": the calibration (``calibration``) or the state (``resume``)
+    fixes it, else :data:`DEFAULTS` applies. See :func:`run_monitor` for every field.
+
+    Examples
+    --------
+    >>> request = MonitorRequest(["corpus.jsonl"], "cal.jsonl", "stream.jsonl", delta=0.01)
+    >>> request.statistic is None, request.chunking
+    (True, True)
+    """
+
+    corpus: Sequence[str | Path]
+    qa: str | Path | None
+    stream: str | Path
+    alpha: float | None = None
+    delta: float | None = None
+    statistic: str | None = None
+    score: str | None = None
+    retriever: str | None = None
+    framework: str | None = None
+    pool_size: int | None = None
+    seed: int | None = None
+    chunking: bool = True
+    json_out: str | Path | None = None
+    save_monitor: str | Path | None = None
+    calibration: str | Path | None = None
+    resume: str | Path | None = None
+    fusion: str | None = None
+    chunk_size: int | None = None
+    chunk_overlap: int | None = None
+    save_calibration: str | Path | None = None
+
+
+def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool = False) -> dict[str, Any]:
     """Monitor a calibration (made here from ``qa``, or ``calibration``) on the questions of ``stream``.
 
     Parameters
     ----------
+    request : MonitorRequest
+        The options, field by field:
     corpus : paths
         Corpus JSONL files (chunked as ``calibrate`` chunks them).
     qa : path or None
@@ -324,6 +345,10 @@ def run_monitor(
     save_calibration : path, optional
         Where to write the calibration made here; defaults to ``save_monitor`` with the suffix
         ``.calibration.json`` when ``save_monitor`` is given without ``calibration``.
+    client : chromadb client, optional
+        Where to index (default: the cached persistent client).
+    progress : bool, default False
+        Show progress bars while calibrating here.
 
     Returns
     -------
@@ -348,7 +373,8 @@ def run_monitor(
 
     Examples
     --------
-    >>> report = run_monitor(["corpus.jsonl"], "cal.jsonl", "stream.jsonl", delta=0.01)  # doctest: +SKIP
+    >>> request = MonitorRequest(["corpus.jsonl"], "cal.jsonl", "stream.jsonl", delta=0.01)
+    >>> report = run_monitor(request)  # doctest: +SKIP
     >>> report["alarm_at"]  # doctest: +SKIP
     """
     from ..core.errors import ConformalError, InputFileError
@@ -373,6 +399,12 @@ def run_monitor(
     from .report import load_any_calibration
     from .report_host import host_spec, rebuild_host
 
+    r = request
+    corpus, qa, stream, alpha, delta, statistic = r.corpus, r.qa, r.stream, r.alpha, r.delta, r.statistic
+    score = r.score
+    retriever, framework, pool_size, seed, chunking = r.retriever, r.framework, r.pool_size, r.seed, r.chunking
+    json_out, save_monitor, calibration, resume, fusion = r.json_out, r.save_monitor, r.calibration, r.resume, r.fusion
+    chunk_size, chunk_overlap, save_calibration = r.chunk_size, r.chunk_overlap, r.save_calibration
     if alpha is not None:
         alpha = check_alpha(alpha)
     if delta is not None:
@@ -442,19 +474,15 @@ def run_monitor(
         if question_file is not None:
             announce_questions(question_file, reference_note)
         seed = DEFAULTS["seed"] if seed is None else seed
-        deployed, bundle = _calibrate_here(
-            framework,
-            retriever or DEFAULTS["retriever"],
-            fusion or DEFAULTS["fusion"],
-            score,
-            chunks,
-            labelled,
+        here = _Here(
+            kind=retriever or DEFAULTS["retriever"],
+            fusion=fusion or DEFAULTS["fusion"],
+            score=score,
             alpha=DEFAULTS["alpha"] if alpha is None else alpha,
             pool_size=pool_size or DEFAULTS["pool_size"],
             seed=seed,
-            client=client,
-            progress=progress,
         )
+        deployed, bundle = _calibrate_here(framework, chunks, labelled, here, client=client, progress=progress)
         spec = host_spec(deployed)
     if bundle is None:
         bundle = rebuild_host(deployed, spec, chunks, client=client)

@@ -124,6 +124,29 @@ def _pools_of_each(fetch: Any, questions: list[str]) -> Iterator[dict[Any, Any]]
     return iter(many(questions)) if callable(many) else map(fetch, questions)
 
 
+@dataclass(frozen=True)
+class CandidateSpace:
+    """The candidates :func:`collect_candidates` builds: every unit x fusion setting x pool size.
+
+    Parameters
+    ----------
+    units : sequence of str
+        Among ``chunk``, ``parent:max``, ``parent:sum`` and ``document`` (see :func:`resolve_units`).
+    grid : sequence of FusionConfig, or ``[None]`` for a dense or BM25 host.
+    pool_sizes : sequence of int
+        The first is the base pool.
+
+    Examples
+    --------
+    >>> CandidateSpace(units=["chunk"], grid=[None], pool_sizes=[50]).pool_sizes
+    [50]
+    """
+
+    units: Sequence[str]
+    grid: Sequence[FusionConfig | None]
+    pool_sizes: Sequence[int]
+
+
 def collect_candidates(
     framework: str,
     kind: str,
@@ -131,9 +154,7 @@ def collect_candidates(
     questions: Sequence[CalibrationExample],
     chunked: ChunkedCorpus | None,
     *,
-    units: Sequence[str],
-    grid: Sequence[FusionConfig | None],
-    pool_sizes: Sequence[int],
+    space: CandidateSpace,
     client: Any = None,
     progress: bool = True,
 ) -> Candidates:
@@ -145,11 +166,19 @@ def collect_candidates(
     chunked : ChunkedCorpus or None
         The chunks and the questions with chunk-level gold (``None``: nothing is chunked,
         and only ``chunk`` level over ``documents`` exists).
-    units : sequence of str
-    grid : sequence of FusionConfig, or ``[None]`` for a dense or BM25 host.
-    pool_sizes : sequence of int
-        The first is the base pool.
+    space : CandidateSpace
+        The units, fusion settings and pool sizes whose observations are built.
+    client : chromadb client, optional
+        Where to index (default: the cached persistent client).
+    progress : bool, default True
+        Show a progress bar over the questions.
+
+    Examples
+    --------
+    >>> space = CandidateSpace(units=["chunk"], grid=[None], pool_sizes=[50])
+    >>> candidates = collect_candidates("llamaindex", "dense", entries, questions, None, space=space)  # doctest: +SKIP
     """
+    units, grid, pool_sizes = space.units, space.grid, space.pool_sizes
     import time
 
     from tqdm.auto import tqdm

@@ -257,7 +257,7 @@ def test_monitor_calibrates_on_labelled_lines(monkeypatch, tmp_path, corpus, lab
 
     seen: list = []
 
-    def recorder(framework, kind, fusion, score, chunks, examples, **kwargs):
+    def recorder(framework, chunks, examples, here, **kwargs):
         seen.extend(examples)
         raise Reached("reached the calibration")
 

@@ -15,7 +15,7 @@ import pytest
 
 from conformal_rag_plugins.commands import unit_candidates
 from conformal_rag_plugins.commands.hosts import build_fanout
-from conformal_rag_plugins.commands.unit_candidates import collect_candidates
+from conformal_rag_plugins.commands.unit_candidates import CandidateSpace, collect_candidates
 from conformal_rag_plugins.tuning.fusion_config import DEFAULT_FUSION_GRID
 
 pytestmark = pytest.mark.integration
@@ -93,9 +93,7 @@ def test_evaluate_embeds_and_searches_questions_in_batches(
             squad_entries,
             examples,
             None,
-            units=["chunk"],
-            grid=DEFAULT_FUSION_GRID,
-            pool_sizes=[50],
+            space=CandidateSpace(units=["chunk"], grid=DEFAULT_FUSION_GRID, pool_sizes=[50]),
             client=chroma_memory_client,
             progress=False,
         )

@@ -51,7 +51,7 @@ def test_a_working_model_is_checked_once_per_process(
 def test_the_cli_reports_a_crashing_local_model_in_one_line_with_exit_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def crashing_demo(**_: object) -> None:
+    def crashing_demo(request: object) -> None:
         raise LocalModelError(
             f"The local model gemma-3-270m-q4_k_m.gguf with llama-cpp-python 0.3.36 crashed with "
             f"{signal.Signals.SIGSEGV.name} on its first completion\n(native llama.cpp code)"
