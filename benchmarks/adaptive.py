@@ -422,6 +422,7 @@ async def _run_llm(
     """Answer every question with every strategy; return outcomes per strategy and per-question records."""
     from llama_index.core.schema import MetadataMode
 
+    from conformal_rag_plugins import AdaptiveSchedule, SamplingOptions
     from conformal_rag_plugins.answer_sets.adaptive_context import join_chunks
     from conformal_rag_plugins.answer_sets.prompts import IDK
     from conformal_rag_plugins.llamaindex import AdaptiveContextSynthesizer
@@ -429,7 +430,11 @@ async def _run_llm(
     from conformal_rag_plugins.llamaindex.host import pool_from_nodes
 
     sampler = LlamaIndexSampler(llm, n_samples=1, max_concurrency=1, timeout=timeout, cache=cache)  # type: ignore[arg-type]
-    synth = AdaptiveContextSynthesizer(llm, initial=1, factor=2.0, timeout=timeout, cache=cache)  # type: ignore[arg-type]
+    synth = AdaptiveContextSynthesizer(
+        llm,  # type: ignore[arg-type]
+        sampling=SamplingOptions(timeout=timeout, cache=cache),  # type: ignore[arg-type]
+        schedule=AdaptiveSchedule(initial=1, factor=2.0),
+    )
     outcomes: dict[str, list[Outcome]] = {fixed_name(k): [] for k in FIXED_K} | {CONFORMAL: [], ADAPTIVE: []}
     records: list[dict[str, Any]] = []
     t0 = time.perf_counter()

@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from .answer_sets.calibration import AnswerSetCalibration
 from .answer_sets.conformalizer import AnswerSetConformalizer
-from .answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
+from .answer_sets.options import (
+    AdaptiveSchedule,
+    ClusteringOptions,
+    RetrievalStageOptions,
+    SamplingOptions,
+    SplitOptions,
+)
 from .core.errors import (
     CalibrationError,
     CalibrationIntegrityError,
@@ -62,6 +68,7 @@ __all__ = [  # noqa: RUF022 (grouped by concept, listed once)
     "RetrievalConformalizer",
     "calibrate_host",
     # option objects, passed whole
+    "AdaptiveSchedule",
     "ClusteringOptions",
     "JudgeOptions",
     "Parents",

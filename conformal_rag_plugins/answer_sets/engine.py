@@ -21,6 +21,7 @@ from ..core.generation_scores import generation_score
 from ..datasets.examples import CalibrationExample
 from .calibration import AnswerSetCalibration
 from .identity import check_generator
+from .options import SamplingOptions
 from .prompts import IDK
 from .sample_record import Sample
 
@@ -112,6 +113,33 @@ def calibrated_samples(calibration: AnswerSetCalibration, n_samples: int | None)
             "another scale. Re-calibrate with this n_samples."
         )
     return m
+
+
+def query_sampling(calibration: AnswerSetCalibration, sampling: SamplingOptions | None) -> SamplingOptions:
+    """The sampling options a synthesizer queries with: the calibration's M, and ``sampling``'s other settings.
+
+    Without ``sampling`` the defaults of :class:`SamplingOptions` apply with ``n_samples``
+    set to the calibrated M. A given ``sampling.n_samples`` must equal that M (another M puts the
+    confidences on another scale), so ``SamplingOptions()`` (M = 10) only fits an M = 10 calibration.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> query_sampling(SimpleNamespace(n_samples_=5), None).n_samples
+    5
+    >>> query_sampling(SimpleNamespace(n_samples_=5), SamplingOptions(n_samples=5, max_concurrency=1)).max_concurrency
+    1
+    """
+    if sampling is None:
+        return SamplingOptions(n_samples=calibrated_samples(calibration, None))
+    try:
+        calibrated_samples(calibration, sampling.n_samples)
+    except CalibrationError as error:
+        raise CalibrationError(
+            f"sampling.{error} Pass SamplingOptions(n_samples={calibration.n_samples_}, ...): the synthesizer "
+            "samples with the calibrated M (SamplingOptions() means n_samples=10)."
+        ) from None
+    return sampling
 
 
 def check_equivalence(calibration: AnswerSetCalibration, equivalence: Any) -> None:

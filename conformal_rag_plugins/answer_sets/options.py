@@ -14,11 +14,13 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.adaptive_schedule import geometric_schedule
 from ..core.clustering import GENERATOR_SCORES
-from ..core.errors import CalibrationError
+from ..core.errors import CalibrationError, MovedOptionError
 from ..retrieval.calibration import RetrievalCalibration
 from .sample_cache import SampleCache
 
@@ -200,6 +202,11 @@ class AdaptiveSchedule:
     separator : str, default "\\n"
         Joins a round's chunks into the prompt's ``{context}``.
 
+    Raises
+    ------
+    ConformalError
+        On ``initial < 1``, ``factor <= 1`` or ``max_rounds < 1`` (checked when it is made).
+
     Examples
     --------
     >>> AdaptiveSchedule(initial=2).factor
@@ -210,3 +217,37 @@ class AdaptiveSchedule:
     factor: float = 2.0
     max_rounds: int | None = None
     separator: str = "\n"
+
+    def __post_init__(self) -> None:
+        geometric_schedule(1, initial=self.initial, factor=self.factor, max_rounds=self.max_rounds)
+
+
+MOVED_KEYWORDS: dict[str, str] = {
+    **dict.fromkeys(("n_samples", "max_concurrency", "timeout", "retries", "cache"), "sampling=SamplingOptions"),
+    **dict.fromkeys(("initial", "factor", "max_rounds", "separator"), "schedule=AdaptiveSchedule"),
+}
+"""The synthesizers' former keywords and the option object (``keyword=Class``) that holds each now."""
+
+
+def reject_moved_keywords(owner: str, given: Mapping[str, Any]) -> None:
+    """Raise :class:`~conformal_rag_plugins.core.errors.MovedOptionError` if ``given`` has a moved keyword.
+
+    A synthesizer calls it on its keyword arguments, so that ``max_concurrency=1`` passed
+    directly is refused with the option object to use instead of being ignored.
+
+    Examples
+    --------
+    >>> reject_moved_keywords("Synth", {"streaming": True})
+    >>> try:
+    ...     reject_moved_keywords("Synth", {"max_concurrency": 1, "initial": 2})
+    ... except TypeError as error:
+    ...     print(str(error).split(": pass ")[1])
+    sampling=SamplingOptions(max_concurrency=1), schedule=AdaptiveSchedule(initial=2).
+    """
+    groups: dict[str, list[str]] = {}
+    for name, value in given.items():
+        if name in MOVED_KEYWORDS:
+            groups.setdefault(MOVED_KEYWORDS[name], []).append(f"{name}={value!r}")
+    if groups:
+        hint = ", ".join(f"{target}({', '.join(args)})" for target, args in groups.items())
+        raise MovedOptionError(f"{owner} takes these settings in option objects: pass {hint}.")

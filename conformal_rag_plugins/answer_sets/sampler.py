@@ -98,7 +98,15 @@ class AnswerSampler(ABC):
         self._limit = ConcurrencyLimit(max_concurrency)
 
     @classmethod
-    def with_options(cls, model: Any, options: SamplingOptions, *, n_samples: int | None = None) -> AnswerSampler:
+    def with_options(
+        cls,
+        model: Any,
+        options: SamplingOptions,
+        *,
+        n_samples: int | None = None,
+        completion_prompt: Any = None,
+        chat_prompt: Any = None,
+    ) -> AnswerSampler:
         """A sampler of ``model`` with the sampling options (``n_samples`` overrides the options' M).
 
         Examples
@@ -113,6 +121,8 @@ class AnswerSampler(ABC):
         return cls(
             model,
             n_samples=options.n_samples if n_samples is None else n_samples,
+            completion_prompt=completion_prompt,
+            chat_prompt=chat_prompt,
             max_concurrency=options.max_concurrency,
             timeout=options.timeout,
             retries=options.retries,

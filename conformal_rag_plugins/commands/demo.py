@@ -203,6 +203,7 @@ def _answer_sets(
 
         print(f"\nLocal model: {check_local_model(llm.model_path)}")
     cache = SampleCache(default_cache_dir() / "samples.sqlite")
+    sampling = SamplingOptions(n_samples=n_samples, cache=cache, max_concurrency=1)  # calibration and queries
     print(
         f"\nAnswer sets (alpha={alpha} end to end, Bonferroni: {alpha_retrieval} retrieval + "
         f"{alpha - alpha_retrieval:.2g} generation, M={n_samples} samples per chunk, "
@@ -213,7 +214,7 @@ def _answer_sets(
         llm,
         cal_q,
         confidence_level=1 - alpha,
-        sampling=SamplingOptions(n_samples=n_samples, cache=cache, max_concurrency=1),
+        sampling=sampling,
         split=SplitOptions(alpha_retrieval=alpha_retrieval),
         clustering=ClusteringOptions(generator_score=generator_score),
         retrieval=RetrievalStageOptions(calibration=retrieval_cal),
@@ -226,7 +227,7 @@ def _answer_sets(
         print(f"  NOTE: {as_cal.reason_} The sets below are marked guaranteed=False.")
     engine = RetrieverQueryEngine(
         retriever=ConformalRetriever(retriever=host, calibration=as_cal),
-        response_synthesizer=ConformalAnswerSetSynthesizer(llm=llm, calibration=as_cal, cache=cache, max_concurrency=1),
+        response_synthesizer=ConformalAnswerSetSynthesizer(llm=llm, calibration=as_cal, sampling=sampling),
     )
     shown = []
     for ex in show_q:

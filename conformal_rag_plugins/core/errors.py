@@ -40,6 +40,15 @@ class InputFileError(CalibrationError):
     """
 
 
+class MovedOptionError(ConformalError, TypeError):
+    """A keyword that now lives in an option object was passed directly.
+
+    The message names the option object and the field to set (for example
+    ``sampling=SamplingOptions(max_concurrency=1)``). It is a :class:`TypeError` too, as
+    for any unexpected keyword argument.
+    """
+
+
 class NotFittedError(ConformalError, AttributeError):
     """An estimator was used before it was conformalized."""
 

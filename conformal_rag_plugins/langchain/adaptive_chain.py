@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
@@ -13,16 +14,9 @@ from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from langchain_core.runnables.config import patch_config
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
-from ..answer_sets.adaptive_context import (
-    DEFAULT_SEPARATOR,
-    AdaptiveResult,
-    aadaptive_answer,
-    approx_token_count,
-)
-from ..answer_sets.options import AdaptiveSchedule
-from ..answer_sets.sample_cache import SampleCache
+from ..answer_sets.adaptive_context import AdaptiveResult, aadaptive_answer, approx_token_count
+from ..answer_sets.options import AdaptiveSchedule, SamplingOptions, reject_moved_keywords
 from ..answer_sets.sample_record import Sample
-from ..core.adaptive_schedule import geometric_schedule
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LangChainSampler
 from .host import doc_id
@@ -73,10 +67,15 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
     llm : BaseLanguageModel
         One call per round with the model's own decoding settings (use ``temperature=0`` for
         greedy answers). Chat models get the chat prompt, completion LLMs the few-shot prompt.
-    initial, factor, max_rounds
-        The geometric schedule (the last round always shows the whole set).
-    separator : str, default "\\n"
-        Joins a round's documents into the prompt's ``{context}``.
+    sampling : SamplingOptions, optional
+        Its ``timeout`` (120 s), ``retries`` (2) and ``cache`` apply to each round's call; a call
+        that still fails counts as a "no answer" round. ``n_samples`` and ``max_concurrency``
+        are not used: each round is one call, after the previous one.
+    schedule : AdaptiveSchedule, optional
+        The geometric schedule (``initial``, ``factor``, ``max_rounds``; the last round always
+        shows the whole set) and the ``separator`` that joins a round's documents; default
+        ``AdaptiveSchedule()``. Passing these (or the sampling settings) as separate fields raises
+        a ``TypeError`` (also a ``ConformalError``) that names the option object.
     completion_prompt, chat_prompt : optional
         Replace the default prompts (variables ``{context}`` and ``{question}``).
 
@@ -88,45 +87,37 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
     >>> result = synth.invoke({"question": "Who led the Norse?", "documents": docs})
     >>> result.answer, result.rounds, result.chunks_used
     ('Rollo', 2, 2)
+    >>> wider = AdaptiveContextSynthesizer(llm=FakeListChatModel(responses=["x"]), schedule=AdaptiveSchedule(initial=2))
+    >>> wider.schedule
+    AdaptiveSchedule(initial=2, factor=2.0, max_rounds=None, separator='\\n')
     >>> chain = {"documents": retriever, "question": RunnablePassthrough()} | synth  # doctest: +SKIP
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     llm: BaseLanguageModel
-    initial: int = 1
-    factor: float = 2.0
-    max_rounds: int | None = None
-    separator: str = DEFAULT_SEPARATOR
-    timeout: float | None = 120.0
-    retries: int = 2
-    cache: SampleCache | None = None
+    sampling: SamplingOptions | None = None
+    schedule: AdaptiveSchedule | None = None
     completion_prompt: PromptTemplate | None = None
     chat_prompt: ChatPromptTemplate | None = None
     _sampler: LangChainSampler = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
-        # validate the schedule here, so a bad value raises ConformalError rather than pydantic's ValidationError
-        fields = type(self).model_fields
-        geometric_schedule(
-            1,
-            initial=data.get("initial", fields["initial"].default),
-            factor=data.get("factor", fields["factor"].default),
-            max_rounds=data.get("max_rounds", fields["max_rounds"].default),
-        )
+        # AdaptiveSchedule checks itself when it is made, so a bad value raises ConformalError
+        # there rather than pydantic's ValidationError here
+        reject_moved_keywords(type(self).__name__, data)
         super().__init__(**data)
 
     @model_validator(mode="after")
     def _setup(self) -> AdaptiveContextSynthesizer:
-        self._sampler = LangChainSampler(
+        self.sampling = self.sampling or SamplingOptions()
+        self.schedule = self.schedule or AdaptiveSchedule()
+        self._sampler = LangChainSampler.with_options(
             self.llm,
+            replace(self.sampling, max_concurrency=1),
             n_samples=1,
             completion_prompt=self.completion_prompt,
             chat_prompt=self.chat_prompt,
-            max_concurrency=1,
-            timeout=self.timeout,
-            retries=self.retries,
-            cache=self.cache,
         )
         return self
 
@@ -155,7 +146,7 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
             question,
             [d.page_content for d in ordered],
             complete,
-            schedule=AdaptiveSchedule(self.initial, self.factor, self.max_rounds, self.separator),
+            schedule=self.schedule,
             chunk_ids=[doc_id(d) or f"doc-{i}" for i, d in enumerate(ordered)],
             estimate=lambda context, sample: self._estimate(question, context, sample),
         )

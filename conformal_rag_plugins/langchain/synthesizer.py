@@ -17,12 +17,12 @@ from ..answer_sets.engine import (
     AnswerSetResult,
     ChunkInput,
     abuild_answer_set,
-    calibrated_samples,
     check_synthesizer_calibration,
     chunks_from_metadata,
+    query_sampling,
 )
 from ..answer_sets.identity import live_generator
-from ..answer_sets.sample_cache import SampleCache
+from ..answer_sets.options import SamplingOptions, reject_moved_keywords
 from ..answer_sets.sample_record import Sample
 from ..core.errors import ConformalError
 from ..runtime.run_sync import run_sync
@@ -48,9 +48,29 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
     calibration recorded, and raises :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`
     naming each field that differs.
 
+    Parameters
+    ----------
+    llm : BaseLanguageModel
+        Chat models get the chat prompt, completion LLMs the few-shot prompt (replace them on
+        :attr:`sampler`).
+    calibration : AnswerSetCalibration
+        End-to-end calibration (both stages), e.g. from ``calibrate_answer_sets``.
+    sampling : SamplingOptions, optional
+        ``max_concurrency`` (4), ``timeout`` (120 s), ``retries`` (2) and ``cache`` of the model
+        calls; its ``n_samples`` must equal the calibration's M (without ``sampling``, M is
+        taken from the calibration). Passing these as separate fields raises
+        a ``TypeError`` (also a ``ConformalError``) that names the option object.
+    equivalence : str, optional
+        Must equal the calibrated clustering method (another rule is refused).
+    embeddings : Embeddings, optional
+        Required when the calibration clusters by embedding cosine.
+
     Examples
     --------
     >>> synth = ConformalAnswerSetSynthesizer(llm=chat_model, calibration=cal)  # doctest: +SKIP
+    >>> synth = ConformalAnswerSetSynthesizer(  # doctest: +SKIP
+    ...     llm=chat_model, calibration=cal, sampling=SamplingOptions(n_samples=cal.n_samples_, max_concurrency=1)
+    ... )
     >>> chain = {"context": retriever, "question": RunnablePassthrough()} | synth  # doctest: +SKIP
     >>> chain.invoke("Who was the Norse leader?").answers  # doctest: +SKIP
     """
@@ -59,11 +79,7 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
 
     llm: BaseLanguageModel
     calibration: AnswerSetCalibration
-    n_samples: int | None = None
-    max_concurrency: int = 4
-    timeout: float | None = 120.0
-    retries: int = 2
-    cache: SampleCache | None = None
+    sampling: SamplingOptions | None = None
     equivalence: Any = None
     embeddings: Any = None
     _sampler: LangChainSampler = PrivateAttr()
@@ -71,18 +87,12 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
 
     @model_validator(mode="after")
     def _setup(self) -> ConformalAnswerSetSynthesizer:
-        m = calibrated_samples(self.calibration, self.n_samples)
-        self._sampler = LangChainSampler(
-            self.llm,
-            n_samples=m,
-            max_concurrency=self.max_concurrency,
-            timeout=self.timeout,
-            retries=self.retries,
-            cache=self.cache,
-        )
+        self.sampling = query_sampling(self.calibration, self.sampling)
+        self._sampler = LangChainSampler.with_options(self.llm, self.sampling)
         return self
 
     def __init__(self, **data: Any) -> None:
+        reject_moved_keywords(type(self).__name__, data)
         if "calibration" in data:
             check_synthesizer_calibration(data["calibration"])
         super().__init__(**data)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from llama_index.core.base.llms.base import BaseLLM
@@ -11,16 +12,9 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
-from ..answer_sets.adaptive_context import (
-    DEFAULT_SEPARATOR,
-    AdaptiveResult,
-    aadaptive_answer,
-    approx_token_count,
-)
-from ..answer_sets.options import AdaptiveSchedule
-from ..answer_sets.sample_cache import SampleCache
+from ..answer_sets.adaptive_context import AdaptiveResult, aadaptive_answer, approx_token_count
+from ..answer_sets.options import AdaptiveSchedule, SamplingOptions, reject_moved_keywords
 from ..answer_sets.sample_record import Sample
-from ..core.adaptive_schedule import geometric_schedule
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts
 from .traced_synthesis import TracedSynthesis
@@ -59,14 +53,19 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
         (``temperature=0``) for Pathway's behaviour. Base models get the few-shot completion
         prompt, chat models the chat prompt (override with
         ``update_prompts({"completion_prompt": ..., "chat_prompt": ...})``).
-    initial, factor, max_rounds
-        Schedule: ``initial`` chunks first, times ``factor`` per round, at most ``max_rounds``
-        rounds (the last one always shows the whole set).
-    separator : str, default "\\n"
-        Joins a round's chunks into the prompt's ``{context}``.
-    timeout, retries, cache
-        As in :class:`~conformal_rag_plugins.llamaindex.answer_sampler.LlamaIndexSampler`; a call that
-        still fails counts as a "no answer" round.
+    sampling : SamplingOptions, optional
+        Its ``timeout`` (120 s), ``retries`` (2) and ``cache`` apply to each round's call; a call
+        that still fails counts as a "no answer" round. ``n_samples`` and ``max_concurrency``
+        are not used: each round is one call, after the previous one.
+    schedule : AdaptiveSchedule, optional
+        ``initial`` chunks first, times ``factor`` per round, at most ``max_rounds`` rounds (the
+        last one always shows the whole set), joined by ``separator``; default ``AdaptiveSchedule()``
+        (1, 2, 4, ...). Passing these (or the sampling settings) as separate keywords raises
+        a ``TypeError`` (also a ``ConformalError``) that names the option object.
+    completion_prompt, chat_prompt : optional
+        Replace the default prompts (variables ``{context}`` and ``{question}``).
+    **kwargs
+        ``callback_manager``, ``streaming`` and the rest of ``BaseSynthesizer``'s keywords.
 
     Examples
     --------
@@ -74,6 +73,8 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
     >>> synth = AdaptiveContextSynthesizer(llm=MockLLM(max_tokens=2))
     >>> synth.get_response("Who led the Norse?", ["Rollo led the Norse.", "Paris is in France."])
     'text text'
+    >>> AdaptiveContextSynthesizer(llm=MockLLM(), schedule=AdaptiveSchedule(initial=2, factor=3.0)).schedule.initial
+    2
     >>> engine = RetrieverQueryEngine(  # doctest: +SKIP
     ...     retriever=ConformalRetriever(index=index, calibration=cal),
     ...     response_synthesizer=AdaptiveContextSynthesizer(llm=local_llm(temperature=0.0)),
@@ -85,32 +86,22 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
         self,
         llm: BaseLLM,
         *,
-        initial: int = 1,
-        factor: float = 2.0,
-        max_rounds: int | None = None,
-        separator: str = DEFAULT_SEPARATOR,
-        timeout: float | None = 120.0,
-        retries: int = 2,
-        cache: SampleCache | None = None,
+        sampling: SamplingOptions | None = None,
+        schedule: AdaptiveSchedule | None = None,
         completion_prompt: PromptTemplate | None = None,
         chat_prompt: ChatPromptTemplate | None = None,
         **kwargs: Any,
     ) -> None:
-        geometric_schedule(1, initial=initial, factor=factor, max_rounds=max_rounds)  # validates early
+        reject_moved_keywords(type(self).__name__, kwargs)
         super().__init__(llm=llm, **kwargs)
-        self.initial = initial
-        self.factor = factor
-        self.max_rounds = max_rounds
-        self.separator = separator
-        self.sampler = LlamaIndexSampler(
+        self.sampling = sampling or SamplingOptions()
+        self.schedule = schedule or AdaptiveSchedule()  # checked when it is made
+        self.sampler = LlamaIndexSampler.with_options(
             llm,
+            replace(self.sampling, max_concurrency=1),
             n_samples=1,
             completion_prompt=completion_prompt,
             chat_prompt=chat_prompt,
-            max_concurrency=1,
-            timeout=timeout,
-            retries=retries,
-            cache=cache,
         )
 
     def _prompt_text(self, question: str, context: str) -> str:
@@ -131,7 +122,7 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
             question,
             texts,
             complete,
-            schedule=AdaptiveSchedule(self.initial, self.factor, self.max_rounds, self.separator),
+            schedule=self.schedule,
             chunk_ids=ids,
             estimate=estimate,
         )

@@ -16,12 +16,12 @@ from ..answer_sets.engine import (
     AnswerSetResult,
     ChunkInput,
     abuild_answer_set,
-    calibrated_samples,
     check_synthesizer_calibration,
     chunks_from_metadata,
+    query_sampling,
 )
 from ..answer_sets.identity import live_generator
-from ..answer_sets.sample_cache import SampleCache
+from ..answer_sets.options import SamplingOptions, reject_moved_keywords
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts, embedder_identity
 from .traced_synthesis import TracedSynthesis
@@ -57,21 +57,31 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
         (override with ``update_prompts({"completion_prompt": ..., "chat_prompt": ...})``).
     calibration : AnswerSetCalibration
         End-to-end calibration (both stages), e.g. from ``calibrate_answer_sets``.
-    n_samples : int, optional
-        Defaults to the calibration's M; another value would void the guarantee.
-    cache : SampleCache, optional
+    sampling : SamplingOptions, optional
+        ``max_concurrency`` (4), ``timeout`` (120 s), ``retries`` (2) and ``cache`` of the LLM
+        calls; its ``n_samples`` must equal the calibration's M (without ``sampling``, M is
+        taken from the calibration). The same object given to ``calibrate_answer_sets`` fits.
+        Passing these as separate keywords raises
+        a ``TypeError`` (also a ``ConformalError``) that names the option object.
     equivalence : str, optional
         Must equal the calibrated clustering method (another rule changes the cluster
         confidences the threshold was calibrated on, so it is refused); calibrate with
         ``clustering={"method": ...}`` instead.
     embed_model : BaseEmbedding, optional
         Required when the calibration clusters by embedding cosine (``clustering={"method": "embedding"}``).
+    completion_prompt, chat_prompt : optional
+        Replace the default prompts (variables ``{context}`` and ``{question}``).
+    **kwargs
+        ``callback_manager``, ``streaming`` and the rest of ``BaseSynthesizer``'s keywords.
 
     Examples
     --------
     >>> engine = RetrieverQueryEngine(  # doctest: +SKIP
     ...     retriever=ConformalRetriever(index=index, calibration=cal),
     ...     response_synthesizer=ConformalAnswerSetSynthesizer(llm=llm, calibration=cal),
+    ... )
+    >>> local = ConformalAnswerSetSynthesizer(  # doctest: +SKIP
+    ...     llm=llm, calibration=cal, sampling=SamplingOptions(n_samples=cal.n_samples_, max_concurrency=1)
     ... )
     >>> engine.query("Who was the Norse leader?").metadata["answer_set"]  # doctest: +SKIP
     """
@@ -81,33 +91,23 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
         llm: BaseLLM,
         calibration: AnswerSetCalibration,
         *,
-        n_samples: int | None = None,
-        max_concurrency: int = 4,
-        timeout: float | None = 120.0,
-        retries: int = 2,
-        cache: SampleCache | None = None,
+        sampling: SamplingOptions | None = None,
         equivalence: Any = None,
         embed_model: Any = None,
         completion_prompt: PromptTemplate | None = None,
         chat_prompt: ChatPromptTemplate | None = None,
         **kwargs: Any,
     ) -> None:
+        reject_moved_keywords(type(self).__name__, kwargs)
         check_synthesizer_calibration(calibration)
-        m = calibrated_samples(calibration, n_samples)
+        self.sampling = query_sampling(calibration, sampling)
         super().__init__(llm=llm, **kwargs)
         self.calibration = calibration
         self.equivalence = equivalence
         self.embed_model = embed_model
         self._embedding_identity: list[dict[str, Any] | None] = []  # described once (one probe call)
-        self.sampler = LlamaIndexSampler(
-            llm,
-            n_samples=m,
-            completion_prompt=completion_prompt,
-            chat_prompt=chat_prompt,
-            max_concurrency=max_concurrency,
-            timeout=timeout,
-            retries=retries,
-            cache=cache,
+        self.sampler = LlamaIndexSampler.with_options(
+            llm, self.sampling, completion_prompt=completion_prompt, chat_prompt=chat_prompt
         )
 
     def _describe_embedder(self) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from pydantic import Field
 
+from conformal_rag_plugins import AdaptiveSchedule, SamplingOptions
 from conformal_rag_plugins.answer_sets.adaptive_context import approx_token_count
 from conformal_rag_plugins.answer_sets.prompts import FEW_SHOT_TEMPLATE
 from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
@@ -146,7 +147,7 @@ def test_llamaindex_empty_set_is_an_explicit_abstention_with_no_call() -> None:
 
 def test_llamaindex_approximate_tokens_without_usage_and_max_rounds() -> None:
     llm = KeywordLLM(prompts=[], report_usage=False)
-    synth = LIAdaptive(llm=llm, initial=2, factor=3.0, max_rounds=2)
+    synth = LIAdaptive(llm=llm, schedule=AdaptiveSchedule(initial=2, factor=3.0, max_rounds=2))
     response = synth.synthesize(QUESTION, _nodes())
     meta = response.metadata
     assert meta["schedule"] == [2, 10] and meta["rounds"] == 2 and response.response == KEYWORD
@@ -167,7 +168,9 @@ def test_llamaindex_chat_model_gets_the_chat_prompt() -> None:
 def test_llamaindex_prompts_override_mockllm_and_validation(tmp_path) -> None:
     from llama_index.core.prompts import PromptTemplate
 
-    synth = LIAdaptive(llm=MockLLM(max_tokens=2), cache=SampleCache(tmp_path / "c.sqlite"))
+    cache = SampleCache(tmp_path / "c.sqlite")
+    synth = LIAdaptive(llm=MockLLM(max_tokens=2), sampling=SamplingOptions(n_samples=10, cache=cache))
+    assert synth.sampler.cache is cache and synth.sampler.max_concurrency == 1
     assert set(synth.get_prompts()) == {"completion_prompt", "chat_prompt"}
     synth.update_prompts({"completion_prompt": PromptTemplate("C: {context}\nQ: {question}\nA:")})
     assert synth.sampler.completion_prompt.get_template().startswith("C: ")
@@ -178,10 +181,22 @@ def test_llamaindex_prompts_override_mockllm_and_validation(tmp_path) -> None:
     assert response.metadata["token_source"] == "approximate"
     assert response.metadata["prompt_tokens"] == approx_token_count(f"C: {TEXTS[0]}\nQ: {QUESTION}\nA:")
     assert synth.get_response(QUESTION, ["a", "b"]) == "text text"
-    with pytest.raises(ConformalError, match="factor"):
-        LIAdaptive(llm=MockLLM(), factor=1.0)
-    with pytest.raises(ConformalError, match="initial"):
-        LIAdaptive(llm=MockLLM(), initial=0)
+    with pytest.raises(ConformalError, match="factor must be"):
+        LIAdaptive(llm=MockLLM(), schedule=AdaptiveSchedule(factor=1.0))
+    with pytest.raises(ConformalError, match="initial must be"):
+        LIAdaptive(llm=MockLLM(), schedule=AdaptiveSchedule(initial=0))
+
+
+@pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
+def test_moved_keywords_name_their_option_object(framework: str) -> None:
+    cls, llm = (LIAdaptive, MockLLM()) if framework == "llamaindex" else (LCAdaptive, FakeListLLM(responses=["x"]))
+    with pytest.raises(TypeError, match=r"schedule=AdaptiveSchedule\(initial=2, factor=3\.0\)"):
+        cls(llm=llm, initial=2, factor=3.0)
+    with pytest.raises(ConformalError, match=r"sampling=SamplingOptions\(timeout=5\.0\)"):
+        cls(llm=llm, timeout=5.0)
+    synth = cls(llm=llm, sampling=SamplingOptions(timeout=5.0, retries=0), schedule=AdaptiveSchedule(factor=3.0))
+    assert (synth.sampler.timeout, synth.sampler.retries, synth.sampler.n_samples) == (5.0, 0, 1)
+    assert synth.schedule == AdaptiveSchedule(factor=3.0)
 
 
 # ---------------------------------------------------------------- LangChain
@@ -259,7 +274,9 @@ def test_langchain_usage_from_llm_output_and_async() -> None:
 
 def test_langchain_own_tokenizer_counts() -> None:
     llm = TokenizingLLM(prompts=[])
-    result = LCAdaptive(llm=llm, initial=4).invoke({"question": QUESTION, "documents": _docs()})
+    result = LCAdaptive(llm=llm, schedule=AdaptiveSchedule(initial=4)).invoke(
+        {"question": QUESTION, "documents": _docs()}
+    )
     assert result.schedule == [4, 8, 10] and result.rounds == 2
     assert result.token_source == "tokenizer"
     assert result.prompt_tokens == sum(len(p.split()) for p in llm.prompts)
@@ -290,8 +307,8 @@ def test_langchain_bad_input() -> None:
     synth = LCAdaptive(llm=FakeListLLM(responses=["x"]))
     with pytest.raises(ConformalError, match="question"):
         synth.invoke({"documents": []})
-    with pytest.raises(ConformalError, match="max_rounds"):
-        LCAdaptive(llm=FakeListLLM(responses=["x"]), max_rounds=0)
+    with pytest.raises(ConformalError, match="max_rounds must be"):
+        LCAdaptive(llm=FakeListLLM(responses=["x"]), schedule=AdaptiveSchedule(max_rounds=0))
     # plain strings are accepted as documents, kept in the given order
     result = LCAdaptive(llm=FakeListLLM(responses=["Rollo"])).invoke({"question": "q", "documents": ["a", "b"]})
     assert result.answer == "Rollo" and result.chunk_ids == ["doc-0"]

@@ -11,6 +11,7 @@ from langchain_core.language_models import FakeListChatModel
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import NodeWithScore, TextNode
 
+from conformal_rag_plugins import SamplingOptions
 from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
 from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
@@ -102,10 +103,21 @@ def test_llamaindex_prompts_can_be_overridden(toy_calibration: AnswerSetCalibrat
 
 
 def test_bad_inputs(toy_calibration: AnswerSetCalibration) -> None:
-    with pytest.raises(CalibrationError, match="n_samples"):
-        LISynth(llm=MockLLM(), calibration=toy_calibration, n_samples=7)
-    with pytest.raises(ValueError, match="n_samples"):
-        LISynth(llm=MockLLM(), calibration=toy_calibration, n_samples=0)
+    m = toy_calibration.n_samples_
+    with pytest.raises(CalibrationError, match=rf"n_samples=7 differs .* SamplingOptions\(n_samples={m}"):
+        LISynth(llm=MockLLM(), calibration=toy_calibration, sampling=SamplingOptions(n_samples=7))
+    with pytest.raises(ValueError, match="n_samples must be >= 1"):
+        LISynth(llm=MockLLM(), calibration=toy_calibration, sampling=SamplingOptions(n_samples=0))
+    for synth_cls, llm in ((LISynth, MockLLM()), (LCSynth, FakeListChatModel(responses=["x"]))):
+        with pytest.raises(TypeError, match=r"pass sampling=SamplingOptions\(n_samples=4, max_concurrency=1\)"):
+            synth_cls(llm=llm, calibration=toy_calibration, n_samples=4, max_concurrency=1)
+        with pytest.raises(ConformalError, match=r"SamplingOptions\(cache=None\)"):
+            synth_cls(llm=llm, calibration=toy_calibration, cache=None)
+        synth = synth_cls(
+            llm=llm, calibration=toy_calibration, sampling=SamplingOptions(n_samples=m, max_concurrency=1)
+        )
+        assert (synth.sampler.n_samples, synth.sampler.max_concurrency) == (m, 1)
+        assert synth_cls(llm=llm, calibration=toy_calibration).sampler.n_samples == m
     with pytest.raises(CalibrationError, match="generator stage"):
         LISynth(llm=MockLLM(), calibration=toy_calibration.retrieval_)
     with pytest.raises(CalibrationError, match="generator stage"):
@@ -121,15 +133,20 @@ def test_failing_llm_becomes_abstention_and_cache_replays(toy_calibration: Answe
         async def ainvoke(self, *args, **kwargs):  # type: ignore[override]
             raise TimeoutError("provider down")
 
-    synth = LCSynth(llm=Boom(responses=["x"]), calibration=toy_calibration, retries=1, timeout=1.0)
+    m = toy_calibration.n_samples_
+    synth = LCSynth(
+        llm=Boom(responses=["x"]), calibration=toy_calibration, sampling=SamplingOptions(m, retries=1, timeout=1.0)
+    )
+    assert (synth.sampler.retries, synth.sampler.timeout) == (1, 1.0)
     synth.sampler.retries = 0
     result = synth.invoke({"question": "Who?", "context": _docs()[:1]})
     assert result.abstained and result.llm_calls == 4
 
     cache = SampleCache(tmp_path / "s.sqlite")
-    first = LCSynth(llm=FakeListChatModel(responses=["Rollo"]), calibration=toy_calibration, cache=cache)
+    sampling = SamplingOptions(n_samples=m, cache=cache)
+    first = LCSynth(llm=FakeListChatModel(responses=["Rollo"]), calibration=toy_calibration, sampling=sampling)
     a = first.invoke({"question": "Who?", "context": _docs()[:1]})
-    replay = LCSynth(llm=FakeListChatModel(responses=["Other"]), calibration=toy_calibration, cache=cache)
+    replay = LCSynth(llm=FakeListChatModel(responses=["Other"]), calibration=toy_calibration, sampling=sampling)
     b = replay.invoke({"question": "Who?", "context": _docs()[:1]})
     assert a.answers == b.answers and b.response == "Rollo"
 

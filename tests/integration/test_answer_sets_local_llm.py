@@ -52,7 +52,9 @@ def test_llamaindex_local_llm_answer_sets(host_factory, squad_questions, tmp_pat
     _check_calibration(cal)
     engine = RetrieverQueryEngine(
         retriever=ConformalRetriever(retriever=host, calibration=cal),
-        response_synthesizer=ConformalAnswerSetSynthesizer(llm=llm, calibration=cal, cache=cache, max_concurrency=1),
+        response_synthesizer=ConformalAnswerSetSynthesizer(
+            llm=llm, calibration=cal, sampling=SamplingOptions(n_samples=M, cache=cache, max_concurrency=1)
+        ),
     )
     question = squad_questions[20]
     response = engine.query(question.question)
@@ -88,7 +90,9 @@ def test_langchain_local_llm_answer_sets(host_factory, squad_questions, tmp_path
     chain = {
         "context": ConformalRetriever(retriever=host, calibration=cal),
         "question": RunnablePassthrough(),
-    } | ConformalAnswerSetSynthesizer(llm=llm, calibration=cal, cache=cache, max_concurrency=1)
+    } | ConformalAnswerSetSynthesizer(
+        llm=llm, calibration=cal, sampling=SamplingOptions(n_samples=M, cache=cache, max_concurrency=1)
+    )
     result = chain.invoke(squad_questions[20].question)
     assert result.llm_calls == M * len(result.retrieval_set) and result.retrieval_set
     assert result.extra["generator_checked"] is True

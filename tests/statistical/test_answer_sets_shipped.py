@@ -183,6 +183,11 @@ class Harness:
             retrieval=RetrievalStageOptions(score=SCORE, pool_size=POOL),
         )
 
+    @staticmethod
+    def query_sampling(calibration) -> SamplingOptions:
+        """One call at a time (the local model is not thread-safe), with the calibrated M."""
+        return SamplingOptions(n_samples=calibration.n_samples_, max_concurrency=1)
+
     def answer(self, calibration, questions: list[str]) -> list[dict]:
         if self.framework == "llamaindex":
             from llama_index.core.query_engine import RetrieverQueryEngine
@@ -192,7 +197,7 @@ class Harness:
             engine = RetrieverQueryEngine(
                 retriever=ConformalRetriever(index=self.host, calibration=calibration),
                 response_synthesizer=ConformalAnswerSetSynthesizer(
-                    llm=self.llm, calibration=calibration, max_concurrency=1
+                    llm=self.llm, calibration=calibration, sampling=self.query_sampling(calibration)
                 ),
             )
             return [dict(engine.query(q).metadata) for q in questions]
@@ -203,7 +208,9 @@ class Harness:
         chain = {
             "context": ConformalRetriever(vectorstore=self.host, calibration=calibration),
             "question": RunnablePassthrough(),
-        } | ConformalAnswerSetSynthesizer(llm=self.llm, calibration=calibration, max_concurrency=1)
+        } | ConformalAnswerSetSynthesizer(
+            llm=self.llm, calibration=calibration, sampling=self.query_sampling(calibration)
+        )
         out = []
         for q in questions:
             result = chain.invoke(q)
