@@ -294,51 +294,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "handler", None) is not None:
             args.handler(args)
         elif args.command == "demo":
+            from .commands.cli_help import request_from
             from .commands.demo import DemoRequest, run_demo
 
             run_demo(
-                DemoRequest(
-                    alpha=args.alpha,
-                    persist_dir=args.persist_dir,
-                    out=args.out,
-                    pool_size=args.pool_size,
-                    seed=args.seed,
+                request_from(
+                    DemoRequest,
+                    args,
                     answers=not args.no_answers,
-                    answer_alpha=args.answer_alpha,
-                    answer_alpha_retrieval=args.answer_alpha_retrieval,
                     n_samples=args.samples,
                     chunking=not args.no_chunking,
-                    chunk_size=args.chunk_size,
-                    chunk_overlap=args.chunk_overlap,
-                ),
+                )
             )
         elif args.answers and args.group_by is not None:
             raise ConformalError("--group-by evaluates retrieval thresholds; it does not combine with --answers.")
         elif args.answers and args.control != "coverage":
             raise ConformalError("--control recall evaluates retrieval thresholds; it does not combine with --answers.")
         elif args.answers:
-            from .commands.cli_help import changed_options, warn_ignored
+            from .commands.cli_help import changed_options, request_from, warn_ignored
             from .commands.evaluate_answer_sets import EvaluateAnswersRequest, run_evaluate_answers
             from .commands.tables import markdown_table
 
             given = changed_options(parser, args, _RETRIEVAL_ONLY)
             warn_ignored("evaluate --answers", given, "it evaluates the LlamaIndex hybrid host, pool 50, entries whole")
 
-            report = run_evaluate_answers(
-                EvaluateAnswersRequest(
-                    corpus=args.corpus,
-                    qa=args.qa,
-                    alphas=args.alpha,
-                    llm=args.llm,
-                    samples=args.samples,
-                    max_questions=args.max_questions,
-                    answer_pool=args.answer_pool,
-                    generator_score=args.generator_score,
-                    trials=args.trials,
-                    seed=args.seed,
-                    json_out=args.json_out,
-                ),
-            )
+            report = run_evaluate_answers(request_from(EvaluateAnswersRequest, args, alphas=args.alpha))
             print(
                 markdown_table(
                     report["results"],
@@ -356,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             _print_report_end(report, args.json_out, exclude=())
         else:
-            from .commands.cli_help import changed_options, warn_ignored
+            from .commands.cli_help import changed_options, request_from, warn_ignored
             from .commands.evaluate_retrieval import EvaluateRequest, run_evaluate
             from .commands.tables import markdown_table
 
@@ -364,27 +344,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             warn_ignored("evaluate without --answers", given, "they set the answer-set evaluation")
 
             report = run_evaluate(
-                EvaluateRequest(
-                    corpus=args.corpus,
-                    qa=args.qa,
+                request_from(
+                    EvaluateRequest,
+                    args,
                     alphas=args.alpha,
-                    trials=args.trials,
-                    seed=args.seed,
-                    score=args.score,
-                    pac_delta=args.pac_delta,
-                    retriever=args.retriever,
-                    framework=args.framework,
-                    pool_size=args.pool_size,
-                    fusion=args.fusion,
                     chunking=not args.no_chunking,
-                    chunk_size=args.chunk_size,
-                    chunk_overlap=args.chunk_overlap,
-                    json_out=args.json_out,
-                    group_by=args.group_by,
-                    control=args.control,
-                    unit=args.unit,
                     pool_sizes=_int_list(args.pool_sizes, "--pool-sizes"),
-                ),
+                )
             )
             print(
                 markdown_table(

@@ -35,13 +35,13 @@ from ..core.quantile import conformal_quantile, min_calibration_size, pac_rank
 from ..core.validation import check_alpha
 from ..retrieval.calibration import RetrievalCalibration
 from ..storage.jsonio import (
-    check_signature,
     decode_float,
     encode_float,
+    naming_file,
     read_checked,
     resolve_signing_key,
     sign,
-    verify,
+    verify_signed,
     with_checksum,
     write_json,
 )
@@ -416,28 +416,28 @@ class AnswerSetCalibration:
         """JSON-ready dict with schema version, checksum and, with an explicit ``signing_key``, a signature."""
         key = resolve_signing_key(signing_key) if signing_key is not None else None
         payload = {
-                "kind": _KIND,
-                "schema_version": SCHEMA_VERSION,
-                "retrieval": self.retrieval_.to_dict(),
-                "generation_scores": [encode_float(s) for s in self.generation_scores_],
-                "alpha": self.alpha_,
-                "method": self.method_,
-                "alpha_retrieval": self.alpha_retrieval_,
-                "alpha_generation": self.alpha_generation_,
-                "delta": self.delta_,
-                "delta_retrieval": self.delta_retrieval_,
-                "delta_generation": self.delta_generation_,
-                "hmp_weight": self.hmp_weight_,
-                "retrieval_threshold": encode_float(self.retrieval_threshold_),
-                "generation_threshold": encode_float(self.generation_threshold_),
-                "coverage_ceiling": self.coverage_ceiling_,
-                "n_samples": self.n_samples_,
-                "model": self.model_,
-                "clustering": self.clustering_,
-                "created_at": self.created_at_,
-                "optimisation": self.optimisation_,
-                "question_ids": list(self.question_ids_),
-                "guaranteed": self.guaranteed_,
+            "kind": _KIND,
+            "schema_version": SCHEMA_VERSION,
+            "retrieval": self.retrieval_.to_dict(),
+            "generation_scores": [encode_float(s) for s in self.generation_scores_],
+            "alpha": self.alpha_,
+            "method": self.method_,
+            "alpha_retrieval": self.alpha_retrieval_,
+            "alpha_generation": self.alpha_generation_,
+            "delta": self.delta_,
+            "delta_retrieval": self.delta_retrieval_,
+            "delta_generation": self.delta_generation_,
+            "hmp_weight": self.hmp_weight_,
+            "retrieval_threshold": encode_float(self.retrieval_threshold_),
+            "generation_threshold": encode_float(self.generation_threshold_),
+            "coverage_ceiling": self.coverage_ceiling_,
+            "n_samples": self.n_samples_,
+            "model": self.model_,
+            "clustering": self.clustering_,
+            "created_at": self.created_at_,
+            "optimisation": self.optimisation_,
+            "question_ids": list(self.question_ids_),
+            "guaranteed": self.guaranteed_,
         }
         if self.generator_ is not None:
             payload["generator"] = self.generator_
@@ -456,9 +456,7 @@ class AnswerSetCalibration:
             A field is missing or mangled, or the stored thresholds disagree with
             those recomputed from the stored scores, level and method.
         """
-        verify(data, _KIND, SCHEMA_VERSION)
-        if signing_key is not None:
-            check_signature(data, resolve_signing_key(signing_key))
+        verify_signed(data, _KIND, SCHEMA_VERSION, signing_key)
         check_fields(AnswerSetFile, data, "answer-set calibration")
         try:
             cal = cls._build(data)
@@ -551,12 +549,10 @@ class AnswerSetCalibration:
         CalibrationIntegrityError
             The message names the file and what is wrong with it.
         """
-        try:
+        with naming_file(path):
             return cls.from_dict(
                 read_checked(path, _KIND, SCHEMA_VERSION), signing_key=resolve_signing_key(signing_key)
             )
-        except CalibrationIntegrityError as exc:
-            raise CalibrationIntegrityError(f"{path}: {exc}") from None
 
     def summary(self) -> str:
         """One line for logs and the CLI."""

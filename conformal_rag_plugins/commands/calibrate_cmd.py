@@ -17,7 +17,7 @@ from typing import Any
 from ..retrieval.options import RetrievalOptions
 from ..tuning.options import TuningOptions
 from . import calibration_inputs
-from .cli_help import examples, warn_ignored
+from .cli_help import examples, request_from, warn_ignored
 from .levels import GivenStore, add_confidence_level
 
 
@@ -92,28 +92,7 @@ def _handle(args: argparse.Namespace) -> None:
     given = calibration_inputs.ignored_llm_options(args)
     warn_ignored("calibrate", given, "calibration calls no LLM", deprecated=True)
     cal = run_calibrate(
-        CalibrateRequest(
-            corpus=args.corpus,
-            docs=args.docs,
-            questions=args.questions,
-            out=args.out,
-            alpha=args.alpha,
-            framework=args.framework,
-            retriever=args.retriever,
-            fusion=args.fusion,
-            score=args.score,
-            pool_size=args.pool_size,
-            persist_dir=args.persist_dir,
-            glob=args.glob,
-            chunk_size=args.chunk_size,
-            chunk_overlap=args.chunk_overlap,
-            seed=args.seed,
-            progress=not args.quiet,
-            group_by=args.group_by,
-            pool_sizes=_pool_sizes(args.pool_sizes),
-            group_fallback=args.group_fallback,
-            chunk_group_key=args.chunk_group_key,
-        )
+        request_from(CalibrateRequest, args, progress=not args.quiet, pool_sizes=_pool_sizes(args.pool_sizes))
     )
     print(cal.summary())
     kind = f"chunk group {cal.chunk_group_key_}=" if cal.chunk_group_key_ else "group "
@@ -213,67 +192,72 @@ def run_calibrate(request: CalibrateRequest) -> Any:
     )
 
     r = request
-    corpus, docs, questions, out, framework, retriever = r.corpus, r.docs, r.questions, r.out, r.framework, r.retriever
-    fusion, score, pool_size, persist_dir, glob, seed = r.fusion, r.score, r.pool_size, r.persist_dir, r.glob, r.seed
-    group_by, group_fallback, chunk_group_key = r.group_by, r.group_fallback, r.chunk_group_key
-    chunk_size, chunk_overlap, progress, pool_sizes = r.chunk_size, r.chunk_overlap, r.progress, r.pool_sizes
     alpha = check_alpha(r.alpha)
-    check_at_least("pool_size", pool_size)
-    check_at_least("seed", seed, 0)
-    for size in pool_sizes or ():
+    check_at_least("pool_size", r.pool_size)
+    check_at_least("seed", r.seed, 0)
+    for size in r.pool_sizes or ():
         check_at_least("pool_sizes", size)
-    check_distinct_outputs({"--out": out, "--persist-dir": persist_dir})
+    check_distinct_outputs({"--out": r.out, "--persist-dir": r.persist_dir})
     check_outputs(
-        files=[out], dirs=[persist_dir], inputs=[*calibration_inputs.input_files(corpus, docs, glob), questions]
+        files=[r.out],
+        dirs=[r.persist_dir],
+        inputs=calibration_inputs.request_inputs(r, r.questions),
     )
-    if group_by is not None and chunk_group_key is not None:
+    if r.group_by is not None and r.chunk_group_key is not None:
         raise ConformalError("--group-by (a group of the query) and --chunk-group-key (of a chunk) exclude each other.")
-    if chunk_group_key is not None and not chunk_group_key.strip():
+    if r.chunk_group_key is not None and not r.chunk_group_key.strip():
         raise ConformalError("--chunk-group-key must be a non-empty metadata key.")
-    file = read_questions(questions)
+    file = read_questions(r.questions)
     examples = file.labelled()  # answerable questions, each with gold (an unlabelled one is named by its line)
     if not examples:
-        raise InputFileError(f"{questions}: no answerable questions to calibrate on.")
-    groups = _groups_by_question(examples, group_by) if group_by is not None else None
-    chunks = calibration_inputs.load_chunks(
-        framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
-    )
+        raise InputFileError(f"{r.questions}: no answerable questions to calibrate on.")
+    groups = _groups_by_question(examples, r.group_by) if r.group_by is not None else None
+    chunks = calibration_inputs.request_chunks(r)
     examples, _ = map_gold_to_chunks(examples, chunks)  # document-level gold -> the chunks holding the answer
-    check_gold_in_corpus(examples, {c.id for c in chunks}, questions)
-    if chunk_group_key is not None:
+    check_gold_in_corpus(examples, {c.id for c in chunks}, r.questions)
+    if r.chunk_group_key is not None:
         from ..retrieval.groups import chunk_group_labels
 
-        seen = {c.id: c.title for c in chunks if c.title} if chunk_group_key == "title" else {}
-        labels_of = chunk_group_labels(examples, chunk_group_key, seen)
+        seen = {c.id: c.title for c in chunks if c.title} if r.chunk_group_key == "title" else {}
+        labels_of = chunk_group_labels(examples, r.chunk_group_key, seen)
         groups = {ex.digest: g for ex, g in zip(examples, labels_of, strict=True)}
     skipped = f"calibrating on the {len(examples)} answerable ones" if file.n_unanswerable else ""
     announce_questions(file, skipped)  # unanswerable questions have no gold to calibrate on
-    client = chroma_client(Path(persist_dir) if persist_dir else default_cache_dir() / "chroma")
-    tuned = retriever == "hybrid" and fusion == "tuned"
-    grid = None if tuned else [FusionConfig.parse(fusion) if retriever == "hybrid" else FusionConfig("zscore", 0.5)]
-    family = score or ("auto" if tuned else "relative")
+    client = chroma_client(Path(r.persist_dir) if r.persist_dir else default_cache_dir() / "chroma")
+    tuned = r.retriever == "hybrid" and r.fusion == "tuned"
+    grid = None if tuned else [FusionConfig.parse(r.fusion) if r.retriever == "hybrid" else FusionConfig("zscore", 0.5)]
+    family = r.score or ("auto" if tuned else "relative")
     if tuned:
         opts = RetrievalOptions(
-            score=family, random_state=seed, group_by=group_by, group_fallback=group_fallback, progress=progress
+            score=family, random_state=r.seed, group_by=r.group_by, group_fallback=r.group_fallback, progress=r.progress
         )
         cal = _tuned(
-            framework, chunks, examples, client, level=1 - alpha, pool=pool_size, options=opts, pool_sizes=pool_sizes
+            r.framework,
+            chunks,
+            examples,
+            client,
+            level=1 - alpha,
+            pool=r.pool_size,
+            options=opts,
+            pool_sizes=r.pool_sizes,
         )
     else:
         bundle = next(
-            iter(build_hosts(framework, retriever, chunks, grid=grid, pool_size=pool_size, client=client).values())
+            iter(
+                build_hosts(r.framework, r.retriever, chunks, grid=grid, pool_size=r.pool_size, client=client).values()
+            )
         )
-        cal = calibrate_host(framework, bundle.host, examples, 1 - alpha, family, pool_size, seed, progress)
+        cal = calibrate_host(r.framework, bundle.host, examples, 1 - alpha, family, r.pool_size, r.seed, r.progress)
     # the tuned path groups its own calibration part by the query's group; chunk groups are applied here
-    if groups is not None and (chunk_group_key is not None or not tuned):
+    if groups is not None and (r.chunk_group_key is not None or not tuned):
         from ..retrieval.groups import with_chunk_groups, with_groups
 
         labels = [groups[q] for q in cal.question_ids_]
-        if chunk_group_key is not None:
-            cal = with_chunk_groups(cal, labels, chunk_group_key, fallback=group_fallback)
+        if r.chunk_group_key is not None:
+            cal = with_chunk_groups(cal, labels, r.chunk_group_key, fallback=r.group_fallback)
         else:
-            cal = with_groups(cal, labels, group_by, fallback=group_fallback)  # type: ignore[arg-type]
-    with atomic_path(out) as tmp:
+            cal = with_groups(cal, labels, r.group_by, fallback=r.group_fallback)  # type: ignore[arg-type]
+    with atomic_path(r.out) as tmp:
         cal.save(tmp)
     return cal
 

@@ -131,6 +131,19 @@ def input_files(corpus: Sequence[str | Path] | None, docs: str | Path | None, gl
     return files
 
 
+def request_chunks(request: Any) -> list[Chunk]:
+    """:func:`load_chunks` with a command request's ``framework``, ``corpus``/``docs``/``glob`` and chunking."""
+    r = request
+    return load_chunks(
+        r.framework, r.corpus, r.docs, glob=r.glob, chunk_size=r.chunk_size, chunk_overlap=r.chunk_overlap
+    )
+
+
+def request_inputs(request: Any, *more: str | Path) -> list[Path | str]:
+    """The files a command request reads (:func:`input_files` of its corpus, then ``more``)."""
+    return [*input_files(request.corpus, request.docs, request.glob), *more]
+
+
 def _undecodable_file(docs: str | Path, glob: str, exc: UnicodeDecodeError) -> str:
     """Name the first file of ``--docs`` that is not UTF-8 (``load_text_folder`` does not say which)."""
     root = Path(docs)

@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import fields
+from typing import Any, TypeVar
+
+_R = TypeVar("_R")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -100,3 +103,20 @@ def warn_ignored(command: str, given: Iterable[str], reason: str, *, deprecated:
     if flags:
         tail = "; deprecated, to be removed in a future release" if deprecated else ""
         print(f"conformal-rag: warning: {command} ignores {', '.join(flags)} ({reason}){tail}", file=sys.stderr)
+
+
+def request_from(cls: type[_R], args: argparse.Namespace, **renamed: Any) -> _R:
+    """The request dataclass ``cls``: each field from the option of the same name, ``renamed`` for the others.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Request:
+    ...     out: str
+    ...     chunking: bool = True
+    >>> request_from(Request, argparse.Namespace(out="o.json", no_chunking=True, quiet=False), chunking=False)
+    Request(out='o.json', chunking=False)
+    """
+    given = [f.name for f in fields(cls) if f.name not in renamed and hasattr(args, f.name)]  # type: ignore[arg-type]
+    return cls(**{name: getattr(args, name) for name in given}, **renamed)

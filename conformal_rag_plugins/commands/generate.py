@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import calibration_inputs
-from .cli_help import examples
+from .cli_help import examples, request_from
 
 #: Sampling temperature of the question writer (some variety between retries).
 GENERATION_TEMPERATURE = 0.7
@@ -35,22 +35,7 @@ def register(sub: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> None:
     report = run_generate(
-        GenerateRequest(
-            corpus=args.corpus,
-            docs=args.docs,
-            n=args.n,
-            out=args.out,
-            llm=args.llm,
-            framework=args.framework,
-            seed=args.seed,
-            topic=args.topic,
-            glob=args.glob,
-            chunk_size=args.chunk_size,
-            chunk_overlap=args.chunk_overlap,
-            max_retries=args.max_retries,
-            cache=calibration_inputs.cache_setting(args),
-            progress=not args.quiet,
-        ),
+        request_from(GenerateRequest, args, cache=calibration_inputs.cache_setting(args), progress=not args.quiet)
     )
     print(report.summary())
     print(f"wrote {report.n_generated} questions to {args.out}")
@@ -97,10 +82,6 @@ def run_generate(request: GenerateRequest) -> Any:
     >>> report = run_generate(GenerateRequest(None, "my_docs/", n=100, out="questions.jsonl"))  # doctest: +SKIP
     >>> print(report.summary())  # doctest: +SKIP
     """
-    corpus, docs, n, out, llm = request.corpus, request.docs, request.n, request.out, request.llm
-    framework, seed, topic, glob = request.framework, request.seed, request.topic, request.glob
-    chunk_size, chunk_overlap, max_retries = request.chunk_size, request.chunk_overlap, request.max_retries
-    cache, progress = request.cache, request.progress
     from ..datasets.examples import save_examples
     from ..frameworks import get_framework
     from ..labelling.options import QuestionOptions
@@ -108,26 +89,28 @@ def run_generate(request: GenerateRequest) -> Any:
     from ..runtime.atomic import atomic_path
     from .input_checks import check_at_least, check_distinct_outputs, check_outputs
 
-    check_at_least("max_retries", max_retries, 0)
-    check_at_least("seed", seed, 0)
-    check_distinct_outputs({"--out": out, "--cache": cache})
-    check_outputs(files=[out], inputs=calibration_inputs.input_files(corpus, docs, glob))
-    chunks = calibration_inputs.load_chunks(
-        framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
-    )
-    sample_chunks(chunks, n, seed)  # fail fast when the corpus is too small
+    check_at_least("max_retries", request.max_retries, 0)
+    check_at_least("seed", request.seed, 0)
+    check_distinct_outputs({"--out": request.out, "--cache": request.cache})
+    check_outputs(files=[request.out], inputs=calibration_inputs.request_inputs(request))
+    chunks = calibration_inputs.request_chunks(request)
+    sample_chunks(chunks, request.n, request.seed)  # fail fast when the corpus is too small
     model = calibration_inputs.build_llm(
-        framework, llm, temperature=GENERATION_TEMPERATURE, max_tokens=GENERATION_MAX_TOKENS
+        request.framework, request.llm, temperature=GENERATION_TEMPERATURE, max_tokens=GENERATION_MAX_TOKENS
     )
-    examples, report = get_framework(framework).generate_questions(
+    examples, report = get_framework(request.framework).generate_questions(
         chunks,
         model,
-        n,
-        seed=seed,
-        topic=topic,
-        cache=cache,
-        options=QuestionOptions(max_retries=max_retries, max_concurrency=1 if llm == "local" else 4, progress=progress),
+        request.n,
+        seed=request.seed,
+        topic=request.topic,
+        cache=request.cache,
+        options=QuestionOptions(
+            max_retries=request.max_retries,
+            max_concurrency=1 if request.llm == "local" else 4,
+            progress=request.progress,
+        ),
     )
-    with atomic_path(out) as tmp:
+    with atomic_path(request.out) as tmp:
         save_examples(examples, tmp)
     return report

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import calibration_inputs
-from .cli_help import examples
+from .cli_help import examples, request_from
 
 #: A yes/no answer.
 JUDGE_MAX_TOKENS = 4
@@ -39,22 +39,7 @@ def register(sub: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> None:
     report = run_label(
-        LabelRequest(
-            corpus=args.corpus,
-            docs=args.docs,
-            questions=args.questions,
-            out=args.out,
-            budget=args.budget,
-            llm=args.llm,
-            framework=args.framework,
-            retriever=args.retriever,
-            pool_size=args.pool_size,
-            glob=args.glob,
-            chunk_size=args.chunk_size,
-            chunk_overlap=args.chunk_overlap,
-            cache=calibration_inputs.cache_setting(args),
-            progress=not args.quiet,
-        ),
+        request_from(LabelRequest, args, cache=calibration_inputs.cache_setting(args), progress=not args.quiet)
     )
     print(report.summary())
     print(f"wrote {report.n} labelled questions to {args.out}")
@@ -102,10 +87,6 @@ def run_label(request: LabelRequest) -> Any:
     >>> report = run_label(request)  # doctest: +SKIP
     >>> print(report.summary())  # doctest: +SKIP
     """
-    corpus, docs, questions, out = request.corpus, request.docs, request.questions, request.out
-    budget, llm, framework, retriever = request.budget, request.llm, request.framework, request.retriever
-    pool_size, glob, chunk_size = request.pool_size, request.glob, request.chunk_size
-    chunk_overlap, cache, progress = request.chunk_overlap, request.cache, request.progress
     from ..core.errors import CalibrationError
     from ..datasets.examples import save_examples
     from ..frameworks import get_framework
@@ -114,16 +95,17 @@ def run_label(request: LabelRequest) -> Any:
     from .hosts import build_host
     from .input_checks import announce_questions, check_at_least, check_distinct_outputs, check_outputs, read_questions
 
-    if budget < 0:
-        raise CalibrationError(f"--budget must be >= 0, got {budget}.")
-    check_at_least("pool_size", pool_size)
-    check_distinct_outputs({"--out": out, "--cache": cache})
-    check_outputs(files=[out], inputs=[*calibration_inputs.input_files(corpus, docs, glob), questions])
-    question_file = read_questions(questions)
-    examples = list(question_file.examples)
-    chunks = calibration_inputs.load_chunks(
-        framework, corpus, docs, glob=glob, chunk_size=chunk_size, chunk_overlap=chunk_overlap
+    if request.budget < 0:
+        raise CalibrationError(f"--budget must be >= 0, got {request.budget}.")
+    check_at_least("pool_size", request.pool_size)
+    check_distinct_outputs({"--out": request.out, "--cache": request.cache})
+    check_outputs(
+        files=[request.out],
+        inputs=calibration_inputs.request_inputs(request, request.questions),
     )
+    question_file = read_questions(request.questions)
+    examples = list(question_file.examples)
+    chunks = calibration_inputs.request_chunks(request)
     ids = {c.id for c in chunks}
     unknown = sorted({s for ex in examples if (s := ex.metadata.get("source_chunk_id")) and s not in ids})
     if unknown:
@@ -131,18 +113,18 @@ def run_label(request: LabelRequest) -> Any:
             f"{len(unknown)} source chunk id(s) of the questions are not in this corpus, e.g. {unknown[0]!r}; "
             "pass the corpus and --chunk-size/--chunk-overlap used by generate-calibration."
         )
-    bundle = build_host(framework, retriever, chunks, pool_size=pool_size)
-    model = calibration_inputs.build_llm(framework, llm, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
+    bundle = build_host(request.framework, request.retriever, chunks, pool_size=request.pool_size)
+    model = calibration_inputs.build_llm(request.framework, request.llm, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
     announce_questions(question_file)
-    labelled, report = get_framework(framework).label_with_judge(
+    labelled, report = get_framework(request.framework).label_with_judge(
         bundle.host,
         examples,
         model,
-        budget,
-        pool_size=pool_size,
-        cache=cache,
-        options=JudgeOptions(max_concurrency=1 if llm == "local" else 4, progress=progress),
+        request.budget,
+        pool_size=request.pool_size,
+        cache=request.cache,
+        options=JudgeOptions(max_concurrency=1 if request.llm == "local" else 4, progress=request.progress),
     )
-    with atomic_path(out) as tmp:
+    with atomic_path(request.out) as tmp:
         save_examples(labelled, tmp)
     return report

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..frameworks import FRAMEWORKS
 from ..retrieval.serving import ServingOptions
-from .cli_help import examples
+from .cli_help import examples, request_from
 from .levels import GivenStore, add_confidence_level
 
 #: Defaults of the options a ``--calibration`` or ``--resume`` file may fix instead.
@@ -141,30 +141,7 @@ def register(sub: Any) -> None:
 
 
 def _handle(args: argparse.Namespace) -> None:
-    report = run_monitor(
-        MonitorRequest(
-            corpus=args.corpus,
-            qa=args.qa,
-            stream=args.stream,
-            alpha=args.alpha,
-            delta=args.delta,
-            statistic=args.statistic,
-            score=args.score,
-            retriever=args.retriever,
-            fusion=args.fusion,
-            framework=args.framework,
-            pool_size=args.pool_size,
-            seed=args.seed,
-            chunking=not args.no_chunking,
-            chunk_size=args.chunk_size,
-            chunk_overlap=args.chunk_overlap,
-            calibration=args.calibration,
-            resume=args.resume,
-            json_out=args.json_out,
-            save_monitor=args.save_monitor,
-            save_calibration=args.save_calibration,
-        )
-    )
+    report = run_monitor(request_from(MonitorRequest, args, chunking=not args.no_chunking))
     where = "no alarm" if report["alarm_at"] is None else f"ALARM at query {report['alarm_at']}"
     resumed = f" ({report['n_stream_new']} new after {report['n_stream'] - report['n_stream_new']} resumed)"
     print(
@@ -400,51 +377,61 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
     from .report_host import host_spec, rebuild_host
 
     r = request
-    corpus, qa, stream, alpha, delta, statistic = r.corpus, r.qa, r.stream, r.alpha, r.delta, r.statistic
-    score = r.score
-    retriever, framework, pool_size, seed, chunking = r.retriever, r.framework, r.pool_size, r.seed, r.chunking
-    json_out, save_monitor, calibration, resume, fusion = r.json_out, r.save_monitor, r.calibration, r.resume, r.fusion
-    chunk_size, chunk_overlap, save_calibration = r.chunk_size, r.chunk_overlap, r.save_calibration
+    alpha, delta, framework, seed, fusion, save_calibration = (
+        r.alpha,
+        r.delta,
+        r.framework,
+        r.seed,
+        r.fusion,
+        r.save_calibration,
+    )
     if alpha is not None:
         alpha = check_alpha(alpha)
     if delta is not None:
         delta = check_delta(delta)
-    if pool_size is not None:
-        check_at_least("pool_size", pool_size)
+    if r.pool_size is not None:
+        check_at_least("pool_size", r.pool_size)
     if seed is not None:
         check_at_least("seed", seed, 0)
-    if resume is not None and calibration is None:
+    if r.resume is not None and r.calibration is None:
         raise ConformalError(
             "--resume needs --calibration CAL, the calibration the state was made with (monitor --save-monitor "
             "writes it to --save-calibration, by default beside the state as STATE.calibration.json)."
         )
-    if resume is not None and qa is not None:
+    if r.resume is not None and r.qa is not None:
         raise ConformalError("--qa is not used with --resume: the saved state holds the reference; leave --qa out.")
-    if resume is None and qa is None:
+    if r.resume is None and r.qa is None:
         raise ConformalError("--qa is required: its questions are the monitor's reference (unless --resume).")
-    if calibration is not None and save_calibration is not None:
+    if r.calibration is not None and save_calibration is not None:
         raise ConformalError("--save-calibration writes a calibration made here; with --calibration there is none.")
-    if save_calibration is None and save_monitor is not None and calibration is None:
-        save_calibration = Path(save_monitor).with_suffix(".calibration.json")
-    check_distinct_outputs({"--json": json_out, "--save-monitor": save_monitor, "--save-calibration": save_calibration})
-    check_outputs(files=[json_out, save_monitor, save_calibration], inputs=[*corpus, qa, stream, calibration, resume])
-    stream_questions = read_stream(stream)
-    question_file = read_questions(qa, "qa") if qa is not None else None
+    if save_calibration is None and r.save_monitor is not None and r.calibration is None:
+        save_calibration = Path(r.save_monitor).with_suffix(".calibration.json")
+    check_distinct_outputs(
+        {"--json": r.json_out, "--save-monitor": r.save_monitor, "--save-calibration": save_calibration}
+    )
+    check_outputs(
+        files=[r.json_out, r.save_monitor, save_calibration],
+        inputs=[*r.corpus, r.qa, r.stream, r.calibration, r.resume],
+    )
+    stream_questions = read_stream(r.stream)
+    question_file = read_questions(r.qa, "qa") if r.qa is not None else None
 
     monitor = None
     deployed = bundle = None
     labelled: list[Any] = []
-    if calibration is not None:
-        loaded = load_any_calibration(calibration)
+    if r.calibration is not None:
+        loaded = load_any_calibration(r.calibration)
         deployed = loaded.retrieval_stage() if hasattr(loaded, "retrieval_stage") else loaded
         spec = host_spec(deployed)
-        given = {"alpha": alpha, "framework": framework, "retriever": retriever, "pool_size": pool_size}
-        given |= {"score": score, "fusion": fusion}
-        _refuse_disagreeing(given, _deployed_options(deployed, spec, score, fusion), f"--calibration {calibration}")
-        if resume is not None:
-            monitor = ConformalMonitor.load(resume, deployed)
+        given = {"alpha": alpha, "framework": framework, "retriever": r.retriever, "pool_size": r.pool_size}
+        given |= {"score": r.score, "fusion": fusion}
+        _refuse_disagreeing(given, _deployed_options(deployed, spec, r.score, fusion), f"--calibration {r.calibration}")
+        if r.resume is not None:
+            monitor = ConformalMonitor.load(r.resume, deployed)
             stored = {"delta": monitor.delta, "statistic": monitor.statistic, "seed": monitor.seed}
-            _refuse_disagreeing({"delta": delta, "statistic": statistic, "seed": seed}, stored, f"--resume {resume}")
+            _refuse_disagreeing(
+                {"delta": delta, "statistic": r.statistic, "seed": seed}, stored, f"--resume {r.resume}"
+            )
         framework = spec[0]
         reference = [q.question for q in question_file.examples] if question_file is not None else []
     else:
@@ -452,48 +439,48 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
         assert question_file is not None  # refused above when both qa and resume are missing
         labelled = question_file.labelled()  # answerable, each with gold (SQuAD-style or labelled lines)
         if not labelled:
-            raise InputFileError(f"{qa}: no answerable questions to calibrate on.")
+            raise InputFileError(f"{r.qa}: no answerable questions to calibrate on.")
         reference = [q.question for q in question_file.examples]  # every question, answerable or not
         fusion = fusion or DEFAULTS["fusion"]
-        if (retriever or DEFAULTS["retriever"]) == "hybrid" and fusion != "tuned":
+        if (r.retriever or DEFAULTS["retriever"]) == "hybrid" and fusion != "tuned":
             from ..tuning.tuned_calibration import FusionConfig
 
             FusionConfig.parse(fusion)  # a bad value fails here, not after indexing
-    entries = load_corpus(*corpus)
+    entries = load_corpus(*r.corpus)
     if not entries:
         raise InputFileError("The corpus holds no entries.")
-    if chunking:
-        chunked = chunk_corpus(framework, entries, labelled, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    if r.chunking:
+        chunked = chunk_corpus(framework, entries, labelled, chunk_size=r.chunk_size, chunk_overlap=r.chunk_overlap)
         chunks, labelled = list(chunked.chunks), chunked.questions
     else:
         chunks = list(entries)
     client = client or chroma_client()
     reference_note = "every one is in the monitor's reference"
     if deployed is None:
-        check_gold_in_corpus(labelled, {c.id for c in chunks}, qa)
+        check_gold_in_corpus(labelled, {c.id for c in chunks}, r.qa)
         if question_file is not None:
             announce_questions(question_file, reference_note)
         seed = DEFAULTS["seed"] if seed is None else seed
         here = _Here(
-            kind=retriever or DEFAULTS["retriever"],
+            kind=r.retriever or DEFAULTS["retriever"],
             fusion=fusion or DEFAULTS["fusion"],
-            score=score,
+            score=r.score,
             alpha=DEFAULTS["alpha"] if alpha is None else alpha,
-            pool_size=pool_size or DEFAULTS["pool_size"],
+            pool_size=r.pool_size or DEFAULTS["pool_size"],
             seed=seed,
         )
         deployed, bundle = _calibrate_here(framework, chunks, labelled, here, client=client, progress=progress)
         spec = host_spec(deployed)
     if bundle is None:
         bundle = rebuild_host(deployed, spec, chunks, client=client)
-        if calibration is not None and question_file is not None:  # once the host is known to be the calibration's
+        if r.calibration is not None and question_file is not None:  # once the host is known to be the calibration's
             announce_questions(question_file, reference_note)
     if monitor is None:
         pools = [bundle.fetch(q) for q in reference]
         monitor = ConformalMonitor.from_observations(
             deployed,
             pools,
-            statistic=statistic or DEFAULTS["statistic"],
+            statistic=r.statistic or DEFAULTS["statistic"],
             delta=DEFAULTS["delta"] if delta is None else delta,
             seed=DEFAULTS["seed"] if seed is None else seed,
         )
@@ -521,9 +508,9 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
         "retriever": spec[1],
         "n_reference": len(monitor.reference),
         "n_stream_new": monitor.n_stream - n_before,
-        "resumed_from": None if resume is None else str(resume),
-        "calibration_source": "calibrated" if calibration is None else "file",
-        "calibration_file": None if calibration is None else str(calibration),
+        "resumed_from": None if r.resume is None else str(r.resume),
+        "calibration_source": "calibrated" if r.calibration is None else "file",
+        "calibration_file": None if r.calibration is None else str(r.calibration),
         "saved_calibration": None if save_calibration is None else str(save_calibration),
         "fusion": spec[2].key if spec[2] is not None else None,
         "score": deployed.score_family_,
@@ -533,8 +520,8 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
     }
     if save_calibration is not None:
         deployed.save(save_calibration)
-    if save_monitor is not None:
-        monitor.save(save_monitor)
-    if json_out is not None:
-        atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
+    if r.save_monitor is not None:
+        monitor.save(r.save_monitor)
+    if r.json_out is not None:
+        atomic_write_text(r.json_out, json.dumps(report, indent=2) + "\n")
     return report

@@ -76,16 +76,14 @@ def load_any_calibration(path: str | Path) -> Any:
     """
     from ..answer_sets.calibration import AnswerSetCalibration
     from ..retrieval.calibration import RetrievalCalibration
-    from ..storage.jsonio import loads_strict
+    from ..storage.jsonio import loads_strict, naming_file
 
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise CalibrationIntegrityError(f"{path}: not UTF-8 JSON; it is corrupted.") from None
-    try:
+    with naming_file(path):
         data = loads_strict(text)
-    except CalibrationIntegrityError as exc:
-        raise CalibrationIntegrityError(f"{path}: {exc}") from None
     kind = data.get("kind") if isinstance(data, dict) else None
     if isinstance(kind, str) and kind.endswith("answer_set_calibration"):
         return AnswerSetCalibration.load(path)

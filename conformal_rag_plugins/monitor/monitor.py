@@ -68,7 +68,8 @@ from ..retrieval.parent_pools import PARENT_MARK, parent_unit_name
 from ..storage.jsonio import (
     SIGNING_KEY_ENV,
     check_signature,
-    loads_strict,
+    naming_file,
+    read_json,
     resolve_signing_key,
     sign,
     verify,
@@ -780,8 +781,7 @@ class ConformalMonitor:
         FingerprintMismatchError, CalibrationError
             The file belongs to another calibration.
         """
-        version = data.get("schema_version") if isinstance(data, dict) else None
-        verify(data, _KIND, version if version in _READABLE_VERSIONS else MONITOR_SCHEMA_VERSION)
+        version = _verify_state(data)["schema_version"]
         if signing_key is not None:
             _check_monitor_signature(data, resolve_signing_key(signing_key))
         check_fields(MonitorFile, data, "drift monitor")
@@ -861,11 +861,9 @@ class ConformalMonitor:
         --------
         >>> mon = ConformalMonitor.load("monitor.json", cal)  # doctest: +SKIP
         """
-        try:
+        with naming_file(path):
             key = resolve_signing_key(signing_key)
-            return cls.from_dict(_read_state(path), calibration, signing_key=key)
-        except CalibrationIntegrityError as exc:
-            raise CalibrationIntegrityError(f"{path}: {exc}") from None
+            return cls.from_dict(_verify_state(read_json(path)), calibration, signing_key=key)
 
 
 def _unit_mismatch(want: str, got: str) -> str:
@@ -953,13 +951,8 @@ def _check_monitor_signature(data: dict[str, Any], key: bytes | None) -> None:
         ) from None
 
 
-def _read_state(path: str | Path) -> dict[str, Any]:
-    """Read a state file of any readable schema version and check its kind, version and checksum."""
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise CalibrationIntegrityError("not UTF-8 JSON; it is corrupted") from None
-    data = loads_strict(text)
+def _verify_state(data: Any) -> dict[str, Any]:
+    """Check a state's kind, version (any readable one) and checksum."""
     version = data.get("schema_version") if isinstance(data, dict) else None
     return verify(data, _KIND, version if version in _READABLE_VERSIONS else MONITOR_SCHEMA_VERSION)
 

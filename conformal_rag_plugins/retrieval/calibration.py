@@ -16,17 +16,17 @@ from typing import Any
 from ..core.errors import CalibrationIntegrityError, InfiniteThresholdWarning
 from ..core.quantile import conformal_quantile, pac_quantile
 from ..core.validation import check_pool_size
+from ..storage.jsonio import decode_float as _dec
+from ..storage.jsonio import encode_float as _enc
 from ..storage.jsonio import (
-    check_signature,
+    naming_file,
     read_checked,
     resolve_signing_key,
     sign,
-    verify,
+    verify_signed,
     with_checksum,
     write_json,
 )
-from ..storage.jsonio import decode_float as _dec
-from ..storage.jsonio import encode_float as _enc
 from ..storage.schema import RetrievalFile, check_fields, record_problems
 from .fingerprint import Fingerprint
 from .groups import check_groups, groups_payload, threshold_for
@@ -257,9 +257,7 @@ class RetrievalCalibration:
         CalibrationIntegrityError
             Naming every field that is wrong.
         """
-        verify(data, _KIND, _READABLE_VERSIONS)
-        if signing_key is not None:
-            check_signature(data, resolve_signing_key(signing_key))
+        verify_signed(data, _KIND, _READABLE_VERSIONS, signing_key)
         check_fields(RetrievalFile, data, "retrieval calibration")
         try:
             cal = cls(
@@ -325,11 +323,10 @@ class RetrievalCalibration:
         --------
         >>> RetrievalCalibration.load("missing.json")  # doctest: +SKIP
         """
-        try:
-            data = read_checked(path, _KIND, _READABLE_VERSIONS)
-            cal = cls.from_dict(data, signing_key=resolve_signing_key(signing_key))
-        except CalibrationIntegrityError as exc:
-            raise CalibrationIntegrityError(f"{path}: {exc}") from None
+        with naming_file(path):
+            cal = cls.from_dict(
+                read_checked(path, _KIND, _READABLE_VERSIONS), signing_key=resolve_signing_key(signing_key)
+            )
         if expected is not None:
             cal.fingerprint_.check_compatible(expected)
         return cal

@@ -14,6 +14,8 @@ import hmac
 import json
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -158,13 +160,46 @@ def loads_strict(text: str) -> Any:
         raise CalibrationIntegrityError("JSON nested too deeply to read; it is corrupted") from None
 
 
-def read_checked(path: str | Path, kind: str, schema_version: int | tuple[int, ...]) -> dict[str, Any]:
-    """Read and :func:`verify` a calibration file."""
+def verify_signed(
+    data: Any, kind: str, schema_version: int | tuple[int, ...], signing_key: str | bytes | None
+) -> dict[str, Any]:
+    """:func:`verify`, then :func:`check_signature` when ``signing_key`` is given (a file's load-time checks)."""
+    verify(data, kind, schema_version)
+    if signing_key is not None:
+        check_signature(data, resolve_signing_key(signing_key))
+    return data
+
+
+def read_json(path: str | Path) -> Any:
+    """The strictly parsed (:func:`loads_strict`) JSON of a saved file, refused when it is not UTF-8."""
     try:
         text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is fine
     except UnicodeDecodeError:  # binary garbage (or a pickle) is corrupted too, not a codec problem
         raise CalibrationIntegrityError("not UTF-8 JSON; it is corrupted") from None
-    return verify(loads_strict(text), kind, schema_version)
+    return loads_strict(text)
+
+
+def read_checked(path: str | Path, kind: str, schema_version: int | tuple[int, ...]) -> dict[str, Any]:
+    """Read and :func:`verify` a calibration file."""
+    return verify(read_json(path), kind, schema_version)
+
+
+@contextmanager
+def naming_file(path: str | Path) -> Iterator[None]:
+    """Prefix ``path: `` to a :class:`CalibrationIntegrityError` raised inside (what ``load`` methods report).
+
+    Examples
+    --------
+    >>> with naming_file("cal.json"):
+    ...     raise CalibrationIntegrityError("bad checksum")
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.CalibrationIntegrityError: cal.json: bad checksum
+    """
+    try:
+        yield
+    except CalibrationIntegrityError as exc:
+        raise CalibrationIntegrityError(f"{path}: {exc}") from None
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> Path:
