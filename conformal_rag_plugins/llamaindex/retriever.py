@@ -15,7 +15,7 @@ from ..retrieval.served_checks import ServedPoolCheck, check_host
 from ..retrieval.serving import DEFAULT_OPTIONS, ServingMixin, ServingOptions, serving_calibration
 from .fingerprint import fingerprint_of
 from .host import all_ids, resolve_host
-from .node_selection import ordered_nodes, select_nodes, served_dims
+from .node_selection import check_served, ordered_nodes, select_nodes
 from .parent_retrieval import ParentLevel, check_level, resolve_parent_level
 
 
@@ -118,9 +118,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         )
 
     def _served(self, nodes: list[NodeWithScore], query_bundle: QueryBundle) -> list[NodeWithScore]:
-        if self.served_check is not None:
-            ids, scores = [n.node.node_id for n in nodes], [n.score for n in nodes]
-            self.served_check(ids, [s for s in scores if s is not None], dims=served_dims(nodes, query_bundle))
+        check_served(self.served_check, nodes, query_bundle)
         return nodes
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
