@@ -46,15 +46,9 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
     k : int, optional
         Cap the set (LangChain's usual name; ``invoke(q, k=...)`` per call). It cuts the guarantee when it bites.
     options : ServingOptions, optional
-        ``min_k`` (pad small sets, keeps the guarantee) and ``max_k`` (cap the set, as ``k``), the
-        ``group`` of a per-group calibration (``calibrate_retriever(..., group_by=...)``: one retriever
-        per tenant; ``retriever.invoke(q, group="x")`` sets it per call) or a ``group_by`` function of
-        the query string (a group too small or unknown at calibration gets the calibration's
-        ``group_fallback_``; no group, the pooled threshold; the documents say which in
-        ``conformal_group`` and ``conformal_threshold_source``), a drift ``monitor`` (updated with
-        every query's statistic; it must belong to ``calibration``; ``retriever.monitor = ...``
-        attaches one later), and ``check_fingerprint``. See
-        :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
+        ``min_k``/``max_k``, the query's ``group`` (``retriever.invoke(q, group="x")`` per call) or
+        ``group_by``, a drift ``monitor`` (``retriever.monitor = ...`` attaches one later) and
+        ``check_fingerprint``: see :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
     parents, id_key, parent_aggregation : optional
         Small-to-big, as in :func:`calibrate_retriever`: return the *parent* documents (copies) with
         the aggregated score and ``metadata['conformal_chunks']`` (``id``, ``score``, ``text`` of the
@@ -157,13 +151,10 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         return ordered_by_score([d for d, _ in pairs], [s for _, s in pairs], lambda: pool_from_pairs(pairs))
 
     def pool_scores(self, query: str, *, group: str | None = None) -> ServedScores:
-        """The scores the monitor sees for ``query``: the host's pool (parents for small-to-big), best first.
+        """The host's pool scores for ``query`` (parents for small-to-big), best first, as the monitor sees them.
 
-        With the unit and the query's group (``group`` as in ``invoke(query, group=...)``), as
-        :class:`~conformal_rag_plugins.monitor.monitor.ServedScores`. Asked for every reference
-        question, it gives
-        :meth:`~conformal_rag_plugins.monitor.monitor.ConformalMonitor.from_observations`
-        a reference computed exactly like the stream.
+        As the LlamaIndex :meth:`~conformal_rag_plugins.llamaindex.ConformalRetriever.pool_scores`;
+        ``group`` as in ``invoke(query, group=...)``.
 
         Examples
         --------
