@@ -10,21 +10,14 @@ import numpy as np
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from ..core.errors import ConformalError, FingerprintMismatchError
-from ..core.selection import best_first
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.served_checks import ServedPoolCheck
-from ..retrieval.serving import (
-    ServingMixin,
-    ServingOptions,
-    expected_pool_size,
-    refuse_loose_options,
-    serving_calibration,
-)
-from .document_selection import raise_conformal_cause, select_documents
+from ..retrieval.serving import ServingMixin, ServingOptions, check_pool_count, ordered_by_score, serving_calibration
+from .document_selection import select_documents, validated_init
 from .fingerprint import describe_embeddings
 from .host import SCORE_KEY, doc_id
 
@@ -95,6 +88,11 @@ def compressor_fingerprint(base: Fingerprint, embeddings: Embeddings | None) -> 
     return replace(base, embedding_model=name, embedding_dim=dim, score_scale=COMPRESSOR_SCALE)
 
 
+def _refuse_nan() -> None:
+    """Refuse a pool with a missing or NaN score."""
+    raise ConformalError("A document score is missing or NaN (a zero embedding?): cannot apply the threshold.")
+
+
 class ConformalDocumentCompressor(ServingMixin, BaseDocumentCompressor):
     """Keep the calibrated conformal set of the base retriever's documents (replaces ``EmbeddingsFilter``).
 
@@ -132,14 +130,9 @@ class ConformalDocumentCompressor(ServingMixin, BaseDocumentCompressor):
     _served: ServedPoolCheck | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
-        refuse_loose_options(data, "ConformalDocumentCompressor")
         if data.get("calibration") is not None:
             data["calibration"] = serving_calibration(data["calibration"])
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise_conformal_cause(exc)
-            raise
+        validated_init(super().__init__, data, "ConformalDocumentCompressor")
 
     @model_validator(mode="after")
     def _validate(self) -> ConformalDocumentCompressor:
@@ -158,25 +151,18 @@ class ConformalDocumentCompressor(ServingMixin, BaseDocumentCompressor):
         return self
 
     def _select(self, docs: list[Document], scores: np.ndarray, query: str) -> list[Document]:
-        pool = self.calibration.pool_size_
-        if len(docs) > pool:
-            raise ConformalError(
-                f"Received {len(docs)} documents but the calibration used a pool of {pool}: the base retriever's k "
-                f"differs. Use base_retriever=store.as_retriever(search_kwargs={{'k': {pool}}}) or re-calibrate."
-            )
-        if len(docs) < expected_pool_size(self.calibration):
-            raise ConformalError(
-                f"Received {len(docs)} documents but the calibration used a pool of {pool}: either the base "
-                f"retriever's k is smaller than {pool}, or a filter before this compressor already cut the pool. "
-                f"Use search_kwargs={{'k': {pool}}} and put ConformalDocumentCompressor first in a pipeline."
-            )
+        check_pool_count(
+            len(docs),
+            self.calibration,
+            "documents",
+            "the base retriever's k differs. Use base_retriever=store.as_retriever(search_kwargs={{'k': {pool}}}) "
+            "or re-calibrate.",
+            "either the base retriever's k is smaller than {pool}, or a filter before this compressor already cut "
+            "the pool. Use search_kwargs={{'k': {pool}}} and put ConformalDocumentCompressor first in a pipeline.",
+        )
         if self._served is not None:
             self._served([doc_id(d) for d in docs], scores[~np.isnan(scores)])  # a NaN is refused below
-        got = best_first(scores.tolist())
-        if got is None:
-            raise ConformalError("A document score is missing or NaN (a zero embedding?): cannot apply the threshold.")
-        ordered, order = got
-        docs = docs if order is None else [docs[i] for i in order]
+        docs, ordered = ordered_by_score(docs, scores.tolist(), _refuse_nan)
         return select_documents(docs, ordered, self.calibration, self.options, checked=True, query=query)
 
     def compress_documents(

@@ -6,7 +6,7 @@ its kept candidates back into document copies.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from ..core.errors import ConformalError
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.serving import ServingOptions, serve_set
+from ..retrieval.serving import ServingOptions, refuse_loose_options, serve_set
 
 
 def select_documents(
@@ -29,15 +29,9 @@ def select_documents(
 ) -> list[Document]:
     """Keep the documents inside the calibrated threshold, with ``metadata['score']`` and the conformal metadata.
 
-    ``docs`` and ``scores`` are best first; ``checked=True`` when the scores are already known
-    NaN-free and sorted. A set cut by ``options.max_k`` (or a ``+inf`` threshold) warns with
-    :class:`GuaranteeCutWarning` and says so in ``conformal_guaranteed``. With a per-group
-    calibration the query's group (``options.group``, or ``options.group_by(query)``) picks the
-    threshold (a pooled fallback is marked not guaranteed); with a per-chunk-group calibration
-    (``chunk_group_key_``) every document gets the threshold of its own
-    ``metadata[chunk_group_key_]`` (stored in its ``conformal_threshold``); an
-    ``options.monitor`` is updated with the query's scores and the group whose threshold it was
-    served (:func:`~conformal_rag_plugins.retrieval.serving.serve_set`).
+    ``docs`` and ``scores`` are best first (``checked=True``: already known NaN-free and sorted);
+    the decision (groups, ``min_k``/``max_k``, warning, monitor) is
+    :func:`~conformal_rag_plugins.retrieval.serving.serve_set`.
 
     Examples
     --------
@@ -58,6 +52,16 @@ def select_documents(
         merged = dict(doc.metadata) | {"score": score} | meta
         out.append(Document(id=doc.id, page_content=doc.page_content, metadata=merged))
     return out
+
+
+def validated_init(init: Callable[..., None], data: dict[str, Any], what: str) -> None:
+    """Build a pydantic drop-in: refuse loose :class:`ServingOptions` keywords, surface a validator's ConformalError."""
+    refuse_loose_options(data, what)
+    try:
+        init(**data)
+    except ValidationError as exc:
+        raise_conformal_cause(exc)
+        raise
 
 
 def raise_conformal_cause(exc: ValidationError) -> None:

@@ -13,16 +13,16 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from ..core.errors import ConformalError
-from ..core.selection import best_first, check_k_bounds
+from ..core.selection import check_k_bounds
 from ..monitor.monitor import ServedScores
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.groups import check_group_options
 from ..retrieval.served_checks import ServedPoolCheck, check_host
-from ..retrieval.serving import ServingMixin, ServingOptions, refuse_loose_options, serving_calibration
-from .document_selection import raise_conformal_cause, select_documents
+from ..retrieval.serving import ServingMixin, ServingOptions, ordered_by_score, serving_calibration
+from .document_selection import select_documents, validated_init
 from .fingerprint import fingerprint_of
 from .host import afetch_pool, all_ids, doc_id, fetch_pairs, pool_from_pairs
 from .parent_retrieval import ParentHost, parent_host
@@ -46,15 +46,9 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
     k : int, optional
         Cap the set (LangChain's usual name; ``invoke(q, k=...)`` per call). It cuts the guarantee when it bites.
     options : ServingOptions, optional
-        ``min_k`` (pad small sets, keeps the guarantee) and ``max_k`` (cap the set, as ``k``), the
-        ``group`` of a per-group calibration (``calibrate_retriever(..., group_by=...)``: one retriever
-        per tenant; ``retriever.invoke(q, group="x")`` sets it per call) or a ``group_by`` function of
-        the query string (a group too small or unknown at calibration gets the calibration's
-        ``group_fallback_``; no group, the pooled threshold; the documents say which in
-        ``conformal_group`` and ``conformal_threshold_source``), a drift ``monitor`` (updated with
-        every query's statistic; it must belong to ``calibration``; ``retriever.monitor = ...``
-        attaches one later), and ``check_fingerprint``. See
-        :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
+        ``min_k``/``max_k``, the query's ``group`` (``retriever.invoke(q, group="x")`` per call) or
+        ``group_by``, a drift ``monitor`` (``retriever.monitor = ...`` attaches one later) and
+        ``check_fingerprint``: see :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
     parents, id_key, parent_aggregation : optional
         Small-to-big, as in :func:`calibrate_retriever`: return the *parent* documents (copies) with
         the aggregated score and ``metadata['conformal_chunks']`` (``id``, ``score``, ``text`` of the
@@ -84,12 +78,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
     _served: ServedPoolCheck | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
-        refuse_loose_options(data, "ConformalRetriever")
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise_conformal_cause(exc)
-            raise
+        validated_init(super().__init__, data, "ConformalRetriever")
 
     @model_validator(mode="before")
     @classmethod
@@ -158,21 +147,14 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         if self._parent is not None:
             return self._parent.fetch(query, self.calibration.pool_size_, callbacks=callbacks)
         pairs = fetch_pairs(self._host, query, self.calibration.pool_size_, callbacks=callbacks)
-        got = best_first([s for _, s in pairs])
-        if got is None:
-            pool_from_pairs(pairs)  # raises the CalibrationError naming the missing or NaN score
-            raise AssertionError("unreachable")
-        scores, order = got
-        return ([d for d, _ in pairs] if order is None else [pairs[i][0] for i in order]), scores
+        # a missing or NaN score: pool_from_pairs raises the CalibrationError naming it
+        return ordered_by_score([d for d, _ in pairs], [s for _, s in pairs], lambda: pool_from_pairs(pairs))
 
     def pool_scores(self, query: str, *, group: str | None = None) -> ServedScores:
-        """The scores the monitor sees for ``query``: the host's pool (parents for small-to-big), best first.
+        """The host's pool scores for ``query`` (parents for small-to-big), best first, as the monitor sees them.
 
-        With the unit and the query's group (``group`` as in ``invoke(query, group=...)``), as
-        :class:`~conformal_rag_plugins.monitor.monitor.ServedScores`. Asked for every reference
-        question, it gives
-        :meth:`~conformal_rag_plugins.monitor.monitor.ConformalMonitor.from_observations`
-        a reference computed exactly like the stream.
+        As the LlamaIndex :meth:`~conformal_rag_plugins.llamaindex.ConformalRetriever.pool_scores`;
+        ``group`` as in ``invoke(query, group=...)``.
 
         Examples
         --------

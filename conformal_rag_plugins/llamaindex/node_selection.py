@@ -6,14 +6,15 @@ nodes into its best-first scores and metadata, and its kept candidates back into
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..core.selection import best_first
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.serving import ServingOptions, serve_set
+from ..retrieval.served_checks import ServedPoolCheck
+from ..retrieval.serving import ServingOptions, ordered_by_score, serve_set
 from .host import pool_from_nodes
 
 _EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
@@ -27,17 +28,25 @@ def served_dims(nodes: list[NodeWithScore], query_bundle: QueryBundle | None) ->
 
 
 def ordered_nodes(nodes: list[NodeWithScore]) -> tuple[list[NodeWithScore], np.ndarray]:
-    """Nodes best first (stable) and their scores, as :func:`pool_from_nodes` orders them.
+    """Nodes best first (stable) and their scores; a missing or NaN score raises :func:`pool_from_nodes`'s error."""
+    return ordered_by_score(nodes, [n.score for n in nodes], lambda: pool_from_nodes(nodes))
 
-    Only the scores are read: the texts a :class:`CandidatePool` carries are for calibration.
-    Missing or NaN scores go through :func:`pool_from_nodes` for its error.
-    """
-    got = best_first([n.score for n in nodes])
-    if got is None:
-        pool_from_nodes(nodes)  # raises the CalibrationError naming the missing or NaN score
-        raise AssertionError("unreachable")
-    scores, order = got
-    return (list(nodes) if order is None else [nodes[i] for i in order]), scores
+
+def check_served(check: ServedPoolCheck | None, nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> None:
+    """Run a drop-in's per-query :class:`ServedPoolCheck` (if any) on the nodes' ids, scores and embeddings."""
+    if check is not None:
+        scores = [n.score for n in nodes if n.score is not None]
+        check([n.node.node_id for n in nodes], scores, dims=served_dims(nodes, query_bundle), stacklevel=5)
+
+
+def hidden_copy(node: Any, metadata: dict[str, Any], hidden: Sequence[str]) -> Any:
+    """A copy of ``node`` with ``metadata``, and ``hidden`` keys excluded from what the LLM and embedder see."""
+    update: dict[str, Any] = {"metadata": metadata}
+    for attr in _EXCLUDED_ATTRS:
+        keys = list(getattr(node, attr, []) or [])
+        update[attr] = keys + [k for k in hidden if k not in keys]
+    # model_copy(update=...) sets the fields without re-validating each assignment
+    return node.model_copy(update=update)
 
 
 def select_nodes(
@@ -50,15 +59,9 @@ def select_nodes(
 ) -> list[NodeWithScore]:
     """Keep the nodes inside the calibrated threshold, best first, with the conformal metadata.
 
-    The metadata keys (:data:`CONFORMAL_METADATA_KEYS`, and the group keys of a per-group
-    calibration) are excluded from what the LLM and the embedding model see. A set cut by
-    ``options.max_k`` (or a ``+inf`` threshold) warns with :class:`GuaranteeCutWarning` and says so in
-    ``conformal_guaranteed``. With a per-group calibration the query's group (``options.group``, or
-    ``options.group_by(query)``) picks the threshold (a pooled fallback is marked not guaranteed); with
-    a per-chunk-group calibration (``chunk_group_key_``) every node gets the threshold of its
-    own ``metadata[chunk_group_key_]`` (stored in its ``conformal_threshold``); an
-    ``options.monitor`` is updated with the query's scores and the group whose threshold it was served
-    (:func:`~conformal_rag_plugins.retrieval.serving.serve_set`).
+    The decision (groups, ``min_k``/``max_k``, warning, monitor) is
+    :func:`~conformal_rag_plugins.retrieval.serving.serve_set`; the metadata keys it returns are
+    excluded from what the LLM and the embedding model see.
 
     Examples
     --------
@@ -79,10 +82,6 @@ def select_nodes(
     out = []
     for i, score, meta in served.kept:
         node = ordered[i].node
-        update: dict[str, Any] = {"metadata": dict(node.metadata) | {"conformal_score": score} | meta}
-        for attr in _EXCLUDED_ATTRS:
-            keys = list(getattr(node, attr, []) or [])
-            update[attr] = keys + [k for k in served.hidden if k not in keys]
-        # model_copy(update=...) sets the fields without re-validating each assignment
-        out.append(NodeWithScore(node=node.model_copy(update=update), score=score))
+        metadata = dict(node.metadata) | {"conformal_score": score} | meta
+        out.append(NodeWithScore(node=hidden_copy(node, metadata, served.hidden), score=score))
     return out

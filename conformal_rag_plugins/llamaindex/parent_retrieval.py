@@ -19,7 +19,7 @@ The statistics are the framework-free :func:`~conformal_rag_plugins.retrieval.pa
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -41,8 +41,7 @@ from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
 from ..retrieval.serving import CHUNKS_METADATA_KEY, parent_chunk_lists
 from .fingerprint import fingerprint_of
 from .host import _index_of, existing_ids, pool_from_nodes
-
-_EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
+from .node_selection import hidden_copy
 
 
 def chunk_parent_id(node: BaseNode) -> str | None:
@@ -154,11 +153,8 @@ class ParentLevel:
         for pid, score, listed in zip(found.pool.ids, found.pool.scores, lists, strict=True):
             parent = self.get(str(pid))
             assert parent is not None  # to_parent_pool raised for a parent missing from the store
-            update: dict[str, Any] = {"metadata": dict(parent.metadata) | {CHUNKS_METADATA_KEY: listed}}
-            for attr in _EXCLUDED_ATTRS:
-                keys = list(getattr(parent, attr, []) or [])
-                update[attr] = keys if CHUNKS_METADATA_KEY in keys else [*keys, CHUNKS_METADATA_KEY]
-            out.append(NodeWithScore(node=parent.model_copy(update=update), score=float(score)))
+            copy = hidden_copy(parent, dict(parent.metadata) | {CHUNKS_METADATA_KEY: listed}, (CHUNKS_METADATA_KEY,))
+            out.append(NodeWithScore(node=copy, score=float(score)))
         return out
 
     def lift_gold(
@@ -187,11 +183,7 @@ class ParentLevel:
         by_source = self._parents_by_source() if unresolved else {}
         expand |= {g: by_source[g] for g in unresolved if g in by_source}
         check_gold_ids(examples, set(parent_of) | set(expand))
-        out = []
-        for ex in lift_gold_to_parents(examples, parent_of):
-            ids = tuple(dict.fromkeys(p for g in ex.gold_ids for p in expand.get(g, [g])))
-            out.append(ex if ids == tuple(ex.gold_ids) else replace(ex, gold_ids=ids))
-        return out
+        return lift_gold_to_parents(examples, parent_of, expand)
 
     def _children(self, node: BaseNode) -> list[BaseNode]:
         return [c for info in node.child_nodes or [] if (c := self.get(info.node_id)) is not None]

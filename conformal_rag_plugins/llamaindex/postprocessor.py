@@ -15,13 +15,13 @@ from ..retrieval.served_checks import ServedPoolCheck, check_host
 from ..retrieval.serving import (
     ServingMixin,
     ServingOptions,
-    expected_pool_size,
+    check_pool_count,
     refuse_loose_options,
     serving_calibration,
 )
 from .fingerprint import fingerprint_of
 from .host import all_ids, resolve_host
-from .node_selection import select_nodes, served_dims
+from .node_selection import check_served, select_nodes
 
 
 class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
@@ -66,7 +66,6 @@ class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
 
     calibration: Any = Field(description="RetrievalCalibration (or an end-to-end calibration's retrieval stage).")
     options: ServingOptions = Field(default_factory=ServingOptions, exclude=True)
-    _expected: int = PrivateAttr()
     _served: ServedPoolCheck | None = PrivateAttr(default=None)
 
     def __init__(
@@ -101,44 +100,36 @@ class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
         elif options.check_fingerprint:
             _check_settings_model(calibration)
             self._served = ServedPoolCheck(calibration, "ConformalNodePostprocessor")
-        self._expected = expected_pool_size(calibration)
 
     @classmethod
     def class_name(cls) -> str:
         return "ConformalNodePostprocessor"
 
     def _check_pool(self, nodes: list[NodeWithScore]) -> None:
-        pool = self.calibration.pool_size_
         for n in nodes:
             if n.score is None or (isinstance(n.score, float) and math.isnan(n.score)):
                 raise ConformalError(
                     f"Node {n.node.node_id!r} has no score ({n.score!r}): ConformalNodePostprocessor needs the "
                     "retriever's scores. Put it before postprocessors that drop or replace scores."
                 )
-        if len(nodes) > pool:
-            raise ConformalError(
-                f"Received {len(nodes)} nodes but the calibration used a pool of {pool}: the retriever's top-k "
-                f"differs from the calibration. Query with similarity_top_k={pool} "
-                f"(index.as_query_engine(similarity_top_k={pool}, ...)) or re-calibrate with pool_size={len(nodes)}."
-            )
-        if len(nodes) < self._expected:
-            raise ConformalError(
-                f"Received {len(nodes)} nodes but the calibration used a pool of {pool}: either the retriever's "
-                f"similarity_top_k is smaller than {pool}, or an earlier node postprocessor already cut the pool "
-                "(a SimilarityPostprocessor, keyword or date filter placed before this one). Query with "
-                f"similarity_top_k={pool} and put ConformalNodePostprocessor first in node_postprocessors; the "
-                "coverage guarantee holds only for the whole calibrated pool."
-            )
+        check_pool_count(
+            len(nodes),
+            self.calibration,
+            "nodes",
+            "the retriever's top-k differs from the calibration. Query with similarity_top_k={pool} "
+            "(index.as_query_engine(similarity_top_k={pool}, ...)) or re-calibrate with pool_size={n}.",
+            "either the retriever's similarity_top_k is smaller than {pool}, or an earlier node postprocessor "
+            "already cut the pool (a SimilarityPostprocessor, keyword or date filter placed before this one). Query "
+            "with similarity_top_k={pool} and put ConformalNodePostprocessor first in node_postprocessors; the "
+            "coverage guarantee holds only for the whole calibrated pool.",
+        )
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         nodes = list(nodes)
         self._check_pool(nodes)
-        if self._served is not None:
-            self._served(
-                [n.node.node_id for n in nodes], [n.score for n in nodes], dims=served_dims(nodes, query_bundle)
-            )
+        check_served(self._served, nodes, query_bundle)
         query = query_bundle.query_str if query_bundle is not None else ""
         return select_nodes(nodes, self.calibration, self.options, query=query)
 

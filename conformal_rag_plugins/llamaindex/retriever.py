@@ -15,7 +15,7 @@ from ..retrieval.served_checks import ServedPoolCheck, check_host
 from ..retrieval.serving import DEFAULT_OPTIONS, ServingMixin, ServingOptions, serving_calibration
 from .fingerprint import fingerprint_of
 from .host import all_ids, resolve_host
-from .node_selection import ordered_nodes, select_nodes, served_dims
+from .node_selection import check_served, ordered_nodes, select_nodes
 from .parent_retrieval import ParentLevel, check_level, resolve_parent_level
 
 
@@ -34,13 +34,9 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
     retriever : BaseRetriever, optional
         The host (e.g. a ``QueryFusionRetriever``); pass ``index`` or ``retriever``.
     options : ServingOptions, optional
-        ``min_k``/``max_k`` (pad the set, or cut it and lose the guarantee), the query's
-        ``group`` or ``group_by`` function for a per-group calibration (a group too small or
-        unknown at calibration gets the calibration's ``group_fallback_``; no group, the pooled
-        threshold; the nodes say which in ``conformal_group`` and ``conformal_threshold_source``),
-        a drift ``monitor`` (updated with every query's statistic; it must belong to
-        ``calibration``; ``retriever.monitor = ...`` attaches one later), and
-        ``check_fingerprint``. See :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
+        ``min_k``/``max_k``, the query's ``group`` or ``group_by``, a drift ``monitor``
+        (``retriever.monitor = ...`` attaches one later) and ``check_fingerprint``: see
+        :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
     parents : docstore, StorageContext, mapping or list of nodes, optional
         Small-to-big: return copies of the chunks' parents (as in ``calibrate_retriever``), each
         scored from its chunks, with ``metadata["conformal_chunks"]`` (``{"id", "score", "text"}``
@@ -94,12 +90,10 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         return select_nodes(nodes, self.calibration, self.options, query=query)
 
     def pool_scores(self, query: str | QueryBundle) -> ServedScores:
-        """The scores the monitor sees for ``query``: the host's pool (parents for small-to-big), best first.
+        """The host's pool scores for ``query`` (parents for small-to-big), best first, as the monitor sees them.
 
-        With the unit and the query's group, as :class:`~conformal_rag_plugins.monitor.monitor.ServedScores`.
-        Asked for every reference question, it gives
-        :meth:`~conformal_rag_plugins.monitor.monitor.ConformalMonitor.from_observations`
-        a reference computed exactly like the stream.
+        A :class:`~conformal_rag_plugins.monitor.monitor.ServedScores` (with the unit and the query's group):
+        the reference of :meth:`~conformal_rag_plugins.monitor.monitor.ConformalMonitor.from_observations`.
 
         Examples
         --------
@@ -118,9 +112,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         )
 
     def _served(self, nodes: list[NodeWithScore], query_bundle: QueryBundle) -> list[NodeWithScore]:
-        if self.served_check is not None:
-            ids, scores = [n.node.node_id for n in nodes], [n.score for n in nodes]
-            self.served_check(ids, [s for s in scores if s is not None], dims=served_dims(nodes, query_bundle))
+        check_served(self.served_check, nodes, query_bundle)
         return nodes
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

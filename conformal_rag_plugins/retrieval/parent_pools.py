@@ -124,19 +124,25 @@ def parent_fingerprint(chunk_host: Fingerprint, how: str) -> Fingerprint:
 
 
 def lift_gold_to_parents(
-    examples: Sequence[CalibrationExample], parent_of: Mapping[str, str | None] | Callable[[str], str | None]
+    examples: Sequence[CalibrationExample],
+    parent_of: Mapping[str, str | None] | Callable[[str], str | None],
+    expand: Mapping[str, Sequence[str]] | None = None,
 ) -> list[CalibrationExample]:
     """Replace chunk gold ids by their parents' ids (ids that are not chunks are kept, e.g. parent ids).
 
+    ``expand`` maps an id above the parent level (a document, a hierarchy's root) to the parents under it.
+
     Examples
     --------
-    >>> ex = CalibrationExample("Who?", gold_ids=("A::chunk1", "B"))
-    >>> lift_gold_to_parents([ex], {"A::chunk1": "A"})[0].gold_ids
-    ('A', 'B')
+    >>> ex = CalibrationExample("Who?", gold_ids=("A::chunk1", "B", "D"))
+    >>> lift_gold_to_parents([ex], {"A::chunk1": "A"}, {"D": ["D1", "A"]})[0].gold_ids
+    ('A', 'B', 'D1')
     """
     lookup = parent_of.get if isinstance(parent_of, Mapping) else parent_of
+    more = expand or {}
     out = []
     for ex in examples:
-        ids = tuple(dict.fromkeys((lookup(g) or g) for g in ex.gold_ids))
+        lifted = ((lookup(g) or g) for g in ex.gold_ids)
+        ids = tuple(dict.fromkeys(p for g in lifted for p in more.get(g, (g,))))
         out.append(ex if ids == tuple(ex.gold_ids) else replace(ex, gold_ids=ids))
     return out

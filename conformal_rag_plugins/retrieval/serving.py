@@ -24,12 +24,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..core.errors import ConformalError, GuaranteeCutWarning
-from ..core.selection import SetDecision, check_k_bounds, conformal_metadata, decide_set
+from ..core.selection import SetDecision, best_first, check_k_bounds, conformal_metadata, decide_set
 from .groups import GROUP_METADATA_KEYS, check_group_options, chunk_set, mark_group_fallback, query_threshold
 
 #: The metadata keys every returned candidate gets (hidden from the LLM in LlamaIndex).
@@ -45,6 +45,8 @@ CONFORMAL_METADATA_KEYS = (
 
 #: Metadata key of a returned parent (small-to-big) listing the chunks that scored it, best first.
 CHUNKS_METADATA_KEY = "conformal_chunks"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -308,3 +310,42 @@ def parent_chunk_lists(
     [{'id': 'a1', 'score': 0.9, 'text': 'x'}, {'id': 'a2', 'score': 0.7, 'text': 'z'}]
     """
     return [[{"id": ids[i], "score": float(scores[i]), "text": texts[i]} for i in chunks] for chunks in members]
+
+
+def ordered_by_score(
+    items: Sequence[T], scores: Sequence[float | None], refuse: Callable[[], object]
+) -> tuple[list[T], np.ndarray]:
+    """``items`` best first (stable) and their scores; ``refuse()`` raises the adapter's error for a missing/NaN score.
+
+    Examples
+    --------
+    >>> ordered_by_score(["a", "b"], [0.5, 0.9], lambda: None)[0]
+    ['b', 'a']
+    """
+    got = best_first(scores)
+    if got is None:
+        refuse()
+        raise AssertionError("unreachable")
+    ordered, order = got
+    return (list(items) if order is None else [items[i] for i in order]), ordered
+
+
+def check_pool_count(received: int, calibration: Any, unit: str, too_many: str, too_few: str) -> None:
+    """Refuse a postprocessor's or compressor's pool larger than the calibrated one, or smaller than expected.
+
+    ``too_many``/``too_few`` end the message (``str.format`` with ``n`` and ``pool``), after
+    ``"Received {n} {unit} but the calibration used a pool of {pool}: "``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> check_pool_count(3, SimpleNamespace(pool_size_=2, corpus_=None), "nodes", "use k={pool}.", "")
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: Received 3 nodes but the calibration used a pool of 2: use k=2.
+    """
+    pool = calibration.pool_size_
+    end = too_many if received > pool else too_few if received < expected_pool_size(calibration) else None
+    if end is not None:
+        start = f"Received {received} {unit} but the calibration used a pool of {pool}: "
+        raise ConformalError(start + end.format(n=received, pool=pool))
