@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
-from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
-from langchain_core.runnables.config import patch_config
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
-from ..answer_sets.adaptive_context import AdaptiveResult, aadaptive_answer, approx_token_count
+from ..answer_sets.adaptive_context import AdaptiveResult, approx_token_count
 from ..answer_sets.options import AdaptiveSchedule, SamplingOptions, reject_moved_keywords
 from ..answer_sets.sample_record import Sample
-from ..runtime.run_sync import run_sync
+from ..answer_sets.synthesis import aadaptive_from_sampler, best_first, single_call_sampler
 from .answer_sampler import LangChainSampler
 from .host import doc_id
-from .synthesizer import ConformalAnswerSetSynthesizer
+from .synthesizer import ChainRun, ConformalAnswerSetSynthesizer
 
 
 def _parse(value: Any) -> tuple[str, list[Document]]:
@@ -31,20 +27,13 @@ def _parse(value: Any) -> tuple[str, list[Document]]:
     return question, [d if isinstance(d, Document) else Document(page_content=str(d)) for d in docs]
 
 
-def _ordered(docs: Sequence[Document]) -> list[Document]:
-    """Best first: a stable sort by ``metadata["score"]`` when every document has one, else input order."""
-    if all("score" in d.metadata for d in docs):
-        return sorted(docs, key=lambda d: -float(d.metadata["score"]))
-    return list(docs)
-
-
 def _own_tokenizer(model: BaseLanguageModel) -> bool:
     """Whether the model counts tokens with its own tokenizer (the default downloads GPT-2's)."""
     overridden = type(model).get_num_tokens is not BaseLanguageModel.get_num_tokens
     return overridden or getattr(model, "custom_get_token_ids", None) is not None
 
 
-class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveResult]):
+class AdaptiveContextSynthesizer(ChainRun, RunnableSerializable[dict[str, Any], AdaptiveResult]):
     """Adaptive RAG over the conformal set as an LCEL Runnable: 1, 2, 4, ... top documents until the LLM answers.
 
     Input ``{"question": str, "documents": list[Document]}`` (``"context"`` is accepted too, as
@@ -112,12 +101,8 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
     def _setup(self) -> AdaptiveContextSynthesizer:
         self.sampling = self.sampling or SamplingOptions()
         self.schedule = self.schedule or AdaptiveSchedule()
-        self._sampler = LangChainSampler.with_options(
-            self.llm,
-            replace(self.sampling, max_concurrency=1),
-            n_samples=1,
-            completion_prompt=self.completion_prompt,
-            chat_prompt=self.chat_prompt,
+        self._sampler = single_call_sampler(
+            LangChainSampler, self.llm, self.sampling, self.completion_prompt, self.chat_prompt
         )
         return self
 
@@ -136,37 +121,15 @@ class AdaptiveContextSynthesizer(RunnableSerializable[dict[str, Any], AdaptiveRe
         return approx_token_count(prompt), approx_token_count(sample.text), "approximate"
 
     async def _build(self, value: dict[str, Any], child: RunnableConfig) -> AdaptiveResult:
+        """One call per round (:func:`~conformal_rag_plugins.answer_sets.synthesis.aadaptive_from_sampler`)."""
         question, docs = _parse(value)
-        ordered = _ordered(docs)
-
-        async def complete(context: str) -> Sample:
-            return (await self._sampler.asample(question, context, config=child))[0]
-
-        return await aadaptive_answer(
+        ordered = best_first(docs, lambda d: "score" in d.metadata, lambda d: d.metadata["score"])
+        return await aadaptive_from_sampler(
+            self._sampler,
             question,
             [d.page_content for d in ordered],
-            complete,
+            [doc_id(d) or f"doc-{i}" for i, d in enumerate(ordered)],
             schedule=self.schedule,
-            chunk_ids=[doc_id(d) or f"doc-{i}" for i, d in enumerate(ordered)],
             estimate=lambda context, sample: self._estimate(question, context, sample),
+            config=child,
         )
-
-    async def _arun(
-        self, value: dict[str, Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
-    ) -> AdaptiveResult:
-        return await self._build(value, patch_config(config, callbacks=run_manager.get_child()))
-
-    def _run(
-        self, value: dict[str, Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig
-    ) -> AdaptiveResult:
-        return run_sync(self._build(value, patch_config(config, callbacks=run_manager.get_child())))
-
-    async def ainvoke(
-        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
-    ) -> AdaptiveResult:
-        """Adaptive answer for one question and its conformal set."""
-        return await self._acall_with_config(self._arun, input, config, run_type="chain")
-
-    def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AdaptiveResult:
-        """Sync :meth:`ainvoke`."""
-        return self._call_with_config(self._run, input, config, run_type="chain")

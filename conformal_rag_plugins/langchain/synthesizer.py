@@ -16,14 +16,12 @@ from ..answer_sets.calibration import AnswerSetCalibration
 from ..answer_sets.engine import (
     AnswerSetResult,
     ChunkInput,
-    abuild_answer_set,
     check_synthesizer_calibration,
     chunks_from_metadata,
     query_sampling,
 )
-from ..answer_sets.identity import live_generator
 from ..answer_sets.options import SamplingOptions, reject_moved_keywords
-from ..answer_sets.sample_record import Sample
+from ..answer_sets.synthesis import asynthesize_answer_set
 from ..core.errors import ConformalError
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LangChainSampler, embedder_identity
@@ -36,7 +34,33 @@ def _chunks(docs: Sequence[Document], calibration: AnswerSetCalibration) -> tupl
     )
 
 
-class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerSetResult]):
+class ChainRun:
+    """Mixin (before ``RunnableSerializable``): ``ainvoke``/``invoke`` run ``_build`` as a chain run.
+
+    The model calls get the run's child callbacks, so they nest under it in tracers.
+    """
+
+    async def _build(self, value: dict[str, Any], child: RunnableConfig) -> Any:
+        raise NotImplementedError
+
+    async def _arun(
+        self, value: dict[str, Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+    ) -> Any:
+        return await self._build(value, patch_config(config, callbacks=run_manager.get_child()))
+
+    def _run(self, value: dict[str, Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> Any:
+        return run_sync(self._build(value, patch_config(config, callbacks=run_manager.get_child())))
+
+    async def ainvoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """The output for one input, as a chain run (the model calls are its child runs)."""
+        return await self._acall_with_config(self._arun, input, config, run_type="chain")  # type: ignore[attr-defined]
+
+    def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Sync :meth:`ainvoke`."""
+        return self._call_with_config(self._run, input, config, run_type="chain")  # type: ignore[attr-defined]
+
+
+class ConformalAnswerSetSynthesizer(ChainRun, RunnableSerializable[dict[str, Any], AnswerSetResult]):
     """Runnable answer-set synthesizer for LCEL, after ``ConformalRetriever``.
 
     Input ``{"question": str, "context": list[Document]}``; output an
@@ -108,46 +132,12 @@ class ConformalAnswerSetSynthesizer(RunnableSerializable[dict[str, Any], AnswerS
             raise ConformalError('Input must be {"question": str, "context": list[Document]}.')
         return str(value["question"]), list(value.get("context") or [])
 
-    async def _arun(
-        self, value: dict[str, Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
-    ) -> AnswerSetResult:
-        return await self._build(value, patch_config(config, callbacks=run_manager.get_child()))
-
-    def _run(
-        self, value: dict[str, Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig
-    ) -> AnswerSetResult:
-        return run_sync(self._build(value, patch_config(config, callbacks=run_manager.get_child())))
-
-    def _describe_embeddings(self) -> dict[str, Any] | None:
-        if not self._embedding_identity:  # one probe call, once
-            self._embedding_identity.append(embedder_identity(self.embeddings))
-        return self._embedding_identity[0]
-
     async def _build(self, value: dict[str, Any], child: RunnableConfig) -> AnswerSetResult:
+        """The answer set (:func:`~conformal_rag_plugins.answer_sets.synthesis.asynthesize_answer_set`)."""
         question, docs = self._parse(value)
         chunks, cut_reason = _chunks(docs, self.calibration)
-        generator = live_generator(self._sampler.identity(), self.calibration.clustering_, self._describe_embeddings)
-
-        async def sample(q: str, context: str) -> list[Sample]:
-            return await self._sampler.asample(q, context, config=child)
-
-        return await abuild_answer_set(
-            self.calibration,
-            question,
-            chunks,
-            sample,
-            equivalence=self.equivalence,
-            embed=self.embeddings.embed_documents if self.embeddings is not None else None,
-            cut_reason=cut_reason,
-            generator=generator,
-        )
-
-    async def ainvoke(
-        self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
-    ) -> AnswerSetResult:
-        """Answer set for one question (a chain run; the model calls are its child runs)."""
-        return await self._acall_with_config(self._arun, input, config, run_type="chain")
-
-    def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AnswerSetResult:
-        """Sync :meth:`ainvoke`."""
-        return self._call_with_config(self._run, input, config, run_type="chain")
+        return await asynthesize_answer_set(
+            self.calibration, self._sampler, question, chunks, cut_reason=cut_reason, equivalence=self.equivalence,
+            embedder=self.embeddings, embed_method="embed_documents", describe=embedder_identity,
+            described=self._embedding_identity, config=child,
+        )  # fmt: skip

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from llama_index.core.base.llms.base import BaseLLM
@@ -12,19 +11,12 @@ from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
-from ..answer_sets.adaptive_context import AdaptiveResult, aadaptive_answer, approx_token_count
+from ..answer_sets.adaptive_context import AdaptiveResult, approx_token_count
 from ..answer_sets.options import AdaptiveSchedule, SamplingOptions, reject_moved_keywords
 from ..answer_sets.sample_record import Sample
-from ..runtime.run_sync import run_sync
+from ..answer_sets.synthesis import aadaptive_from_sampler, best_first, single_call_sampler
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts
 from .traced_synthesis import TracedSynthesis
-
-
-def _ordered(nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
-    """Best first: a stable sort by score when every node has one, else the retriever's order."""
-    if all(n.score is not None for n in nodes):
-        return sorted(nodes, key=lambda n: -float(n.score))  # type: ignore[arg-type]
-    return list(nodes)
 
 
 class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesizer):
@@ -96,13 +88,7 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
         super().__init__(llm=llm, **kwargs)
         self.sampling = sampling or SamplingOptions()
         self.schedule = schedule or AdaptiveSchedule()  # checked when it is made
-        self.sampler = LlamaIndexSampler.with_options(
-            llm,
-            replace(self.sampling, max_concurrency=1),
-            n_samples=1,
-            completion_prompt=completion_prompt,
-            chat_prompt=chat_prompt,
-        )
+        self.sampler = single_call_sampler(LlamaIndexSampler, llm, self.sampling, completion_prompt, chat_prompt)
 
     def _prompt_text(self, question: str, context: str) -> str:
         if self.sampler.is_chat:
@@ -111,27 +97,21 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
         return self.sampler.completion_prompt.format(context=context, question=question)
 
     async def _aresult(self, question: str, texts: Sequence[str], ids: Sequence[str]) -> AdaptiveResult:
-        async def complete(context: str) -> Sample:
-            return (await self.sampler.asample(question, context))[0]
+        """One call per round (:func:`~conformal_rag_plugins.answer_sets.synthesis.aadaptive_from_sampler`)."""
 
         def estimate(context: str, sample: Sample) -> tuple[int, int, str]:
             prompt = self._prompt_text(question, context)
             return approx_token_count(prompt), approx_token_count(sample.text), "approximate"
 
-        return await aadaptive_answer(
-            question,
-            texts,
-            complete,
-            schedule=self.schedule,
-            chunk_ids=ids,
-            estimate=estimate,
+        return await aadaptive_from_sampler(
+            self.sampler, question, texts, ids, schedule=self.schedule, estimate=estimate
         )
 
     async def _abuild(
         self, query_str: str, nodes: list[NodeWithScore], additional_source_nodes: list[NodeWithScore]
     ) -> Response:
         """Answer ``query_str`` from ``nodes`` (best first by score) with a growing context; empty -> abstain."""
-        ordered = _ordered(nodes)
+        ordered = best_first(nodes, lambda n: n.score is not None, lambda n: n.score)  # else the retriever's order
         texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in ordered]
         result = await self._aresult(query_str, texts, [n.node.node_id for n in ordered])
         meta = result.to_dict()
@@ -143,7 +123,3 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
         """Answer from raw text chunks taken as already in score order (best first)."""
         ids = [f"chunk-{i}" for i in range(len(text_chunks))]
         return (await self._aresult(query_str, list(text_chunks), ids)).answer
-
-    def get_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
-        """Sync :meth:`aget_response`."""
-        return run_sync(self.aget_response(query_str, text_chunks, **response_kwargs))

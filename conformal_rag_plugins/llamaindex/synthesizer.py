@@ -15,14 +15,12 @@ from ..answer_sets.calibration import AnswerSetCalibration
 from ..answer_sets.engine import (
     AnswerSetResult,
     ChunkInput,
-    abuild_answer_set,
     check_synthesizer_calibration,
     chunks_from_metadata,
     query_sampling,
 )
-from ..answer_sets.identity import live_generator
 from ..answer_sets.options import SamplingOptions, reject_moved_keywords
-from ..runtime.run_sync import run_sync
+from ..answer_sets.synthesis import asynthesize_answer_set
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts, embedder_identity
 from .traced_synthesis import TracedSynthesis
 
@@ -110,23 +108,13 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
             llm, self.sampling, completion_prompt=completion_prompt, chat_prompt=chat_prompt
         )
 
-    def _describe_embedder(self) -> dict[str, Any] | None:
-        if not self._embedding_identity:
-            self._embedding_identity.append(embedder_identity(self.embed_model))
-        return self._embedding_identity[0]
-
     async def _aresult(self, query_str: str, chunks: list[ChunkInput], cut_reason: str = "") -> AnswerSetResult:
-        generator = live_generator(self.sampler.identity(), self.calibration.clustering_, self._describe_embedder)
-        return await abuild_answer_set(
-            self.calibration,
-            query_str,
-            chunks,
-            self.sampler.asample,
-            equivalence=self.equivalence,
-            embed=self.embed_model.get_text_embedding_batch if self.embed_model is not None else None,
-            cut_reason=cut_reason,
-            generator=generator,
-        )
+        """The answer set (:func:`~conformal_rag_plugins.answer_sets.synthesis.asynthesize_answer_set`)."""
+        return await asynthesize_answer_set(
+            self.calibration, self.sampler, query_str, chunks, cut_reason=cut_reason, equivalence=self.equivalence,
+            embedder=self.embed_model, embed_method="get_text_embedding_batch", describe=embedder_identity,
+            described=self._embedding_identity,
+        )  # fmt: skip
 
     def _response(self, result: AnswerSetResult, nodes: Sequence[NodeWithScore]) -> Response:
         meta = result.to_dict()
@@ -145,7 +133,3 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
         """Answer from raw text chunks (no retrieval scores: every chunk counts as retrieved, not guaranteed)."""
         chunks = [ChunkInput(f"chunk-{i}", t, 0.0, guaranteed=False) for i, t in enumerate(text_chunks)]
         return (await self._aresult(query_str, chunks, "raw text chunks carry no retrieval scores")).response
-
-    def get_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
-        """Sync :meth:`aget_response`."""
-        return run_sync(self.aget_response(query_str, text_chunks, **response_kwargs))

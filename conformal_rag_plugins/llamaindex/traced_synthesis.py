@@ -10,6 +10,7 @@ around their ``_abuild`` coroutine, and honours ``streaming=True``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import llama_index.core.instrumentation as instrument
@@ -65,6 +66,10 @@ class TracedSynthesis:
     ) -> Response:
         raise NotImplementedError
 
+    def get_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
+        """Sync ``aget_response``."""
+        return run_sync(self.aget_response(query_str, text_chunks, **response_kwargs))  # type: ignore[attr-defined]
+
     def _streamed(self, response: Response, *, use_async: bool) -> Any:
         if not getattr(self, "_streaming", False):
             return response
@@ -77,6 +82,20 @@ class TracedSynthesis:
             response_gen=_one_piece(text), source_nodes=response.source_nodes, metadata=response.metadata
         )
 
+    @contextmanager
+    def _traced(self, query: QueryType, *, use_async: bool) -> Iterator[list[Any]]:
+        """Start/end events around a ``SYNTHESIZE`` callback event; the caller appends its ``Response``.
+
+        On exit the box holds the (possibly streaming) output the entry point returns.
+        """
+        dispatcher.event(SynthesizeStartEvent(query=query))
+        box: list[Any] = [_bundle(query).query_str]
+        with self._callback_manager.event(CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: box[0]}) as event:
+            yield box
+            event.on_end(payload={EventPayload.RESPONSE: box[-1]})
+        box.append(self._streamed(box[-1], use_async=use_async))
+        dispatcher.event(SynthesizeEndEvent(query=query, response=box[-1]))
+
     @dispatcher.span
     def synthesize(
         self,
@@ -86,16 +105,9 @@ class TracedSynthesis:
         **response_kwargs: Any,
     ) -> Any:
         """Build the response for ``query`` from the retrieved ``nodes`` (traced like the base class)."""
-        dispatcher.event(SynthesizeStartEvent(query=query))
-        bundle = _bundle(query)
-        with self._callback_manager.event(
-            CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: bundle.query_str}
-        ) as event:
-            response = run_sync(self._abuild(bundle.query_str, list(nodes), list(additional_source_nodes or [])))
-            event.on_end(payload={EventPayload.RESPONSE: response})
-        out = self._streamed(response, use_async=False)
-        dispatcher.event(SynthesizeEndEvent(query=query, response=out))
-        return out
+        with self._traced(query, use_async=False) as box:
+            box.append(run_sync(self._abuild(box[0], list(nodes), list(additional_source_nodes or []))))
+        return box[-1]
 
     @dispatcher.span
     async def asynthesize(
@@ -106,13 +118,6 @@ class TracedSynthesis:
         **response_kwargs: Any,
     ) -> Any:
         """Async :meth:`synthesize`."""
-        dispatcher.event(SynthesizeStartEvent(query=query))
-        bundle = _bundle(query)
-        with self._callback_manager.event(
-            CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: bundle.query_str}
-        ) as event:
-            response = await self._abuild(bundle.query_str, list(nodes), list(additional_source_nodes or []))
-            event.on_end(payload={EventPayload.RESPONSE: response})
-        out = self._streamed(response, use_async=True)
-        dispatcher.event(SynthesizeEndEvent(query=query, response=out))
-        return out
+        with self._traced(query, use_async=True) as box:
+            box.append(await self._abuild(box[0], list(nodes), list(additional_source_nodes or [])))
+        return box[-1]

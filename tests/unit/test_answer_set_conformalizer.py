@@ -35,74 +35,41 @@ from conformal_rag_plugins.core.errors import (
     NotFittedError,
 )
 from conformal_rag_plugins.datasets.examples import CalibrationExample
-from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
-from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import (
     CandidatePool,
-    calibrate_from_pools,
-    collect_observations,
 )
 from conformal_rag_plugins.storage.jsonio import encode_float
 
-FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
 M = 4
 
 
-class FakeHost:
+def fake_host(factory, n: int = 60, *, miss_every: int = 0, wrong_every: int = 0):
     """``n`` questions; question i's gold chunk ``g{i}`` ranks by ``0.95 - 0.03 (i mod 13)`` among 3 distractors."""
+    examples = [
+        CalibrationExample(f"question {i}?", gold_ids=(f"g{i}",), answers=(f"ans{i}",), id=f"q{i}") for i in range(n)
+    ]
+    texts = {f"g{i}": f"gold {i}" for i in range(n)} | {f"d{j}": f"distractor {j}" for j in range(5)}
 
-    def __init__(self, n: int = 60, *, miss_every: int = 0, wrong_every: int = 0) -> None:
-        self.examples = [
-            CalibrationExample(f"question {i}?", gold_ids=(f"g{i}",), answers=(f"ans{i}",), id=f"q{i}")
-            for i in range(n)
-        ]
-        self.miss_every, self.wrong_every = miss_every, wrong_every
-        self.texts = {f"g{i}": f"gold {i}" for i in range(n)} | {f"d{j}": f"distractor {j}" for j in range(5)}
-        self.pools = {ex.question: self._pool(i) for i, ex in enumerate(self.examples)}
-        self.calls = 0
-
-    def _pool(self, i: int) -> CandidatePool:
-        miss = self.miss_every and i % self.miss_every == 0
+    def pool(i: int) -> CandidatePool:
+        miss = miss_every and i % miss_every == 0
         ids = [f"d{j}" for j in range(3)] + ([] if miss else [f"g{i}"])
         scores = [0.9 - 0.1 * j for j in range(3)] + ([] if miss else [0.95 - 0.03 * (i % 13)])
-        return CandidatePool.from_unsorted(ids, [self.texts[c] for c in ids], scores)
+        return CandidatePool.from_unsorted(ids, [texts[c] for c in ids], scores)
 
-    # the AnswerSetHost protocol
-    def fetch(self, question: str) -> CandidatePool:
-        return self.pools[question]
+    pools = {ex.question: pool(i) for i, ex in enumerate(examples)}
 
-    def texts_for(self, ids: list[str]) -> dict[str, str]:
-        return {i: self.texts[i] for i in ids if i in self.texts}
-
-    def calibrate_retrieval(self, examples, *, confidence_level: float, score: str, progress: bool):
-        return calibrate_from_pools(
-            collect_observations(examples, self.fetch, progress=False),
-            fingerprint=FP,
-            pool_size=4,
-            options=RetrievalOptions(confidence_level=0.9, score="relative", method="split", random_state=0),
-        )
-
-    def sampler(self, options: SamplingOptions) -> FakeHost:
-        return self
-
-    def embedding(self, embedder):
-        return None
-
-    # the GeneratorSampler protocol
-    async def asample(self, question: str, context: str) -> list[Sample]:
-        self.calls += 1
+    async def sample(question: str, context: str) -> list[Sample]:
         i = int(question.split()[1].rstrip("?"))
-        if context == f"gold {i}" and not (self.wrong_every and i % self.wrong_every == 0):
+        if context == f"gold {i}" and not (wrong_every and i % wrong_every == 0):
             got = [f"ans{i}"] * (2 + i % 3) + ["noise"] * (M - 2 - i % 3)
         else:
             got = ["noise", context.split()[0], "noise", "I don't know"]
         return [Sample(t) for t in got]
 
-    def identity(self) -> dict:
-        return {"llm": {"class": "Fake", "name": "fake"}, "sampling": {"n_samples": M}}
-
-    def model_label(self) -> str:
-        return "fake"
+    identity = {"llm": {"class": "Fake", "name": "fake"}, "sampling": {"n_samples": M}}
+    host = factory(pools.__getitem__, texts.get, sample, pool_size=4, identity=identity)
+    host.examples = examples
+    return host
 
 
 # (host, options) -> (q_ret, q_gen, alpha_retrieval, sha256 of the generator scores), recorded before issue 22
@@ -176,9 +143,9 @@ def test_option_defaults_are_the_keyword_defaults_before_the_grouping() -> None:
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_conformalize_gives_the_thresholds_of_the_code_before_the_refactor(name: str) -> None:
+def test_conformalize_gives_the_thresholds_of_the_code_before_the_refactor(name: str, fake_answer_host) -> None:
     host_kw, kw = SCENARIOS[name]
-    host = FakeHost(**host_kw)
+    host = fake_host(fake_answer_host, **host_kw)
     conformalizer = _conformalizer(**kw)
     cal = _quietly(lambda: conformalizer.conformalize(host, host.examples))
     assert conformalizer.calibration_ is cal
@@ -189,17 +156,17 @@ def test_conformalize_gives_the_thresholds_of_the_code_before_the_refactor(name:
     assert cal.model_ == "fake" and cal.n_samples_ == M
 
 
-def test_a_wrong_threshold_would_be_caught() -> None:
+def test_a_wrong_threshold_would_be_caught(fake_answer_host) -> None:
     """Negative control: another split gives other numbers, so the comparison above can fail."""
-    host = FakeHost()
+    host = fake_host(fake_answer_host)
     cal = _quietly(lambda: _conformalizer(alpha_retrieval=0.05).conformalize(host, host.examples))
     got = (cal.retrieval_threshold_, cal.generation_threshold_, cal.alpha_retrieval_, _digest(cal.generation_scores_))
     assert got != BEFORE["bonferroni"]
     assert cal.retrieval_threshold_ > BEFORE["bonferroni"][0]  # a smaller alpha_retrieval keeps more chunks
 
 
-def test_aconformalize_equals_conformalize_and_warns_at_the_callers_line() -> None:
-    host = FakeHost(40, wrong_every=2)
+def test_aconformalize_equals_conformalize_and_warns_at_the_callers_line(fake_answer_host) -> None:
+    host = fake_host(fake_answer_host, 40, wrong_every=2)
     sync = _quietly(lambda: _conformalizer(0.7).conformalize(host, host.examples))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("ignore", InfiniteThresholdWarning)
@@ -212,8 +179,8 @@ def test_aconformalize_equals_conformalize_and_warns_at_the_callers_line() -> No
     assert w.filename == __file__, w.filename
 
 
-def test_bad_requests_fail_before_any_llm_call() -> None:
-    host = FakeHost(30)
+def test_bad_requests_fail_before_any_llm_call(fake_answer_host) -> None:
+    host = fake_host(fake_answer_host, 30)
     for kw, match in [
         ({"method": "pac"}, "needs delta"),
         ({"method": "pac", "delta": 0.1, "delta_retrieval": 0.2}, "delta_retrieval"),
@@ -226,11 +193,13 @@ def test_bad_requests_fail_before_any_llm_call() -> None:
     assert host.calls == 0
 
 
-def test_the_fake_host_and_both_adapters_readers_satisfy_the_protocol() -> None:
+def test_the_fake_host_and_both_adapters_readers_satisfy_the_protocol(fake_answer_host) -> None:
     from conformal_rag_plugins.langchain.calibrate_answers import LangChainAnswerHost
     from conformal_rag_plugins.llamaindex.calibrate_answers import LlamaIndexAnswerHost
 
-    assert isinstance(FakeHost(2), AnswerSetHost) and isinstance(FakeHost(2), GeneratorSampler)
+    assert isinstance(fake_host(fake_answer_host, 2), AnswerSetHost) and isinstance(
+        fake_host(fake_answer_host, 2), GeneratorSampler
+    )
     for reader in (LangChainAnswerHost, LlamaIndexAnswerHost):
         for name in ("fetch", "texts_for", "calibrate_retrieval", "sampler", "embedding"):
             assert callable(getattr(reader, name)), (reader, name)

@@ -17,12 +17,8 @@ from conformal_rag_plugins.answer_sets.options import ClusteringOptions, Samplin
 from conformal_rag_plugins.answer_sets.sample_record import Sample
 from conformal_rag_plugins.core.errors import CoverageCeilingWarning, InfiniteThresholdWarning
 from conformal_rag_plugins.datasets.examples import CalibrationExample
-from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
-from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import (
     CandidatePool,
-    calibrate_from_pools,
-    collect_observations,
 )
 from conformal_rag_plugins.runtime.caller_warning import warn_at_caller
 from conformal_rag_plugins.runtime.run_sync import run_sync
@@ -45,48 +41,14 @@ async def _sample(question: str, context: str) -> list[Sample]:
     return [Sample(f"answer{i}" if right else "noise") for _ in range(4)]
 
 
-def _calibrate_retrieval(examples):
-    return calibrate_from_pools(
-        collect_observations(examples, _pool, progress=False),
-        fingerprint=Fingerprint("none", "list", "cosine", "toy", 2, "cosine"),
-        pool_size=3,
-        options=RetrievalOptions(confidence_level=0.9, score="relative"),
-    )
-
-
-class _Host:
-    """The fake host as an ``AnswerSetHost``; it is its own sampler (no identity recorded)."""
-
-    fetch = staticmethod(_pool)
-    asample = staticmethod(_sample)
-
-    def texts_for(self, ids):
-        return {c: f"text of {c}" for c in ids}
-
-    def calibrate_retrieval(self, examples, **_):
-        return _calibrate_retrieval(examples)
-
-    def sampler(self, options):
-        return self
-
-    def identity(self):
-        return None
-
-    def model_label(self):
-        return "fake"
-
-    def embedding(self, embedder):
-        return None
-
-
-def _calibrate() -> object:
+def _calibrate(host_class) -> object:
     conformalizer = AnswerSetConformalizer(
         0.7,
         sampling=SamplingOptions(n_samples=4, progress=False),
         split=SplitOptions(bo_calls=4),
         clustering=ClusteringOptions(method="exact", tau=None),
     )
-    return conformalizer.conformalize(_Host(), EXAMPLES)
+    return conformalizer.conformalize(host_class(_pool, "text of {}".format, _sample, pool_size=3), EXAMPLES)
 
 
 def _ceiling_warnings(call) -> list[warnings.WarningMessage]:
@@ -98,17 +60,17 @@ def _ceiling_warnings(call) -> list[warnings.WarningMessage]:
     return [w for w in caught if issubclass(w.category, CoverageCeilingWarning)]
 
 
-def test_coverage_ceiling_warning_names_the_callers_file() -> None:
-    (w,) = _ceiling_warnings(_calibrate)
+def test_coverage_ceiling_warning_names_the_callers_file(fake_answer_host) -> None:
+    (w,) = _ceiling_warnings(lambda: _calibrate(fake_answer_host))
     assert "coverage ceiling 0.50" in str(w.message)
     assert w.filename == __file__, w.filename  # before: .../asyncio/events.py
 
 
-def test_coverage_ceiling_warning_names_the_callers_file_inside_a_running_loop() -> None:
+def test_coverage_ceiling_warning_names_the_callers_file_inside_a_running_loop(fake_answer_host) -> None:
     """A notebook cell: ``run_sync`` runs the coroutine on a worker thread; the warning still names this file."""
 
     async def cell() -> list[warnings.WarningMessage]:
-        return _ceiling_warnings(_calibrate)
+        return _ceiling_warnings(lambda: _calibrate(fake_answer_host))
 
     (w,) = asyncio.run(cell())
     assert w.filename == __file__, w.filename
