@@ -40,11 +40,8 @@ def calibrate_retriever(
         Candidates per query (default: the host's ``k``, else 50). A gold chunk
         outside the pool is a miss, kept as +inf.
     options : RetrievalOptions, optional
-        Score family (default ``"relative"``), ``method``/``delta`` (PAC), ``random_state``,
-        ``strict``, per-group thresholds (``group_by``, ``group_fallback``), label-conditional
-        thresholds (``chunk_group_key``: a metadata key of the documents; ``ConformalRetriever`` /
-        ``ConformalCompressor`` then keep a document iff it is within the threshold of its own
-        group), ``control="recall"`` and ``progress``; see
+        Score family (default ``"relative"``), PAC, groups, ``chunk_group_key`` (a document metadata key:
+        a document is kept iff within its own group's threshold), control, progress; see
         :class:`~conformal_rag_plugins.retrieval.options.RetrievalOptions`.
     parents : BaseStore, Mapping or Parents, optional
         Small-to-big: calibrate and return *parent* documents scored from their chunks. Parent id

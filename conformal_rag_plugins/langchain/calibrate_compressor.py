@@ -9,12 +9,11 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 
 from ..core.errors import ConformalError
-from ..core.validation import check_pool_size
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibrate_host import calibrate_host
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import check_gold_on_host
+from ..retrieval.host import agreed_pool_size, check_gold_on_host
 from ..retrieval.options import RetrievalOptions, with_level
 from ..retrieval.pool_calibration import CandidatePool
 from .compressor import compressor_fingerprint, score_documents
@@ -48,16 +47,14 @@ def _base_fingerprint(base_retriever: BaseRetriever) -> Fingerprint:
 
 
 def _base_pool_size(base_retriever: BaseRetriever, pool_size: int | None) -> int:
-    own = base_retriever_k(base_retriever)
-    size = check_pool_size(pool_size) if pool_size is not None else own
-    if size is None:
-        raise ConformalError(f"Cannot tell how many documents {type(base_retriever).__name__} returns; pass pool_size.")
-    if own is not None and own != size:
-        raise ConformalError(
-            f"The base retriever returns k={own} documents but pool_size={size}; configure it with "
-            f"search_kwargs={{'k': {size}}}."
-        )
-    return size
+    """``pool_size``, else the base retriever's ``k``; they must agree."""
+    return agreed_pool_size(
+        base_retriever_k(base_retriever),
+        pool_size,
+        unknown=f"Cannot tell how many documents {type(base_retriever).__name__} returns; pass pool_size.",
+        mismatch="The base retriever returns k={own} documents but pool_size={size}; configure it with "
+        "search_kwargs={{'k': {size}}}.",
+    )
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,8 @@
 """One dense and one BM25 search per question, fanned out to every fusion setting and pool size.
 
-The LangChain twin of ``llamaindex/fusion_fanout.py``: each ``(setting, k)`` pool is
-:meth:`ScoredFusionRetriever.fuse` of the top-``k`` prefixes of one search at the largest
-pool, which is what that host's ``invoke`` computes from its own two searches.
-:meth:`FusionFanout.many` does it for a list of questions with the query embeddings, the
-Chroma queries and the BM25 searches batched; given the same query vectors (the encoder's
-cache), its pools equal the one-question path's bit for bit.
+Each ``(setting, k)`` pool is :meth:`ScoredFusionRetriever.fuse` of the top-``k`` prefixes of one
+search at the largest pool, which is what that host's ``invoke`` computes from its own two searches;
+:meth:`FusionFanout.many` batches the searches (same pools bit for bit, given the same query vectors).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
@@ -26,6 +27,14 @@ from ..retrieval.pool_calibration import CandidatePool
 
 Host = VectorStore | BaseRetriever
 SCORE_KEY = "score"
+
+
+@contextmanager
+def quiet_relevance() -> Iterator[None]:
+    """Without the store's "Relevance scores must be between 0 and 1" warning: its scores are used as they are."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Relevance scores must be between")
+        yield
 
 
 def doc_id(doc: Document) -> str | None:
@@ -135,8 +144,7 @@ def _relevance(host: VectorStore, query: str, k: int) -> list[tuple[Document, fl
     if kind is not None:
         return _on_scale(host, kind, host.similarity_search_with_score(query, k=k))
     try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Relevance scores must be between")
+        with quiet_relevance():
             return host.similarity_search_with_relevance_scores(query, k=k)
     except NotImplementedError as exc:
         raise ConformalError(
@@ -170,8 +178,7 @@ async def afetch_pool(
         if kind is not None:
             return pool_from_pairs(_on_scale(host, kind, await host.asimilarity_search_with_score(query, k=pool_size)))
         try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Relevance scores must be between")
+            with quiet_relevance():
                 pairs = await host.asimilarity_search_with_relevance_scores(query, k=pool_size)
         except NotImplementedError:
             pairs = _relevance(host, query, pool_size)
@@ -275,8 +282,7 @@ class LangChainHost:
 
     def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
         """The pool of one query (parents scored from their chunks at parent level), best first."""
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Relevance scores must be between")
+        with quiet_relevance():
             if self.source is not None:
                 return self.source.fetch_pool(question, self.pool_size)
             pool, docs = fetch_pool(self.host, question, self.pool_size)

@@ -1,13 +1,12 @@
 """Tune a LangChain hybrid ``ScoredFusionRetriever`` (fusion method and weight) and calibrate it.
 
-The statistics live in :mod:`conformal_rag_plugins.tuning.tuned_calibration`; this file
-only builds one ``ScoredFusionRetriever`` per grid point, all sharing the same
-vector store and BM25 index.
+The search is :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid`; this file builds the hosts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from langchain_core.documents import Document
@@ -16,12 +15,11 @@ from langchain_core.vectorstores import VectorStore
 from ..datasets.examples import CalibrationExample, CorpusEntry
 from ..local.bm25 import BM25Index
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.options import RetrievalOptions, with_level
-from ..tuning.candidates import default_pool_sizes
+from ..retrieval.options import RetrievalOptions
 from ..tuning.fusion_config import DEFAULT_FUSION_GRID, FusionConfig
 from ..tuning.options import TuningOptions
 from ..tuning.tuned_calibration import fusion_of
-from ..tuning.unit_search import calibrate_unit_search
+from ..tuning.unit_search import tune_hybrid
 from .fusion import ScoredFusionRetriever
 from .tuned_units import corpus_ids_texts, unit_candidates
 
@@ -59,11 +57,8 @@ def calibrate_hybrid_retriever(
 ) -> tuple[ScoredFusionRetriever, RetrievalCalibration]:
     """Choose what the LLM reads (unit, fusion setting, pool size) and the score family, calibrate on the rest.
 
-    The choice minimises the mean context tokens (MiniLM tokens of the returned units) of the
-    conformal set on a seeded optimisation split, searched once per question for every
-    candidate; the chosen host alone is then queried on the disjoint calibration split.
-    Whole documents (a separate index of unsplit documents) are not a candidate here; compare
-    them with ``conformal-rag evaluate --unit auto``.
+    :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` over this adapter's
+    :func:`~.tuned_units.unit_candidates` (one ``ScoredFusionRetriever`` per candidate).
 
     Parameters
     ----------
@@ -72,19 +67,9 @@ def calibrate_hybrid_retriever(
     corpus : sequence of CorpusEntry or Document
         The same passages, for BM25 (documents need ids).
     examples : sequence of CalibrationExample
-        Labelled questions; a seeded ``tuning.optimisation_fraction`` tunes, the disjoint rest calibrates.
-    confidence_level : float, default 0.9
-        Target probability that a gold chunk is in the returned set (or give it in ``options``).
-    pool_size : int, default 50
-        The base pool.
-    options : RetrievalOptions, optional
-        ``score`` (default ``"auto"``: the family is tuned too), ``method``/``delta``,
-        ``random_state`` (the split's seed), ``strict``, per-group thresholds (``group_by``,
-        ``group_fallback``) and ``progress``, as in ``calibrate_retriever``.
-    tuning : TuningOptions, optional
-        The fusion ``grid`` (default :data:`DEFAULT_FUSION_GRID`), the ``pool_sizes`` to try
-        (default ``(pool_size, 2 * pool_size, 4 * pool_size)``), ``optimisation_fraction``
-        (default 0.3) and ``objective``.
+        Labelled questions.
+    confidence_level, pool_size, options, tuning
+        As in :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` (``pool_size`` default 50).
     parents : BaseStore, Mapping or Parents, optional
         Also try returning the chunks' parent documents (small-to-big, as
         ``calibrate_retriever(..., parents=...)``); the chunks' ``metadata[id_key]`` names the
@@ -94,24 +79,17 @@ def calibrate_hybrid_retriever(
 
     Returns
     -------
-    retriever : ScoredFusionRetriever
-        The chosen (chunk) host, ``k`` = the chosen pool; wrap it in
-        ``ConformalRetriever(retriever=..., calibration=...)``, adding the same ``parents=`` (and
-        ``id_key=``) when ``calibration.selection_["unit"]`` is a parent unit.
-    calibration : RetrievalCalibration
-        Its fingerprint names the fusion, weight and pool (and ``>parent:max`` at parent level);
-        ``selection_`` reports the search (``unit``, ``pool_size``, ``mean_tokens``, ...).
+    retriever, calibration : ScoredFusionRetriever, RetrievalCalibration
+        Wrap the retriever in ``ConformalRetriever(retriever=..., calibration=...)``, adding the same
+        ``parents=`` (and ``id_key=``) when ``calibration.selection_["unit"]`` is a parent unit.
 
     Examples
     --------
     >>> host, cal = calibrate_hybrid_retriever(store, entries, examples)  # doctest: +SKIP
     >>> retriever = ConformalRetriever(retriever=host, calibration=cal)  # doctest: +SKIP
     """
-    tune = tuning if tuning is not None else TuningOptions()
-    sizes = default_pool_sizes(pool_size, tune.pool_sizes)
-    found = unit_candidates(vectorstore, corpus, examples, tune.grid, sizes, parents=parents)
-    opts = with_level(options, confidence_level)
-    return calibrate_unit_search(found, examples, pool_size=pool_size, options=opts, tuning=tune)
+    candidates = partial(unit_candidates, vectorstore, corpus, examples, parents=parents)
+    return tune_hybrid(candidates, examples, confidence_level, pool_size, options, tuning)
 
 
 def hybrid_from_calibration(

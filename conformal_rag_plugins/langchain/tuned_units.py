@@ -1,15 +1,12 @@
-"""The candidates :func:`~conformal_rag_plugins.langchain.hybrid_tuning.calibrate_hybrid_retriever` compares.
+"""The candidates of :func:`~.hybrid_tuning.calibrate_hybrid_retriever`: unit x fusion setting x pool size.
 
-Unit (chunks, and their parents when ``parents=`` is given) x fusion setting x pool size, searched
-once per question on the optimisation split (:class:`~.fusion_fanout.FusionFanout`), each unit
-costed by its MiniLM token count. Only the chosen candidate's :class:`~.fusion.ScoredFusionRetriever`
-(through :class:`~.parent_retrieval.ParentHost` at parent level) is queried on the calibration split.
-The search itself is :class:`~conformal_rag_plugins.tuning.unit_search.UnitSearch`; this file reads LangChain.
+:class:`~conformal_rag_plugins.tuning.unit_search.UnitSearch` searches them; this file reads LangChain:
+one :class:`~.fusion_fanout.FusionFanout` search per question, and the chosen :class:`~.fusion.ScoredFusionRetriever`
+(through :class:`~.parent_retrieval.ParentHost` at parent level).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,15 +19,15 @@ from ..labelling.chunk_labels import map_gold_to_chunks
 from ..labelling.chunk_records import Chunk
 from ..local.bm25 import BM25Index
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import Parents, as_parents
+from ..retrieval.host import Parents, as_parents, check_known_gold
 from ..retrieval.parent_pools import parent_unit_name
-from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
+from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.candidates import TokenCosts, TunedCandidate, candidate_grid
 from ..tuning.fusion_config import FusionConfig
 from ..tuning.unit_search import UnitSearch
 from .fusion import ScoredFusionRetriever
 from .fusion_fanout import FusionFanout
-from .host import all_ids, doc_id, existing_ids, fetch_pool
+from .host import all_ids, doc_id, existing_ids, fetch_pool, quiet_relevance
 from .parent_retrieval import DEFAULT_ID_KEY, ParentHost, parent_examples, parent_host
 
 
@@ -68,23 +65,14 @@ class UnitCandidates(UnitSearch):
 
     store: VectorStore | None = None
     bm25: BM25Index | None = None
-    fan: FusionFanout | None = None
     parents: Parents = field(default_factory=Parents)
-    hosts: dict[tuple[FusionConfig, int], ScoredFusionRetriever] = field(default_factory=dict)
     parent_texts: dict[str, str | None] = field(default_factory=dict)
 
-    def host(self, cand: TunedCandidate) -> ScoredFusionRetriever:
-        """The real ``ScoredFusionRetriever`` of a candidate (built once, only when needed)."""
-        key = (cand.fusion, cand.pool_size)
-        if key not in self.hosts:
-            self.hosts[key] = ScoredFusionRetriever(
-                vectorstore=self.store,
-                bm25=self.bm25,
-                k=cand.pool_size,
-                weight=cand.fusion.weight,
-                method=cand.fusion.method,
-            )
-        return self.hosts[key]
+    def build_host(self, fusion: FusionConfig, pool_size: int) -> ScoredFusionRetriever:
+        """A ``ScoredFusionRetriever`` over the shared store and BM25 index."""
+        return ScoredFusionRetriever(
+            vectorstore=self.store, bm25=self.bm25, k=pool_size, weight=fusion.weight, method=fusion.method
+        )
 
     def source(self, cand: TunedCandidate) -> ParentHost:
         """The parent-level view of the candidate's host."""
@@ -97,8 +85,7 @@ class UnitCandidates(UnitSearch):
         """``fetch(question)`` through the candidate's real host."""
 
         def fetch(q: str) -> CandidatePool:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Relevance scores must be between")
+            with quiet_relevance():
                 if cand.unit == "chunk":
                     return fetch_pool(self.host(cand), q, cand.pool_size)[0]
                 return self.source(cand).fetch_pool(q, cand.pool_size)
@@ -114,11 +101,9 @@ class UnitCandidates(UnitSearch):
         return all_ids(host)
 
     def chunk_pools(self, question: str) -> Mapping[tuple[FusionConfig, int], CandidatePool]:
-        """Every setting's chunk pool from one dense and one BM25 search."""
-        assert self.fan is not None
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Relevance scores must be between")
-            return self.fan(question)
+        """Every setting's chunk pool from one dense and one BM25 search, without the store's relevance warning."""
+        with quiet_relevance():
+            return super().chunk_pools(question)
 
     def parent_text(self, pid: str) -> str | None:
         """The parent's text from the docstore (read once)."""
@@ -139,12 +124,10 @@ def unit_candidates(
 ) -> UnitCandidates:
     """Build the candidates and check the gold ids (chunk ids; with ``parents``, chunk or parent ids).
 
-    ``parents`` is the parents' store or a :class:`~conformal_rag_plugins.retrieval.host.Parents`
-    (its ``aggregation`` scores a parent, its ``id_key`` names the chunks' parent-id metadata key).
-    With it, chunk-level gold comes from
-    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks` (a parent id becomes
-    the chunks holding a reference answer) and parent-level gold from
-    :func:`~.parent_retrieval.parent_examples`.
+    ``parents``: the parents' store or a :class:`~conformal_rag_plugins.retrieval.host.Parents` (its
+    ``id_key`` names the chunks' parent-id metadata key); chunk-level gold then comes from
+    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`, parent-level gold
+    from :func:`~.parent_retrieval.parent_examples`.
 
     Examples
     --------
@@ -165,17 +148,11 @@ def unit_candidates(
     out = UnitCandidates(
         cands, base_of, TokenCosts(count_tokens), spec.aggregation, store=store, bm25=bm25, fan=fan, parents=spec
     )
-    examples = list(examples)
-    gold = sorted({g for ex in examples for g in ex.gold_ids})
     if level is None:
-        known = existing_ids(store, gold) if gold else None
-        if known is not None:
-            check_gold_ids(examples, known)
+        check_known_gold(examples, lambda gold: existing_ids(store, gold))
         return out
     key = level.id_key or DEFAULT_ID_KEY
-    out.parent_of = {i: _parent_id(item, i, key) for item, i in zip(corpus, ids, strict=True)}
-    records = [Chunk(i, t, parent_id=out.parent_of[i]) for i, t in zip(ids, texts, strict=True)]
-    out.unit_examples["chunk"] = map_gold_to_chunks(examples, records)[0]
-    check_gold_ids(out.unit_examples["chunk"], set(ids))
-    out.unit_examples[units[1]] = parent_examples(level, examples)
+    parent_of = {i: _parent_id(item, i, key) for item, i in zip(corpus, ids, strict=True)}
+    records = [Chunk(i, t, parent_id=parent_of[i]) for i, t in zip(ids, texts, strict=True)]
+    out.set_parent_gold(parent_of, map_gold_to_chunks(examples, records)[0], lambda: parent_examples(level, examples))
     return out

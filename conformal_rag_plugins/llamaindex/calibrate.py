@@ -43,11 +43,8 @@ def calibrate_retriever(
         Candidates per query (default 50 for an index, the retriever's
         ``similarity_top_k`` otherwise). Gold outside the pool is a kept miss.
     options : RetrievalOptions, optional
-        Score family (default ``"relative"``), ``method``/``delta`` (PAC), ``random_state``,
-        ``strict``, per-group thresholds (``group_by``, ``group_fallback``), label-conditional
-        thresholds (``chunk_group_key``: a metadata key of the chunks; ``ConformalRetriever`` /
-        ``ConformalNodePostprocessor`` then keep a node iff it is within the threshold of its own
-        group), ``control="recall"`` and ``progress``; see
+        Score family (default ``"relative"``), PAC, groups, ``chunk_group_key`` (a chunk metadata key:
+        a node is kept iff within its own group's threshold), control, progress; see
         :class:`~conformal_rag_plugins.retrieval.options.RetrievalOptions`.
     parents : docstore, StorageContext, mapping, list of nodes or Parents, optional
         Small-to-big: calibrate at the level of the chunks' parents (PARENT/SOURCE relationships,

@@ -1,40 +1,30 @@
 """One dense and one BM25 retrieval per question, fanned out to every fusion setting and pool size.
 
-Tuning compares many hosts that differ only in the fusion setting and the pool size
-(``similarity_top_k``). Querying each ``QueryFusionRetriever`` separately repeats the
-same dense and BM25 searches; :class:`FusionFanout` runs each search once at the largest
-pool and fuses the top-``k`` prefixes of both lists with the arithmetic of
-``QueryFusionRetriever``'s ``relative_score`` / ``dist_based_score`` modes, operation for
-operation, so every pool is the one that host returns, scores bit for bit, except where BM25 scores tie:
-bm25s orders tied documents differently for another top-k, so they may swap places or, at the cut, which
-of them is in the pool
-(``tests/integration/test_fusion_fanout.py`` checks it against ``retrieve`` for every
-setting and pool size). Node hashes, which that code recomputes for every node and
-setting, are computed once per node.
-
-:meth:`FusionFanout.many` does the same for a list of questions with the searches batched:
-one embedding call per block of questions (through the encoder's cache), Chroma queries
-with many query vectors each, and one ``bm25s`` retrieval for the block. Given the same query
-vectors, its pools equal the one-question path's bit for bit
-(``tests/integration/test_batched_fanout.py``).
+:class:`FusionFanout` runs each search once at the largest pool and fuses the top-``k`` prefixes
+with :func:`~conformal_rag_plugins.retrieval.fanout.fuse_ranked` (``QueryFusionRetriever``'s
+arithmetic), so every pool is that host's, scores bit for bit, except where BM25 scores tie: bm25s
+orders tied documents differently for another top-k, so they may swap places or, at the cut, which
+of them is in the pool (``tests/integration/test_fusion_fanout.py``). Node hashes are computed once
+per node. :meth:`FusionFanout.many` batches the embeddings, Chroma queries and ``bm25s`` retrieval;
+given the same query vectors its pools equal the one-question path's (``tests/integration/test_batched_fanout.py``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 from llama_index.core import VectorStoreIndex
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, ObjectType, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQueryMode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
+from ..local.bm25 import retrieve_batch
 from ..local.chroma import MAX_QUERY_ROWS, query_in_batches
 from ..local.llamaindex_stack import build_hybrid_retriever
-from ..retrieval.fanout import Fanout, FanoutKey
+from ..retrieval.fanout import Fanout, FanoutKey, fuse_ranked
 from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.tuned_calibration import FusionConfig
 
@@ -42,57 +32,18 @@ from ..tuning.tuned_calibration import FusionConfig
 _DENSE, _LEXICAL = 0, 1
 
 
-def _scaled(scores: list[float], weight: float, dist_based: bool) -> list[float]:
-    """One list's scores as ``QueryFusionRetriever._relative_score_fusion`` scales them (same float operations)."""
-    if not scores:
-        return []
-    if dist_based:
-        mean = sum(scores) / len(scores)
-        std = (sum((x - mean) ** 2 for x in scores) / len(scores)) ** 0.5
-        low, high = mean - 3 * std, mean + 3 * std
-    else:
-        low, high = min(scores), max(scores)
-    out = []
-    for x in scores:
-        y = (1.0 if high > 0 else 0.0) if high == low else (x - low) / (high - low)
-        out.append(y * weight / 1)  # num_queries = 1
-    return out
-
-
-def _fuse_pairs(
-    lists: Sequence[Sequence[tuple[str, float | None]]],
-    hashes: dict[str, str],
-    weights: Sequence[float],
-    dist_based: bool,
-) -> list[tuple[str, float, int]]:
-    """``(node id, fused score, list of its first occurrence)`` best first; the arithmetic of :func:`fuse_lists`."""
-    merged: dict[str, list] = {}
-    for source, (pairs, weight) in enumerate(zip(lists, weights, strict=True)):
-        scaled = _scaled([score or 0.0 for _, score in pairs], weight, dist_based)
-        for (nid, _), value in zip(pairs, scaled, strict=True):
-            key = hashes[nid]
-            if key in merged:
-                merged[key][1] = merged[key][1] + value
-            else:
-                merged[key] = [nid, value, source]
-    ordered = sorted(merged.values(), key=lambda item: item[1], reverse=True)
-    return [(nid, score, source) for nid, score, source in ordered]
-
-
 def fuse_lists(
     lists: Sequence[Sequence[NodeWithScore]], hashes: dict[str, str], weights: Sequence[float], dist_based: bool
 ) -> list[tuple[str, float, NodeWithScore]]:
-    """``(node id, fused score, first node)`` best first, as ``QueryFusionRetriever`` fuses ``lists``.
-
-    ``hashes`` maps node id to ``node.hash`` (nodes with the same hash are one candidate).
-    """
+    """``(node id, fused score, first node)`` best first: :func:`~conformal_rag_plugins.retrieval.fanout.fuse_ranked`
+    of the nodes' ids and scores (``hashes``: node id to ``node.hash``)."""
     first: dict[tuple[int, str], NodeWithScore] = {}
     pairs = []
     for source, nodes in enumerate(lists):
         pairs.append([(n.node.node_id, n.score) for n in nodes])
         for n in nodes:
             first.setdefault((source, n.node.node_id), n)
-    fused = _fuse_pairs(pairs, hashes, weights, dist_based)
+    fused = fuse_ranked(pairs, hashes, weights, dist_based)
     return [(nid, score, first[(source, nid)]) for nid, score, source in fused]
 
 
@@ -154,11 +105,7 @@ class FusionFanout(Fanout):
         return self._register(_DENSE, dense), self._register(_LEXICAL, lexical)
 
     def _search_many(self, block: list[str]) -> tuple[list[Any], list[Any]]:
-        """One batched embedding and batched Chroma queries, and one ``bm25s`` retrieval, for ``block``.
-
-        Given the same query vectors (the encoder's cache holds them), every pool equals
-        ``self(question)``, ids and scores bit for bit.
-        """
+        """Batched embeddings and Chroma queries, one ``bm25s`` retrieval: each pool equals ``self(question)``."""
         dense = self._dense_many(block) if self._dense is not None else [[] for _ in block]
         lexical = self._lexical_many(block) if self._bm25 is not None else [[] for _ in block]
         return dense, lexical
@@ -211,17 +158,15 @@ class FusionFanout(Fanout):
 
     def _lexical_many(self, block: list[str]) -> list[list[tuple[str, float | None]]]:
         """``BM25Retriever`` on every question of ``block`` from one ``bm25s`` tokenisation and retrieval."""
-        import bm25s
-
         bm25 = self._bm25
-        tokens = bm25s.tokenize(
+        indexes, scores = retrieve_batch(
+            bm25.bm25,
             block,
-            stemmer=bm25.stemmer if not bm25.skip_stemming else None,
+            bm25.similarity_top_k,
             token_pattern=bm25.token_pattern,
-            show_progress=False,
+            stemmer=bm25.stemmer if not bm25.skip_stemming else None,
+            weight_mask=bm25.corpus_weight_mask,
         )
-        mask = np.array(bm25.corpus_weight_mask) if bm25.corpus_weight_mask else None
-        indexes, scores = bm25.bm25.retrieve(tokens, k=bm25.similarity_top_k, show_progress=False, weight_mask=mask)
         return [
             [(self._corpus_id(idx), float(score)) for idx, score in zip(row, row_scores, strict=True)]
             for row, row_scores in zip(indexes, scores, strict=True)
@@ -235,33 +180,31 @@ class FusionFanout(Fanout):
             self._corpus_ids[i] = self._remember(_LEXICAL, metadata_dict_to_node(self._bm25.corpus[i]))
         return self._corpus_ids[i]
 
-    def _pool(self, source: int, pairs: Sequence[tuple[str, float | None]]) -> CandidatePool:
-        """:func:`~.host.pool_from_nodes` of one retriever's list."""
-        ordered = sorted(pairs, key=lambda p: -(p[1] if p[1] is not None else float("nan")))
+    def _pool(self, ranked: Iterable[tuple[str, float | None, int]]) -> CandidatePool:
+        """The pool of ``(node id, score, source)`` triples, texts read from each node's own retriever."""
+        ranked = list(ranked)
         return CandidatePool.from_unsorted(
-            [nid for nid, _ in ordered], [self._info[(source, nid)][1] for nid, _ in ordered], [s for _, s in ordered]
+            [nid for nid, _, _ in ranked],
+            [self._info[(src, nid)][1] for nid, _, src in ranked],
+            [s for _, s, _ in ranked],
         )
 
     def _pools(
         self, dense: list[tuple[str, float | None]], lexical: list[tuple[str, float | None]]
     ) -> dict[FanoutKey, CandidatePool]:
-        out: dict[FanoutKey, CandidatePool] = {}
-        if self.kind != "hybrid":
+        if self.kind != "hybrid":  # :func:`~.host.pool_from_nodes` of one retriever's list
             source, pairs = (_DENSE, dense) if self.kind == "dense" else (_LEXICAL, lexical)
-            return {(None, k): self._pool(source, pairs[:k]) for k in self.pool_sizes}
+            ordered = sorted(pairs, key=lambda p: -(p[1] if p[1] is not None else float("nan")))
+            return {(None, k): self._pool((nid, s, source) for nid, s in ordered[:k]) for k in self.pool_sizes}
         hashes = {nid: self._info[(_DENSE, nid)][0] for nid, _ in dense}
         hashes.update({nid: self._info[(_LEXICAL, nid)][0] for nid, _ in lexical})
-        for k in self.pool_sizes:
-            for config, fuser in self._fusers.items():
-                fused = _fuse_pairs(
-                    [dense[:k], lexical[:k]], hashes, fuser._retriever_weights, config.method == "zscore"
-                )[:k]
-                out[(config, k)] = CandidatePool.from_unsorted(
-                    [nid for nid, _, _ in fused],
-                    [self._info[(source, nid)][1] for nid, _, source in fused],
-                    [score for _, score, _ in fused],
-                )
-        return out
+        return {
+            (config, k): self._pool(
+                fuse_ranked([dense[:k], lexical[:k]], hashes, fuser._retriever_weights, config.method == "zscore")[:k]
+            )
+            for k in self.pool_sizes
+            for config, fuser in self._fusers.items()
+        }
 
 
 def _chroma_collection(retriever: Any) -> Any:

@@ -19,7 +19,7 @@ from ..datasets.examples import CalibrationExample
 from ..labelling.chunk_labels import map_gold_to_chunks
 from ..labelling.chunk_records import Chunk
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import Parents
+from ..retrieval.host import Parents, agreed_pool_size, check_known_gold
 from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
 from .fingerprint import fingerprint_of, pool_size_of
 
@@ -48,18 +48,26 @@ def _index_of(retriever: Any) -> Any:
     return None
 
 
+def _store_ids(vs: Any, ids: Sequence[str] | None) -> list[str] | None:
+    """The ids (of ``ids``, else all) a Chroma store or ``SimpleVectorStore`` holds, else ``None``."""
+    collection = getattr(vs, "_collection", None)
+    if collection is not None:
+        return list(collection.get(ids=None if ids is None else list(ids), include=[])["ids"])
+    data = getattr(vs, "data", None)
+    if data is not None and hasattr(data, "embedding_dict"):
+        return list(data.embedding_dict) if ids is None else [i for i in ids if i in data.embedding_dict]
+    return None
+
+
 def existing_ids(retriever: BaseRetriever, ids: Sequence[str]) -> set[str] | None:
     """Which of ``ids`` the host's store holds, or ``None`` when it cannot tell."""
     index = _index_of(retriever)
     if index is None:
         return None
     vs = index.vector_store
-    collection = getattr(vs, "_collection", None)
-    if collection is not None:
-        return set(collection.get(ids=list(ids), include=[])["ids"])
-    data = getattr(vs, "data", None)
-    if data is not None and hasattr(data, "embedding_dict"):
-        return {i for i in ids if i in data.embedding_dict}
+    found = _store_ids(vs, ids)
+    if found is not None:
+        return set(found)
     try:
         return {n.node_id for n in vs.get_nodes(node_ids=list(ids))}
     except (NotImplementedError, AttributeError, ValueError):
@@ -76,16 +84,7 @@ def all_ids(retriever: BaseRetriever) -> list[str] | None:
     if type(retriever).__name__ == "BM25Retriever" and isinstance(corpus, list):
         return [str(row.get("node_id")) for row in corpus if isinstance(row, dict)]
     index = getattr(retriever, "_index", None)
-    if index is None:
-        return None
-    vs = index.vector_store
-    collection = getattr(vs, "_collection", None)
-    if collection is not None:
-        return list(collection.get(include=[])["ids"])
-    data = getattr(vs, "data", None)
-    if data is not None and hasattr(data, "embedding_dict"):
-        return list(data.embedding_dict)
-    return None
+    return None if index is None else _store_ids(index.vector_store, None)
 
 
 def texts_by_id(retriever: BaseRetriever, ids: Sequence[str]) -> dict[str, str]:
@@ -149,15 +148,13 @@ def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
     if pool_size is not None:
         pool_size = check_pool_size(pool_size)
     if isinstance(host, BaseRetriever):
-        own = pool_size_of(host)
-        size = pool_size if pool_size is not None else own
-        if size is None:
-            raise ConformalError(f"Cannot tell how many candidates {type(host).__name__} returns; pass pool_size=...")
-        if own is not None and own != size:
-            raise ConformalError(
-                f"The host retriever returns similarity_top_k={own} candidates but pool_size={size}; "
-                "configure the host with the calibrated pool size."
-            )
+        size = agreed_pool_size(
+            pool_size_of(host),
+            pool_size,
+            unknown=f"Cannot tell how many candidates {type(host).__name__} returns; pass pool_size=...",
+            mismatch="The host retriever returns similarity_top_k={own} candidates but pool_size={size}; "
+            "configure the host with the calibrated pool size.",
+        )
         return host, size
     if hasattr(host, "as_retriever"):
         size = DEFAULT_POOL_SIZE if pool_size is None else pool_size
@@ -179,13 +176,11 @@ def gold_on_chunks(retriever: BaseRetriever, examples: list[CalibrationExample])
         return examples
     missing = [g for g in gold if g not in known]
     docs = document_chunks(retriever, missing) if missing else {}
-    if docs:
-        chunks = [Chunk(node_id, text, parent_id=doc) for doc, pairs in docs.items() for node_id, text in pairs]
-        examples, _ = map_gold_to_chunks(examples, chunks)
-        known = existing_ids(retriever, sorted({g for ex in examples for g in ex.gold_ids}))
-    if known is not None:
+    if not docs:
         check_gold_ids(examples, known)
-    return examples
+        return examples
+    chunks = [Chunk(node_id, text, parent_id=doc) for doc, pairs in docs.items() for node_id, text in pairs]
+    return check_known_gold(map_gold_to_chunks(examples, chunks)[0], lambda ids: existing_ids(retriever, ids))
 
 
 @dataclass(frozen=True)

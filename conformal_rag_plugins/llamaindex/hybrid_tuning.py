@@ -1,13 +1,12 @@
 """Tune a LlamaIndex hybrid ``QueryFusionRetriever`` (fusion mode and weights) and calibrate it.
 
-The statistics live in :mod:`conformal_rag_plugins.tuning.tuned_calibration`; this file
-only builds one ``QueryFusionRetriever`` per grid point, all sharing the same
-dense index and BM25 retriever.
+The search is :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid`; this file builds the hosts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from llama_index.core import VectorStoreIndex
@@ -17,12 +16,11 @@ from llama_index.core.schema import BaseNode
 from ..datasets.examples import CalibrationExample
 from ..local.llamaindex_stack import build_hybrid_retriever
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.options import RetrievalOptions, with_level
-from ..tuning.candidates import default_pool_sizes
+from ..retrieval.options import RetrievalOptions
 from ..tuning.fusion_config import DEFAULT_FUSION_GRID, FusionConfig
 from ..tuning.options import TuningOptions
 from ..tuning.tuned_calibration import fusion_of
-from ..tuning.unit_search import calibrate_unit_search
+from ..tuning.unit_search import tune_hybrid
 from .host import DEFAULT_POOL_SIZE
 from .tuned_units import unit_candidates
 
@@ -64,11 +62,8 @@ def calibrate_hybrid_retriever(
 ) -> tuple[QueryFusionRetriever, RetrievalCalibration]:
     """Choose what the LLM reads (unit, fusion setting, pool size) and the score family, calibrate on the rest.
 
-    The choice minimises the mean context tokens (MiniLM tokens of the returned units) of the
-    conformal set on a seeded optimisation split, searched once per question for every
-    candidate; the chosen host alone is then queried on the disjoint calibration split.
-    Whole documents (a separate index of unsplit documents) are not a candidate here; compare
-    them with ``conformal-rag evaluate --unit auto``.
+    :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` over this adapter's
+    :func:`~.tuned_units.unit_candidates` (one ``QueryFusionRetriever`` per candidate).
 
     Parameters
     ----------
@@ -77,20 +72,9 @@ def calibrate_hybrid_retriever(
     nodes : sequence of BaseNode
         The same nodes, for BM25.
     examples : sequence of CalibrationExample
-        Labelled questions (node ids as gold); a seeded ``tuning.optimisation_fraction`` of
-        them tunes, the disjoint rest calibrates.
-    confidence_level : float, default 0.9
-        Target probability that a gold chunk is in the returned set (or give it in ``options``).
-    pool_size : int, default 50
-        The base pool.
-    options : RetrievalOptions, optional
-        ``score`` (default ``"auto"``: the family is tuned too), ``method``/``delta``,
-        ``random_state`` (the split's seed), ``strict``, per-group thresholds (``group_by``,
-        ``group_fallback``) and ``progress``, as in ``calibrate_retriever``.
-    tuning : TuningOptions, optional
-        The fusion ``grid`` (default :data:`DEFAULT_FUSION_GRID`), the ``pool_sizes`` to try
-        (default ``(pool_size, 2 * pool_size, 4 * pool_size)``), ``optimisation_fraction``
-        (default 0.3) and ``objective``.
+        Labelled questions (node ids as gold).
+    confidence_level, pool_size, options, tuning
+        As in :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` (``pool_size`` default 50).
     parents : docstore, StorageContext, mapping, list of nodes or Parents, optional
         Also try returning the chunks' parents (small-to-big, as ``calibrate_retriever(...,
         parents=...)``); gold ids may then be chunk, parent or document ids. A
@@ -98,24 +82,17 @@ def calibrate_hybrid_retriever(
 
     Returns
     -------
-    retriever : QueryFusionRetriever
-        The chosen (chunk) host, with the chosen pool as ``similarity_top_k``; wrap it in
-        ``ConformalRetriever(retriever=..., calibration=...)``, adding the same ``parents=``
-        when ``calibration.selection_["unit"]`` is a parent unit.
-    calibration : RetrievalCalibration
-        Its fingerprint names the fusion mode, weights and pool (and ``>parent:max`` at parent
-        level); ``selection_`` reports the search (``unit``, ``pool_size``, ``mean_tokens``, ...).
+    retriever, calibration : QueryFusionRetriever, RetrievalCalibration
+        Wrap the retriever in ``ConformalRetriever(retriever=..., calibration=...)``, adding the same
+        ``parents=`` when ``calibration.selection_["unit"]`` is a parent unit.
 
     Examples
     --------
     >>> host, cal = calibrate_hybrid_retriever(index, nodes, examples)  # doctest: +SKIP
     >>> retriever = ConformalRetriever(retriever=host, calibration=cal)  # doctest: +SKIP
     """
-    tune = tuning if tuning is not None else TuningOptions()
-    sizes = default_pool_sizes(pool_size, tune.pool_sizes)
-    found = unit_candidates(index, nodes, examples, tune.grid, sizes, parents=parents)
-    opts = with_level(options, confidence_level)
-    return calibrate_unit_search(found, examples, pool_size=pool_size, options=opts, tuning=tune)
+    candidates = partial(unit_candidates, index, nodes, examples, parents=parents)
+    return tune_hybrid(candidates, examples, confidence_level, pool_size, options, tuning)
 
 
 def hybrid_from_calibration(

@@ -1,16 +1,13 @@
-"""The candidates :func:`~conformal_rag_plugins.llamaindex.hybrid_tuning.calibrate_hybrid_retriever` compares.
+"""The candidates of :func:`~.hybrid_tuning.calibrate_hybrid_retriever`: unit x fusion setting x pool size.
 
-Unit (chunks, and the chunks' parents when ``parents=`` is given) x fusion setting x pool
-size. The optimisation split is searched once per question (:class:`~.fusion_fanout.FusionFanout`,
-the ``QueryFusionRetriever`` pools, scores bit for bit); each unit's context tokens are its MiniLM
-token count. Only the chosen candidate's real host is built and queried on the calibration split.
-The search itself is :class:`~conformal_rag_plugins.tuning.unit_search.UnitSearch`; this file reads LlamaIndex.
+:class:`~conformal_rag_plugins.tuning.unit_search.UnitSearch` searches them; this file reads LlamaIndex:
+one :class:`~.fusion_fanout.FusionFanout` search per question, and the chosen ``QueryFusionRetriever``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core import VectorStoreIndex
@@ -22,9 +19,9 @@ from ..labelling.chunk_labels import map_gold_to_chunks
 from ..labelling.chunk_records import Chunk
 from ..local.llamaindex_stack import build_hybrid_retriever
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import Parents, as_parents
+from ..retrieval.host import Parents, as_parents, check_known_gold
 from ..retrieval.parent_pools import parent_unit_name
-from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
+from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.candidates import TokenCosts, TunedCandidate, candidate_grid
 from ..tuning.fusion_config import FusionConfig
 from ..tuning.unit_search import UnitSearch
@@ -41,25 +38,12 @@ class UnitCandidates(UnitSearch):
     index: VectorStoreIndex | None = None
     nodes: Sequence[BaseNode] = ()
     level: ParentLevel | None = None
-    fan: FusionFanout | None = None
-    hosts: dict[tuple[FusionConfig, int], QueryFusionRetriever] = field(default_factory=dict)
 
-    def host(self, cand: TunedCandidate) -> QueryFusionRetriever:
-        """The real ``QueryFusionRetriever`` of a candidate (built once, only when needed)."""
-        key = (cand.fusion, cand.pool_size)
-        if key not in self.hosts:
-            from llama_index.retrievers.bm25 import BM25Retriever
-
-            bm25 = BM25Retriever.from_defaults(nodes=list(self.nodes), similarity_top_k=cand.pool_size)
-            self.hosts[key] = build_hybrid_retriever(
-                self.index,
-                self.nodes,
-                pool_size=cand.pool_size,
-                dense_weight=cand.fusion.weight,
-                mode=cand.fusion.method,
-                bm25=bm25,
-            )
-        return self.hosts[key]
+    def build_host(self, fusion: FusionConfig, pool_size: int) -> QueryFusionRetriever:
+        """A ``QueryFusionRetriever`` with its own BM25 at ``pool_size``."""
+        return build_hybrid_retriever(
+            self.index, self.nodes, pool_size=pool_size, dense_weight=fusion.weight, mode=fusion.method
+        )
 
     def fetcher(self, cand: TunedCandidate) -> Callable[[str], CandidatePool]:
         """``fetch(question)`` through the candidate's real host (parent level through :class:`ParentLevel`)."""
@@ -78,11 +62,6 @@ class UnitCandidates(UnitSearch):
         """Every chunk id of the fusion host."""
         return all_ids(host)
 
-    def chunk_pools(self, question: str) -> Mapping[tuple[FusionConfig, int], CandidatePool]:
-        """Every setting's chunk pool from one dense and one BM25 search."""
-        assert self.fan is not None
-        return self.fan(question)
-
     def parent_text(self, pid: str) -> str | None:
         """The parent's text from the parents' store."""
         assert self.level is not None
@@ -100,10 +79,9 @@ def unit_candidates(
 ) -> UnitCandidates:
     """Build the candidates and check the gold ids (chunk ids; with ``parents``, chunk, parent or document ids).
 
-    ``parents`` is the parents' store or a :class:`~conformal_rag_plugins.retrieval.host.Parents`
-    (its ``aggregation`` scores a parent). With it, chunk-level gold comes from
-    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks` (a parent id becomes
-    the chunks holding a reference answer) and parent-level gold from :meth:`ParentLevel.lift_gold`.
+    ``parents``: the parents' store or a :class:`~conformal_rag_plugins.retrieval.host.Parents`; chunk-level
+    gold then comes from :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`,
+    parent-level gold from :meth:`ParentLevel.lift_gold`.
 
     Examples
     --------
@@ -121,19 +99,16 @@ def unit_candidates(
     out = UnitCandidates(
         cands, base_of, TokenCosts(count_tokens), spec.aggregation, index=index, nodes=nodes, level=level, fan=fan
     )
-    examples = list(examples)
-    gold = sorted({g for ex in examples for g in ex.gold_ids})
     if level is None:
-        known = existing_ids(out.host(cands[0]), gold) if gold else None
-        if known is not None:
-            check_gold_ids(examples, known)
+        check_known_gold(examples, lambda ids: existing_ids(out.host(cands[0]), ids))
         return out
-    out.parent_of = {n.node_id: chunk_parent_id(n) for n in nodes}
     records = [
         Chunk(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE), parent_id=chunk_parent_id(n) or n.node_id)
         for n in nodes
     ]
-    out.unit_examples["chunk"] = map_gold_to_chunks(examples, records)[0]
-    check_gold_ids(out.unit_examples["chunk"], {n.node_id for n in nodes})
-    out.unit_examples[units[1]] = level.lift_gold(examples, out.host(cands[0]))
+    out.set_parent_gold(
+        {n.node_id: chunk_parent_id(n) for n in nodes},
+        map_gold_to_chunks(examples, records)[0],
+        lambda: level.lift_gold(list(examples), out.host(cands[0])),
+    )
     return out

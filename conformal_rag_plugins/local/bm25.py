@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 class BM25Index:
@@ -74,3 +75,24 @@ class BM25Index:
         for j, i in enumerate(rows):
             out[i] = self._hits(docs[j], scores[j])
         return out
+
+
+def retrieve_batch(
+    model: Any,
+    queries: Sequence[str],
+    k: int,
+    *,
+    token_pattern: str,
+    stemmer: Any = None,
+    weight_mask: Sequence[float] | None = None,
+) -> tuple[Any, Any]:
+    """``(indexes, scores)`` rows of a ``bm25s.BM25`` ``model`` for every query: one tokenisation, one retrieval.
+
+    With a LlamaIndex ``BM25Retriever``'s ``stemmer``, ``token_pattern`` and ``corpus_weight_mask``
+    the rows are what its ``retrieve`` computes one query at a time."""
+    import bm25s
+    import numpy as np
+
+    tokens = bm25s.tokenize(list(queries), stemmer=stemmer, token_pattern=token_pattern, show_progress=False)
+    mask = np.array(weight_mask) if weight_mask else None
+    return model.retrieve(tokens, k=k, show_progress=False, weight_mask=mask)

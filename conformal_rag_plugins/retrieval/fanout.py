@@ -5,12 +5,13 @@ one dense and one lexical search per question at the largest pool and cuts every
 ``(setting, pool size)`` pool from them (``llamaindex/fusion_fanout.py`` with the arithmetic of
 ``QueryFusionRetriever``, ``langchain/fusion_fanout.py`` with ``ScoredFusionRetriever.fuse``).
 What does not depend on the framework is here: the checks of the kind and the pool sizes, and
-the loop of :meth:`Fanout.many` over blocks of questions whose searches are batched.
+the loop of :meth:`Fanout.many` over blocks of questions whose searches are batched, and the
+score arithmetic of ``QueryFusionRetriever`` (:func:`fuse_ranked`) on plain ``(id, score)`` lists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..core.errors import CalibrationError
@@ -20,6 +21,56 @@ from .pool_calibration import CandidatePool
 FanoutKey = tuple[Any, int]
 #: The hosts a fan-out stands for.
 FANOUT_KINDS = ("dense", "bm25", "hybrid")
+
+
+def scaled_scores(scores: Sequence[float], weight: float, dist_based: bool) -> list[float]:
+    """One list's scores as ``QueryFusionRetriever._relative_score_fusion`` scales them (same float operations).
+
+    Min-max (``relative_score``) or mean +- 3 std (``dist_based_score``) to [0, 1], times ``weight``.
+
+    >>> scaled_scores([2.0, 1.0, 0.0], 0.5, False)
+    [0.5, 0.25, 0.0]
+    """
+    if not scores:
+        return []
+    if dist_based:
+        mean = sum(scores) / len(scores)
+        std = (sum((x - mean) ** 2 for x in scores) / len(scores)) ** 0.5
+        low, high = mean - 3 * std, mean + 3 * std
+    else:
+        low, high = min(scores), max(scores)
+    out = []
+    for x in scores:
+        y = (1.0 if high > 0 else 0.0) if high == low else (x - low) / (high - low)
+        out.append(y * weight / 1)  # num_queries = 1
+    return out
+
+
+def fuse_ranked(
+    lists: Sequence[Sequence[tuple[str, float | None]]],
+    hashes: Mapping[str, str],
+    weights: Sequence[float],
+    dist_based: bool,
+) -> list[tuple[str, float, int]]:
+    """``(id, fused score, list of its first occurrence)`` best first, as ``QueryFusionRetriever`` fuses ``lists``.
+
+    ``hashes`` maps an id to its content hash: ids with the same hash are one candidate, scored by
+    the sum of their scaled scores (:func:`scaled_scores`); a missing score counts as 0.
+
+    >>> fuse_ranked([[("a", 2.0), ("b", 1.0), ("c", 0.0)], [("b", 1.0)]], {i: i for i in "abc"}, [0.5, 0.5], False)
+    [('b', 0.75, 0), ('a', 0.5, 0), ('c', 0.0, 0)]
+    """
+    merged: dict[str, list] = {}
+    for source, (pairs, weight) in enumerate(zip(lists, weights, strict=True)):
+        scaled = scaled_scores([score or 0.0 for _, score in pairs], weight, dist_based)
+        for (nid, _), value in zip(pairs, scaled, strict=True):
+            key = hashes[nid]
+            if key in merged:
+                merged[key][1] = merged[key][1] + value
+            else:
+                merged[key] = [nid, value, source]
+    ordered = sorted(merged.values(), key=lambda item: item[1], reverse=True)
+    return [(nid, score, source) for nid, score, source in ordered]
 
 
 def block_size(batch_size: int | None, top: int, max_rows: int) -> int:

@@ -7,10 +7,12 @@ this protocol; :func:`~.calibrate_host.calibrate_host` is written once against i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..core.errors import ConformalError
+from ..core.validation import check_pool_size
 from ..datasets.examples import CalibrationExample
 from .fingerprint import Fingerprint
 from .pool_calibration import CandidatePool, check_gold_ids
@@ -75,12 +77,34 @@ def check_gold_on_host(host: RetrievalHost, examples: Sequence[CalibrationExampl
     CalibrationError
         A gold id the store does not hold (a typo would otherwise look like a miss).
     """
+    return check_known_gold(examples, host.existing_ids)
+
+
+def check_known_gold(
+    examples: Sequence[CalibrationExample], existing_ids: Callable[[list[str]], set[str] | None]
+) -> list[CalibrationExample]:
+    """:func:`check_gold_on_host` with the store's ``existing_ids(ids)`` (``None``: it cannot tell)."""
     examples = list(examples)
     gold = sorted({g for ex in examples for g in ex.gold_ids})
-    known = host.existing_ids(gold) if gold else None
+    known = existing_ids(gold) if gold else None
     if known is not None:
         check_gold_ids(examples, known)
     return examples
+
+
+def agreed_pool_size(own: int | None, pool_size: int | None, *, unknown: str, mismatch: str) -> int:
+    """``pool_size`` (>= 1), else the host's ``own``; both known must agree (errors: ``unknown``, ``mismatch``
+    formatted with ``own`` and ``size``).
+
+    >>> agreed_pool_size(50, None, unknown="?", mismatch="{own} != {size}")
+    50
+    """
+    size = check_pool_size(pool_size) if pool_size is not None else own
+    if size is None:
+        raise ConformalError(unknown)
+    if own is not None and own != size:
+        raise ConformalError(mismatch.format(own=own, size=size))
+    return size
 
 
 @dataclass(frozen=True)
