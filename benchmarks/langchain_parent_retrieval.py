@@ -48,7 +48,7 @@ from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
 from conformal_rag_plugins.labelling.chunk_records import Chunk
 from conformal_rag_plugins.langchain.host import fetch_pairs, pool_from_pairs
 from conformal_rag_plugins.langchain.parent_retrieval import parent_examples, parent_host
-from conformal_rag_plugins.langchain.parent_stack import build_parent_document_retriever
+from conformal_rag_plugins.local.langchain_parents import build_parent_document_retriever
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
 from conformal_rag_plugins.local.tokens import count_tokens
 from conformal_rag_plugins.retrieval.gold_matching import gold_positions

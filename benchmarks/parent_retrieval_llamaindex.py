@@ -3,7 +3,7 @@
 The 199 long documents of the bundled SQuAD subset (6 paragraphs each) are cut into 96-token
 chunks by LlamaIndex's ``SentenceSplitter`` (``SOURCE`` -> document), indexed in Chroma with
 MiniLM (dense, pool 50), the documents kept in a docstore
-(``llamaindex/parent_stack.py``). Every question is asked once; its chunk pool gives:
+(``local/llamaindex_parents.py``). Every question is asked once; its chunk pool gives:
 
 * ``chunk``: the pool itself, gold = the chunks holding a reference answer
   (``calibration/chunk_labels.py``), what a chunk-level ``ConformalRetriever`` returns;
@@ -42,8 +42,8 @@ from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
 from conformal_rag_plugins.labelling.chunk_records import Chunk
 from conformal_rag_plugins.llamaindex.host import pool_from_nodes
 from conformal_rag_plugins.llamaindex.parent_retrieval import chunk_parent_id, resolve_parent_level
-from conformal_rag_plugins.llamaindex.parent_stack import build_parent_stack
 from conformal_rag_plugins.local.chroma import chroma_client
+from conformal_rag_plugins.local.llamaindex_parents import build_parent_stack
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
 from conformal_rag_plugins.local.tokens import count_tokens
 from conformal_rag_plugins.retrieval.gold_matching import gold_positions

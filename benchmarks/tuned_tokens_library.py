@@ -58,8 +58,8 @@ def _li_setting(name: str, client: Any) -> dict[str, Any]:
 
     from conformal_rag_plugins.commands.hosts import corpus_key
     from conformal_rag_plugins.llamaindex.parent_retrieval import chunk_parent_id
-    from conformal_rag_plugins.llamaindex.parent_stack import build_parent_stack
     from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
+    from conformal_rag_plugins.local.llamaindex_parents import build_parent_stack
     from conformal_rag_plugins.local.llamaindex_stack import build_chroma_index
     from conformal_rag_plugins.local.long_documents import bundled_long_documents
 
@@ -83,8 +83,8 @@ def _lc_setting(name: str, client: Any) -> dict[str, Any]:
     from langchain_core.documents import Document
 
     from conformal_rag_plugins.commands.hosts import build_host
-    from conformal_rag_plugins.langchain.parent_stack import build_parent_document_retriever
     from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
+    from conformal_rag_plugins.local.langchain_parents import build_parent_document_retriever
     from conformal_rag_plugins.local.long_documents import bundled_long_documents
 
     if name.startswith("squad"):

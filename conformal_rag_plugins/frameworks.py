@@ -5,8 +5,8 @@
 entry in one file (``llamaindex/cli_entry.py``, ``langchain/cli_entry.py``), imported only when
 that framework is asked for, so importing this module imports neither framework.
 
-Adding a framework means writing its ``cli_entry.py`` with a class that implements
-:class:`FrameworkAdapter` and naming it in :data:`_ENTRIES`.
+Adding a framework means writing its ``cli_entry.py`` with a :class:`RegisteredEntry` subclass
+(its table of adapter functions plus the framework-specific operations) and naming it in :data:`_ENTRIES`.
 
 Examples
 --------
@@ -21,9 +21,11 @@ conformal_rag_plugins.core.errors.ConformalError: framework must be one of ('lla
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from .core.errors import ConformalError
 
@@ -158,6 +160,125 @@ class FrameworkAdapter(Protocol):
     def ids_and_texts(self, results: Sequence[Any]) -> list[tuple[str, str]]:
         """``(id, text)`` of each node or document a retriever returned."""
         ...
+
+
+#: Method names of a host description (``Fingerprint.retriever``) -> the library's fusion methods.
+_MODES = {"dist_based_score": "zscore", "relative_score": "minmax"}
+
+
+#: Operation -> ``module:function`` inside an adapter package that :class:`RegisteredEntry` calls for it.
+FORWARDED: Mapping[str, str] = MappingProxyType({
+    "chunk_entries": "text_splitting:chunk_entries",
+    "calibrate_retriever": "calibrate:calibrate_retriever",
+    "calibrate_hybrid_retriever": "hybrid_tuning:calibrate_hybrid_retriever",
+    "unit_candidates": "tuned_units:unit_candidates",
+    "label_with_judge": "judge_labels:label_with_judge",
+    "generate_questions": "question_gen:generate_calibration_questions",
+    "fingerprint_of": "fingerprint:fingerprint_of",
+})  # fmt: skip
+
+
+class RegisteredEntry:
+    """The framework-neutral half of an entry: operations that only call an adapter function.
+
+    Each operation below calls the function that :attr:`functions` names for it in the adapter
+    :attr:`package` (imported on the first call, so the registry imports no framework); a subclass
+    declares its ``name``, ``package`` and ``models`` and defines the operations that differ between frameworks
+    (``build_hosts`` indexes once, then asks the subclass's ``hosts_on`` and ``fetch_on``).
+    """
+
+    name: str
+    #: The adapter package, e.g. ``"conformal_rag_plugins.llamaindex"``.
+    package: ClassVar[str]
+    #: Operation -> ``module:function`` in :attr:`package`, called with the operation's arguments.
+    functions: ClassVar[Mapping[str, str]] = FORWARDED
+    #: The offline stack's module with the framework's ``local_llm`` and ``default_llm``.
+    models: ClassVar[str]
+    #: The keyword of that ``local_llm`` that caps the generated tokens.
+    max_tokens_keyword: ClassVar[str] = "max_tokens"
+
+    def _call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the adapter function the table names for ``operation``."""
+        module, _, attr = self.functions[operation].partition(":")
+        return getattr(importlib.import_module(f"{self.package}.{module}"), attr)(*args, **kwargs)
+
+    def chunk_entries(
+        self, entries: Sequence[CorpusEntry], *, chunk_size: int | None, chunk_overlap: int | None
+    ) -> list[Chunk]:
+        return self._call("chunk_entries", entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+
+    def build_llm(self, kind: str, *, temperature: float, max_tokens: int) -> Any:
+        llm = importlib.import_module(self.models)
+        if kind == "local":
+            return llm.local_llm(temperature=temperature, **{self.max_tokens_keyword: max_tokens})
+        model = llm.default_llm(temperature=temperature)
+        model.max_tokens = max_tokens  # default_llm's 32 tokens are too few for a JSON question
+        return model
+
+    def build_hosts(
+        self,
+        kind: str,
+        entries: Sequence[CorpusEntry],
+        *,
+        grid: Sequence[FusionConfig],
+        pool_size: int,
+        client: Any,
+        collection_name: str,
+        show_progress: bool = False,
+    ) -> dict[FusionConfig | None, HostFetch]:
+        searchable, units = self.index_chunks(entries, client=client, collection_name=collection_name,
+                                              show_progress=show_progress)  # fmt: skip
+        hosts = self.hosts_on(kind, searchable, units, grid, pool_size)
+        return {fusion: (host, self.fetch_on(host, pool_size)) for fusion, host in hosts.items()}
+
+    def hosts_on(
+        self, kind: str, searchable: Any, units: Any, grid: Sequence[FusionConfig], pool_size: int
+    ) -> dict[FusionConfig | None, Any]:
+        """The dense, BM25 or hybrid host(s) on an index: ``{fusion or None: host}``."""
+        raise NotImplementedError
+
+    def fetch_on(self, host: Any, pool_size: int) -> Callable[[str], CandidatePool]:
+        """``fetch(question) -> CandidatePool`` of a built host, on its own scale."""
+        raise NotImplementedError
+
+    def calibrate_retriever(self, host: Any, examples: Sequence[CalibrationExample], **options: Any) -> Any:
+        return self._call("calibrate_retriever", host, examples, **options)
+
+    def calibrate_hybrid_retriever(
+        self, searchable: Any, units: Any, examples: Sequence[CalibrationExample], **options: Any
+    ) -> tuple[Any, Any]:
+        return self._call("calibrate_hybrid_retriever", searchable, units, examples, **options)
+
+    def unit_candidates(
+        self,
+        searchable: Any,
+        units: Any,
+        examples: Sequence[CalibrationExample],
+        grid: Sequence[FusionConfig],
+        pool_sizes: Sequence[int],
+    ) -> Any:
+        return self._call("unit_candidates", searchable, units, examples, grid, pool_sizes)
+
+    def label_with_judge(
+        self, host: Any, examples: Sequence[CalibrationExample], model: Any, budget: int, **options: Any
+    ) -> tuple[list[CalibrationExample], Any]:
+        return self._call("label_with_judge", host, examples, model, budget, **options)
+
+    def generate_questions(self, chunks: Sequence[Chunk], model: Any, n: int, **options: Any) -> tuple[list, Any]:
+        return self._call("generate_questions", chunks, model, n, **options)
+
+    def fingerprint_of(self, host: Any) -> Fingerprint:
+        return self._call("fingerprint_of", host)
+
+    @staticmethod
+    def fusion_in(pattern: re.Pattern[str], retriever: str) -> FusionConfig | None:
+        """The fusion a host description names (``pattern``'s groups: method, weight), else ``None``."""
+        from .tuning.tuned_calibration import FusionConfig
+
+        match = pattern.match(retriever)
+        if match is None:
+            return None
+        return FusionConfig(_MODES.get(match.group(1), match.group(1)), float(match.group(2)))
 
 
 @cache

@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnablePassthrough
 from conformal_rag_plugins import split_examples
 from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
 from conformal_rag_plugins.langchain import ConformalRetriever, calibrate_retriever
-from conformal_rag_plugins.langchain.stack import build_hybrid_retriever
+from conformal_rag_plugins.langchain.fusion import build_hybrid_retriever
 from conformal_rag_plugins.langchain.text_splitting import chunk_entries
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.langchain_stack import build_chroma_vectorstore

@@ -1,7 +1,12 @@
-"""A LangChain retriever that fuses dense relevance scores with BM25 and keeps the scores."""
+"""A LangChain retriever that fuses dense relevance scores with BM25 and keeps the scores.
+
+:func:`build_hybrid_retriever` builds it over corpus entries (the dense store e.g. from
+:func:`~conformal_rag_plugins.local.langchain_stack.build_chroma_vectorstore`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -11,6 +16,7 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field
 
 from ..core.fusion import DEFAULT_DENSE_WEIGHT, fuse_scores
+from ..datasets.examples import CorpusEntry
 from ..local.bm25 import BM25Index
 from ..retrieval.fingerprint import Fingerprint
 from .fingerprint import fingerprint_of
@@ -83,3 +89,25 @@ class ScoredFusionRetriever(BaseRetriever):
             }
             out.append(Document(id=cid, page_content=base.page_content, metadata=meta))
         return out
+
+
+def build_hybrid_retriever(
+    store: Any,
+    entries: Sequence[CorpusEntry],
+    *,
+    pool_size: int = 50,
+    dense_weight: float = DEFAULT_DENSE_WEIGHT,
+    method: str = "zscore",
+    bm25: BM25Index | None = None,
+) -> ScoredFusionRetriever:
+    """Dense + BM25 fusion over ``entries`` that keeps scores in ``metadata['score']``.
+
+    Pass a prebuilt ``bm25`` index to share it between several fusion settings.
+
+    Examples
+    --------
+    >>> hybrid = build_hybrid_retriever(store, entries, dense_weight=0.3, method="minmax")  # doctest: +SKIP
+    """
+    if bm25 is None:
+        bm25 = BM25Index([e.id for e in entries], [e.text for e in entries])
+    return ScoredFusionRetriever(vectorstore=store, bm25=bm25, k=pool_size, weight=dense_weight, method=method)

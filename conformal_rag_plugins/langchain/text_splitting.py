@@ -1,6 +1,6 @@
 """Cut long corpus entries into MiniLM-sized chunks with LangChain's ``RecursiveCharacterTextSplitter``.
 
-Only the splitter is LangChain's (``from_huggingface_tokenizer`` with the MiniLM tokenizer): the window
+Only the splitter (:func:`~conformal_rag_plugins.local.langchain_models.recursive_splitter`) is LangChain's: the window
 is :func:`~conformal_rag_plugins.local.tokens.chunk_window` and the ids, parents and window guarantee
 are :func:`~conformal_rag_plugins.labelling.chunk_records.chunk_with`'s.
 """
@@ -8,32 +8,11 @@ are :func:`~conformal_rag_plugins.labelling.chunk_records.chunk_with`'s.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from ..datasets.examples import CorpusEntry
 from ..labelling.chunk_records import Chunk, chunk_with
-from ..local.tokens import chunk_window, count_tokens, embedding_tokenizer
-
-if TYPE_CHECKING:
-    from langchain_text_splitters import RecursiveCharacterTextSplitter
-
-
-def recursive_splitter(
-    chunk_size: int | None = None, chunk_overlap: int | None = None
-) -> RecursiveCharacterTextSplitter:
-    """LangChain ``RecursiveCharacterTextSplitter`` measuring MiniLM word pieces (window: ``chunk_window``).
-
-    Examples
-    --------
-    >>> recursive_splitter()._chunk_size  # doctest: +SKIP
-    254
-    """
-    from langchain_text_splitters import RecursiveCharacterTextSplitter
-
-    size, overlap = chunk_window(chunk_size, chunk_overlap)
-    return RecursiveCharacterTextSplitter.from_huggingface_tokenizer(
-        embedding_tokenizer(), chunk_size=size, chunk_overlap=overlap
-    )
+from ..local.langchain_models import recursive_splitter
+from ..local.tokens import chunk_window, count_tokens
 
 
 def chunk_entries(

@@ -1,9 +1,9 @@
 """LlamaIndex's entry in the framework registry (``conformal_rag_plugins/frameworks.py``).
 
-What ``conformal-rag`` and the benchmarks ask of LlamaIndex, in one place: the splitter, the
-LLM, the Chroma index and its dense, BM25 and hybrid hosts, calibration, labelling, question
-generation, fingerprints and ``ConformalRetriever``. The registry imports this module only when
-LlamaIndex is asked for.
+The LLM and the operations that only call an adapter function are inherited from
+:class:`~conformal_rag_plugins.frameworks.RegisteredEntry`; the rest (Chroma index, hosts,
+fingerprints rebuilt, ``ConformalRetriever``, results) are LlamaIndex's own. The registry
+imports this module only when LlamaIndex is asked for.
 """
 
 from __future__ import annotations
@@ -12,30 +12,19 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..frameworks import RegisteredEntry
 from ..tuning.tuned_calibration import FusionConfig
 
-_MODES = {"dist_based_score": "zscore", "relative_score": "minmax"}
 _FUSION = re.compile(r"fusion\(mode=(\w+),weights=([0-9.eE+-]+),")
 
 
-class LlamaIndexEntry:
+class LlamaIndexEntry(RegisteredEntry):
     """:class:`~conformal_rag_plugins.frameworks.FrameworkAdapter` for LlamaIndex."""
 
     name = "llamaindex"
-
-    def chunk_entries(self, entries: Sequence[Any], *, chunk_size: int | None, chunk_overlap: int | None) -> list:
-        from .text_splitting import chunk_entries
-
-        return chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-
-    def build_llm(self, kind: str, *, temperature: float, max_tokens: int) -> Any:
-        from ..local import llamaindex_models as llm
-
-        if kind == "local":
-            return llm.local_llm(temperature=temperature, max_new_tokens=max_tokens)
-        model = llm.default_llm(temperature=temperature)
-        model.max_tokens = max_tokens  # default_llm's 32 tokens are too few for a JSON question
-        return model
+    package = "conformal_rag_plugins.llamaindex"
+    models = "conformal_rag_plugins.local.llamaindex_models"
+    max_tokens_keyword = "max_new_tokens"
 
     def index_chunks(
         self, entries: Sequence[Any], *, client: Any, collection_name: str, show_progress: bool = False
@@ -44,36 +33,23 @@ class LlamaIndexEntry:
 
         return build_chroma_index(entries, client=client, collection_name=collection_name, show_progress=show_progress)
 
-    def build_hosts(
-        self,
-        kind: str,
-        entries: Sequence[Any],
-        *,
-        grid: Sequence[FusionConfig],
-        pool_size: int,
-        client: Any,
-        collection_name: str,
-        show_progress: bool = False,
-    ) -> dict[FusionConfig | None, tuple[Any, Callable[[str], Any]]]:
-        from .host import pool_from_nodes
+    def hosts_on(
+        self, kind: str, searchable: Any, units: Any, grid: Sequence[FusionConfig], pool_size: int
+    ) -> dict[FusionConfig | None, Any]:
         from .hybrid_tuning import hybrid_retrievers
 
-        index, nodes = self.index_chunks(entries, client=client, collection_name=collection_name,
-                                         show_progress=show_progress)  # fmt: skip
-        hosts: dict[FusionConfig | None, Any]
         if kind == "dense":
-            hosts = {None: index.as_retriever(similarity_top_k=pool_size)}
-        elif kind == "bm25":
+            return {None: searchable.as_retriever(similarity_top_k=pool_size)}
+        if kind == "bm25":
             from llama_index.retrievers.bm25 import BM25Retriever
 
-            hosts = {None: BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=pool_size)}
-        else:
-            hosts = dict(hybrid_retrievers(index, nodes, grid, pool_size=pool_size))
+            return {None: BM25Retriever.from_defaults(nodes=units, similarity_top_k=pool_size)}
+        return dict(hybrid_retrievers(searchable, units, grid, pool_size=pool_size))
 
-        def with_fetch(host: Any) -> tuple[Any, Callable[[str], Any]]:
-            return host, lambda q: pool_from_nodes(host.retrieve(q))[0]
+    def fetch_on(self, host: Any, pool_size: int) -> Callable[[str], Any]:
+        from .host import pool_from_nodes
 
-        return {c: with_fetch(h) for c, h in hosts.items()}
+        return lambda q: pool_from_nodes(host.retrieve(q))[0]
 
     def build_fanout(
         self,
@@ -99,47 +75,6 @@ class LlamaIndexEntry:
         )
         return FusionFanout(index, nodes, kind, grid, pool_sizes)
 
-    def calibrate_retriever(self, host: Any, examples: Sequence[Any], **options: Any) -> Any:
-        from .calibrate import calibrate_retriever
-
-        return calibrate_retriever(host, examples, **options)
-
-    def calibrate_hybrid_retriever(
-        self, searchable: Any, units: Any, examples: Sequence[Any], **options: Any
-    ) -> tuple[Any, Any]:
-        from .hybrid_tuning import calibrate_hybrid_retriever
-
-        return calibrate_hybrid_retriever(searchable, units, examples, **options)
-
-    def unit_candidates(
-        self,
-        searchable: Any,
-        units: Any,
-        examples: Sequence[Any],
-        grid: Sequence[FusionConfig],
-        pool_sizes: Sequence[int],
-    ) -> Any:
-        from .tuned_units import unit_candidates
-
-        return unit_candidates(searchable, units, examples, grid, pool_sizes)
-
-    def label_with_judge(
-        self, host: Any, examples: Sequence[Any], model: Any, budget: int, **options: Any
-    ) -> tuple[list, Any]:
-        from .judge_labels import label_with_judge
-
-        return label_with_judge(host, examples, model, budget, **options)
-
-    def generate_questions(self, chunks: Sequence[Any], model: Any, n: int, **options: Any) -> tuple[list, Any]:
-        from .question_gen import generate_calibration_questions
-
-        return generate_calibration_questions(chunks, model, n, **options)
-
-    def fingerprint_of(self, host: Any) -> Any:
-        from .fingerprint import fingerprint_of
-
-        return fingerprint_of(host)
-
     def rebuildable_host(self, fingerprint: Any) -> tuple[str, FusionConfig | None] | None:
         """``("dense"|"bm25"|"hybrid", fusion)`` of a Chroma/BM25/fusion host, else ``None``.
 
@@ -156,10 +91,8 @@ class LlamaIndexEntry:
             return "dense", None
         if retriever == "bm25":
             return "bm25", None
-        match = _FUSION.match(retriever)
-        if match:
-            return "hybrid", FusionConfig(_MODES.get(match.group(1), match.group(1)), float(match.group(2)))
-        return None
+        fusion = self.fusion_in(_FUSION, retriever)
+        return ("hybrid", fusion) if fusion is not None else None
 
     def conformal_retriever(self, kind: str, host: Any, calibration: Any, **options: Any) -> Any:
         from .retriever import ConformalRetriever

@@ -1,34 +1,18 @@
 """Cut long corpus entries into MiniLM-sized chunks with LlamaIndex's ``SentenceSplitter``.
 
-Only the splitter is LlamaIndex's: the window is :func:`~conformal_rag_plugins.local.tokens.chunk_window`
-and the ids, parents and window guarantee are :func:`~conformal_rag_plugins.labelling.chunk_records.chunk_with`'s.
+Only the splitter (:func:`~conformal_rag_plugins.local.llamaindex_models.sentence_splitter`) is
+LlamaIndex's: the window is :func:`~conformal_rag_plugins.local.tokens.chunk_window` and the ids,
+parents and window guarantee are :func:`~conformal_rag_plugins.labelling.chunk_records.chunk_with`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from ..datasets.examples import CorpusEntry
 from ..labelling.chunk_records import Chunk, chunk_with
-from ..local.tokens import chunk_window, count_tokens, token_ids
-
-if TYPE_CHECKING:
-    from llama_index.core.node_parser import SentenceSplitter
-
-
-def sentence_splitter(chunk_size: int | None = None, chunk_overlap: int | None = None) -> SentenceSplitter:
-    """LlamaIndex ``SentenceSplitter`` measuring MiniLM word pieces (window: ``chunk_window``).
-
-    Examples
-    --------
-    >>> sentence_splitter().chunk_size  # doctest: +SKIP
-    254
-    """
-    from llama_index.core.node_parser import SentenceSplitter
-
-    size, overlap = chunk_window(chunk_size, chunk_overlap)
-    return SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=token_ids)
+from ..local.llamaindex_models import sentence_splitter
+from ..local.tokens import chunk_window, count_tokens
 
 
 def chunk_entries(

@@ -28,6 +28,17 @@ def get_collection(client: Any, name: str) -> Any:
     return client.get_or_create_collection(name, embedding_function=None, configuration=HNSW_CONFIG)
 
 
+def open_collection(client: Any, name: str) -> tuple[Any, Any]:
+    """``(client, collection)``: ``client`` (a new in-memory one when ``None``) and its collection ``name``."""
+    client = client if client is not None else chroma_client()
+    return client, get_collection(client, name)
+
+
+def stored_ids(collection: Any, ids: Sequence[str]) -> set[str]:
+    """Those of ``ids`` already in ``collection`` (a filled collection is reused, not embedded again)."""
+    return set(collection.get(ids=list(ids), include=[])["ids"])
+
+
 def chroma_space(collection: Any) -> str:
     """The distance space of a chromadb collection (``l2`` when unset)."""
     space = None

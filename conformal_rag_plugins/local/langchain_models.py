@@ -13,13 +13,17 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 
 from ..runtime.openai_settings import completion_mode, openai_settings
 from .encoder import MODEL_NAME, MiniLMEncoder, get_encoder
 from .llm import gemma_model_path
+from .tokens import chunk_window, embedding_tokenizer
+
+if TYPE_CHECKING:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 
 class MiniLMEmbeddings(Embeddings):
@@ -115,3 +119,21 @@ def default_llm(temperature: float = 1.0) -> Any:
     from langchain_openai import ChatOpenAI
 
     return ChatOpenAI(**common)
+
+
+def recursive_splitter(
+    chunk_size: int | None = None, chunk_overlap: int | None = None
+) -> RecursiveCharacterTextSplitter:
+    """LangChain ``RecursiveCharacterTextSplitter`` measuring MiniLM word pieces (window: ``chunk_window``).
+
+    Examples
+    --------
+    >>> recursive_splitter()._chunk_size  # doctest: +SKIP
+    254
+    """
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    size, overlap = chunk_window(chunk_size, chunk_overlap)
+    return RecursiveCharacterTextSplitter.from_huggingface_tokenizer(
+        embedding_tokenizer(), chunk_size=size, chunk_overlap=overlap
+    )

@@ -1,8 +1,8 @@
 """Fill a LangChain Chroma store with corpus entries on the offline stack (MiniLM embeddings).
 
 The hybrid retriever on top of it is
-:func:`conformal_rag_plugins.langchain.stack.build_hybrid_retriever` (it builds the adapter's
-``ScoredFusionRetriever``).
+:func:`conformal_rag_plugins.langchain.fusion.build_hybrid_retriever` (it builds the adapter's
+``ScoredFusionRetriever``, so it stays in the adapter).
 
 Examples
 --------
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..datasets.examples import CorpusEntry
-from .chroma import add_in_batches, chroma_client, get_collection
+from .chroma import add_in_batches, open_collection, stored_ids
 from .langchain_models import MiniLMEmbeddings
 from .tokens import warn_if_truncated
 
@@ -49,11 +49,9 @@ def build_chroma_vectorstore(
     """
     from langchain_chroma import Chroma
 
-    client = client if client is not None else chroma_client()
-    collection = get_collection(client, collection_name)
+    client, collection = open_collection(client, collection_name)
     embeddings = embeddings or MiniLMEmbeddings()
-    ids = [e.id for e in entries]
-    have = set(collection.get(ids=ids, include=[])["ids"])
+    have = stored_ids(collection, [e.id for e in entries])
     todo = [e for e in entries if e.id not in have]
     if todo and warn_truncation and isinstance(embeddings, MiniLMEmbeddings):
         warn_if_truncated([e.text for e in todo])

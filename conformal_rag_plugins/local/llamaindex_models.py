@@ -13,7 +13,7 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
@@ -21,6 +21,10 @@ from pydantic import PrivateAttr
 from ..runtime.openai_settings import completion_mode, openai_settings
 from .encoder import MODEL_NAME, MiniLMEncoder, get_encoder
 from .llm import gemma_model_path
+from .tokens import chunk_window, token_ids
+
+if TYPE_CHECKING:
+    from llama_index.core.node_parser import SentenceSplitter
 
 
 class MiniLMEmbedding(BaseEmbedding):
@@ -133,3 +137,17 @@ def default_llm(temperature: float = 1.0) -> Any:
         timeout=60.0,
         max_retries=1,  # the samplers retry with backoff themselves
     )
+
+
+def sentence_splitter(chunk_size: int | None = None, chunk_overlap: int | None = None) -> SentenceSplitter:
+    """LlamaIndex ``SentenceSplitter`` measuring MiniLM word pieces (window: ``chunk_window``).
+
+    Examples
+    --------
+    >>> sentence_splitter().chunk_size  # doctest: +SKIP
+    254
+    """
+    from llama_index.core.node_parser import SentenceSplitter
+
+    size, overlap = chunk_window(chunk_size, chunk_overlap)
+    return SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=token_ids)

@@ -14,11 +14,11 @@ from typing import Any
 
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.retrievers import QueryFusionRetriever
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import BaseNode, TextNode
 
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..datasets.examples import CorpusEntry
-from .chroma import chroma_client, get_collection
+from .chroma import open_collection, stored_ids
 from .llamaindex_models import MiniLMEmbedding
 from .tokens import warn_if_truncated
 
@@ -72,22 +72,27 @@ def build_chroma_index(
     --------
     >>> index, nodes = build_chroma_index(bundled_corpus())  # doctest: +SKIP
     """
+    _, collection = open_collection(client, collection_name)
+    nodes = nodes_from_entries(entries)
+    index = index_nodes(nodes, collection, embed_model, show_progress=show_progress, warn_truncation=warn_truncation)
+    return index, nodes
+
+
+def index_nodes(nodes: Sequence[BaseNode], collection: Any, embed_model: Any = None, *, show_progress: bool = False,
+                warn_truncation: bool = False) -> VectorStoreIndex:  # fmt: skip
+    """A ``VectorStoreIndex`` on a Chroma ``collection`` after embedding the ``nodes`` it lacks (MiniLM by default)."""
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
-    client = client if client is not None else chroma_client()
-    collection = get_collection(client, collection_name)
     embed_model = embed_model or MiniLMEmbedding()
     store = ChromaVectorStore(chroma_collection=collection)
-    nodes = nodes_from_entries(entries)
-    have = set(collection.get(ids=[n.node_id for n in nodes], include=[])["ids"])
+    have = stored_ids(collection, [n.node_id for n in nodes])
     todo = [n for n in nodes if n.node_id not in have]
     if todo and warn_truncation and isinstance(embed_model, MiniLMEmbedding):
         warn_if_truncated([n.get_content() for n in todo])
     if todo:
         context = StorageContext.from_defaults(vector_store=store)
         VectorStoreIndex(todo, storage_context=context, embed_model=embed_model, show_progress=show_progress)
-    index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
-    return index, nodes
+    return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
 
 
 #: LlamaIndex ``FUSION_MODES`` for the library's fusion method names.

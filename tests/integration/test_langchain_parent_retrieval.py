@@ -62,7 +62,7 @@ def long_docs():
 @pytest.fixture(scope="module")
 def pdr(long_docs, chroma_memory_client):
     """LangChain's ParentDocumentRetriever: 96-token chunks in Chroma, the documents in an InMemoryStore."""
-    from conformal_rag_plugins.langchain.parent_stack import build_parent_document_retriever
+    from conformal_rag_plugins.local.langchain_parents import build_parent_document_retriever
 
     return build_parent_document_retriever(long_docs[0], chunk_size=96, client=chroma_memory_client)
 

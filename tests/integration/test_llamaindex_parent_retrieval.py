@@ -27,7 +27,7 @@ from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, 
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.llamaindex import ConformalRetriever, MiniLMEmbedding, calibrate_retriever, fingerprint_of
 from conformal_rag_plugins.llamaindex.parent_retrieval import CHUNKS_METADATA_KEY, resolve_parent_level
-from conformal_rag_plugins.llamaindex.parent_stack import build_parent_stack
+from conformal_rag_plugins.local.llamaindex_parents import build_parent_stack
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import collect_observations

@@ -156,7 +156,7 @@ def long_split(long_docs):
 
 @pytest.fixture(scope="module")
 def flat(long_docs, chroma_memory_client):
-    from conformal_rag_plugins.llamaindex.parent_stack import build_parent_stack
+    from conformal_rag_plugins.local.llamaindex_parents import build_parent_stack
 
     return build_parent_stack(long_docs[0], layout="flat", client=chroma_memory_client)
 
@@ -234,8 +234,8 @@ def test_langchain_parents_by_tokens_and_the_parent_path(long_docs, long_split, 
     from conformal_rag_plugins.langchain import ConformalRetriever
     from conformal_rag_plugins.langchain.hybrid_tuning import calibrate_hybrid_retriever, hybrid_from_calibration
     from conformal_rag_plugins.langchain.parent_retrieval import CHUNKS_KEY
-    from conformal_rag_plugins.langchain.parent_stack import build_parent_document_retriever
     from conformal_rag_plugins.langchain.tuned_units import unit_candidates
+    from conformal_rag_plugins.local.langchain_parents import build_parent_document_retriever
     from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig, calibrate_tuned
 
     pdr = build_parent_document_retriever(long_docs[0], chunk_size=96, client=chroma_memory_client)

@@ -15,7 +15,7 @@ import pytest
 
 import conformal_rag_plugins
 from conformal_rag_plugins.core.errors import ConformalError
-from conformal_rag_plugins.frameworks import FRAMEWORKS, FrameworkAdapter, get_framework
+from conformal_rag_plugins.frameworks import FRAMEWORKS, FrameworkAdapter, RegisteredEntry, get_framework
 
 ROOT = Path(conformal_rag_plugins.__file__).resolve().parents[1]
 #: Where no framework may be named in a comparison: the command line and the benchmarks use the registry.
@@ -58,6 +58,36 @@ def test_every_entry_implements_every_operation(name: str) -> None:
         got = inspect.signature(getattr(type(entry), op))
         assert list(got.parameters) == list(want.parameters), (name, op, got, want)
     assert get_framework(name) is entry  # one entry per framework, built once
+
+
+def _defined(target: str) -> bool:
+    """Whether ``module:function`` is defined or assigned at the top of that module (read, not imported)."""
+    module, _, name = target.partition(":")
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    tree = ast.parse(path.read_text(encoding="utf-8")) if path.is_file() else ast.Module(body=[], type_ignores=[])
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assigned = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    return name in defined | assigned
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_every_forwarded_operation_names_an_adapter_function(name: str) -> None:
+    entry = get_framework(name)
+    forwarded = {op for op in _operations() if getattr(type(entry), op, None) is getattr(RegisteredEntry, op, 0)}
+    # build_llm and build_hosts are written once in RegisteredEntry (build_hosts on the entry's hosts_on, fetch_on)
+    assert forwarded == {*entry.functions, "build_llm", "build_hosts"}, (name, forwarded ^ set(entry.functions))
+    for hook in ("hosts_on", "fetch_on"):
+        assert getattr(type(entry), hook) is not getattr(RegisteredEntry, hook), (name, hook)
+    targets = [f"{entry.package}.{t}" for t in entry.functions.values()]
+    missing = [t for t in [*targets, f"{entry.models}:local_llm", f"{entry.models}:default_llm"] if not _defined(t)]
+    assert not missing, f"{name}: no such function {missing}"
+
+
+def test_the_forwarding_check_can_fail() -> None:
+    """A negative control: a misspelt function or module is found."""
+    assert _defined("conformal_rag_plugins.frameworks:get_framework")
+    assert not _defined("conformal_rag_plugins.frameworks:get_frameworks")
+    assert not _defined("conformal_rag_plugins.no_such_module:get_framework")
 
 
 def test_an_incomplete_entry_is_not_an_adapter() -> None:

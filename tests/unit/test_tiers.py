@@ -90,7 +90,7 @@ def test_an_unmarked_test_cannot_load_minilm_open_chroma_or_load_gemma():
         (encoder.MiniLMEncoder, "loads the MiniLM embedding model"),
         (encoder.get_encoder, "loads the MiniLM embedding model"),
         (chroma.chroma_client, "opens a Chroma client"),
-        (stack.chroma_client, "opens a Chroma client"),  # the stack builder's own binding of the name
+        (lambda: stack.build_chroma_index([]), "opens a Chroma client"),  # the stack builder (open_collection)
         (llm.gemma_model_path, "loads the local Gemma model"),
     ]
     for call, what in calls:

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..datasets.examples import CorpusEntry
-from ..local.chroma import chroma_client, get_collection
-from ..local.langchain_models import MiniLMEmbeddings
-from .text_splitting import recursive_splitter
+from .chroma import open_collection
+from .langchain_models import MiniLMEmbeddings, recursive_splitter
 
 
 def build_parent_document_retriever(
@@ -39,9 +38,8 @@ def build_parent_document_retriever(
     from langchain_core.documents import Document
     from langchain_core.stores import InMemoryStore
 
-    client = client if client is not None else chroma_client()
     name = collection_name or f"crp-langchain-parents-{chunk_size}"
-    collection = get_collection(client, name)
+    client, collection = open_collection(client, name)
     store = Chroma(client=client, collection_name=name, embedding_function=embeddings or MiniLMEmbeddings())
     retriever = ParentDocumentRetriever(
         vectorstore=store, docstore=InMemoryStore(), child_splitter=recursive_splitter(chunk_size, chunk_overlap)

@@ -1,7 +1,7 @@
 """Build a small-to-big LlamaIndex stack over long documents: chunks in Chroma, parents in a docstore.
 
 Two of LlamaIndex's own layouts, with MiniLM-sized chunks from
-:func:`~conformal_rag_plugins.llamaindex.text_splitting.sentence_splitter`:
+:func:`~conformal_rag_plugins.local.llamaindex_models.sentence_splitter`:
 
 ``flat``
     ``SentenceSplitter.get_nodes_from_documents``: every chunk has a ``SOURCE`` relationship
@@ -24,9 +24,9 @@ from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.schema import BaseNode
 
 from ..datasets.examples import CorpusEntry
-from ..local.chroma import chroma_client, get_collection
-from ..local.llamaindex_models import MiniLMEmbedding
-from .text_splitting import sentence_splitter
+from .chroma import open_collection
+from .llamaindex_models import sentence_splitter
+from .llamaindex_stack import index_nodes
 
 #: The two layouts :func:`build_parent_stack` builds.
 LAYOUTS = ("flat", "hierarchical")
@@ -104,21 +104,10 @@ def build_parent_stack(
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}.")
-    from llama_index.vector_stores.chroma import ChromaVectorStore
-
     documents = [Document(id_=e.id, text=e.text, metadata={"title": e.title} if e.title else {}) for e in entries]
     chunks, parents = _split(documents, layout, chunk_size)
-    client = client if client is not None else chroma_client()
-    collection = get_collection(client, collection_name or f"crp-li-parent-{layout}-{chunk_size}")
-    store = ChromaVectorStore(chroma_collection=collection)
-    embed_model = embed_model or MiniLMEmbedding()
-    have = set(collection.get(ids=[n.node_id for n in chunks], include=[])["ids"])
-    todo = [n for n in chunks if n.node_id not in have]
-    if todo:
-        VectorStoreIndex(
-            todo, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model
-        )
-    index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+    _, collection = open_collection(client, collection_name or f"crp-li-parent-{layout}-{chunk_size}")
+    index = index_nodes(chunks, collection, embed_model)
     context = StorageContext.from_defaults()
     context.docstore.add_documents(parents if layout == "flat" else [*parents, *chunks])
     return ParentStack(index, chunks, context, {p.node_id: p for p in parents})
