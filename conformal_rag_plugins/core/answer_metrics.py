@@ -1,23 +1,9 @@
 """Metrics of answer sets as TRAQ/TRAC report them: coverage, sizes, abstentions, hallucinations.
 
-Per question:
-
-coverage
-    the set contains an answer equivalent to a reference, by ROUGE-1 F1 > 0.3
-    (``covered``) or by normalised exact match (``covered_exact``). Every
-    sampled answer in the set counts (each cluster's members), which is at
-    least the event the conformal guarantee is about.
-sizes
-    ``ans``: the raw number of sampled answers; ``ext``: distinct answers after
-    SQuAD normalisation; ``rou``: answers de-duplicated greedily by ROUGE-L F1
-    >= 0.7; ``sem``: the number of semantic clusters.
-abstention
-    the set is empty or holds only "I don't know" answers.
-hallucination
-    the set does not abstain and holds no correct answer (ROUGE-1 rule).
-
-Abstentions and hallucinations are counted separately: an abstaining set is
-never a hallucination.
+Coverage: some sampled answer in the set (every cluster member) matches a reference, by ROUGE-1
+F1 > 0.3 or exact normalised match. Sizes: ``ans`` raw answers, ``ext`` distinct normalised,
+``rou`` greedy ROUGE-L >= 0.7, ``sem`` semantic clusters. A set abstains when empty or only
+"I don't know"; it hallucinates when it neither abstains nor covers (ROUGE-1 rule).
 """
 
 from __future__ import annotations
@@ -71,15 +57,7 @@ def set_sizes(
 ) -> SetSizes:
     """Ans, Ext, Rou and Sem sizes of one answer set.
 
-    Parameters
-    ----------
-    answer_set : sequence of AnswerCluster, or of str
-        A (merged) set of clusters, or raw answers.
-    rouge_tau : float, default 0.7
-        ROUGE-L F1 threshold for ``rou``.
-    method, tau, embed
-        Equivalence used for ``sem`` when ``answer_set`` holds raw strings (see
-        :func:`~.clustering.cluster_answers`); with clusters, ``sem`` is their number.
+    For raw strings ``sem`` clusters them with ``method``/``tau``/``embed``; for clusters it is their number.
 
     Examples
     --------
@@ -113,10 +91,8 @@ def set_covers(
 
     Examples
     --------
-    >>> set_covers(["Lyon", "in Paris"], ["Paris"])
-    True
-    >>> set_covers(["Lyon", "in Paris"], ["Paris"], match="exact")
-    False
+    >>> set_covers(["Lyon", "in Paris"], ["Paris"]), set_covers(["Lyon", "in Paris"], ["Paris"], match="exact")
+    (True, False)
     """
     refs = list(references)
     seen: set[str] = set()

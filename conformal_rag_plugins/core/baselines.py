@@ -13,8 +13,7 @@ from .validation import check_alpha, check_scores
 def conflare_threshold(distances: Iterable[float], error_rate: float) -> float:
     """CONFLARE's rule: ``np.percentile(distances, 100(1-error_rate))`` (linear interpolation).
 
-    It has no (n+1) correction, so it is slightly anti-conservative; it is a
-    baseline here, never the library's threshold. A miss (+inf) propagates.
+    No (n+1) correction, so slightly anti-conservative: a baseline only. A miss (+inf) propagates.
 
     Examples
     --------

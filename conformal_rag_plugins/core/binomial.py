@@ -71,14 +71,11 @@ def _last_in_table(n: int, p: float, level: float, x_max: int) -> int:
 def _last_in_window(n: int, p: float, level: float, x_max: int) -> int | None:
     """The same answer from the terms around the mode, or ``None`` when it is too close to call.
 
-    The window ``[lo, hi]`` around the mode holds every term heavier than ``exp(-_TAIL) *
-    min(level, 1 - level)`` of the peak (tails beyond it are bounded geometrically: the pmf is
-    log-concave). Its terms come from the exact ratio ``pmf(j) / pmf(j-1)``, so no ``lgamma``
-    of large arguments is needed. The answer is returned only when the CDF on both sides of it
-    stays farther from ``level`` than the rounding of this computation plus that of
-    :func:`binom_cdf_all` (whose log-space cumulative sums lose more, about ``n * u`` per term):
-    then both computations take the same side of ``level`` at ``x`` and ``x + 1``, and both CDFs
-    are non-decreasing, so they agree on the answer.
+    The window holds every term heavier than ``exp(-_TAIL) * min(level, 1 - level)`` of the peak
+    (log-concave pmf: the tails are bounded geometrically), built from the exact ratio
+    ``pmf(j) / pmf(j-1)``. An answer is returned only when the CDF at ``x`` and ``x + 1`` is farther
+    from ``level`` than both computations' rounding (the table's is about ``n * u`` per term), so
+    both agree.
     """
     log_p, log_q = math.log(p), math.log1p(-p)
     logit = log_p - log_q
@@ -122,25 +119,9 @@ def _last_in_window(n: int, p: float, level: float, x_max: int) -> int | None:
 def binom_cdf_last_at_most(n: int, p: float, level: float, x_max: int | None = None) -> int:
     """Largest ``x <= x_max`` with ``P(X <= x) <= level`` for ``X ~ Binomial(n, p)``, or -1.
 
-    Exactly the answer read from the table :func:`binom_cdf_all` (``cdf[:x_max + 1] <= level``),
-    found from ``O(sqrt(n))`` terms around the mode instead of all ``n + 1``; the table itself
-    is built only when a CDF value lies within rounding of ``level``, or ``level < 1e-250``.
-
-    Parameters
-    ----------
-    n : int
-        Number of trials, ``>= 0``.
-    p : float
-        Success probability.
-    level : float
-        The CDF bound.
-    x_max : int, optional
-        Largest ``x`` considered (default ``n``).
-
-    Returns
-    -------
-    int
-        The largest qualifying ``x``, or -1 when even ``P(X <= 0) > level``.
+    Exactly the answer of the table :func:`binom_cdf_all`, from ``O(sqrt(n))`` terms around the
+    mode; the table is built only when a CDF value lies within rounding of ``level``, or
+    ``level < 1e-250``.
 
     Examples
     --------

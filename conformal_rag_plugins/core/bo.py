@@ -1,23 +1,11 @@
-"""Bayesian optimisation of the combination's free parameter (TRAQ, TRAC).
+"""Bayesian optimisation of the combination's free parameter (alpha split or HMP weight; TRAQ, TRAC).
 
-The guarantee of every combination rule holds for *any* fixed split of alpha
-(or HMP weight); the split only changes the set sizes. TRAQ/TRAC choose it by
-Bayesian optimisation (``skopt.gp_minimize``) of the mean set size on an
-*optimisation split* that is disjoint from the calibration split: the user's
-objective must compute each candidate's thresholds and sizes on that split
-only. The final thresholds are then computed on the calibration split.
-
-Two choices here differ from TRAQ's code on purpose:
-
-* the search range is the full open interval, ``[1e-3 * alpha, (1 - 1e-3) * alpha]``
-  for the split and ``[1e-3, 1 - 1e-3]`` for the weight (TRAQ's softmax
-  parametrisation restricts the split to about ``[0.27, 0.73] * alpha``);
-* the equal split is always evaluated (and given to the GP as a known point),
-  and the best of BO and the equal split is returned, so the result is never
-  worse than the equal split on the optimisation data.
-
-``gp_minimize`` is used with a fixed ``random_state``; ``gbrt_minimize`` is
-broken with current scikit-learn and is not used.
+Every rule is valid for any fixed split, so the split is chosen (``skopt.gp_minimize``, fixed
+``random_state``) to minimise the mean set size on an optimisation split disjoint from the
+calibration split. Unlike TRAQ's code (whose softmax keeps the split in about
+``[0.27, 0.73] * alpha``) the search covers the full open interval, and the equal split is always
+evaluated and returned when BO does not beat it. ``gbrt_minimize`` is broken with current
+scikit-learn and is not used.
 """
 
 from __future__ import annotations
@@ -38,26 +26,8 @@ _MARGIN = 1e-3
 class BOResult:
     """Outcome of a 1-d Bayesian optimisation against the equal-split baseline.
 
-    Attributes
-    ----------
-    parameter : str
-        ``"alpha_ret"`` or ``"w_ret"`` (or a user name for :func:`minimize_1d`).
-    value : float
-        The chosen value (BO's best, or the baseline when BO did not beat it).
-    objective : float
-        Objective at ``value`` (mean set size on the optimisation split).
-    baseline : float
-        The equal split (``alpha / 2`` or ``0.5``).
-    baseline_objective : float
-        Objective at the baseline.
-    source : {"bo", "equal"}
-        Where ``value`` comes from.
-    bounds : tuple of float
-        The search interval.
-    evaluations : tuple of (float, float)
-        Every ``(value, objective)`` evaluated, baseline first.
-    total : float or None
-        ``alpha`` for an alpha split (``None`` for a weight).
+    ``source`` is ``"bo"`` or ``"equal"`` (the baseline won); ``evaluations`` lists every
+    ``(value, objective)``, baseline first; ``total`` is ``alpha`` for a split, ``None`` for a weight.
 
     Examples
     --------
@@ -114,28 +84,9 @@ def minimize_1d(
 ) -> BOResult:
     """Minimise a 1-d objective with ``skopt.gp_minimize``, never doing worse than ``baseline``.
 
-    The baseline is evaluated first and passed to the GP as a known point
-    (``x0``/``y0``); ``n_calls`` further points are evaluated. Ties go to the
+    The baseline is evaluated first and given to the GP as a known point; ``n_calls`` further
+    points follow (``n_initial_points`` random ones, default ``min(5, n_calls)``). Ties go to the
     baseline.
-
-    Parameters
-    ----------
-    objective : callable
-        ``objective(x) -> float``, finite, deterministic.
-    bounds : (float, float)
-        Search interval, ``low < high``.
-    baseline : float
-        The reference point (the equal split), inside ``bounds``.
-    n_calls : int, default 20
-        Number of BO evaluations besides the baseline.
-    random_state : int, default 0
-        Seed of ``gp_minimize`` (the result is deterministic).
-    n_initial_points : int, optional
-        Random points before the GP is used (default ``min(5, n_calls)``).
-
-    Returns
-    -------
-    BOResult
 
     Examples
     --------
@@ -208,24 +159,9 @@ def optimize_alpha_split(
 ) -> BOResult:
     """Choose ``alpha_ret`` (and ``alpha_gen = alpha - alpha_ret``) by BO over the full range.
 
-    Searches ``[1e-3 * alpha, (1 - 1e-3) * alpha]``, always evaluates the equal
-    split ``alpha / 2``, and returns the better of the two (ties: equal split).
-
-    Parameters
-    ----------
-    objective : callable
-        ``objective(alpha_ret, alpha_gen) -> float``: the mean number of semantic
-        clusters when thresholds at these levels are computed on the
-        optimisation split (never on the calibration split).
-    alpha : float
-        End-to-end miscoverage (or ``epsilon`` for a PAC split).
-    n_calls, random_state, n_initial_points
-        As in :func:`minimize_1d`.
-
-    Returns
-    -------
-    BOResult
-        ``result.alpha_ret`` and ``result.alpha_gen`` sum to ``alpha``.
+    Searches ``[1e-3 * alpha, (1 - 1e-3) * alpha]`` (``alpha`` may be a PAC ``epsilon``) and never
+    does worse than ``alpha / 2``. ``objective(alpha_ret, alpha_gen)`` must be computed on the
+    optimisation split, never on the calibration split.
 
     Examples
     --------
@@ -256,8 +192,7 @@ def optimize_hmp_weight(
 ) -> BOResult:
     """Choose the HMP retrieval weight ``w_ret`` (``w_gen = 1 - w_ret``) by BO.
 
-    Searches ``[1e-3, 1 - 1e-3]``, always evaluates ``w_ret = 0.5``, and returns
-    the better of the two (ties: 0.5).
+    Searches ``[1e-3, 1 - 1e-3]`` and never does worse than ``0.5`` (ties: 0.5).
 
     Examples
     --------

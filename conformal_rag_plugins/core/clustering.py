@@ -1,36 +1,15 @@
 """Greedy semantic clustering of sampled answers (TRAQ's Monte Carlo confidence).
 
-For one (question, chunk) pair the LLM is sampled ``M`` times. The answers are
-clustered greedily, in the order given: an answer joins the *first* cluster
-whose representative (that cluster's first answer) is equivalent to it, or
-starts a new cluster. Equivalence is one of
+An answer joins the first cluster whose representative (first answer) is equivalent:
+ROUGE-L/ROUGE-1 F1 ``>= tau`` (default 0.7, as TRAQ), equal SQuAD-normalised text
+(``"exact"``), embedding cosine ``>= tau`` (default 0.9), or a callable
+``equivalent(representative, answer)`` (e.g. bidirectional NLI entailment). Equal normalised
+texts are always equivalent; abstentions form one cluster of their own.
 
-``"rougeL"`` / ``"rouge1"``
-    ROUGE-L or ROUGE-1 F1 ``>= tau`` (``rouge-score`` package; TRAQ uses
-    ROUGE with ``tau = 0.7``), computed on SQuAD-normalised tokens.
-``"exact"``
-    equal SQuAD-normalised text.
-``"embedding"``
-    cosine similarity ``>= tau`` of ``embed(texts)`` vectors (default
-    ``tau = 0.9``).
-a callable ``equivalent(representative, answer) -> bool``
-    for example bidirectional entailment with an NLI model (the callable
-    must test both directions itself).
-
-Equal normalised texts are always equivalent. Abstentions ("I don't know",
-empty or failed samples, see :func:`~.normalize.is_abstention`) are never
-compared with real answers: they form one cluster of their own, which a set
-may contain like any other answer.
-
-The confidence of a cluster is ``count / M`` (``score="frequency"``, TRAQ), and its
-nonconformity score is ``-confidence``. With ``M`` samples the frequency takes only
-``M + 1`` values, so calibration thresholds tie and a set keeps every cluster of the
-threshold's frequency. ``score="likelihood"`` breaks those ties with the model's own
-likelihood: ``(count + rho / 2) / (M + 1)``, where ``rho`` is the geometric-mean token
-probability of the cluster's samples (``exp`` of the mean of their mean token
-log-probabilities). Since ``0 < rho <= 1``, a cluster with more samples always scores
-higher; the likelihood only orders clusters of equal frequency. Either score is a fixed
-function of the samples, so it is calibrated, and valid, exactly like the other.
+Confidence is ``count / M`` (``score="frequency"``; nonconformity ``-confidence``), which ties
+at ``M + 1`` values; ``score="likelihood"`` uses ``(count + rho / 2) / (M + 1)`` with ``rho``
+the geometric-mean token probability, which only breaks ties between equal counts. Both are
+fixed functions of the samples, so both calibrate validly.
 """
 
 from __future__ import annotations
@@ -57,21 +36,10 @@ _DEFAULT_TAU = {"rougeL": 0.7, "rouge1": 0.7, "embedding": 0.9}
 
 @dataclass(frozen=True)
 class Clustering:
-    """How sampled answers are grouped: the equivalence test, its threshold, and what counts as an abstention.
+    """How sampled answers are grouped: equivalence test, threshold, embedder and abstention test.
 
-    Pass it whole as ``method=`` of :func:`cluster_answers` or :func:`merge_clusters` (the
-    separate ``tau=`` and ``embed=`` keywords are the short form of the first three fields).
-
-    Attributes
-    ----------
-    method : {"rougeL", "rouge1", "exact", "embedding"} or callable, default "rougeL"
-        The equivalence test (see the module docstring).
-    tau : float, optional
-        Threshold for ROUGE F1 (default 0.7) or embedding cosine (default 0.9).
-    embed : callable, optional
-        ``embed(list[str]) -> ndarray (n, d)``, required for ``"embedding"``.
-    abstention : callable, default :func:`~.normalize.is_abstention`
-        Which answers are "I don't know" (they form one cluster of their own).
+    Pass it as ``method=`` of :func:`cluster_answers` / :func:`merge_clusters` (``tau=`` and
+    ``embed=`` are the short form). ``tau`` defaults to 0.7 (ROUGE) or 0.9 (embedding cosine).
 
     Examples
     --------
@@ -97,25 +65,10 @@ def _clustering(method: Method | Clustering, tau: float | None, embed: Callable 
 
 @dataclass(frozen=True)
 class AnswerCluster:
-    """A cluster of equivalent sampled answers.
+    """A cluster of equivalent sampled answers; the representative is its first member.
 
-    Attributes
-    ----------
-    representative : str
-        The answer every later answer was compared with (the first member).
-    members : tuple of str
-        The raw answers in the cluster, in sampling order (``None`` becomes ``""``).
-    confidence : float
-        ``count / M`` for a single chunk; after :func:`merge_clusters`, the best
-        confidence over the supporting chunks.
-    abstention : bool
-        True for the "I don't know" cluster.
-    support : tuple of (str, float)
-        ``(chunk id, confidence in that chunk)`` pairs, best chunk first. Empty
-        when the chunk is not known.
-    likelihood : float or None
-        Geometric-mean token probability of the members (``exp`` of the mean of
-        their mean token log-probabilities), when the model reported them.
+    ``confidence`` is ``count / M`` for one chunk, the best over the supporting chunks after
+    :func:`merge_clusters`; ``support`` holds ``(chunk id, confidence)`` pairs, best first.
 
     Examples
     --------
@@ -168,22 +121,9 @@ def _scorer(rouge_type: str):  # pragma: no cover - trivial cache
 
 @functools.lru_cache(maxsize=1 << 16)
 def rouge_f1(a: str, b: str, rouge_type: str = "rouge1") -> float:
-    """ROUGE F1 between two answers on SQuAD-normalised tokens (symmetric).
+    """Symmetric ROUGE F1 on SQuAD-normalised tokens; 0 when either side normalises to empty.
 
-    Uses the ``rouge-score`` package with a whitespace tokenizer on
-    :func:`normalize_answer` output, so non-ASCII answers are compared too.
-
-    Parameters
-    ----------
-    a, b : str
-        The two answers.
-    rouge_type : {"rouge1", "rougeL", "rouge2"}
-        The ROUGE variant.
-
-    Returns
-    -------
-    float
-        F1 in [0, 1]; 0 when either side is empty after normalisation.
+    A whitespace tokenizer on :func:`normalize_answer` output, so non-ASCII answers are compared too.
 
     Examples
     --------
@@ -281,43 +221,17 @@ def cluster_answers(
     logprobs: Sequence[float | None] | None = None,
     score: str = "frequency",
 ) -> list[AnswerCluster]:
-    """Cluster the ``M`` sampled answers of one (question, chunk) pair.
+    """Cluster the ``M`` sampled answers of one (question, chunk) pair, most confident first.
 
-    Parameters
-    ----------
-    answers : sequence of str or None
-        The sampled answers, in sampling order. ``None`` (a failed sample)
-        counts as an abstention.
-    method : {"rougeL", "rouge1", "exact", "embedding"}, callable or Clustering, default "rougeL"
-        The equivalence test (see the module docstring), or a whole :class:`Clustering`
-        (which also says which answers are "I don't know"; default :func:`is_abstention`).
-    tau : float, optional
-        Threshold for ROUGE F1 (default 0.7) or embedding cosine (default 0.9).
-    embed : callable, optional
-        ``embed(list[str]) -> ndarray (n, d)``, required for ``"embedding"``.
-    n_samples : int, optional
-        ``M``, the denominator of the confidence. Defaults to ``len(answers)``.
-    chunk_id : str, optional
-        Recorded in each cluster's ``support``.
-    logprobs : sequence of float or None, optional
-        Mean token log-probability of each answer, as the model reported it
-        (``None`` for a failed or empty sample).
-    score : {"frequency", "likelihood"}, default "frequency"
-        The cluster confidence (see the module docstring). ``"likelihood"`` needs
-        ``logprobs`` for every non-empty answer.
-
-    Returns
-    -------
-    list of AnswerCluster
-        Sorted by decreasing confidence (count, then likelihood), ties by first appearance.
+    ``None`` (a failed sample) is an abstention; ``n_samples`` (``M``) defaults to ``len(answers)``;
+    ``score="likelihood"`` needs ``logprobs`` (mean token log-probability) for every non-empty answer.
+    Ties by first appearance.
 
     Examples
     --------
     >>> cl = cluster_answers(["Paris", "paris.", "In Paris", "Lyon", "I don't know"], method="exact")
     >>> [(c.representative, c.count, c.confidence) for c in cl]
     [('Paris', 2, 0.4), ('In Paris', 1, 0.2), ('Lyon', 1, 0.2), ("I don't know", 1, 0.2)]
-    >>> [c.count for c in cluster_answers(["Paris", "Paris, France", "in Paris France"], method="rouge1", tau=0.6)]
-    [2, 1]
     >>> cl = cluster_answers(["Lyon", "Paris", "Nice"], method="exact", logprobs=[-2.0, -0.1, -3.0], score="likelihood")
     >>> [(c.representative, round(c.confidence, 3)) for c in cl]
     [('Paris', 0.363), ('Lyon', 0.267), ('Nice', 0.256)]
@@ -383,31 +297,12 @@ def merge_clusters(
     tau: float | None = None,
     embed: Callable[[list[str]], np.ndarray] | None = None,
 ) -> list[AnswerCluster]:
-    """Union of per-chunk answer sets, de-duplicated by re-clustering (end to end).
+    """Union of per-chunk answer sets (in retrieval order), de-duplicated by re-clustering.
 
-    Every per-chunk cluster is one item. Items are visited by decreasing
-    confidence (ties keep the chunk order given, then the cluster order), and
-    each joins the first merged cluster whose representative is equivalent
-    (same ``method`` choices as :func:`cluster_answers`; abstentions only merge
-    with abstentions). A merged cluster keeps
-
-    * ``representative``: that of its most confident item;
-    * ``confidence``: the best confidence over its items;
-    * ``members``: all sampled answers of its items;
-    * ``support``: each supporting chunk id with its best confidence there.
-
-    Parameters
-    ----------
-    per_chunk : mapping or iterable of (chunk id, clusters)
-        The generator set of each chunk in the retrieval set, in retrieval order.
-    method, tau, embed
-        As in :func:`cluster_answers` (a :class:`Clustering`'s ``abstention`` is not used here:
-        each item is an abstention if its cluster was one).
-
-    Returns
-    -------
-    list of AnswerCluster
-        Sorted by decreasing confidence, ties by first appearance.
+    Each per-chunk cluster is an item, visited by decreasing confidence (ties: chunk then cluster
+    order), joining the first equivalent merged cluster (abstentions only with abstentions; a
+    :class:`Clustering`'s ``abstention`` is not used). A merged cluster keeps its most confident
+    item's representative, the best confidence, all members and each chunk's best confidence.
 
     Examples
     --------

@@ -1,30 +1,11 @@
 """End-to-end answer sets: combining the retrieval and generation stages.
 
-A question's answer set is built from (chunk, answer-cluster) pairs. The
-coverage event is that the *true* pair, the gold chunk with a cluster
-matching a reference, is included. Three rules are provided:
-
-Bonferroni (TRAQ), :func:`bonferroni_thresholds`
-    ``alpha_ret + alpha_gen = alpha``. Keep the chunks with ``r_ret <= q_ret``
-    and, in each, the clusters with ``-confidence <= q_gen``. By the union bound
-    ``P(true pair excluded) <= alpha_ret + alpha_gen = alpha`` (finite sample,
-    any dependence between the stages).
-PAC, :func:`pac_thresholds`
-    ``(eps_ret, delta_ret) + (eps_gen, delta_gen) = (eps, delta)``. With
-    probability ``>= 1 - delta`` over the calibration draw, the miscoverage is
-    ``<= eps``.
-Weighted harmonic-mean p-value (TRAC), :func:`harmonic_mean_rule`
-    ``HM_w = 1 / (w_ret / p_ret + w_gen / p_gen)`` with conformal p-values and
-    ``w_ret + w_gen = 1``. The default rule includes a pair iff
-    ``K * HM_w > alpha`` with ``K = 2``, which is finite-sample valid under any
-    dependence (proof in :func:`harmonic_mean_rule`). Wilson's asymptotically
-    exact (Landau) threshold, which TRAC used, is available only as the
-    explicitly labelled ``asymptotic=True`` option: its guarantee holds only
-    asymptotically, as TRAC itself states.
-
-All thresholds come from :func:`~.quantile.conformal_quantile` /
-:func:`~.quantile.pac_quantile`, and all p-values from
-:func:`~.pvalues.conformal_pvalues`.
+A set holds (chunk, answer-cluster) pairs; it covers when the true pair (gold chunk, a cluster
+matching a reference) is included. Rules: Bonferroni (TRAQ, :func:`bonferroni_thresholds`,
+union bound, finite-sample under any dependence), PAC (:func:`pac_thresholds`) and the weighted
+harmonic-mean p-value (TRAC, :func:`harmonic_mean_rule`: finite-sample with ``K = 2``; Wilson's
+Landau threshold, ``asymptotic=True``, is only asymptotically valid). Thresholds all come from
+:mod:`.quantile`, p-values from :func:`~.pvalues.conformal_pvalues`.
 """
 
 from __future__ import annotations
@@ -54,15 +35,10 @@ StageSplit = tuple[float | None, float | None]
 def split_budget(
     total: float, ret: float | None = None, gen: float | None = None, *, name: str = "alpha"
 ) -> tuple[float, float]:
-    """Split an error budget between retrieval and generation.
-
-    With neither part given the split is equal; with one, the other is the
-    remainder; with both, they must sum to ``total`` within ``1e-9``.
+    """Split a budget: equal by default, one part given means the other is the remainder, both must sum to ``total``.
 
     Examples
     --------
-    >>> split_budget(0.1)
-    (0.05, 0.05)
     >>> split_budget(0.1, 0.03)
     (0.03, 0.07)
     >>> split_budget(0.1, 0.05, 0.06)
@@ -144,14 +120,7 @@ class _StageThresholds:
 
 @dataclass(frozen=True)
 class BonferroniThresholds(_StageThresholds):
-    """Bonferroni (union-bound) thresholds of the two stages.
-
-    Attributes
-    ----------
-    alpha, alpha_ret, alpha_gen : float
-        The budget and its split (``alpha_ret + alpha_gen = alpha``).
-    q_ret, q_gen : float
-        ``conformal_quantile`` of each stage's calibration scores at its level.
+    """Bonferroni thresholds: ``conformal_quantile`` of each stage at ``alpha_ret + alpha_gen = alpha``.
 
     Examples
     --------
@@ -201,25 +170,10 @@ def bonferroni_thresholds(
     alpha_gen: float | None = None,
     strict: bool = False,
 ) -> BonferroniThresholds:
-    """TRAQ's end-to-end thresholds with ``alpha_ret + alpha_gen = alpha``.
+    """TRAQ's thresholds: ``P(a correct answer is in the set) >= 1 - alpha`` by the union bound.
 
-    Parameters
-    ----------
-    ret_scores : array of float
-        Retrieval calibration scores (gold chunk; ``+inf`` for a miss).
-    gen_scores : array of float
-        Generation calibration scores (:func:`~.generation_scores.generation_score`).
-    alpha : float
-        End-to-end miscoverage.
-    alpha_ret, alpha_gen : float, optional
-        The split (default equal). Giving both requires them to sum to ``alpha``.
-    strict : bool, default False
-        Passed to :func:`~.quantile.conformal_quantile` (raise instead of ``+inf``).
-
-    Returns
-    -------
-    BonferroniThresholds
-        ``P(a correct answer is in the set) >= 1 - alpha`` by the union bound.
+    Scores: retrieval (gold chunk, ``+inf`` for a miss) and generation; the split is as in
+    :func:`split_budget`; ``strict`` raises instead of returning ``+inf``.
 
     Examples
     --------
@@ -249,22 +203,9 @@ def pac_thresholds(
 ) -> PACThresholds:
     """PAC end-to-end thresholds: ``eps_ret + eps_gen = eps`` and ``delta_ret + delta_gen = delta``.
 
-    Each stage gets :func:`~.quantile.pac_quantile` at its ``(eps_i, delta_i)``.
-    By the union bound over both the calibration failure events and the
-    test-time misses, ``P(miscoverage > eps) <= delta``.
-
-    Parameters
-    ----------
-    ret_scores, gen_scores : array of float
-        Calibration scores of the retrieval and the generation stage.
-    epsilon, delta : float
-        The end-to-end PAC miscoverage and confidence budgets.
-    epsilon_split, delta_split : (ret, gen), default (None, None)
-        How each budget is split between the stages (:func:`split_budget`): with neither part
-        given the split is equal, with one the other is the remainder, with both they must
-        sum to the budget.
-    strict : bool, default False
-        Raise instead of returning ``+inf`` when a stage has too few scores.
+    Each stage gets :func:`~.quantile.pac_quantile` at its ``(eps_i, delta_i)``; the union bound over
+    the calibration failures and the test-time misses gives ``P(miscoverage > eps) <= delta``. Splits
+    are as in :func:`split_budget`.
 
     Examples
     --------
@@ -298,8 +239,6 @@ def weighted_harmonic_mean(
 
     Examples
     --------
-    >>> float(weighted_harmonic_mean(0.2, 0.2))
-    0.2
     >>> round(float(weighted_harmonic_mean(0.1, 1.0, w_ret=0.5)), 4)
     0.1818
     """
@@ -331,8 +270,8 @@ def _stable_sf(z: float) -> float:
         P(Z > z) = (1/pi) * int_0^pi (1 - exp(-exp(l(phi)))) dphi,
         l(phi) = -pi z / 2 + log(2/pi) + log(pi - phi) - log(sin phi) + (pi - phi) cot(phi),
 
-    integrated by composite Gauss-Legendre on panels refined geometrically
-    around the root of ``l`` (where the integrand jumps from ~1 to ~0).
+    by Gauss-Legendre on panels refined geometrically around the root of ``l`` (where the integrand
+    jumps from ~1 to ~0).
     """
 
     def ell(phi: np.ndarray) -> np.ndarray:
@@ -381,12 +320,9 @@ def _stable_sf(z: float) -> float:
 
 
 def hmp_asymptotic_pvalue(hm: float, n_tests: int = 2) -> float:
-    """Wilson's asymptotically exact HMP p-value (Landau tail), as TRAC used it.
+    """Wilson's asymptotic HMP p-value, as TRAC used it: **no finite-sample guarantee**.
 
-    ``P(X >= 1 / hm)`` with ``X ~ Landau(location = log(L) + 0.874, scale = pi/2)``,
-    the stable limit of ``mean(1/p_i)`` over ``L`` null p-values. The
-    approximation is asymptotic in ``L`` and has **no finite-sample
-    guarantee** (here ``L = 2``).
+    ``P(X >= 1 / hm)`` with ``X ~ Landau(log(L) + 0.874, pi/2)``, the stable limit of ``mean(1/p_i)``.
 
     Examples
     --------
@@ -403,10 +339,8 @@ def hmp_asymptotic_pvalue(hm: float, n_tests: int = 2) -> float:
 def hmp_asymptotic_threshold(alpha: float, n_tests: int = 2) -> float:
     """Wilson's asymptotic HMP threshold ``alpha_L``: reject when ``HM_w <= alpha_L``.
 
-    ``alpha_L = 1 / x`` where ``x`` is the ``1 - alpha`` quantile of
-    ``Landau(log(L) + 0.874, pi/2)``. It is larger than ``alpha / L``, so it
-    gives smaller sets than the finite-sample rule, but its coverage is only
-    asymptotic.
+    ``1 / x`` with ``x`` the ``1 - alpha`` Landau quantile; larger than ``alpha / L`` (smaller sets)
+    but only asymptotically valid.
 
     Examples
     --------
@@ -437,12 +371,7 @@ def hmp_asymptotic_threshold(alpha: float, n_tests: int = 2) -> float:
 
 @dataclass(frozen=True)
 class HarmonicMeanRule:
-    """TRAC's weighted harmonic-mean p-value rule on conformal p-values.
-
-    Use :func:`harmonic_mean_rule` to build it. A pair is included iff
-    ``HM_w > hm_threshold`` where ``hm_threshold = alpha / 2`` (finite-sample
-    valid) or Wilson's ``alpha_L`` when ``asymptotic=True``.
-    """
+    """TRAC's rule (built by :func:`harmonic_mean_rule`): include a pair iff ``HM_w > hm_threshold``."""
 
     alpha: float
     w_ret: float
@@ -461,19 +390,13 @@ class HarmonicMeanRule:
 
     @property
     def min_retrieval_pvalue(self) -> float:
-        """Chunks with ``p_ret`` at or below this cannot contribute any answer (even with ``p_gen = 1``).
-
-        From ``w_ret / p_ret + w_gen / p_gen < 1 / hm_threshold`` and ``p_gen <= 1``.
-        """
+        """Chunks with ``p_ret`` at or below this cannot contribute any answer (even with ``p_gen = 1``)."""
         room = 1.0 / self.hm_threshold - (1.0 - self.w_ret)
         return self.w_ret / room if room > 0 else math.inf
 
     @property
     def miss_pvalues(self) -> tuple[float, float]:
-        """``(1 + m) / (n + 1)`` of each stage: the p-value of a ``+inf`` (missed) score, ties counted.
-
-        ``m`` is the number of calibration misses of that stage.
-        """
+        """Each stage's p-value of a missed (``+inf``) score: ``(1 + m) / (n + 1)``, ``m`` its calibration misses."""
         return (
             float(self.retrieval_pvalues([math.inf])[0]),
             float(self.generation_pvalues([math.inf])[0]),
@@ -483,13 +406,10 @@ class HarmonicMeanRule:
     def guaranteed(self) -> bool:
         """Whether the rule would reject every pair with a missed stage anyway.
 
-        The validity proof assumes the true (chunk, answer) pair is a candidate. A
-        retrieval miss (gold outside the pool) or a generator miss (no sampled
-        cluster matches) can never be in the set, so the bound holds only if the
-        rule rejects such a pair at its most favourable other p-value (1):
-        ``(1 + m_ret) / (n + 1) <= w_ret alpha / (2 - w_gen alpha)`` and
-        ``(1 + m_gen) / (n + 1) <= w_gen alpha / (2 - w_ret alpha)`` for the
-        finite-sample rule (checked here with the rule itself, not the algebra).
+        The proof assumes the true pair is a candidate; a missed stage can never be in the set, so the
+        bound holds only if the rule rejects a miss even with the other p-value at 1: for the finite-sample
+        rule ``(1 + m_ret) / (n + 1) <= w_ret alpha / (2 - w_gen alpha)`` and symmetrically (checked
+        with the rule itself, not the algebra).
         """
         p_ret_miss, p_gen_miss = self.miss_pvalues
         return not (bool(self.include_pvalues(p_ret_miss, 1.0)) or bool(self.include_pvalues(1.0, p_gen_miss)))
@@ -547,51 +467,18 @@ def harmonic_mean_rule(
     w_ret: float = 0.5,
     asymptotic: bool = False,
 ) -> HarmonicMeanRule:
-    """TRAC's weighted harmonic-mean p-value combination of the two stages.
+    """TRAC's weighted harmonic-mean p-value rule: include a pair iff ``K * HM_w > alpha``, ``K = 2``.
 
-    With conformal p-values ``p_ret`` (of the chunk) and ``p_gen`` (of the
-    cluster) and ``HM_w = 1 / (w_ret / p_ret + w_gen / p_gen)``, the default
-    rule includes the pair iff ``K * HM_w > alpha`` with ``K = 2``.
-
-    **Why K = 2 is finite-sample valid under any dependence.** Since
-    ``w_ret + w_gen = 1``,
-    ``1 / HM_w = sum_i w_i / p_i <= K * max_i (w_i / p_i)``, so
-    ``K * HM_w >= min_i (p_i / w_i)``. For the true pair, each conformal
-    p-value is super-uniform, ``P(p_i <= t) <= t`` (exchangeability,
-    marginally over calibration and test). Exclusion means
-    ``K * HM_w <= alpha``, hence ``p_i <= w_i * alpha`` for some ``i``, so
-    ``P(excluded) <= sum_i w_i * alpha = alpha``, whatever the joint law of
-    ``(p_ret, p_gen)``.
-
-    **K = 2 cannot be lowered in general.** With equal weights and
-    ``b = alpha / 4``, couple two uniform p-values so that a small ``p_ret``
-    (``< b``) comes with a large ``p_gen`` and vice versa, ``p_gen = 4b - p_ret``
-    when ``p_ret`` lies in ``[b, 3b]``, and both are ``>= 3b`` otherwise (both
-    marginals stay uniform). Then ``2 * HM_w <= alpha`` on a set of probability
-    exactly ``4b = alpha``; with any factor ``c < 2`` in place of 2 the same
-    construction (with ``b = alpha / (2c)``) excludes with probability
-    ``2 * alpha / c > alpha``. ``tests/unit/test_combination.py`` simulates it.
-
-    **What it costs.** ``K * HM_w >= min_i (p_i / w_i)`` also means the rule
-    keeps every pair that Bonferroni with ``alpha_ret = w_ret * alpha`` keeps:
-    its sets are never smaller than those of the matching Bonferroni split.
-
-    ``asymptotic=True`` instead uses Wilson's (2019) Landau threshold
-    ``alpha_L`` (:func:`hmp_asymptotic_threshold`, about ``0.078`` for
-    ``alpha = 0.1``): include iff ``HM_w > alpha_L``. This is what TRAC used;
-    its guarantee is only asymptotic in the number of tests and does not hold
-    in finite samples for ``L = 2`` under adversarial dependence.
-
-    Parameters
-    ----------
-    ret_scores, gen_scores : array of float
-        Calibration scores of each stage (``+inf`` misses kept).
-    alpha : float
-        End-to-end miscoverage.
-    w_ret : float, default 0.5
-        Retrieval weight in (0, 1); ``w_gen = 1 - w_ret``.
-    asymptotic : bool, default False
-        Use Wilson's asymptotic threshold (no finite-sample guarantee).
+    **Valid under any dependence.** ``1 / HM_w = sum_i w_i / p_i <= K max_i (w_i / p_i)``, so exclusion
+    implies ``p_i <= w_i alpha`` for some ``i``; conformal p-values are super-uniform, so
+    ``P(excluded) <= sum_i w_i alpha = alpha``. **K = 2 is tight:** with equal weights, coupling two
+    uniform p-values so a small one comes with a large one (``p_gen = 4b - p_ret`` on ``[b, 3b]``,
+    ``b = alpha / (2c)``) excludes with probability ``2 alpha / c > alpha`` for any factor ``c < 2``
+    (simulated in ``tests/unit/test_combination.py``).
+    **Cost:** sets are never smaller than Bonferroni's with ``alpha_ret = w_ret * alpha``.
+    ``asymptotic=True`` uses Wilson's Landau threshold (:func:`hmp_asymptotic_threshold`, about
+    0.078 at ``alpha = 0.1``), as TRAC did: not finite-sample valid for ``L = 2``.
+    ``w_ret`` lies in (0, 1) and ``w_gen = 1 - w_ret``; ``+inf`` misses stay in the scores.
 
     Examples
     --------
@@ -633,20 +520,9 @@ class IncludedPair:
 class EndToEndDecision:
     """Which (chunk, answer-cluster) pairs a question's answer set includes.
 
-    Attributes
-    ----------
-    method : str
-        ``"bonferroni"``, ``"pac"``, ``"hmp"`` or ``"hmp-asymptotic"``.
-    guarantee : str
-        The kind of guarantee the rule gives.
-    retrieval_set : tuple of str
-        The chunks kept by the retrieval stage (for HMP, those that could contribute).
-    pairs : tuple of IncludedPair
-        The included pairs, in retrieval order then cluster order.
-    guaranteed : bool
-        The rule's ``guaranteed``: False when a missed stage would not be rejected.
-    reason : str
-        Why not, when not.
+    ``method`` is ``"bonferroni"``, ``"pac"``, ``"hmp"`` or ``"hmp-asymptotic"``; ``retrieval_set``
+    holds the chunks the retrieval stage kept (for HMP, those that could contribute); ``pairs`` are
+    in retrieval then cluster order; ``guaranteed`` is False when a missed stage would not be rejected.
 
     Examples
     --------
@@ -696,24 +572,11 @@ def decide_end_to_end(
     ret_nonconformity: Sequence[float] | np.ndarray,
     clusters_by_chunk: Mapping[str, Sequence[AnswerCluster]],
 ) -> EndToEndDecision:
-    """Apply a combination rule to one question's candidate chunks and their clusters.
+    """Apply a combination rule to one question's candidate chunks (best first) and their clusters.
 
-    Parameters
-    ----------
-    rule : BonferroniThresholds, PACThresholds or HarmonicMeanRule
-    chunk_ids : sequence of str
-        The candidate chunks, best first.
-    ret_nonconformity : array of float
-        Each candidate's retrieval nonconformity as if it were gold
-        (:func:`~.retrieval_scores.candidate_nonconformity`).
-    clusters_by_chunk : mapping
-        Clusters of the samples generated with each chunk. Every chunk that
-        passes ``rule.retrieval_mask`` must be present; others may be omitted
-        (they need no LLM call).
-
-    Returns
-    -------
-    EndToEndDecision
+    ``ret_nonconformity`` is each candidate's score as if it were gold
+    (:func:`~.retrieval_scores.candidate_nonconformity`). ``clusters_by_chunk`` must hold every chunk
+    passing ``rule.retrieval_mask``; others may be omitted (they need no LLM call).
     """
     ids = [str(c) for c in chunk_ids]
     r_ret = _as_array(ret_nonconformity)

@@ -1,15 +1,8 @@
-"""Choose a host configuration (e.g. hybrid fusion method and weight) and a score family together.
+"""Choose a host configuration (e.g. fusion weight) and a score family together, on an optimisation split.
 
-The choice minimises the mean conformal set size, or the mean context tokens of the set
-(``objective="tokens"``: units such as chunks, parents and whole documents differ in size),
-on an *optimisation* split only.
-Whoever calls :func:`choose_configuration` must compute the final threshold on a
-disjoint calibration split; then the choice is a fixed function of data the
-threshold never sees, and split-conformal validity is kept.
-
-:func:`evaluate_tuned_splits` repeats the whole protocol (optimisation part of the
-calibration half, threshold on the rest, coverage on the test half) over random
-splits, for ``conformal-rag evaluate`` and the benchmarks.
+The objective is the mean set size or (``objective="tokens"``) mean context tokens. The caller
+must compute the final threshold on a disjoint calibration split, which keeps split-conformal
+validity. :func:`evaluate_tuned_splits` repeats the whole protocol over random splits.
 """
 
 from __future__ import annotations
@@ -35,28 +28,11 @@ OBJECTIVES = ("size", "tokens")
 
 @dataclass(frozen=True)
 class TuningChoice:
-    """The chosen (configuration, family) and the mean set size of every candidate.
+    """The chosen (configuration, family) and the mean set size (``"config|family"`` keys) of every candidate.
 
-    Attributes
-    ----------
-    config : str
-        Key of the chosen configuration.
-    family : str
-        Chosen nonconformity family.
-    mean_sizes : dict
-        ``{"config|family": mean set size on the optimisation split}``.
-    n_optimisation : int
-    mean_tokens : dict
-        ``{"config|family": mean context tokens}`` when the observations carry costs.
-    objective : {"size", "tokens"}
-    skipped : tuple of str
-        Larger-pool configurations left out because their base pool missed at most ``alpha/2``
-        of the optimisation questions.
-    infeasible : tuple of str
-        Configurations left out because their pool missed more than ``alpha`` of the
-        optimisation questions: they cannot reach ``1 - alpha`` whatever the threshold, and a
-        threshold of ``+inf`` would keep their whole (small, cheap) pool. Left out only when
-        another configuration is feasible.
+    ``skipped``: larger pools whose base pool missed at most ``alpha/2``. ``infeasible``: pools
+    missing more than ``alpha`` (they cannot reach ``1 - alpha``, and a ``+inf`` threshold would keep
+    their whole small pool), left out only when another configuration is feasible.
     """
 
     config: str
@@ -146,27 +122,10 @@ def choose_configuration(
 ) -> TuningChoice:
     """Pick the configuration and family with the smallest mean set (or context) on the optimisation split.
 
-    Each candidate is scored by the split-conformal threshold at ``alpha`` computed
-    *and* applied on the optimisation observations. Ties go to the earlier
-    configuration (mapping order), then the earlier family.
-
-    Parameters
-    ----------
-    observations : mapping of str to sequence of PoolObservation
-        One aligned list per configuration (same questions, same order), optimisation split only.
-    alpha : float
-    families : sequence of str
-        Candidate score families.
-    objective : {"size", "tokens"}, default "size"
-        ``tokens`` minimises the mean context tokens of the set (the observations need ``costs``).
-    base_of : mapping of str to str, optional
-        Larger-pool configuration -> the same setting at the base pool. A larger pool is
-        tried only when its base pool misses more than ``alpha/2`` of the optimisation
-        questions (a miss share near ``alpha`` forces a huge threshold; below ``alpha/2`` a
-        larger pool costs latency for nothing).
-
-    A configuration whose pool misses more than ``alpha`` of the optimisation questions is
-    left out when another one is feasible (see :attr:`TuningChoice.infeasible`).
+    Each candidate's threshold at ``alpha`` is computed and applied on the optimisation observations
+    (aligned lists per configuration); ties go to the earlier configuration, then family.
+    ``base_of`` maps a larger-pool configuration to its base pool: it is tried only when the base
+    misses more than ``alpha/2`` (near ``alpha`` the threshold explodes; below, it costs latency for nothing).
 
     Examples
     --------
@@ -201,19 +160,9 @@ def evaluate_tuned_splits(
 ) -> tuple[TrialSummary, Counter[str]]:
     """Coverage and set size of the tuned protocol over random splits.
 
-    Per trial of ``splits`` (:class:`~.splits.RandomSplits`): shuffle the questions; the
-    first ``calibration_fraction`` is the calibration half, whose first
-    ``optimisation_fraction`` chooses the configuration and family
-    (:func:`choose_configuration`, with ``objective`` and ``base_of``); the threshold uses
-    the rest of the calibration half with the chosen configuration's scores, and coverage,
-    size and context tokens are measured on the test half with that configuration.
-
-    Returns
-    -------
-    summary : TrialSummary
-        Method name ``"tuned"``.
-    choices : collections.Counter
-        How often each ``"config|family"`` was chosen.
+    Per trial: the first ``optimisation_fraction`` of the calibration half chooses
+    (:func:`choose_configuration`), the rest calibrates, the test half measures. Returns the
+    ``"tuned"`` summary and a Counter of the ``"config|family"`` choices.
 
     Examples
     --------
@@ -255,8 +204,7 @@ def larger_pools_eligible(
 ) -> bool:
     """Whether, in any trial of :func:`evaluate_tuned_splits` (same ``splits``), a base-pool setting misses > alpha/2.
 
-    Only then can a larger pool compete (see ``base_of``), so when this is ``False`` the
-    larger pools need not be retrieved at all and the tuned result is the same.
+    If not, larger pools need not be retrieved at all: the tuned result is the same.
 
     Examples
     --------
@@ -286,8 +234,7 @@ def evaluate_fixed_settings(
 ) -> dict[str, TrialSummary]:
     """Every fixed ``"config|family"`` over the same random splits (the whole calibration half calibrates).
 
-    The best of these *in hindsight* is the yardstick for the tuned protocol, which must
-    choose on part of the calibration half without seeing the test half.
+    The best in hindsight is the yardstick for the tuned protocol.
 
     Examples
     --------

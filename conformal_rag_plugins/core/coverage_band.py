@@ -1,10 +1,8 @@
 """The band that held-out coverage of a split-conformal threshold falls in (exact, numpy only).
 
-With ``n`` exchangeable calibration scores (no ties) and ``k = ceil((n+1)(1-alpha))``, the
-coverage of the threshold, conditional on the calibration draw, is ``Beta(k, n+1-k)``; the
-share of ``m`` fresh test points it covers is then Beta-Binomial(``m``, ``k``, ``n+1-k``)
-divided by ``m``. That law holds for every score distribution, so its central interval is
-the band a correct calibration lands in (ties, as in the ``rank`` family, only raise coverage).
+Given the calibration draw, coverage is ``Beta(k, n+1-k)`` with ``k = ceil((n+1)(1-alpha))``, so the
+covered share of ``m`` test points is Beta-Binomial(``m``, ``k``, ``n+1-k``) / ``m`` for every score
+distribution (ties only raise coverage).
 """
 
 from __future__ import annotations
@@ -39,22 +37,7 @@ def beta_binomial_pmf(m: int, a: float, b: float) -> np.ndarray:
 def split_conformal_band(n_calibration: int, n_test: int, alpha: float, level: float = 0.95) -> tuple[float, float]:
     """Central ``level`` interval of held-out coverage for a split-conformal threshold.
 
-    Parameters
-    ----------
-    n_calibration : int
-        Calibration scores the threshold was computed from.
-    n_test : int
-        Held-out questions the coverage is measured on.
-    alpha : float
-        Target miscoverage of the threshold.
-    level : float, default 0.95
-        Probability mass of the band.
-
-    Returns
-    -------
-    (low, high) : tuple of float
-        Coverage shares; ``(nan, nan)`` when the threshold is ``+inf`` (rank above ``n``),
-        where calibration says nothing about coverage.
+    ``(nan, nan)`` when the rank exceeds ``n`` (threshold ``+inf``): calibration says nothing then.
 
     Examples
     --------

@@ -34,18 +34,15 @@ class GeneratorMismatchError(FingerprintMismatchError):
 class InputFileError(CalibrationError):
     """An input file (corpus, qa or questions JSONL, a folder of documents) is missing or malformed.
 
-    The message names the file, and the line for a bad JSONL line (``path:line: ...``). It
-    subclasses :class:`CalibrationError`, which the loaders raised before, so existing
-    ``except CalibrationError`` code keeps working.
+    The message names the file (``path:line`` for a bad line). A :class:`CalibrationError`, which the
+    loaders raised before, so ``except CalibrationError`` keeps working.
     """
 
 
 class MovedOptionError(ConformalError, TypeError):
     """A keyword that now lives in an option object was passed directly.
 
-    The message names the option object and the field to set (for example
-    ``sampling=SamplingOptions(max_concurrency=1)``). It is a :class:`TypeError` too, as
-    for any unexpected keyword argument.
+    The message names the option and field (``sampling=SamplingOptions(max_concurrency=1)``); also a TypeError.
     """
 
 
@@ -88,8 +85,7 @@ class SmallGroupWarning(UserWarning):
 class PoolMissWarning(UserWarning):
     """More than alpha/2 of the calibration questions have no gold candidate in the pool.
 
-    A miss counts as ``+inf`` nonconformity, so a miss share near alpha forces a huge
-    threshold (often the whole pool). A larger pool brings the share down.
+    A miss share near alpha forces a huge threshold (often the whole pool); a larger pool helps.
     """
 
 

@@ -44,8 +44,7 @@ def fuse_scores(
 ) -> list[tuple[str, float]]:
     """Fuse two ``{id: score}`` candidate maps: ``weight*norm(first) + (1-weight)*norm(second)``.
 
-    A candidate missing from one list gets that list's lowest normalised score.
-    Returns ``(id, fused score)`` best first (ties broken by id for determinism).
+    A candidate missing from a list gets its lowest normalised score; best first, ties by id.
 
     Examples
     --------

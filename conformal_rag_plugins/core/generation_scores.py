@@ -1,16 +1,8 @@
 """Generation-stage nonconformity scores (TRAQ): calibration score, ceiling, generator set.
 
-For a calibration example the LLM is sampled with the *gold* chunk as
-context, the samples are clustered (:func:`~.clustering.cluster_answers`),
-and the score is
-
-``r = -max{confidence(C) : C matches a reference answer}``, or ``+inf`` when
-no cluster matches.
-
-A miss (``+inf``) is kept in the calibration, never dropped, so the threshold
-stays valid; :func:`coverage_ceiling` reports how often the LLM can be right
-at all. At query time the generator set of a chunk is every cluster with
-``-confidence <= q_gen``.
+With the gold chunk as context, the score is ``-max{confidence(C) : C matches a reference}``, or
+``+inf`` (a miss, kept so the threshold stays valid) when no cluster matches. At query time a
+chunk's generator set is every cluster with ``-confidence <= q_gen`` (ties kept).
 """
 
 from __future__ import annotations
@@ -40,19 +32,13 @@ def answer_matches(
 ) -> bool:
     """Whether an answer is equivalent to one of the reference answers.
 
-    ``match="rouge1"``: ROUGE-1 F1 ``> threshold`` (strictly) or equal
-    normalised text; ``match="exact"``: equal normalised text. An abstention
-    only matches an abstention reference (an unanswerable question), and a
-    real answer never matches an abstention reference.
+    ROUGE-1 F1 ``> threshold`` (strict) or equal normalised text (``match="exact"``: only the latter).
+    Abstentions match only abstention references (unanswerable questions), and vice versa.
 
     Examples
     --------
-    >>> answer_matches("in Paris", ["Paris"])
-    True
-    >>> answer_matches("in Paris", ["Paris"], match="exact")
-    False
-    >>> answer_matches("I don't know", ["Paris"])
-    False
+    >>> answer_matches("in Paris", ["Paris"]), answer_matches("in Paris", ["Paris"], match="exact")
+    (True, False)
     """
     if match not in ("rouge1", "exact"):
         raise ConformalError(f"match must be 'rouge1' or 'exact', got {match!r}.")
@@ -79,24 +65,7 @@ def generation_score(
 ) -> float:
     """Calibration nonconformity of one example: ``-(best matching confidence)``.
 
-    A cluster matches when its representative matches a reference
-    (:func:`answer_matches`). Returns ``+inf`` when no cluster matches: a miss,
-    which must be kept in the calibration scores.
-
-    Parameters
-    ----------
-    clusters : sequence of AnswerCluster
-        The clusters of the ``M`` samples generated with the gold chunk.
-    references : iterable of str
-        The reference answers.
-    match : {"rouge1", "exact"}, default "rouge1"
-    threshold : float, default 0.3
-        ROUGE-1 F1 threshold (strict ``>``).
-
-    Returns
-    -------
-    float
-        In ``[-1, 0)`` or ``inf``.
+    In ``[-1, 0)``, or ``+inf`` when no cluster's representative matches: a miss, kept in calibration.
 
     Examples
     --------
@@ -118,9 +87,7 @@ def generation_score(
 def coverage_ceiling(scores: Iterable[float]) -> float:
     """Share of calibration examples whose score is finite (the LLM can be right).
 
-    If it is below ``1 - alpha_gen``, that target is unreachable with this LLM
-    and prompt: the threshold is ``+inf`` and the generator set keeps every
-    cluster. Report it rather than hiding it.
+    Below ``1 - alpha_gen`` the target is unreachable with this LLM and prompt (threshold ``+inf``).
 
     Examples
     --------
@@ -134,14 +101,10 @@ def coverage_ceiling(scores: Iterable[float]) -> float:
 def generator_set(clusters: Sequence[AnswerCluster], q_gen: float) -> list[AnswerCluster]:
     """The clusters kept for one (question, chunk): those with ``-confidence <= q_gen``.
 
-    Ties are kept. ``q_gen = +inf`` keeps every cluster.
-
     Examples
     --------
     >>> from conformal_rag_plugins.core.clustering import cluster_answers
     >>> cl = cluster_answers(["A", "A", "A", "B", "C"], method="exact")
-    >>> [c.representative for c in generator_set(cl, -0.2)]
-    ['A', 'B', 'C']
     >>> [c.representative for c in generator_set(cl, -0.3)]
     ['A']
     """

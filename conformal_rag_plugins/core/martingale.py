@@ -1,31 +1,12 @@
 """Online conformal test martingales: smoothed p-values against a growing bag, and the Simple Jumper.
 
-The test (Vovk, Nouretdinov and Gammerman 2003; Vovk et al. 2021, "Retrain or not retrain:
-conformal test martingales for change-point detection"):
-
-1. Every query gets a label-free *strangeness* ``a_t`` (larger = stranger, for example
-   minus the top-1 similarity, so that drift toward worse retrieval looks strange).
-2. Its smoothed conformal p-value is computed against the calibration strangeness values
-   **plus every earlier stream value** (the bag grows by one after each query)::
-
-       p_t = (#{i in bag : a_i > a_t} + U_t * (#{i in bag : a_i == a_t} + 1)) / (n_bag + 1)
-
-   with ``U_t`` uniform on (0, 1) (seeded, for ties). If calibration and stream are
-   exchangeable, ``p_1, p_2, ...`` are independent and uniform on (0, 1) (Vovk et al.,
-   *Algorithmic Learning in a Random World*, Thm 8.1). P-values computed against the fixed
-   calibration bag only would share that bag and be dependent: do not do that.
-3. A betting martingale multiplies its capital by ``f(p_t)`` for betting functions with
-   ``integral_0^1 f = 1``; the Simple Jumper mixes ``f_e(p) = 1 + e (p - 1/2)``,
-   ``e in {-1, 0, 1}``, and moves a share ``J`` of its capital between them at each step so
-   that it follows a change. ``M_0 = 1`` and ``M_t`` is a non-negative martingale under
-   exchangeability, so by Ville's inequality ``P(sup_t M_t >= 1/delta) <= delta``: an alarm
-   raised the first time ``M_t >= 1/delta`` is a false alarm with probability at most
-   ``delta`` over the whole, unbounded stream.
-
-Capitals are kept as logarithms so a long drift never overflows. The tie-breaking
-uniforms come from :func:`tie_uniform` (SplitMix64 of the seed and the step), so a
-replay of the same statistics gives the same martingale, which is what lets a saved
-monitor be re-checked on load.
+Vovk et al. 2021 ("Retrain or not retrain"). Each query's label-free strangeness gets a smoothed
+p-value against the calibration values **plus every earlier stream value** (against the fixed
+bag only, the p-values would be dependent); under exchangeability they are i.i.d. uniform (ALRW Thm 8.1). The
+Simple Jumper bets on them; by Ville's inequality an alarm at ``M_t >= 1/delta`` is false with
+probability at most ``delta`` over the whole, unbounded stream. Capitals are kept in log space;
+tie-breaking uniforms come from :func:`tie_uniform` (seed, step), so a replay reproduces the
+martingale, which lets a saved monitor be re-checked on load. See docs/production/monitor.md.
 """
 
 from __future__ import annotations
@@ -67,8 +48,6 @@ def check_delta(delta: float, name: str = "delta") -> float:
 
     Examples
     --------
-    >>> check_delta(0.05)
-    0.05
     >>> check_delta(1.0)
     Traceback (most recent call last):
     ...
@@ -109,8 +88,7 @@ def check_statistics(values: Iterable[float], what: str = "statistic") -> list[f
 def smoothed_pvalue(bag: Sequence[float], value: float, u: float) -> float:
     """Smoothed conformal p-value of strangeness ``value`` against the sorted ``bag`` (larger = stranger).
 
-    ``(#{a > value} + u * (#{a == value} + 1)) / (len(bag) + 1)``; the ``+1`` counts the
-    query itself, so the p-value is uniform on (0, 1) under exchangeability.
+    ``(#{a > value} + u (#{a == value} + 1)) / (len(bag) + 1)``: uniform under exchangeability.
 
     Examples
     --------
@@ -126,10 +104,8 @@ def smoothed_pvalue(bag: Sequence[float], value: float, u: float) -> float:
 class SimpleJumper:
     """The Simple Jumper test martingale (Vovk et al. 2021), in log space.
 
-    Parameters
-    ----------
-    jump : float, default 0.01
-        Share ``J`` of the capital redistributed equally over the three bets at every step.
+    It mixes the bets ``f_e(p) = 1 + e (p - 1/2)``, ``e in {-1, 0, 1}``, moving a share ``J = jump``
+    of the capital equally over them at each step, so that it follows a change.
 
     Examples
     --------
@@ -166,20 +142,9 @@ class SimpleJumper:
 class OnlineConformalTest:
     """Exchangeability test of a stream against a reference bag: p-values, martingale, first alarm.
 
-    Parameters
-    ----------
-    reference : iterable of float
-        Strangeness of the calibration queries (larger = stranger).
-    delta : float
-        False-alarm probability; the alarm is at ``M_t >= 1/delta`` (Ville).
-    jump : float, default 0.01
-        :class:`SimpleJumper` parameter.
-    seed : int, default 0
-        Seed of the tie-breaking uniforms (:func:`tie_uniform`).
-    first_step : int, default 0
-        Index of this test's first query in a longer stream: the query at position ``i``
-        of the stream draws ``tie_uniform(seed, i)``, so a test restarted in the middle of
-        a stream never reuses the uniforms of the queries before it.
+    The alarm is at ``M_t >= 1/delta`` (Ville). ``first_step`` is this test's first position in a
+    longer stream (position ``i`` draws ``tie_uniform(seed, i)``), so a restarted test never reuses
+    earlier uniforms.
 
     Examples
     --------
@@ -234,11 +199,8 @@ class OnlineConformalTest:
 def restart_delta(delta: float, restarts: int) -> float:
     """The false-alarm level of a monitor after ``restarts`` restarts: ``delta / 2**restarts``.
 
-    The first run tests at ``delta``. Every restart begins a new test martingale with
-    ``M_0 = 1``, so by Ville's inequality the run after the ``k``-th restart raises a false
-    alarm with probability at most ``delta / 2**k``; by the union bound all restarted runs
-    together do so with probability at most ``delta/2 + delta/4 + ... < delta``, however many
-    restarts there are, instead of ``k * delta`` for ``k`` restarts at a fixed level.
+    Each restart starts a fresh martingale, so by Ville and the union bound all restarted runs
+    together false-alarm with probability at most ``delta/2 + delta/4 + ... < delta``.
 
     Examples
     --------
@@ -261,9 +223,7 @@ STATISTICS: tuple[str, ...] = ("top1", "gap", "set_size")
 def strangeness(statistic: str, value: float) -> float:
     """Orient a statistic so that larger means stranger (worse retrieval gives small p-values).
 
-    ``top1`` (the best candidate's host score) and ``gap`` (best minus second best) are
-    negated: a lower top score or a closer runner-up looks worse. ``set_size`` (the conformal
-    set's size before ``min_k``/``max_k``) is kept: a larger set means less certainty.
+    ``top1`` and ``gap`` (best minus second) are negated; ``set_size`` (before ``min_k``/``max_k``) is kept.
 
     Examples
     --------

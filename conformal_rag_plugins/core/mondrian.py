@@ -1,16 +1,9 @@
 """Per-group (Mondrian) thresholds: one split-conformal or PAC threshold per group of questions.
 
-Each group's threshold is the ordinary threshold of :mod:`.quantile` computed on that
-group's calibration scores only, so a future question of group ``g`` is covered with
-probability at least ``1 - alpha`` *within* ``g`` (questions exchangeable inside each
-group). A group with too few questions for a finite rank (``conformal_rank(n_g, alpha) >
-n_g``, or no PAC rank) gets, by default (``fallback="keep_all"``), the threshold its own
-rank gives, ``+inf``: keep every candidate (``source = "keep-all-small-group"``), which is
-as valid as any ``+inf`` threshold (it covers whenever the gold chunk is in the pool). With
-``fallback="pooled"`` it gets the pooled threshold instead, which holds only marginally over
-all groups, not within this one (``source = "pooled-small-group"``; the retrievers mark such
-sets not guaranteed). ``strict=True`` raises instead. A group whose rank lands on a miss keeps
-its honest ``+inf`` threshold, as a pooled calibration does.
+Each group's threshold uses that group's scores only, so coverage ``>= 1 - alpha`` holds *within*
+each group. A group too small for a finite rank gets ``+inf`` by default (``fallback="keep_all"``,
+valid like any ``+inf``) or the pooled threshold (``"pooled"``: only marginal over all groups, so
+the sets are marked not guaranteed); ``strict=True`` raises. A rank on a miss keeps its ``+inf``.
 """
 
 from __future__ import annotations
@@ -60,17 +53,7 @@ def check_fallback(fallback: object) -> str:
 
 @dataclass(frozen=True)
 class GroupThreshold:
-    """One group's calibration: its size, threshold and where the threshold came from.
-
-    Attributes
-    ----------
-    n : int
-        Calibration questions in the group.
-    threshold : float
-        The group's own threshold; for a group too small for a finite rank ``+inf``
-        (``fallback="keep_all"``) or the pooled one (``fallback="pooled"``).
-    source : {"group", "keep-all-small-group", "pooled-small-group"}
-    """
+    """One group's calibration: size ``n``, threshold and its ``source`` (``"group"`` or a small-group fallback)."""
 
     n: int
     threshold: float
@@ -131,38 +114,9 @@ def group_thresholds(
 ) -> dict[str, GroupThreshold]:
     """The threshold of every group, computed on that group's scores only.
 
-    Parameters
-    ----------
-    scores : sequence of float
-        Calibration nonconformity scores (``+inf`` = miss, kept); no NaN.
-    groups : sequence of str
-        The group of each score (same length).
-    alpha : float
-        Target miscoverage within every group (epsilon for PAC).
-    pooled : float
-        The pooled threshold a too-small group falls back to with ``fallback="pooled"``.
-    method : {"split", "pac"}
-    delta : float, optional
-        PAC confidence parameter.
-    errors : {"warn", "raise", "ignore"}, default "warn"
-        A too-small group falls back (see ``fallback``) and a group rank on a miss gives
-        ``+inf``, with a :class:`SmallGroupWarning` / :class:`InfiniteThresholdWarning`
-        (``"warn"``) or silently (``"ignore"``, for the trial simulations); ``"raise"`` raises
-        :class:`CalibrationError` for either instead.
-    fallback : {"keep_all", "pooled"}, default "keep_all"
-        A group too small for a finite rank gets ``+inf`` (keep every candidate: what its own
-        rank gives, so the within-group guarantee holds for the whole collection) or the pooled
-        threshold (covers only marginally over all groups, not within this one).
-
-    Returns
-    -------
-    dict
-        Group label -> :class:`GroupThreshold`, sorted by label.
-
-    Raises
-    ------
-    ConformalError
-        Lengths differ, no scores, a NaN score, an empty or non-string group label.
+    Returns label -> :class:`GroupThreshold`, sorted by label. ``errors`` says what a small group or
+    a rank on a miss does: warn (:class:`SmallGroupWarning` / :class:`InfiniteThresholdWarning`),
+    stay silent (``"ignore"``, trial simulations) or raise :class:`CalibrationError`.
 
     Examples
     --------

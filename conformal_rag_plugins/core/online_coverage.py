@@ -1,28 +1,16 @@
 """Labelled monitoring: an anytime-valid confidence sequence for coverage, and adaptive conformal inference.
 
-**Confidence sequence.** For labels ``y_1, y_2, ...`` (1 = the set covered) i.i.d.
-Bernoulli(``c``), the beta-binomial (Robbins) mixture of likelihood ratios
+**Confidence sequence.** The beta-binomial (Robbins) mixture of likelihood ratios
+``M_t(c) = B(a + S_t, b + t - S_t) / B(a, b) / (c^S_t (1 - c)^(t - S_t))`` (``S_t`` covered) is a
+non-negative martingale under coverage rate ``c``, so by Ville ``{c : M_t(c) < 1/delta}`` holds
+``c`` at every ``t`` at once with probability ``>= 1 - delta`` (optional stopping is safe). It is an
+interval (``-log M_t`` is convex), found by bisection.
 
-    ``M_t(c) = B(a + S_t, b + t - S_t) / B(a, b) / (c^S_t (1 - c)^(t - S_t))``
-
-is a non-negative martingale with ``M_0 = 1`` under ``c`` (``S_t`` = covered count), so by
-Ville's inequality the intervals ``{c : M_t(c) < 1/delta}`` contain ``c`` at *every* ``t`` at
-once with probability at least ``1 - delta``: they may be read after each label, and
-stopping when they look good keeps the guarantee. ``-log M_t(c)`` is convex in ``c``, so the
-set is an interval; its ends are found by bisection.
-
-**Adaptive conformal inference** (Gibbs and Candès, 2021). Start at ``alpha_1 = alpha`` and
-after each labelled query set ``alpha_{t+1} = alpha_t + gamma (alpha - err_t)``, where
-``err_t = 1`` when the set built at ``alpha_t`` missed. Whatever the data (also under
-drift), the long-run miss rate satisfies ``|mean(err) - alpha| <= (max(alpha_1, 1 - alpha_1)
-+ gamma) / (gamma T)``. The set at ``alpha_t`` uses the split-conformal threshold of
-:func:`~conformal_rag_plugins.core.quantile.conformal_quantile`; ``alpha_t <= 0`` gives
-``+inf`` (include every candidate) and ``alpha_t >= 1`` gives ``-inf`` (the empty set).
-A gold chunk outside the candidate pool (nonconformity ``+inf``) is a miss whatever the
-threshold, ``+inf`` included (:func:`aci_miss`): keeping every candidate cannot return a
-chunk the pool does not hold. The bound above assumes the set at ``alpha_t <= 0`` never
-misses; with gold outside the pool it can, ``alpha_t`` then keeps falling, and the miss
-rate ACI reports is the served sets' real one, above ``alpha``.
+**ACI** (Gibbs and Candès, 2021): ``alpha_{t+1} = alpha_t + gamma (alpha - err_t)``; whatever the
+data, ``|mean(err) - alpha| <= (max(alpha_1, 1 - alpha_1) + gamma) / (gamma T)``. ``alpha_t <= 0``
+gives ``+inf``, ``>= 1`` gives ``-inf``. A gold chunk outside the pool misses even at ``+inf``
+(:func:`aci_miss`), which the bound assumes never happens: ``alpha_t`` then keeps falling and the
+reported miss rate is the real one, above ``alpha``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Small-to-big retrieval: score each parent document from the chunks the host retrieved.
 
-The host ranks *chunks*; the set is made of *parents* (the documents the chunks were cut
-from). Every parent that has at least one chunk in the pool gets one score from its
-chunks, and the parents are sorted best first, so every score family of
-:mod:`.retrieval_scores` applies to parents unchanged.
-
-``max``
-    The best chunk's score. This is what LangChain's ``ParentDocumentRetriever`` /
-    ``MultiVectorRetriever`` and LlamaIndex's ``RecursiveRetriever`` do implicitly: a
-    parent is ranked where its first (best) chunk appears.
-``sum``
-    The sum of the chunks' min-max normalised scores, as LlamaIndex's ``relative_score``
-    fusion adds up the normalised scores one node gets from several lists: a parent with
-    several good chunks outranks one with a single good chunk.
-
-The aggregation is a fixed function of one query's pool, so a threshold calibrated on
-parent scores is an ordinary split-conformal threshold on them.
+``how="max"``: the best chunk's score (what LangChain's ``ParentDocumentRetriever`` and
+LlamaIndex's ``RecursiveRetriever`` do implicitly). ``"sum"``: the sum of min-max normalised
+chunk scores (as LlamaIndex's ``relative_score`` fusion). Either is a fixed function of one
+query's pool, so every family of :mod:`.retrieval_scores` calibrates on parents unchanged.
 """
 
 from __future__ import annotations
@@ -33,16 +21,7 @@ PARENT_AGGREGATIONS: tuple[str, ...] = ("max", "sum")
 
 @dataclass(frozen=True)
 class ParentPool:
-    """Parents of one chunk pool, best first.
-
-    Attributes
-    ----------
-    parent_ids : tuple of str
-    scores : numpy.ndarray
-        Aggregated scores, sorted best first (ties: the parent whose best chunk ranks higher).
-    members : tuple of tuple of int
-        For each parent, the positions (in the chunk pool) of its chunks, best first.
-    """
+    """Parents of one chunk pool, best first (ties: best chunk first), with their chunks' pool positions."""
 
     parent_ids: tuple[str, ...]
     scores: np.ndarray
@@ -61,26 +40,7 @@ def aggregate_to_parents(
 ) -> ParentPool:
     """Group a chunk pool (best first) by parent and score every parent.
 
-    Parameters
-    ----------
-    chunk_ids : sequence of str
-        Chunk ids in pool order (best first).
-    scores : array of float
-        The host's chunk scores, same order, best first.
-    parent_of : mapping or callable
-        Chunk id -> parent id. A chunk with no parent (missing key, ``None`` or empty)
-        is an error: silently treating it as its own parent would change what is returned.
-    how : {"max", "sum"}, default "max"
-        See the module docstring.
-
-    Returns
-    -------
-    ParentPool
-
-    Raises
-    ------
-    ConformalError
-        Unknown ``how``, NaN or unsorted scores, lengths that differ, or a chunk without a parent.
+    A chunk without a parent is an error: treating it as its own parent would change what is returned.
 
     Examples
     --------

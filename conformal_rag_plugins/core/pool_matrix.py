@@ -1,13 +1,8 @@
 """One candidate setting's pool observations as padded arrays, for fast repeated thresholding.
 
-Tuning compares dozens of settings (unit, fusion point, pool size) and three score
-families inside every one of a hundred random splits; doing that one question at a time
-in Python is slow on thousands of questions. :class:`PoolMatrix` holds, per family, the
-gold nonconformity of every question and the nonconformity of every candidate (padded
-with ``+inf``), so a threshold's coverage, set sizes and context tokens on any subset of
-questions are a few numpy operations. It keeps exactly the rule of
-:func:`~.retrieval_scores.keep_mask`: candidate ``i`` is kept iff its nonconformity is
-``<= threshold`` (ties kept), and a question is covered iff a gold candidate is kept.
+Tuning thresholds dozens of settings over a hundred splits; :class:`PoolMatrix` makes each a few
+numpy operations, with exactly the rule of :func:`~.retrieval_scores.keep_mask` (kept iff
+``<= threshold``, ties kept; covered iff a gold candidate is kept).
 """
 
 from __future__ import annotations
@@ -25,18 +20,7 @@ from .retrieval_scores import SCORE_FAMILIES, candidate_nonconformity
 class PoolMatrix:
     """Padded arrays of one setting's observations (one row per question, same order).
 
-    Attributes
-    ----------
-    gold : dict of str to numpy.ndarray
-        Family -> ``(n,)`` nonconformity of each question (``+inf`` for a miss).
-    candidates : dict of str to numpy.ndarray
-        Family -> ``(n, width)`` nonconformity of each candidate, ``+inf`` past the pool's end.
-    costs : numpy.ndarray or None
-        ``(n, width)`` context tokens of each candidate (0 past the end), ``None`` without costs.
-    sizes : numpy.ndarray
-        ``(n,)`` pool length of each question.
-    misses : numpy.ndarray
-        ``(n,)`` whether no gold candidate is in the pool.
+    Candidates are padded with ``+inf`` nonconformity and 0 cost past each pool's end.
 
     Examples
     --------

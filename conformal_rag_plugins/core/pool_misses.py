@@ -10,10 +10,8 @@ def pool_miss_advice(
 ) -> str | None:
     """A warning text when more than ``alpha/2`` of ``n`` questions have no gold candidate in the pool, else ``None``.
 
-    A miss has nonconformity ``+inf``; with a miss share near alpha the threshold is the
-    largest finite score or ``+inf`` (the whole pool). ``shares_by_pool`` (pool size ->
-    miss share, measured) names the smallest tried pool that brings the share to alpha/2
-    or below; without it the advice is to try 2x and 4x.
+    ``shares_by_pool`` (measured pool size -> miss share) names the smallest pool at or below
+    alpha/2; without it the advice is to try 2x and 4x.
 
     Examples
     --------

@@ -21,10 +21,8 @@ from .retrieval_scores import SCORE_FAMILIES, keep_mask, nonconformity
 class PoolObservation:
     """One question's candidate pool: host scores (best first), gold positions and an optional question id.
 
-    ``question_id`` (a digest of the question, see
-    :func:`~conformal_rag_plugins.datasets.examples.question_digest`) lets a
-    calibration record which questions it used, so that two stages can be checked to
-    share them and an optimisation split to avoid them.
+    ``question_id`` (:func:`~conformal_rag_plugins.datasets.examples.question_digest`) lets
+    calibrations check that two stages share questions and an optimisation split avoids them.
     """
 
     scores: np.ndarray
@@ -117,8 +115,7 @@ def choose_family(
 ) -> str:
     """Pick the family with the smallest mean set on an optimisation split only.
 
-    Ties go to the earlier family in ``families``. The caller must compute the
-    final threshold on a disjoint split.
+    Ties go to the earlier family. The caller must calibrate on a disjoint split.
     """
     import warnings
 

@@ -12,8 +12,7 @@ from .validation import check_scores
 def conformal_pvalues(calibration_scores: Iterable[float], test_scores: Iterable[float]) -> np.ndarray:
     """Conformal p-values ``(1 + #{i : r_i >= r}) / (n + 1)`` for each test score.
 
-    A candidate is kept at level alpha iff its p-value is ``> alpha``, which
-    matches the threshold of :func:`conformal_quantile` (ties count as covered).
+    Kept at level alpha iff ``> alpha``, matching :func:`conformal_quantile` (ties covered).
 
     Examples
     --------

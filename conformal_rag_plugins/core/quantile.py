@@ -1,11 +1,8 @@
 """Where every threshold is computed: the split-conformal and PAC quantiles.
 
-The split-conformal threshold is the ``ceil((n+1)(1-alpha))``-th smallest
-nonconformity score. Keeping every candidate whose score is ``<=`` that value
-(ties count as covered) gives marginal coverage of at least ``1-alpha`` for an
-exchangeable test point. When the rank exceeds ``n`` the threshold is ``+inf``
-(include everything), which this module announces with a warning, or refuses
-with ``strict=True``.
+The split-conformal threshold is the ``ceil((n+1)(1-alpha))``-th smallest score; keeping scores
+``<=`` it (ties covered) gives marginal coverage ``>= 1-alpha``. A rank above ``n`` gives ``+inf``
+(keep everything), with a warning, or an error with ``strict=True``.
 """
 
 from __future__ import annotations
@@ -53,11 +50,7 @@ def min_calibration_size(alpha: float) -> int:
 
 
 def _score_array(scores: Iterable[float]) -> np.ndarray:
-    """:func:`check_scores` with one pass and no copy for a float array (the common, valid case).
-
-    A NaN or ``-inf`` anywhere makes the minimum NaN or ``-inf``; only then (or for non-arrays,
-    empty input) does :func:`check_scores` run, for its exact error.
-    """
+    """:func:`check_scores` in one pass, no copy, for a float array (a NaN/``-inf`` minimum falls back to it)."""
     if isinstance(scores, np.ndarray) and scores.size:
         arr = np.asarray(scores, dtype=float).ravel()
         low = arr.min()
@@ -79,12 +72,12 @@ def conformal_quantile(scores: Iterable[float], alpha: float, *, strict: bool = 
     Parameters
     ----------
     scores : iterable of float
-        Calibration nonconformity scores. ``+inf`` marks a miss and is kept.
+        Calibration nonconformity scores; ``+inf`` marks a miss and is kept.
     alpha : float
         Target miscoverage in (0, 1).
     strict : bool, default False
-        Raise :class:`CalibrationError` instead of returning ``+inf`` when the
-        rank exceeds ``n`` or lands on a miss.
+        Raise :class:`CalibrationError` instead of returning ``+inf`` when the rank exceeds ``n``
+        or lands on a miss.
 
     Returns
     -------
@@ -139,9 +132,21 @@ def pac_rank(n: int, epsilon: float, delta: float) -> int | None:
 def pac_quantile(scores: Iterable[float], epsilon: float, delta: float, *, strict: bool = False) -> float:
     """PAC (epsilon, delta) threshold: miscoverage <= epsilon with probability >= 1-delta.
 
-    Returns the k-th smallest score for the smallest k with
-    ``BinomCDF(n-k; n, epsilon) <= delta`` over the calibration draw, or ``inf``
-    when no such k exists.
+    Parameters
+    ----------
+    scores : iterable of float
+        Calibration nonconformity scores; ``+inf`` marks a miss and is kept.
+    epsilon, delta : float
+        Miscoverage bound and the probability, over the calibration draw, that it fails.
+    strict : bool, default False
+        Raise :class:`CalibrationError` instead of returning ``+inf`` when no rank qualifies or the
+        rank lands on a miss.
+
+    Returns
+    -------
+    float
+        The k-th smallest score for the smallest k with ``BinomCDF(n-k; n, epsilon) <= delta``,
+        or ``inf`` when no such k exists.
 
     Examples
     --------
@@ -169,10 +174,8 @@ def pac_quantile(scores: Iterable[float], epsilon: float, delta: float, *, stric
 def coverage_bounds(n: int, alpha: float) -> tuple[float, float]:
     """Marginal coverage bounds ``(1-alpha, 1-alpha+1/(n+1))`` (upper one without ties).
 
-    When the rank ``ceil((n+1)(1-alpha))`` exceeds ``n`` the threshold is ``+inf``
-    and the set is the whole candidate pool: coverage is then only the chance that
-    the gold is in the pool, which calibration does not bound, so the lower bound
-    is 0 (and the upper 1), never ``(1, 1)``.
+    When the rank exceeds ``n`` the set is the whole pool, whose coverage calibration does not
+    bound: ``(0, 1)``, never ``(1, 1)``.
 
     Examples
     --------
@@ -194,20 +197,9 @@ _LOSS_TOL = 1e-9
 def crc_threshold(gold_scores: Sequence[Sequence[float]], alpha: float, *, strict: bool = False) -> float:
     """Conformal risk control of the miss rate ``1 - recall`` (Angelopoulos et al., 2022).
 
-    ``lam = inf{lam : n/(n+1) R_n(lam) + 1/(n+1) <= alpha}`` where ``R_n`` is the mean over the
-    calibration questions of ``1 - (gold chunks with nonconformity <= lam) / (gold chunks)``
-    (:mod:`~conformal_rag_plugins.core.recall_risk`; the loss is bounded by ``B = 1``). An
-    exchangeable test question then has ``E[1 - recall] <= alpha``. With one gold chunk per
-    question this is exactly :func:`conformal_quantile`.
-
-    Parameters
-    ----------
-    gold_scores : sequence of sequences of float
-        Per question, the nonconformity of each of its gold chunks (``+inf`` outside the pool).
-    alpha : float
-        Target mean miss rate in (0, 1).
-    strict : bool, default False
-        Raise :class:`CalibrationError` instead of returning ``+inf`` when no finite threshold works.
+    ``lam = inf{lam : n/(n+1) R_n(lam) + 1/(n+1) <= alpha}``, ``R_n`` the mean miss rate of the gold
+    chunks (``+inf`` outside the pool; loss bounded by 1), gives ``E[1 - recall] <= alpha``. With one
+    gold chunk per question this is exactly :func:`conformal_quantile`.
 
     Examples
     --------
@@ -266,12 +258,9 @@ def _hb_pvalues(risk_hat: np.ndarray, n: int, alpha: float) -> np.ndarray:
 def ltt_threshold(gold_scores: Sequence[Sequence[float]], alpha: float, delta: float, *, strict: bool = False) -> float:
     """Learn-then-Test threshold: ``P(E[1 - recall | calibration] <= alpha) >= 1 - delta``.
 
-    Tests ``H_lam: R(lam) > alpha`` with Hoeffding-Bentkus p-values
-    (:func:`hoeffding_bentkus_pvalue`) by fixed-sequence testing from the largest threshold
-    down, at level ``delta``, and returns the smallest rejected ``lam`` (Angelopoulos, Bates,
-    Candes, Jordan and Lei, 2021). The sequence runs over every real ``lam`` in decreasing
-    order; since the empirical risk, hence the p-value, changes only at the finite gold
-    nonconformities, checking those is the same test.
+    Fixed-sequence testing of ``H_lam: R(lam) > alpha`` (Hoeffding-Bentkus p-values) from the largest
+    ``lam`` down at level ``delta``; the smallest rejected ``lam`` is returned (Angelopoulos et al.,
+    2021). The p-value only changes at the gold nonconformities, so testing those is the same test.
 
     Examples
     --------

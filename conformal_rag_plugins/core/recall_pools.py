@@ -16,15 +16,7 @@ from .retrieval_scores import SCORE_FAMILIES, candidate_nonconformity
 
 @dataclass(frozen=True)
 class RecallPools:
-    """The per-question arrays a recall trial needs under one family.
-
-    Attributes
-    ----------
-    gold : list of ndarray
-        Sorted gold nonconformities per question (``+inf`` outside the pool).
-    candidates : list of ndarray
-        Each pool's candidate nonconformities, ascending (the set at ``q`` is those ``<= q``).
-    """
+    """Per question under one family: sorted gold nonconformities and ascending candidate nonconformities."""
 
     gold: list[np.ndarray]
     candidates: list[np.ndarray]

@@ -1,16 +1,8 @@
 """The recall loss of a retrieval set when a question has several gold chunks.
 
-For one question with gold chunks ``g_1..g_m`` whose nonconformity under a score
-family is ``r_1..r_m`` (``+inf`` for a gold chunk outside the candidate pool, which
-no threshold keeps), the set kept at threshold ``lam`` has the loss
-
-``L(lam) = 1 - #{j : r_j <= lam} / m``  (one minus recall),
-
-non-increasing in ``lam`` and bounded by 1. It changes only at the finite ``r_j``,
-so the empirical risk over ``n`` questions is a step function known exactly on
-those values (:func:`risk_curve`). The thresholds that control its expectation
-(conformal risk control) or its tail (Learn-then-Test) are computed in
-:mod:`conformal_rag_plugins.core.quantile`.
+With gold nonconformities ``r_1..r_m`` (``+inf`` outside the pool), the loss at ``lam`` is
+``L(lam) = 1 - #{j : r_j <= lam} / m``: non-increasing, bounded by 1, changing only at the finite
+``r_j`` (:func:`risk_curve`). The CRC and Learn-then-Test thresholds are in :mod:`.quantile`.
 """
 
 from __future__ import annotations
@@ -29,15 +21,7 @@ def gold_nonconformity(
 ) -> np.ndarray:
     """Sorted nonconformity of every gold chunk of one question, ``+inf`` for those outside the pool.
 
-    Parameters
-    ----------
-    family : {"similarity", "rank", "relative"}
-    scores : array of float
-        The candidate pool's scores, best first.
-    gold_positions : sequence of int
-        Positions of the gold chunks found in the pool.
-    n_gold : int, optional
-        How many gold chunks the question has in all (default: those in the pool, at least 1).
+    ``n_gold`` is how many gold chunks the question has in all (default: those in the pool, at least 1).
 
     Examples
     --------
@@ -58,10 +42,7 @@ def gold_nonconformity(
 def check_gold_scores(gold_scores: Sequence[Sequence[float]]) -> list[np.ndarray]:
     """Return every question's gold nonconformities as a sorted float array, after checking them.
 
-    Raises
-    ------
-    CalibrationError
-        No question, a question without any gold chunk, a NaN or a ``-inf``.
+    :class:`CalibrationError` for no question, a question without gold, a NaN or a ``-inf``.
 
     Examples
     --------
@@ -87,14 +68,8 @@ def check_gold_scores(gold_scores: Sequence[Sequence[float]]) -> list[np.ndarray
 def risk_curve(gold_scores: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray, int]:
     """The candidate thresholds and the summed loss at each.
 
-    Returns
-    -------
-    lambdas : ndarray
-        The distinct finite gold nonconformities, ascending (the loss changes only there).
-    total_loss : ndarray
-        ``sum_i L_i(lambdas[j])``; below ``lambdas[0]`` it is ``n``.
-    n : int
-        Number of questions.
+    ``(lambdas, total_loss, n)``: the distinct finite gold nonconformities ascending (the loss changes
+    only there), ``sum_i L_i`` at each (``n`` below the first), and the number of questions.
 
     Examples
     --------

@@ -1,16 +1,8 @@
 """Nonconformity score families for retrieval, and the set each threshold keeps.
 
-Every family is a fixed function of one query's candidate scores (in the
-host's own scale, best first) and of the position of its gold chunk:
-
-``similarity``
-    ``r = -s_gold``; keep candidates with ``s >= -q``.
-``rank``
-    ``r = rank of the gold chunk`` (1 = best); keep the top ``floor(q)``.
-``relative``
-    ``r = s_top1 - s_gold``; keep candidates with ``s >= s_top1 - q``.
-
-A gold chunk outside the candidate pool gives ``r = +inf`` (a miss).
+On one query's host scores (best first) and gold position: ``similarity`` ``r = -s_gold`` (keep
+``s >= -q``); ``rank`` (1 = best; keep the top ``floor(q)``); ``relative`` ``r = s_top1 - s_gold``
+(keep ``s >= s_top1 - q``). A gold chunk outside the pool gives ``r = +inf`` (a miss).
 """
 
 from __future__ import annotations
@@ -44,21 +36,12 @@ def _sorted_scores(scores: Sequence[float] | np.ndarray) -> np.ndarray:
 def nonconformity(family: str, scores: Sequence[float] | np.ndarray, gold_positions: Sequence[int]) -> float:
     """Nonconformity score of one calibration query.
 
-    Parameters
-    ----------
-    family : {"similarity", "rank", "relative"}
-    scores : array of float
-        The candidate pool's scores, best first, exactly as the host returned them.
-    gold_positions : sequence of int
-        0-based positions of gold chunks in ``scores``; empty when no gold chunk
-        is in the pool (a miss, ``+inf``). With several, the best one counts.
+    ``gold_positions`` are 0-based in the best-first ``scores``; the best counts; none is a miss.
 
     Examples
     --------
     >>> nonconformity("relative", [0.9, 0.7, 0.5], [1])
     0.2...
-    >>> nonconformity("rank", [0.9, 0.7, 0.5], [])
-    inf
     """
     _check_family(family)
     arr = _sorted_scores(scores)

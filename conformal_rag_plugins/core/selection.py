@@ -14,19 +14,10 @@ from .retrieval_scores import candidate_nonconformity, keep_mask
 
 @dataclass(frozen=True)
 class SetDecision:
-    """Which candidates to return and whether the conformal guarantee still holds.
+    """Which candidates to return (best-first positions) and whether the guarantee still holds.
 
-    Attributes
-    ----------
-    indices : tuple of int
-        Positions (best first) of the returned candidates.
-    conformal_size : int
-        Size of the conformal set before ``min_k`` / ``max_k``.
-    guaranteed : bool
-        False when ``max_k`` cut the conformal set or the threshold is ``+inf``
-        (the set would need more than the candidate pool holds).
-    reason : str
-        Empty when guaranteed, otherwise why not.
+    ``conformal_size`` is before ``min_k``/``max_k``; ``guaranteed`` is False when ``max_k`` cut the
+    set or the threshold is ``+inf``, with the ``reason``.
     """
 
     indices: tuple[int, ...]
@@ -61,9 +52,8 @@ def decide_set(
 ) -> SetDecision:
     """Apply the threshold, then pad to ``min_k`` and cut at ``max_k``.
 
-    Padding keeps the guarantee (a superset); cutting loses it. ``validate=False`` skips the
-    checks of the bounds and of the scores (no NaN, best first) for callers that already made
-    them once (the retrievers' per-query path).
+    Padding keeps the guarantee (a superset); cutting loses it. ``validate=False`` skips the checks
+    for callers that made them once (the retrievers' per-query path).
 
     Examples
     --------
@@ -94,21 +84,15 @@ def decide_chunk_set(
 ) -> SetDecision:
     """Label-conditional set: keep candidate ``i`` iff its nonconformity is ``<= thresholds[i]``.
 
-    ``thresholds[i]`` is the threshold of candidate ``i``'s own group (the chunk's
-    collection, source, ...), so a gold chunk of group ``g`` is kept with probability at
-    least ``1 - alpha`` given that it lies in ``g``. The kept candidates need not be a prefix
-    of the best-first pool. ``min_k`` pads with the best candidates not kept and ``max_k``
-    cuts the worst kept ones, as in :func:`decide_set`. ``not_guaranteed`` (non-empty) marks
-    the set not guaranteed with that reason (the caller knows when a group's threshold is
-    ``+inf`` or a pooled fallback).
+    ``thresholds[i]`` is that of candidate ``i``'s own group, so a gold chunk of group ``g`` is kept
+    with probability ``>= 1 - alpha`` given ``g``; the kept set need not be a prefix. ``min_k``/``max_k``
+    as in :func:`decide_set`; a non-empty ``not_guaranteed`` is the reason the set is not guaranteed.
 
     Examples
     --------
     >>> d = decide_chunk_set("relative", [0.9, 0.8, 0.7], [0.05, 0.05, 0.25])
     >>> d.indices, d.guaranteed
     ((0, 2), True)
-    >>> decide_chunk_set("relative", [0.9, 0.8, 0.7], [0.05, 0.05, 0.25], max_k=1).guaranteed
-    False
     """
     if validate:
         check_k_bounds(min_k, max_k)
@@ -149,12 +133,9 @@ def conformal_metadata(
 ) -> list[tuple[int, float, dict[str, object]]]:
     """What both frameworks' retrievers attach to each returned candidate, in ``decision.indices`` order.
 
-    Returns ``(index, score, metadata)`` per kept candidate; ``metadata`` holds the
-    candidate's nonconformity and the fields shared by the whole set (threshold, alpha,
-    family, conformal set size, guaranteed). The adapter stores the score under its
-    framework's key (LlamaIndex ``conformal_score``, LangChain ``score``).
-    ``scores`` must be checked and sorted best first. With ``thresholds`` (one per candidate,
-    a label-conditional set) each candidate's ``conformal_threshold`` is its own.
+    ``(index, score, metadata)`` per kept candidate; the adapter stores the score under its own key.
+    ``scores`` must be checked and best first; with per-candidate ``thresholds`` each
+    ``conformal_threshold`` is its own.
 
     Examples
     --------
@@ -187,8 +168,7 @@ def conformal_metadata(
 def best_first(raw: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray | None] | None:
     """A query's host scores as a float array, and the stable best-first order (``None`` when already sorted).
 
-    Returns ``None`` when a score is missing or NaN, so that the adapter can raise its
-    own error naming the host. Used on every query by both retrievers.
+    ``None`` for a missing or NaN score, so the adapter can raise its own error naming the host.
 
     Examples
     --------

@@ -1,10 +1,6 @@
 """How a repeated random-split evaluation draws its splits (one frozen option object).
 
-Every trial shuffles the questions with one generator seeded by ``seed``; the first
-``calibration_fraction`` of them calibrate (of which the first ``optimisation_fraction``
-choose a setting, where a protocol tunes one), the rest are the test part. Functions that
-take the same :class:`RandomSplits` draw the same splits, so their results can be compared
-split by split.
+Functions given the same :class:`RandomSplits` draw the same splits, so results compare split by split.
 """
 
 from __future__ import annotations
@@ -16,17 +12,8 @@ from dataclasses import dataclass
 class RandomSplits:
     """The random calibration/test splits of a repeated-split evaluation.
 
-    Attributes
-    ----------
-    trials : int, default 100
-        Number of random splits.
-    seed : int, default 0
-        Seed of the permutations (``numpy.random.default_rng(seed)``).
-    calibration_fraction : float, default 0.5
-        Share of the questions in the calibration part (rounded); the rest is the test part.
-    optimisation_fraction : float, default 0.3
-        Share of the calibration part that chooses a setting before the threshold is fitted on
-        the remainder (used by the tuned protocol and ``family="auto"``).
+    ``optimisation_fraction`` of the calibration part chooses a setting (tuned protocol,
+    ``family="auto"``) before the threshold is fitted on the rest.
 
     Examples
     --------

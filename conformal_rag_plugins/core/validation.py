@@ -46,8 +46,7 @@ def check_pool_size(pool_size: object, name: str = "pool_size") -> int:
 def check_scores(scores: Iterable[float], *, allow_pos_inf: bool = True) -> np.ndarray:
     """Return nonconformity scores as a 1-d float array after checking them.
 
-    ``+inf`` marks a miss (for example a gold chunk outside the candidate pool)
-    and is allowed by default. NaN and ``-inf`` are always refused.
+    ``+inf`` (a miss) is allowed by default; NaN and ``-inf`` are always refused.
 
     Examples
     --------
