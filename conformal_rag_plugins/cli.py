@@ -18,20 +18,20 @@ def _offline_env() -> None:
 
 
 def _chunk_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--chunk-size",
-        type=int,
-        default=None,
-        help="tokens per chunk, counted with the embedding model's tokenizer (default: its window, 254)",
+    from .commands.cli_help import add_chunk_options
+
+    add_chunk_options(
+        p,
+        "tokens per chunk, counted with the embedding model's tokenizer (default: its window, 254)",
+        "overlapping tokens between chunks (default 25)",
+        whole="index entries whole (MiniLM truncates long ones)",
     )
-    p.add_argument("--chunk-overlap", type=int, default=None, help="overlapping tokens between chunks (default 25)")
-    p.add_argument("--no-chunking", action="store_true", help="index entries whole (MiniLM truncates long ones)")
 
 
 def _parser() -> argparse.ArgumentParser:
     import conformal_rag_plugins  # the package's own __version__ (not an installed copy's metadata)
 
-    from .commands.cli_help import Parser, examples
+    from .commands.cli_help import Parser, command
     from .commands.levels import GivenAppend, GivenStore, add_confidence_level
     from .frameworks import FRAMEWORKS
 
@@ -39,11 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {conformal_rag_plugins.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser(
-        "demo",
-        help="offline demo on the bundled SQuAD subset",
-        epilog=examples("conformal-rag demo --no-answers"),
-    )
+    d = command(sub, "demo", "offline demo on the bundled SQuAD subset", "conformal-rag demo --no-answers")
     d.add_argument(
         "--alpha", type=float, default=0.1, action=GivenStore, help="target miscoverage of the retrieval sets"
     )
@@ -58,10 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--samples", type=int, default=5, help="answers sampled per chunk")
     _chunk_args(d)
 
-    e = sub.add_parser(
+    e = command(
+        sub,
         "evaluate",
-        help="repeated-split coverage and set size on corpus/qa JSONL",
-        epilog=examples("conformal-rag evaluate --corpus corpus.jsonl --qa qa.jsonl --alpha 0.1 --out evaluation.json"),
+        "repeated-split coverage and set size on corpus/qa JSONL",
+        "conformal-rag evaluate --corpus corpus.jsonl --qa qa.jsonl --alpha 0.1 --out evaluation.json",
     )
     e.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
     e.add_argument(

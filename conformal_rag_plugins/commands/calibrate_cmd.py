@@ -17,19 +17,19 @@ from typing import Any
 from ..retrieval.options import RetrievalOptions
 from ..tuning.options import TuningOptions
 from . import calibration_inputs
-from .cli_help import examples, request_from, warn_ignored
+from .cli_help import command, request_from, warn_ignored
+from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_output_options, read_questions
 from .levels import GivenStore, add_confidence_level
 
 
 def register(sub: Any) -> None:
     """Add the ``calibrate`` sub-command to the ``conformal-rag`` parser."""
-    p = sub.add_parser(
+    p = command(
+        sub,
         "calibrate",
-        help="calibrate a conformal retriever on labelled questions and save the JSON",
-        epilog=examples(
-            "conformal-rag calibrate --corpus corpus.jsonl --questions labelled.jsonl --alpha 0.1 "
-            "--out calibration.json"
-        ),
+        "calibrate a conformal retriever on labelled questions and save the JSON",
+        "conformal-rag calibrate --corpus corpus.jsonl --questions labelled.jsonl --alpha 0.1 --out calibration.json",
+        handler=_handle,
     )
     # no LLM here: --llm/--cache/--no-cache are accepted (older scripts pass them) but hidden and ignored
     calibration_inputs.add_corpus_arguments(p, llm=False)
@@ -85,7 +85,6 @@ def register(sub: Any) -> None:
         help="pool sizes the tuned hybrid tries (default: 1x, 2x and 4x --pool-size); a larger pool competes only "
         "when --pool-size misses more than alpha/2 of the tuning questions",
     )
-    p.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> None:
@@ -182,14 +181,6 @@ def run_calibrate(request: CalibrateRequest) -> Any:
     from ..runtime.atomic import atomic_path
     from ..tuning.tuned_calibration import FusionConfig
     from .hosts import build_hosts
-    from .input_checks import (
-        announce_questions,
-        check_at_least,
-        check_distinct_outputs,
-        check_gold_in_corpus,
-        check_outputs,
-        read_questions,
-    )
 
     r = request
     alpha = check_alpha(r.alpha)
@@ -197,12 +188,8 @@ def run_calibrate(request: CalibrateRequest) -> Any:
     check_at_least("seed", r.seed, 0)
     for size in r.pool_sizes or ():
         check_at_least("pool_sizes", size)
-    check_distinct_outputs({"--out": r.out, "--persist-dir": r.persist_dir})
-    check_outputs(
-        files=[r.out],
-        dirs=[r.persist_dir],
-        inputs=calibration_inputs.request_inputs(r, r.questions),
-    )
+    inputs = calibration_inputs.request_inputs(r, r.questions)
+    check_output_options({"--out": r.out}, {"--persist-dir": r.persist_dir}, inputs=inputs)
     if r.group_by is not None and r.chunk_group_key is not None:
         raise ConformalError("--group-by (a group of the query) and --chunk-group-key (of a chunk) exclude each other.")
     if r.chunk_group_key is not None and not r.chunk_group_key.strip():

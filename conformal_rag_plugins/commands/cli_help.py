@@ -61,6 +61,26 @@ def examples(*lines: str) -> str:
     return "\n".join([head, *(f"  {line}" for line in lines)])
 
 
+def command(sub: Any, name: str, help: str, *example_lines: str, handler: Any = None) -> argparse.ArgumentParser:
+    """Add sub-command ``name`` with its ``help``, its :func:`examples` epilog and (if any) ``handler(args)``."""
+    parser = sub.add_parser(name, help=help, epilog=examples(*example_lines))
+    if handler is not None:
+        parser.set_defaults(handler=handler)
+    return parser
+
+
+#: The help of ``--chunk-size``/``--chunk-overlap`` on commands that must chunk as ``calibrate`` did.
+AS_CALIBRATE = ("as given to calibrate (default 254)", "as given to calibrate (default 25)")
+
+
+def add_chunk_options(parser: argparse.ArgumentParser, size: str, overlap: str, whole: str | None = None) -> None:
+    """``--chunk-size``, ``--chunk-overlap`` and (with its help ``whole``) ``--no-chunking``."""
+    parser.add_argument("--chunk-size", type=int, default=None, help=size)
+    parser.add_argument("--chunk-overlap", type=int, default=None, help=overlap)
+    if whole is not None:
+        parser.add_argument("--no-chunking", action="store_true", help=whole)
+
+
 def changed_options(parser: argparse.ArgumentParser, args: argparse.Namespace, dests: Iterable[str]) -> list[str]:
     """The options among ``dests`` of ``args.command`` whose value is not their default (as typed flags).
 

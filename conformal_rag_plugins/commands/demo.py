@@ -67,11 +67,6 @@ def run_demo(request: DemoRequest) -> dict[str, object]:
     --------
     >>> summary = run_demo(DemoRequest(alpha=0.1, answers=False))  # doctest: +SKIP
     """
-    alpha, persist_dir, out, pool_size = request.alpha, request.persist_dir, request.out, request.pool_size
-    seed, answers, answer_alpha = request.seed, request.answers, request.answer_alpha
-    answer_alpha_retrieval, answer_questions = request.answer_alpha_retrieval, request.answer_questions
-    n_samples, chunking, chunk_size = request.n_samples, request.chunking, request.chunk_size
-    chunk_overlap = request.chunk_overlap
     from llama_index.core.schema import MetadataMode
 
     from ..core.validation import check_alpha
@@ -79,20 +74,21 @@ def run_demo(request: DemoRequest) -> dict[str, object]:
     from ..llamaindex.host import pool_from_nodes
     from ..local.llamaindex_stack import build_chroma_index
 
-    alpha = check_alpha(alpha)
-    check_at_least("pool_size", pool_size)
-    check_at_least("samples", n_samples)
-    check_at_least("seed", seed, 0)
-    check_outputs(dirs=[out, persist_dir])
-    persist = Path(persist_dir) if persist_dir else default_cache_dir() / "chroma"
-    out = Path(out)
+    r = request
+    alpha = check_alpha(r.alpha)
+    check_at_least("pool_size", r.pool_size)
+    check_at_least("samples", r.n_samples)
+    check_at_least("seed", r.seed, 0)
+    check_outputs(dirs=[r.out, r.persist_dir])
+    persist = Path(r.persist_dir) if r.persist_dir else default_cache_dir() / "chroma"
+    out = Path(r.out)
     out.mkdir(parents=True, exist_ok=True)
     entries = list(bundled_corpus())
     questions = list(bundled_questions(True))
     print(f"Corpus: {len(entries)} passages (SQuAD 2.0 dev subset + distractors, CC BY-SA 4.0)")
     print(f"Questions: {len(questions)} answerable; Chroma index at {persist}")
-    if chunking:
-        chunked = chunk_corpus("llamaindex", entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    if r.chunking:
+        chunked = chunk_corpus("llamaindex", entries, questions, chunk_size=r.chunk_size, chunk_overlap=r.chunk_overlap)
         entries, questions = list(chunked.chunks), chunked.questions
         info = chunked.report()
         print(
@@ -106,7 +102,7 @@ def run_demo(request: DemoRequest) -> dict[str, object]:
         collection_name=f"crp-llamaindex-{corpus_key(entries)}",
         show_progress=True,
     )
-    cal_q, test_q = split_examples(questions, (0.5, 0.5), seed=seed)
+    cal_q, test_q = split_examples(questions, (0.5, 0.5), seed=r.seed)
 
     print(
         f"\nCalibrating at alpha={alpha} on {len(cal_q)} questions (hybrid BM25 + MiniLM, LlamaIndex): fusion "
@@ -117,7 +113,7 @@ def run_demo(request: DemoRequest) -> dict[str, object]:
         nodes,
         cal_q,
         confidence_level=1 - alpha,
-        pool_size=pool_size,
+        pool_size=r.pool_size,
         options=RetrievalOptions(progress=False),
     )
     path = out / "calibration.json"
@@ -175,17 +171,13 @@ def run_demo(request: DemoRequest) -> dict[str, object]:
             text = n.node.get_content(metadata_mode=MetadataMode.NONE)[:90].replace("\n", " ")
             print(f"  {mark} {n.score:.3f}  {n.node.node_id:<28} {text}...")
     result: dict[str, object] = {"rows": rows, "calibration": str(path)}
-    if answers:
-        result["answer_sets"] = _answer_sets(
-            host, cal, cal_q[:answer_questions], test_q[:3], out, answer_alpha, answer_alpha_retrieval, n_samples
-        )
+    if r.answers:
+        result["answer_sets"] = _answer_sets(host, cal, cal_q[: r.answer_questions], test_q[:3], out, r)
     return result
 
 
-def _answer_sets(
-    host, retrieval_cal, cal_q, show_q, out: Path, alpha: float, alpha_retrieval: float, n_samples: int
-) -> list[dict]:
-    """Calibrate answer sets with the local Gemma 3 270M and show three of them."""
+def _answer_sets(host, retrieval_cal, cal_q, show_q, out: Path, request: DemoRequest) -> list[dict]:
+    """Calibrate answer sets (``request``'s ``answer_*`` and ``n_samples``) with the local Gemma 3 270M; show three."""
     from llama_index.core.query_engine import RetrieverQueryEngine
 
     from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
@@ -194,6 +186,7 @@ def _answer_sets(
     from ..local.llamaindex_models import default_llm, local_llm
     from ..runtime.openai_settings import openai_settings
 
+    alpha, alpha_retrieval, n_samples = request.answer_alpha, request.answer_alpha_retrieval, request.n_samples
     # the local model reports its token log-probabilities, which break the ties of the frequency score
     local = openai_settings() is None
     llm = local_llm(temperature=1.0, logprobs=True) if local else default_llm(temperature=1.0)

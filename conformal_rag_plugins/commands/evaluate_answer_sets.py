@@ -78,58 +78,55 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
     --------
     >>> report = run_evaluate_answers(EvaluateAnswersRequest(["corpus.jsonl"], "qa.jsonl", [0.1]))  # doctest: +SKIP
     """
-    corpus, qa, alphas, llm, samples = request.corpus, request.qa, request.alphas, request.llm, request.samples
-    max_questions, answer_pool = request.max_questions, request.answer_pool
-    generator_score, trials, seed = request.generator_score, request.trials, request.seed
-    json_out, progress = request.json_out, request.progress
     from ..llamaindex.answer_sampler import LlamaIndexSampler, model_id
 
-    alphas = [check_alpha(a) for a in alphas]
-    for name, value in (("answer_pool", answer_pool), ("trials", trials), ("samples", samples)):
+    r = request
+    alphas = [check_alpha(a) for a in r.alphas]
+    for name, value in (("answer_pool", r.answer_pool), ("trials", r.trials), ("samples", r.samples)):
         check_at_least(name, value)
-    check_at_least("max_questions", max_questions)
-    check_at_least("seed", seed, 0)
-    check_outputs(files=[json_out], inputs=[*corpus, qa])
-    entries = load_corpus(*corpus)
+    check_at_least("max_questions", r.max_questions)
+    check_at_least("seed", r.seed, 0)
+    check_outputs(files=[r.json_out], inputs=[*r.corpus, r.qa])
+    entries = load_corpus(*r.corpus)
     texts = {e.id: e.text for e in entries}
-    question_file = read_questions(qa, "qa")
+    question_file = read_questions(r.qa, "qa")
     loaded = list(question_file.examples)
-    check_gold_in_corpus(loaded, texts, qa)
-    everything = split_examples(loaded, (1.0,), seed=seed)[0]
-    answerable = [q for q in everything if not q.is_impossible][:max_questions]
-    impossible = [q for q in everything if q.is_impossible][: max(1, max_questions // 4)]
+    check_gold_in_corpus(loaded, texts, r.qa)
+    everything = split_examples(loaded, (1.0,), seed=r.seed)[0]
+    answerable = [q for q in everything if not q.is_impossible][: r.max_questions]
+    impossible = [q for q in everything if q.is_impossible][: max(1, r.max_questions // 4)]
     if not answerable:
-        raise InputFileError(f"{qa}: no answerable questions to evaluate.")
+        raise InputFileError(f"{r.qa}: no answerable questions to evaluate.")
     announce_questions(question_file)
     bundle = build_host("llamaindex", "hybrid", entries, pool_size=50)
-    model = _llm(llm, logprobs=generator_score == "likelihood")
+    model = _llm(r.llm, logprobs=r.generator_score == "likelihood")
     sampler = LlamaIndexSampler(
         model,
-        n_samples=samples,
-        max_concurrency=1 if llm == "local" else 4,
+        n_samples=r.samples,
+        max_concurrency=1 if r.llm == "local" else 4,
         cache=SampleCache(default_cache_dir() / "samples.sqlite"),
     )
     questions = answerable + impossible
-    rows = build_rows(questions, bundle.fetch, texts, sampler.asample, pool=answer_pool, progress=progress)
-    prepared = prepare_rows(rows, n_samples=samples, pool=answer_pool, generator_score=generator_score)
-    ans = [p for p, r in zip(prepared, rows, strict=True) if not r["is_impossible"]]
-    imp = [p for p, r in zip(prepared, rows, strict=True) if r["is_impossible"]]
-    results = evaluate_methods(ans, alphas, methods=METHODS, trials=trials, seed=seed)
-    for r in results:
-        r["subset"] = "answerable"
+    rows = build_rows(questions, bundle.fetch, texts, sampler.asample, pool=r.answer_pool, progress=r.progress)
+    prepared = prepare_rows(rows, n_samples=r.samples, pool=r.answer_pool, generator_score=r.generator_score)
+    ans = [p for p, row in zip(prepared, rows, strict=True) if not row["is_impossible"]]
+    imp = [p for p, row in zip(prepared, rows, strict=True) if row["is_impossible"]]
+    results = evaluate_methods(ans, alphas, methods=METHODS, trials=r.trials, seed=r.seed)
+    for row in results:
+        row["subset"] = "answerable"
     results += evaluate_abstention(ans, imp, alphas)
     report = {
         "n_questions": len(ans),
         "n_unanswerable": len(imp),
         "question_format": question_file.form,
         "llm": model_id(model),
-        "samples": samples,
-        "answer_pool": answer_pool,
-        "generator_score": generator_score,
+        "samples": r.samples,
+        "answer_pool": r.answer_pool,
+        "generator_score": r.generator_score,
         "coverage_ceiling": sum(math.isfinite(q.r_gen) for q in ans) / max(1, len(ans)),
         "results": results,
     }
     with_confidence_levels(report["results"])
-    if json_out is not None:
-        atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
+    if r.json_out is not None:
+        atomic_write_text(r.json_out, json.dumps(report, indent=2) + "\n")
     return report

@@ -245,33 +245,30 @@ def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any
     OSError
         ``json_out`` cannot be written (missing directory, a directory, not writable).
     """
-    corpus, qa, alphas, trials, seed = request.corpus, request.qa, request.alphas, request.trials, request.seed
-    score, pac_delta, retriever, framework = request.score, request.pac_delta, request.retriever, request.framework
-    pool_size, fusion, chunking = request.pool_size, request.fusion, request.chunking
-    chunk_size, chunk_overlap, json_out = request.chunk_size, request.chunk_overlap, request.json_out
-    group_by, control, unit, pool_sizes = request.group_by, request.control, request.unit, request.pool_sizes
-    alphas = [check_alpha(a) for a in alphas]
+    r = request
+    trials, seed = r.trials, r.seed
+    alphas = [check_alpha(a) for a in r.alphas]
     check_at_least("trials", trials)
-    check_at_least("pool_size", pool_size)
+    check_at_least("pool_size", r.pool_size)
     check_at_least("seed", seed, 0)
-    check_outputs(files=[json_out], inputs=[*corpus, qa])
-    if control not in ("coverage", "recall"):
-        raise ConformalError(f"control must be 'coverage' or 'recall', got {control!r}.")
-    grid, tuned = _fusion_grid(retriever, fusion)
-    score = score or ("auto" if tuned else "relative")
-    pools = _pool_sizes(pool_size, pool_sizes, tuned)
-    entries = load_corpus(*corpus) if corpus and isinstance(corpus[0], str | Path) else list(corpus)  # type: ignore[arg-type]
+    check_outputs(files=[r.json_out], inputs=[*r.corpus, r.qa])
+    if r.control not in ("coverage", "recall"):
+        raise ConformalError(f"control must be 'coverage' or 'recall', got {r.control!r}.")
+    grid, tuned = _fusion_grid(r.retriever, r.fusion)
+    score = r.score or ("auto" if tuned else "relative")
+    pools = _pool_sizes(r.pool_size, r.pool_sizes, tuned)
+    entries = load_corpus(*r.corpus) if r.corpus and isinstance(r.corpus[0], str | Path) else list(r.corpus)  # type: ignore[arg-type]
     if not entries:
         raise InputFileError("The corpus holds no entries.")
-    question_file = read_questions(qa, "qa") if isinstance(qa, str | Path) else None
-    questions = question_file.labelled() if question_file is not None else list(qa)  # type: ignore[arg-type]
-    qa_name = qa if isinstance(qa, str | Path) else "the qa examples"
+    question_file = read_questions(r.qa, "qa") if isinstance(r.qa, str | Path) else None
+    questions = question_file.labelled() if question_file is not None else list(r.qa)  # type: ignore[arg-type]
+    qa_name = r.qa if isinstance(r.qa, str | Path) else "the qa examples"
     if not questions:
         raise InputFileError(f"{qa_name}: no answerable questions to evaluate.")
     chunk_report: dict[str, Any] | None = None
     chunked = None
-    if chunking:
-        chunked = chunk_corpus(framework, entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    if r.chunking:
+        chunked = chunk_corpus(r.framework, entries, questions, chunk_size=r.chunk_size, chunk_overlap=r.chunk_overlap)
         chunk_report = chunked.report()
         # labelled lines may name chunks, SQuAD-style ones documents: an id that is neither is still an id
         # here (map_gold_to_chunks keeps it), so this one check refuses it
@@ -280,18 +277,18 @@ def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any
         questions = lift_gold_to_parents(questions, {c.id: c.parent_id for c in chunked.chunks})
     else:
         check_gold_in_corpus(questions, {e.id for e in entries}, qa_name)
-    units = resolve_units(unit, tuned=tuned, any_split=chunked is not None and chunked.n_split_entries > 0)
-    labels = question_groups(questions, group_by, qa_name) if group_by is not None else None
+    units = resolve_units(r.unit, tuned=tuned, any_split=chunked is not None and chunked.n_split_entries > 0)
+    labels = question_groups(questions, r.group_by, qa_name) if r.group_by is not None else None
     if question_file is not None:
         unanswerable = "evaluating the answerable ones" if question_file.n_unanswerable else ""
         announce_questions(question_file, unanswerable)
-    configs: list[FusionConfig | None] = list(grid) if retriever == "hybrid" else [None]
-    first = pools if pool_sizes is not None else pools[:1]
+    configs: list[FusionConfig | None] = list(grid) if r.retriever == "hybrid" else [None]
+    first = pools if r.pool_sizes is not None else pools[:1]
 
     def collect(sizes: Sequence[int]) -> Candidates:
         return collect_candidates(
-            framework,
-            retriever,
+            r.framework,
+            r.retriever,
             entries,
             questions,
             chunked,
@@ -302,7 +299,7 @@ def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any
 
     candidates = collect(first)
     seconds = (candidates.seconds_index, candidates.seconds_queries)
-    larger = "given" if pool_sizes is not None else "none"
+    larger = "given" if r.pool_sizes is not None else "none"
     if len(first) < len(pools):
         # A larger pool competes only in a trial whose optimisation part misses more than alpha/2 at the base
         # pool; when no trial does, the tuned result is the same without retrieving them.
@@ -313,8 +310,8 @@ def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any
         else:
             larger = "not retrieved: no trial's base pool missed more than alpha/2, so they could not compete"
             pools = first
-    base_unit = "chunk" if unit == "auto" else unit
-    base_config = DEFAULT_FUSION if retriever == "hybrid" and tuned else configs[0]
+    base_unit = "chunk" if r.unit == "auto" else r.unit
+    base_config = DEFAULT_FUSION if r.retriever == "hybrid" and tuned else configs[0]
     base_key = candidates.key_of(base_unit, base_config, pools[0])
     by_key = candidates.observations
     chunk_keys = [k for k, st in candidates.settings.items() if st["unit"] == "chunk" and st["pool_size"] == pools[0]]
@@ -322,7 +319,7 @@ def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any
     rows, tuning = evaluate_observations(
         dict(by_key),
         alphas,
-        TrialSettings(tuned=tuned, score=score, trials=trials, seed=seed, pac_delta=pac_delta, objective="tokens"),
+        TrialSettings(tuned=tuned, score=score, trials=trials, seed=seed, pac_delta=r.pac_delta, objective="tokens"),
         base_key=base_key,
         base_of=candidates.base_of,
         chunk_keys=chunk_keys if tuned and several else None,
@@ -337,12 +334,12 @@ def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any
         "n_questions": len(questions),
         "question_format": question_file.form if question_file is not None else None,
         "n_corpus": len(chunked.chunks) if chunked is not None else len(entries),
-        "framework": framework,
-        "retriever": retriever,
+        "framework": r.framework,
+        "retriever": r.retriever,
         "score": score,
-        "fusion": "tuned" if tuned else (grid[0].key if retriever == "hybrid" else None),
+        "fusion": "tuned" if tuned else (grid[0].key if r.retriever == "hybrid" else None),
         "fusion_grid": [c.key for c in grid] if tuned else None,
-        "pool_size": pool_size,
+        "pool_size": r.pool_size,
         "chunking": chunk_report,
         "n_pool_misses": sum(1 for o in base if not o.gold_positions),
         "recall_at_1": sum(1 for o in base if 0 in o.gold_positions) / max(1, len(base)),
@@ -350,7 +347,7 @@ def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any
         "seconds_queries": round(seconds[1], 2),
         "tuning": tuning or None,
         "results": rows,
-        "unit": unit,
+        "unit": r.unit,
         "units": units,
         "pool_sizes": list(pools),
         "larger_pools": larger,
@@ -365,17 +362,19 @@ def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any
             by_key, alphas, families=SCORE_FAMILIES if score == "auto" else (score,), trials=trials, seed=seed
         )
     if labels is not None:
-        report["groups"] = groups_block(base, labels, alphas, score=score, trials=trials, seed=seed, group_by=group_by)
-    if control == "recall":
+        report["groups"] = groups_block(
+            base, labels, alphas, score=score, trials=trials, seed=seed, group_by=r.group_by
+        )
+    if r.control == "recall":
         from .recall_rows import recall_report
 
         recall_rows, recall_info = recall_report(
-            base, alphas, score=score, trials=trials, seed=seed, ltt_delta=pac_delta
+            base, alphas, score=score, trials=trials, seed=seed, ltt_delta=r.pac_delta
         )
         report["results"] = rows + recall_rows
         report["control"] = "recall"
         report["recall"] = recall_info
     with_confidence_levels(report["results"])
-    if json_out is not None:
-        atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
+    if r.json_out is not None:
+        atomic_write_text(r.json_out, json.dumps(report, indent=2) + "\n")
     return report

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import calibration_inputs
-from .cli_help import examples, request_from
+from .cli_help import command, request_from
 
 #: Sampling temperature of the question writer (some variety between retries).
 GENERATION_TEMPERATURE = 0.7
@@ -19,10 +19,12 @@ GENERATION_MAX_TOKENS = 96
 
 def register(sub: Any) -> None:
     """Add the ``generate-calibration`` sub-command to the ``conformal-rag`` parser."""
-    p = sub.add_parser(
+    p = command(
+        sub,
         "generate-calibration",
-        help="generate calibration questions from your chunks with an LLM",
-        epilog=examples("conformal-rag generate-calibration --docs my_docs/ --n 200 --out questions.jsonl"),
+        "generate calibration questions from your chunks with an LLM",
+        "conformal-rag generate-calibration --docs my_docs/ --n 200 --out questions.jsonl",
+        handler=_handle,
     )
     calibration_inputs.add_corpus_arguments(p)
     p.add_argument("--n", type=int, default=100, help="questions to generate (one per sampled chunk)")
@@ -30,7 +32,6 @@ def register(sub: Any) -> None:
     p.add_argument("--topic", default=None, help="topic of interest, inserted into the prompt")
     p.add_argument("--max-retries", type=int, default=2, help="further attempts per chunk after a bad output")
     p.add_argument("--out", required=True, help="calibration questions JSONL to write")
-    p.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> None:
@@ -87,12 +88,11 @@ def run_generate(request: GenerateRequest) -> Any:
     from ..labelling.options import QuestionOptions
     from ..labelling.question_gen import sample_chunks
     from ..runtime.atomic import atomic_path
-    from .input_checks import check_at_least, check_distinct_outputs, check_outputs
+    from .input_checks import check_at_least, check_output_options
 
     check_at_least("max_retries", request.max_retries, 0)
     check_at_least("seed", request.seed, 0)
-    check_distinct_outputs({"--out": request.out, "--cache": request.cache})
-    check_outputs(files=[request.out], inputs=calibration_inputs.request_inputs(request))
+    check_output_options({"--out": request.out}, inputs=calibration_inputs.request_inputs(request), cache=request.cache)
     chunks = calibration_inputs.request_chunks(request)
     sample_chunks(chunks, request.n, request.seed)  # fail fast when the corpus is too small
     model = calibration_inputs.build_llm(

@@ -44,9 +44,12 @@ def collection_name(framework: str, entries: Sequence[CorpusEntry]) -> str:
     return f"crp-{framework}-{corpus_key(entries)}"
 
 
-def _check(framework: str, kind: str) -> None:
+def _on_index(build: str, framework: str, kind: str, entries: Sequence[CorpusEntry], **options: Any) -> Any:
+    """The framework adapter's ``build`` (``build_hosts``/``build_fanout``) on the corpus's own collection."""
     if framework not in FRAMEWORKS or kind not in RETRIEVERS:
         raise ValueError(f"framework must be one of {FRAMEWORKS} and retriever one of {RETRIEVERS}.")
+    adapter = get_framework(framework)
+    return getattr(adapter, build)(kind, entries, collection_name=collection_name(framework, entries), **options)
 
 
 def build_hosts(
@@ -64,16 +67,8 @@ def build_hosts(
     Dense and BM25 hosts have no fusion setting: the result is ``{None: bundle}``.
     Hybrid hosts share the index and the BM25 side.
     """
-    _check(framework, kind)
-    hosts = get_framework(framework).build_hosts(
-        kind,
-        entries,
-        grid=grid,
-        pool_size=pool_size,
-        client=client,
-        collection_name=collection_name(framework, entries),
-        show_progress=show_progress,
-    )
+    options = {"grid": grid, "pool_size": pool_size, "client": client, "show_progress": show_progress}
+    hosts = _on_index("build_hosts", framework, kind, entries, **options)
     return {c: HostBundle(framework, kind, host, pool_size, fetch, c) for c, (host, fetch) in hosts.items()}
 
 
@@ -117,14 +112,5 @@ def build_fanout(
     marks the ``document`` unit's index, whose long entries are embedded past the window on
     purpose (beside a chunked index), so the split-them-first warning is not raised for it.
     """
-    _check(framework, kind)
-    return get_framework(framework).build_fanout(
-        kind,
-        entries,
-        grid=grid,
-        pool_sizes=pool_sizes,
-        client=client,
-        collection_name=collection_name(framework, entries),
-        show_progress=show_progress,
-        whole_documents=whole_documents,
-    )
+    options = {"grid": grid, "pool_sizes": pool_sizes, "client": client, "show_progress": show_progress}
+    return _on_index("build_fanout", framework, kind, entries, whole_documents=whole_documents, **options)

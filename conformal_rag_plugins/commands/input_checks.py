@@ -104,6 +104,18 @@ def check_not_inputs(outputs: Iterable[str | Path], inputs: Iterable[Any]) -> No
                 )
 
 
+def check_output_options(
+    files: Mapping[str, Any], dirs: Mapping[str, Any] | None = None, *, inputs: Iterable[Any] = (), cache: Any = None
+) -> None:
+    """:func:`check_distinct_outputs` over every output option (and ``--cache``), then :func:`check_outputs`.
+
+    ``files``/``dirs`` map option names (``"--out"``) to the paths they name (``None`` when not given).
+    """
+    dirs = dirs or {}
+    check_distinct_outputs({**files, **dirs, **({} if cache is None else {"--cache": cache})})
+    check_outputs(files=files.values(), dirs=dirs.values(), inputs=inputs)
+
+
 def check_distinct_outputs(outputs: Mapping[str, Any]) -> None:
     """Refuse two output options of one command that name the same path: one would overwrite the other.
 

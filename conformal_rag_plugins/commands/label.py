@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import calibration_inputs
-from .cli_help import examples, request_from
+from .cli_help import command, request_from
 
 #: A yes/no answer.
 JUDGE_MAX_TOKENS = 4
@@ -17,10 +17,12 @@ JUDGE_MAX_TOKENS = 4
 
 def register(sub: Any) -> None:
     """Add the ``label`` sub-command to the ``conformal-rag`` parser."""
-    p = sub.add_parser(
+    p = command(
+        sub,
         "label",
-        help="label calibration questions with an LLM judge over the host retriever",
-        epilog=examples("conformal-rag label --corpus corpus.jsonl --questions questions.jsonl --out labelled.jsonl"),
+        "label calibration questions with an LLM judge over the host retriever",
+        "conformal-rag label --corpus corpus.jsonl --questions questions.jsonl --out labelled.jsonl",
+        handler=_handle,
     )
     calibration_inputs.add_corpus_arguments(p)
     p.add_argument(
@@ -34,7 +36,6 @@ def register(sub: Any) -> None:
     p.add_argument("--budget", type=int, default=5, help="chunks judged per question at most")
     p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid", help="host retriever")
     p.add_argument("--pool-size", type=int, default=50, help="candidates retrieved per question")
-    p.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> None:
@@ -93,16 +94,13 @@ def run_label(request: LabelRequest) -> Any:
     from ..labelling.options import JudgeOptions
     from ..runtime.atomic import atomic_path
     from .hosts import build_host
-    from .input_checks import announce_questions, check_at_least, check_distinct_outputs, check_outputs, read_questions
+    from .input_checks import announce_questions, check_at_least, check_output_options, read_questions
 
     if request.budget < 0:
         raise CalibrationError(f"--budget must be >= 0, got {request.budget}.")
     check_at_least("pool_size", request.pool_size)
-    check_distinct_outputs({"--out": request.out, "--cache": request.cache})
-    check_outputs(
-        files=[request.out],
-        inputs=calibration_inputs.request_inputs(request, request.questions),
-    )
+    inputs = calibration_inputs.request_inputs(request, request.questions)
+    check_output_options({"--out": request.out}, inputs=inputs, cache=request.cache)
     question_file = read_questions(request.questions)
     examples = list(question_file.examples)
     chunks = calibration_inputs.request_chunks(request)

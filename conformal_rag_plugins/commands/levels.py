@@ -23,24 +23,20 @@ def _mark(namespace: argparse.Namespace, option_string: str | None) -> None:
     setattr(namespace, _GIVEN, {*getattr(namespace, _GIVEN, ()), option_string})
 
 
-class GivenStore(argparse._StoreAction):
-    """``store``, remembering that the option was typed (its default may equal the value given)."""
+class _Given(argparse.Action):
+    """An action that also remembers that the option was typed (its default may equal the value given)."""
 
     def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
         super().__call__(parser, namespace, values, option_string)
         _mark(namespace, self.option_strings[0])
 
 
-class GivenAppend(argparse._AppendAction):
+class GivenStore(_Given, argparse._StoreAction):
+    """``store``, remembering that the option was typed."""
+
+
+class GivenAppend(_Given, argparse._AppendAction):
     """``append``, remembering that the option was typed."""
-
-    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
-        super().__call__(parser, namespace, values, option_string)
-        _mark(namespace, self.option_strings[0])
-
-
-def _exact(x: float) -> Decimal:
-    return Decimal(repr(float(x)))
 
 
 def alpha_of(level: float) -> float:
@@ -51,18 +47,18 @@ def alpha_of(level: float) -> float:
     >>> alpha_of(0.9), alpha_of(0.95)
     (0.1, 0.05)
     """
-    return float(1 - _exact(level))
+    return float(1 - Decimal(repr(float(level))))
 
 
 def confidence_level_of(alpha: float) -> float:
-    """``1 - alpha`` as typed in decimal.
+    """``1 - alpha`` as typed in decimal: the same map as :func:`alpha_of`, read the other way.
 
     Examples
     --------
     >>> confidence_level_of(0.1), confidence_level_of(0.05)
     (0.9, 0.95)
     """
-    return float(1 - _exact(alpha))
+    return alpha_of(alpha)
 
 
 def add_confidence_level(parser: argparse.ArgumentParser, *, default: str, repeatable: bool = False) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,31 +26,22 @@ from typing import Any
 
 from ..frameworks import FRAMEWORKS
 from ..retrieval.serving import ServingOptions
-from .cli_help import examples, request_from
+from .cli_help import AS_CALIBRATE, add_chunk_options, command, request_from
+from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_output_options, read_questions
 from .levels import GivenStore, add_confidence_level
-
-#: Defaults of the options a ``--calibration`` or ``--resume`` file may fix instead.
-DEFAULTS: dict[str, Any] = {
-    "alpha": 0.1,
-    "delta": 0.01,
-    "statistic": "top1",
-    "retriever": "hybrid",
-    "fusion": "tuned",
-    "framework": FRAMEWORKS[0],
-    "pool_size": 50,
-    "seed": 0,
-}
+from .monitor_calibration import DEFAULTS, Here, calibrate_here, deployed_options, refuse_disagreeing
+from .monitor_questions import read_stream
 
 
 def register(sub: Any) -> None:
     """Add the ``monitor`` sub-command to the ``conformal-rag`` parser."""
-    p = sub.add_parser(
+    p = command(
+        sub,
         "monitor",
-        help="replay a stream of questions through a drift monitor of a calibration (made here or deployed)",
-        epilog=examples(
-            "conformal-rag monitor --corpus corpus.jsonl --calibration calibration.json --qa reference.jsonl "
-            "--stream queries.jsonl --out monitor.json"
-        ),
+        "replay a stream of questions through a drift monitor of a calibration (made here or deployed)",
+        "conformal-rag monitor --corpus corpus.jsonl --calibration calibration.json --qa reference.jsonl "
+        "--stream queries.jsonl --out monitor.json",
+        handler=_handle,
     )
     p.add_argument("--corpus", action="append", required=True, help="corpus JSONL (repeatable)")
     p.add_argument(
@@ -126,9 +116,7 @@ def register(sub: Any) -> None:
         default=None,
         help="seed of the calibration split and of the monitor's tie-breaking uniforms (default 0)",
     )
-    p.add_argument("--chunk-size", type=int, default=None, help="as given to calibrate (default 254)")
-    p.add_argument("--chunk-overlap", type=int, default=None, help="as given to calibrate (default 25)")
-    p.add_argument("--no-chunking", action="store_true", help="index entries whole")
+    add_chunk_options(p, *AS_CALIBRATE, whole="index entries whole")
     p.add_argument("--save-monitor", default=None, help="also write the monitor's state JSON here (default: none)")
     p.add_argument(
         "--save-calibration",
@@ -137,7 +125,6 @@ def register(sub: Any) -> None:
         "--calibration: the state's path with .calibration.json)",
     )
     p.add_argument("--out", "--json", dest="json_out", required=True, metavar="FILE", help="report JSON to write")
-    p.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> None:
@@ -152,111 +139,6 @@ def _handle(args: argparse.Namespace) -> None:
     for path in (args.json_out, args.save_monitor, report["saved_calibration"]):
         if path is not None:
             print(f"wrote {path}")
-
-
-def _read_questions(path: str | Path, what: str) -> list[str]:
-    from ..core.errors import InputFileError
-    from ..datasets.examples import _read_input_jsonl
-
-    rows = _read_input_jsonl(path, what)
-    out = []
-    for lineno, row in rows:
-        question = row.get("question")
-        if not isinstance(question, str) or not question.strip():
-            got = "is missing" if "question" not in row else "must be a non-empty string"
-            raise InputFileError(f"{path}:{lineno}: 'question' {got}.")
-        out.append(question)
-    if not out:
-        raise InputFileError(f"{path}: the {what} file holds no questions.")
-    return out
-
-
-def read_stream(path: str | Path) -> list[str]:
-    """The ``question`` of every line of a JSONL file (qa or questions format), naming file and line on errors.
-
-    Examples
-    --------
-    >>> read_stream("stream.jsonl")[:1]  # doctest: +SKIP
-    ['In what country is Normandy located?']
-    """
-    return _read_questions(path, "stream")
-
-
-def reference_questions(path: str | Path) -> list[str]:
-    """Every question of a question JSONL file of either form, answerable or not: the monitor's label-free reference.
-
-    A live stream cannot be filtered on a label, so neither is the reference: ``is_impossible``
-    questions stay in (leaving them out makes the reference another population than the stream).
-
-    Examples
-    --------
-    >>> len(reference_questions("qa.jsonl"))  # doctest: +SKIP
-    1407
-    """
-    from ..datasets.question_file import read_question_file
-
-    return [ex.question for ex in read_question_file(path, "reference").examples]
-
-
-def _refuse_disagreeing(given: dict[str, Any], stored: dict[str, Any], source: str) -> None:
-    """Refuse an option given on the command line that differs from what ``source`` fixes."""
-    from ..core.errors import ConformalError
-
-    for name, value in given.items():
-        if value is None:
-            continue
-        have = stored[name]
-        same = math.isclose(value, have) if isinstance(value, float) and isinstance(have, float) else value == have
-        if not same:
-            flag = "--" + name.replace("_", "-")
-            raise ConformalError(f"{flag} {value} disagrees with {source}, which fixes it to {have}; leave {flag} out.")
-
-
-def _deployed_options(cal: Any, spec: Any, score: str | None, fusion: str | None) -> dict[str, Any]:
-    """What a calibration fixes, in the monitor's option names (``score``/``fusion`` as given when they agree)."""
-    tuned = cal.selection_.get("rule") == "tuned-hybrid"
-    fusion_key = spec[2].key if spec[2] is not None else None
-    agree_fusion = fusion is None or (fusion == "tuned" and tuned) or fusion == fusion_key
-    return {
-        "alpha": float(cal.alpha_),
-        "framework": spec[0],
-        "retriever": spec[1],
-        "pool_size": int(cal.pool_size_),
-        "score": score if score == "auto" and tuned else cal.score_family_,
-        "fusion": fusion if agree_fusion else ("tuned" if tuned else fusion_key),
-    }
-
-
-@dataclass(frozen=True)
-class _Here:
-    """How to calibrate here, defaults applied: host kind, fusion, score family, alpha, pool and seed."""
-
-    kind: str
-    fusion: str
-    score: str | None
-    alpha: float
-    pool_size: int
-    seed: int
-
-
-def _calibrate_here(
-    framework: str, chunks: Sequence[Any], examples: Sequence[Any], here: _Here, *, client: Any, progress: bool
-) -> tuple[Any, Any]:
-    """The calibration ``conformal-rag calibrate`` makes with these options, and its host when already built."""
-    from ..retrieval.options import RetrievalOptions
-    from ..tuning.tuned_calibration import FusionConfig
-    from .calibrate_cmd import _tuned, calibrate_host
-    from .hosts import build_host
-
-    kind, fusion, alpha, pool_size, seed = here.kind, here.fusion, here.alpha, here.pool_size, here.seed
-    tuned = kind == "hybrid" and fusion == "tuned"
-    family = here.score or ("auto" if tuned else "relative")
-    if tuned:
-        opts = RetrievalOptions(score=family, random_state=seed, progress=progress)
-        return _tuned(framework, chunks, examples, client, level=1 - alpha, pool=pool_size, options=opts), None
-    config = FusionConfig.parse(fusion) if kind == "hybrid" else None
-    bundle = build_host(framework, kind, chunks, pool_size=pool_size, client=client, fusion=config)
-    return calibrate_host(framework, bundle.host, examples, 1 - alpha, family, pool_size, seed, progress), bundle
 
 
 @dataclass(frozen=True)
@@ -364,31 +246,14 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
     from ..runtime.atomic import atomic_write_text
     from ..storage.jsonio import encode_float
     from .chunk_corpus import chunk_corpus
-    from .input_checks import (
-        announce_questions,
-        check_at_least,
-        check_distinct_outputs,
-        check_gold_in_corpus,
-        check_outputs,
-        read_questions,
-    )
     from .levels import confidence_level_of
     from .report import load_any_calibration
     from .report_host import host_spec, rebuild_host
 
     r = request
-    alpha, delta, framework, seed, fusion, save_calibration = (
-        r.alpha,
-        r.delta,
-        r.framework,
-        r.seed,
-        r.fusion,
-        r.save_calibration,
-    )
-    if alpha is not None:
-        alpha = check_alpha(alpha)
-    if delta is not None:
-        delta = check_delta(delta)
+    alpha = None if r.alpha is None else check_alpha(r.alpha)
+    delta = None if r.delta is None else check_delta(r.delta)
+    framework, seed, fusion, save_calibration = r.framework, r.seed, r.fusion, r.save_calibration
     if r.pool_size is not None:
         check_at_least("pool_size", r.pool_size)
     if seed is not None:
@@ -406,11 +271,8 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
         raise ConformalError("--save-calibration writes a calibration made here; with --calibration there is none.")
     if save_calibration is None and r.save_monitor is not None and r.calibration is None:
         save_calibration = Path(r.save_monitor).with_suffix(".calibration.json")
-    check_distinct_outputs(
-        {"--json": r.json_out, "--save-monitor": r.save_monitor, "--save-calibration": save_calibration}
-    )
-    check_outputs(
-        files=[r.json_out, r.save_monitor, save_calibration],
+    check_output_options(
+        {"--json": r.json_out, "--save-monitor": r.save_monitor, "--save-calibration": save_calibration},
         inputs=[*r.corpus, r.qa, r.stream, r.calibration, r.resume],
     )
     stream_questions = read_stream(r.stream)
@@ -425,13 +287,11 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
         spec = host_spec(deployed)
         given = {"alpha": alpha, "framework": framework, "retriever": r.retriever, "pool_size": r.pool_size}
         given |= {"score": r.score, "fusion": fusion}
-        _refuse_disagreeing(given, _deployed_options(deployed, spec, r.score, fusion), f"--calibration {r.calibration}")
+        refuse_disagreeing(given, deployed_options(deployed, spec, r.score, fusion), f"--calibration {r.calibration}")
         if r.resume is not None:
             monitor = ConformalMonitor.load(r.resume, deployed)
             stored = {"delta": monitor.delta, "statistic": monitor.statistic, "seed": monitor.seed}
-            _refuse_disagreeing(
-                {"delta": delta, "statistic": r.statistic, "seed": seed}, stored, f"--resume {r.resume}"
-            )
+            refuse_disagreeing({"delta": delta, "statistic": r.statistic, "seed": seed}, stored, f"--resume {r.resume}")
         framework = spec[0]
         reference = [q.question for q in question_file.examples] if question_file is not None else []
     else:
@@ -461,7 +321,7 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
         if question_file is not None:
             announce_questions(question_file, reference_note)
         seed = DEFAULTS["seed"] if seed is None else seed
-        here = _Here(
+        here = Here(
             kind=r.retriever or DEFAULTS["retriever"],
             fusion=fusion or DEFAULTS["fusion"],
             score=r.score,
@@ -469,7 +329,7 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
             pool_size=r.pool_size or DEFAULTS["pool_size"],
             seed=seed,
         )
-        deployed, bundle = _calibrate_here(framework, chunks, labelled, here, client=client, progress=progress)
+        deployed, bundle = calibrate_here(framework, chunks, labelled, here, client=client, progress=progress)
         spec = host_spec(deployed)
     if bundle is None:
         bundle = rebuild_host(deployed, spec, chunks, client=client)

@@ -16,18 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import CalibrationIntegrityError, InputFileError
-from .cli_help import examples
+from .cli_help import AS_CALIBRATE, add_chunk_options, command
 
 
 def register(sub: Any) -> None:
     """Add the ``report`` sub-command to the ``conformal-rag`` parser."""
-    p = sub.add_parser(
+    p = command(
+        sub,
         "report",
-        help="figures and an HTML page of a calibration's coverage on held-out questions",
-        epilog=examples(
-            "conformal-rag report --calibration calibration.json --corpus corpus.jsonl --qa held_out.jsonl "
-            "--out report/"
-        ),
+        "figures and an HTML page of a calibration's coverage on held-out questions",
+        "conformal-rag report --calibration calibration.json --corpus corpus.jsonl --qa held_out.jsonl --out report/",
+        handler=_handle,
     )
     p.add_argument("--calibration", required=True, help="calibration JSON (from calibrate, or an answer-set one)")
     p.add_argument("--corpus", action="append", required=True, help="corpus JSONL it was made on (repeatable)")
@@ -39,10 +38,8 @@ def register(sub: Any) -> None:
         help="held-out question JSONL: SQuAD-style qa lines or labelled lines (as for evaluate and calibrate)",
     )
     p.add_argument("--out", required=True, help="folder for index.html, report.json and the PNGs")
-    p.add_argument("--chunk-size", type=int, default=None, help="as given to calibrate (default 254)")
-    p.add_argument("--chunk-overlap", type=int, default=None, help="as given to calibrate (default 25)")
+    add_chunk_options(p, *AS_CALIBRATE)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> None:

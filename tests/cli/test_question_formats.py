@@ -261,7 +261,7 @@ def test_monitor_calibrates_on_labelled_lines(monkeypatch, tmp_path, corpus, lab
         seen.extend(examples)
         raise Reached("reached the calibration")
 
-    monkeypatch.setattr(monitor_cmd, "_calibrate_here", recorder)
+    monkeypatch.setattr(monitor_cmd, "calibrate_here", recorder)
     stream = _jsonl(tmp_path / "stream.jsonl", [{"question": "Where is Normandy?"}])
     argv = ["monitor", "--corpus", corpus, flag, labelled, "--stream", stream, "--json", tmp_path / "m.json"]
     assert main([str(a) for a in argv]) == 2

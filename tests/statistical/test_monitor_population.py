@@ -2,7 +2,7 @@
 
 A live stream cannot be filtered on a label, so the stream holds answerable and unanswerable
 questions alike. ``conformal-rag monitor`` builds its reference from every question of the qa
-file (:func:`~conformal_rag_plugins.commands.monitor_cmd.reference_questions`); before issue 21
+file (:func:`~conformal_rag_plugins.commands.monitor_questions.reference_questions`); before issue 21
 it took the answerable ones only. The top-1 score of the LlamaIndex dense host (Chroma + MiniLM)
 is computed once for each of the 1,407 bundled SQuAD 2.0 questions (702 unanswerable); random
 orders are then replayed through the library's :class:`ConformalMonitor`.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.commands.monitor_cmd import reference_questions
+from conformal_rag_plugins.commands.monitor_questions import reference_questions
 from conformal_rag_plugins.core.binomial import binom_cdf
 from conformal_rag_plugins.datasets.examples import load_qa
 from conformal_rag_plugins.local.data import bundled_corpus_paths
