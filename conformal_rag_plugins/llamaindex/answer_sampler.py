@@ -51,12 +51,9 @@ def _usage(raw: Any) -> tuple[int, int]:
 class LlamaIndexSampler(AnswerSampler):
     """Draw ``n`` answers for (question, context) from a LlamaIndex LLM.
 
-    Base models get the few-shot completion prompt, chat models the chat prompt
-    (``completion_prompt`` / ``chat_prompt`` replace them). Calls run concurrently under
-    ``max_concurrency``, time out, retry with backoff, and a call that still fails becomes an
-    empty (abstaining) sample. With a cache, samples are stored per (question, context,
-    model, prompt, temperature, n). The parameters are those of
-    :class:`~conformal_rag_plugins.answer_sets.sampler.AnswerSampler`.
+    Base models get the few-shot completion prompt (``acomplete``), chat models the chat prompt
+    (``achat``); ``completion_prompt`` / ``chat_prompt`` replace them. Parameters, concurrency,
+    retries and cache: :class:`~conformal_rag_plugins.answer_sets.sampler.AnswerSampler`.
 
     Examples
     --------
@@ -84,9 +81,6 @@ class LlamaIndexSampler(AnswerSampler):
         if self.is_chat:
             return "\n".join(str(m.content) for m in self.chat_prompt.message_templates)
         return self.completion_prompt.get_template()
-
-    def _model_id(self) -> str:
-        return model_id(self.llm)
 
     def _llm_identity(self) -> dict[str, Any]:
         # a llama.cpp model is named by its file and digest, not by the path it was loaded from
