@@ -12,8 +12,7 @@ from llama_index.core.prompts.mixin import PromptDictType
 from ..answer_sets.identity import embedding_identity
 from ..answer_sets.prompts import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE
 from ..answer_sets.sample_record import Sample, mean_logprob
-from ..answer_sets.sampler import AnswerSampler
-from ..answer_sets.sampler import model_id as _model_id
+from ..answer_sets.sampler import AnswerSampler, model_id  # noqa: F401 (model_id: re-exported for callers)
 from ..local.llm import llama_cpp_identity
 from .llm_calls import is_chat
 
@@ -24,11 +23,6 @@ DEFAULT_CHAT_PROMPT = ChatPromptTemplate(
         ChatMessage(role=MessageRole.USER, content=CHAT_USER_TEMPLATE),
     ]
 )
-
-
-def model_id(llm: Any) -> str:
-    """A stable identifier of the LLM for cache keys and calibration records."""
-    return _model_id(llm, ("model", "model_path", "model_name"))
 
 
 def embedder_identity(embed_model: Any) -> dict[str, Any] | None:
