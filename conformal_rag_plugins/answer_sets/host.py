@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.options import RetrievalOptions
 from .options import SamplingOptions
 from .sample_record import Sample
 from .sampler import AnswerSampler
@@ -94,18 +95,23 @@ class AnswerSetHost(Protocol):
 
 
 class LLMReader:
-    """The LLM half of an adapter's :class:`AnswerSetHost`: its sampler class and its embedding call.
+    """The framework-neutral half of an adapter's :class:`AnswerSetHost`, over its ``host`` and ``llm``.
 
     An adapter's host reader subclasses it, names its :attr:`sampler_class`, the batch
-    method of its embedding models (:attr:`embed_method`) and how to describe one
-    (:meth:`describe_embedder`), and adds ``fetch``, ``texts_for`` and ``calibrate_retrieval``.
+    method of its embedding models (:attr:`embed_method`), how to describe one
+    (:meth:`describe_embedder`), its :attr:`read_texts` and :attr:`calibrate_host`
+    functions, and adds ``fetch``.
 
     Examples
     --------
     >>> from types import SimpleNamespace
     >>> class Reader(LLMReader):
     ...     embed_method = "embed_documents"
-    >>> got = Reader(llm=None).embedding(SimpleNamespace(embed_documents=lambda texts: [[1.0] for _ in texts]))
+    ...     read_texts = staticmethod(lambda host, ids: {i: host[i] for i in ids})
+    >>> reader = Reader(llm=None, host={"c1": "Rollo."})
+    >>> reader.texts_for(["c1"])
+    {'c1': 'Rollo.'}
+    >>> got = reader.embedding(SimpleNamespace(embed_documents=lambda texts: [[1.0] for _ in texts]))
     >>> got.embed(["a", "b"])
     [[1.0], [1.0]]
     """
@@ -114,9 +120,26 @@ class LLMReader:
     """The adapter's :class:`~.sampler.AnswerSampler`."""
     embed_method: ClassVar[str] = "embed_documents"
     """The batch method of the framework's embedding models."""
+    read_texts: ClassVar[Callable[[Any, list[str]], dict[str, str]]]
+    """The adapter's ``texts_by_id(host, ids)``: the text of each chunk id the host knows."""
+    calibrate_host: ClassVar[Callable[..., RetrievalCalibration]]
+    """The adapter's ``calibrate_retriever(host, examples, *, confidence_level, pool_size, options)``."""
 
-    def __init__(self, llm: Any) -> None:
-        self.llm = llm
+    def __init__(self, llm: Any, host: Any = None, pool_size: int | None = None) -> None:
+        self.llm, self.host, self.pool_size = llm, host, pool_size
+
+    def texts_for(self, ids: list[str]) -> dict[str, str]:
+        """The text of each chunk id the host knows (:attr:`read_texts`)."""
+        return self.read_texts(self.host, ids)
+
+    def calibrate_retrieval(
+        self, examples: list[CalibrationExample], *, confidence_level: float, score: str, progress: bool
+    ) -> RetrievalCalibration:
+        """The host's calibration on ``examples`` (:attr:`calibrate_host` with ``pool_size``)."""
+        return self.calibrate_host(
+            self.host, examples, confidence_level=confidence_level, pool_size=self.pool_size,
+            options=RetrievalOptions(score=score, progress=progress),
+        )  # fmt: skip
 
     def sampler(self, options: SamplingOptions) -> AnswerSampler:
         """The adapter's sampler of :attr:`llm` with these options."""

@@ -97,7 +97,8 @@ class SplitOptions:
         The retrieval weight of the harmonic-mean rule (default 0.5).
     optimise : bool, default False
         Choose ``alpha_retrieval`` (or ``hmp_weight``) by Bayesian optimisation on a seeded
-        ``optimisation_fraction`` of the examples, then calibrate both stages on the disjoint rest.
+        ``optimisation_fraction`` of the examples (their top chunks are sampled), then calibrate
+        both stages on the disjoint rest.
     optimisation_fraction : float, default 0.3
         The share of the examples used only to choose the split.
     bo_calls : int, default 15
@@ -134,7 +135,9 @@ class ClusteringOptions:
         Its threshold (``None``: the method's own default, not recorded).
     generator_score : {"frequency", "likelihood"}, optional
         The cluster confidence: sample frequency (default), or frequency with ties broken by
-        the LLM's own token likelihood (the LLM must report logprobs).
+        the LLM's own token likelihood (smaller sets; the LLM must report logprobs, e.g.
+        ``local_llm(logprobs=True)``). Recorded in the calibration's ``clustering_["score"]``
+        and used at query time.
     match_threshold : float, default 0.3
         A cluster matches a reference when its ROUGE-1 F1 exceeds this.
     embedder : optional
@@ -169,7 +172,8 @@ class RetrievalStageOptions:
     ----------
     calibration : RetrievalCalibration, optional
         Use this retrieval calibration (made on the same questions, with ``control="coverage"``)
-        instead of calibrating the host's retrieval on the examples.
+        instead of calibrating the host's retrieval on the examples; it must not include the
+        questions of ``SplitOptions(optimise=True)``.
     score : str, default "relative"
         The nonconformity family when the retrieval stage is calibrated here.
     pool_size : int, optional

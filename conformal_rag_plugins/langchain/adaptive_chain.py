@@ -57,14 +57,12 @@ class AdaptiveContextSynthesizer(ChainRun, RunnableSerializable[dict[str, Any], 
         One call per round with the model's own decoding settings (use ``temperature=0`` for
         greedy answers). Chat models get the chat prompt, completion LLMs the few-shot prompt.
     sampling : SamplingOptions, optional
-        Its ``timeout`` (120 s), ``retries`` (2) and ``cache`` apply to each round's call; a call
-        that still fails counts as a "no answer" round. ``n_samples`` and ``max_concurrency``
-        are not used: each round is one call, after the previous one.
+        :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`: its ``timeout``, ``retries``
+        and ``cache`` apply to each round's one call (a failed call is a "no answer" round);
+        ``n_samples`` and ``max_concurrency`` are not used.
     schedule : AdaptiveSchedule, optional
-        The geometric schedule (``initial``, ``factor``, ``max_rounds``; the last round always
-        shows the whole set) and the ``separator`` that joins a round's documents; default
-        ``AdaptiveSchedule()``. Passing these (or the sampling settings) as separate fields raises
-        a ``TypeError`` (also a ``ConformalError``) that names the option object.
+        :class:`~conformal_rag_plugins.answer_sets.options.AdaptiveSchedule` (default 1, 2, 4, ... documents);
+        separate fields (``initial=2``) raise a ``TypeError`` naming the option object.
     completion_prompt, chat_prompt : optional
         Replace the default prompts (variables ``{context}`` and ``{question}``).
 

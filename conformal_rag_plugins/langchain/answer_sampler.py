@@ -58,9 +58,8 @@ class LangChainSampler(AnswerSampler):
     """Draw ``n`` answers for (question, context) from a LangChain model.
 
     Chat models get the chat prompt, completion LLMs the few-shot prompt (``completion_prompt``
-    / ``chat_prompt`` replace them). Calls run concurrently under ``max_concurrency``, time
-    out, retry with backoff; a call that still fails becomes an empty (abstaining) sample. The
-    parameters are those of :class:`~conformal_rag_plugins.answer_sets.sampler.AnswerSampler`.
+    / ``chat_prompt`` replace them); model calls carry the caller's run config (callbacks).
+    Parameters, concurrency, retries and cache: :class:`~conformal_rag_plugins.answer_sets.sampler.AnswerSampler`.
 
     Examples
     --------
@@ -84,9 +83,6 @@ class LangChainSampler(AnswerSampler):
 
     name_attrs = ("model_name", "model", "model_path")
     kwargs_attrs = ("model_kwargs",)
-
-    def _model_id(self) -> str:
-        return model_id(self.model)
 
     def _llm_identity(self) -> dict[str, Any]:
         # a llama.cpp model is named by its file and digest, not by the path it was loaded from

@@ -11,8 +11,6 @@ from ..answer_sets.conformalizer import AnswerSetConformalizer
 from ..answer_sets.host import LLMReader
 from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
 from ..datasets.examples import CalibrationExample
-from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.options import RetrievalOptions
 from ..retrieval.pool_calibration import CandidatePool
 from .answer_sampler import LangChainSampler, embedder_identity
 from .calibrate import calibrate_retriever
@@ -34,28 +32,16 @@ class LangChainAnswerHost(LLMReader):
     sampler_class = LangChainSampler
     embed_method = "embed_documents"
     describe_embedder = staticmethod(embedder_identity)
+    read_texts = staticmethod(texts_by_id)
+    calibrate_host = staticmethod(calibrate_retriever)
 
     def __init__(self, host: Host, llm: BaseLanguageModel, *, pool_size: int | None = None) -> None:
-        super().__init__(llm)
-        self.host, self.pool_size = host, pool_size
+        super().__init__(llm, host, pool_size)
         self._size = resolve_pool_size(host, pool_size)
 
     def fetch(self, question: str) -> CandidatePool:
         """The host's scored pool of ``pool_size`` candidates for ``question``."""
         return fetch_pool(self.host, question, self._size)[0]
-
-    def texts_for(self, ids: list[str]) -> dict[str, str]:
-        """The text of each document id the host knows."""
-        return texts_by_id(self.host, ids)
-
-    def calibrate_retrieval(
-        self, examples: list[CalibrationExample], *, confidence_level: float, score: str, progress: bool
-    ) -> RetrievalCalibration:
-        """The host's calibration on ``examples`` (:func:`~.calibrate.calibrate_retriever`)."""
-        return calibrate_retriever(
-            self.host, examples, confidence_level=confidence_level, pool_size=self.pool_size,
-            options=RetrievalOptions(score=score, progress=progress),
-        )  # fmt: skip
 
 
 def calibrate_answer_sets(

@@ -80,10 +80,9 @@ class ConformalAnswerSetSynthesizer(ChainRun, RunnableSerializable[dict[str, Any
     calibration : AnswerSetCalibration
         End-to-end calibration (both stages), e.g. from ``calibrate_answer_sets``.
     sampling : SamplingOptions, optional
-        ``max_concurrency`` (4), ``timeout`` (120 s), ``retries`` (2) and ``cache`` of the model
-        calls; its ``n_samples`` must equal the calibration's M (without ``sampling``, M is
-        taken from the calibration). Passing these as separate fields raises
-        a ``TypeError`` (also a ``ConformalError``) that names the option object.
+        The model calls' :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`;
+        ``n_samples`` must equal the calibration's M (default: taken from it); separate
+        fields (``max_concurrency=1``) raise a ``TypeError`` naming it.
     equivalence : str, optional
         Must equal the calibrated clustering method (another rule is refused).
     embeddings : Embeddings, optional

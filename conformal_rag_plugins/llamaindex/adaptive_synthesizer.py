@@ -46,14 +46,12 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
         prompt, chat models the chat prompt (override with
         ``update_prompts({"completion_prompt": ..., "chat_prompt": ...})``).
     sampling : SamplingOptions, optional
-        Its ``timeout`` (120 s), ``retries`` (2) and ``cache`` apply to each round's call; a call
-        that still fails counts as a "no answer" round. ``n_samples`` and ``max_concurrency``
-        are not used: each round is one call, after the previous one.
+        :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`: its ``timeout``, ``retries``
+        and ``cache`` apply to each round's one call (a failed call is a "no answer" round);
+        ``n_samples`` and ``max_concurrency`` are not used.
     schedule : AdaptiveSchedule, optional
-        ``initial`` chunks first, times ``factor`` per round, at most ``max_rounds`` rounds (the
-        last one always shows the whole set), joined by ``separator``; default ``AdaptiveSchedule()``
-        (1, 2, 4, ...). Passing these (or the sampling settings) as separate keywords raises
-        a ``TypeError`` (also a ``ConformalError``) that names the option object.
+        :class:`~conformal_rag_plugins.answer_sets.options.AdaptiveSchedule` (default 1, 2, 4, ... chunks);
+        separate keywords (``initial=2``) raise a ``TypeError`` naming the option object.
     completion_prompt, chat_prompt : optional
         Replace the default prompts (variables ``{context}`` and ``{question}``).
     **kwargs

@@ -12,8 +12,7 @@ from llama_index.core.prompts.mixin import PromptDictType
 from ..answer_sets.identity import embedding_identity
 from ..answer_sets.prompts import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE
 from ..answer_sets.sample_record import Sample, mean_logprob
-from ..answer_sets.sampler import AnswerSampler
-from ..answer_sets.sampler import model_id as _model_id
+from ..answer_sets.sampler import AnswerSampler, model_id  # noqa: F401 (model_id: re-exported for callers)
 from ..local.llm import llama_cpp_identity
 from .llm_calls import is_chat
 
@@ -24,11 +23,6 @@ DEFAULT_CHAT_PROMPT = ChatPromptTemplate(
         ChatMessage(role=MessageRole.USER, content=CHAT_USER_TEMPLATE),
     ]
 )
-
-
-def model_id(llm: Any) -> str:
-    """A stable identifier of the LLM for cache keys and calibration records."""
-    return _model_id(llm, ("model", "model_path", "model_name"))
 
 
 def embedder_identity(embed_model: Any) -> dict[str, Any] | None:
@@ -51,12 +45,9 @@ def _usage(raw: Any) -> tuple[int, int]:
 class LlamaIndexSampler(AnswerSampler):
     """Draw ``n`` answers for (question, context) from a LlamaIndex LLM.
 
-    Base models get the few-shot completion prompt, chat models the chat prompt
-    (``completion_prompt`` / ``chat_prompt`` replace them). Calls run concurrently under
-    ``max_concurrency``, time out, retry with backoff, and a call that still fails becomes an
-    empty (abstaining) sample. With a cache, samples are stored per (question, context,
-    model, prompt, temperature, n). The parameters are those of
-    :class:`~conformal_rag_plugins.answer_sets.sampler.AnswerSampler`.
+    Base models get the few-shot completion prompt (``acomplete``), chat models the chat prompt
+    (``achat``); ``completion_prompt`` / ``chat_prompt`` replace them. Parameters, concurrency,
+    retries and cache: :class:`~conformal_rag_plugins.answer_sets.sampler.AnswerSampler`.
 
     Examples
     --------
@@ -84,9 +75,6 @@ class LlamaIndexSampler(AnswerSampler):
         if self.is_chat:
             return "\n".join(str(m.content) for m in self.chat_prompt.message_templates)
         return self.completion_prompt.get_template()
-
-    def _model_id(self) -> str:
-        return model_id(self.llm)
 
     def _llm_identity(self) -> dict[str, Any]:
         # a llama.cpp model is named by its file and digest, not by the path it was loaded from

@@ -12,8 +12,6 @@ from ..answer_sets.conformalizer import AnswerSetConformalizer
 from ..answer_sets.host import LLMReader
 from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
 from ..datasets.examples import CalibrationExample
-from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.options import RetrievalOptions
 from ..retrieval.pool_calibration import CandidatePool
 from .answer_sampler import LlamaIndexSampler, embedder_identity
 from .calibrate import calibrate_retriever
@@ -35,27 +33,16 @@ class LlamaIndexAnswerHost(LLMReader):
     sampler_class = LlamaIndexSampler
     embed_method = "get_text_embedding_batch"
     describe_embedder = staticmethod(embedder_identity)
+    read_texts = staticmethod(texts_by_id)
+    calibrate_host = staticmethod(calibrate_retriever)
 
     def __init__(self, host: Any, llm: BaseLLM, *, pool_size: int | None = None) -> None:
-        super().__init__(llm)
-        self.retriever, _ = resolve_host(host, pool_size)
+        # the retriever already has the pool size, so calibration reads it from there
+        super().__init__(llm, resolve_host(host, pool_size)[0])
 
     def fetch(self, question: str) -> CandidatePool:
         """The retriever's scored pool for ``question``."""
-        return pool_from_nodes(self.retriever.retrieve(question))[0]
-
-    def texts_for(self, ids: list[str]) -> dict[str, str]:
-        """The text of each node id the retriever's docstore knows."""
-        return texts_by_id(self.retriever, ids)
-
-    def calibrate_retrieval(
-        self, examples: list[CalibrationExample], *, confidence_level: float, score: str, progress: bool
-    ) -> RetrievalCalibration:
-        """The retriever's calibration on ``examples`` (:func:`~.calibrate.calibrate_retriever`)."""
-        return calibrate_retriever(
-            self.retriever, examples, confidence_level=confidence_level,
-            options=RetrievalOptions(score=score, progress=progress),
-        )  # fmt: skip
+        return pool_from_nodes(self.host.retrieve(question))[0]
 
 
 def calibrate_answer_sets(
@@ -87,22 +74,13 @@ def calibrate_answer_sets(
     confidence_level : float, default 0.8
         The end-to-end target ``1 - alpha``.
     sampling : SamplingOptions, optional
-        ``n_samples`` (M, default 10), ``max_concurrency``, ``timeout``, ``retries``, ``cache``, ``progress``.
+        See :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`.
     split : SplitOptions, optional
-        ``method`` ({"bonferroni", "pac", "hmp"}); ``alpha_retrieval`` splits alpha for
-        Bonferroni/PAC (default equal), ``delta`` for PAC, ``hmp_weight`` (retrieval weight) for the
-        harmonic-mean rule. ``optimise=True`` chooses the split of alpha (or the HMP weight) by
-        Bayesian optimisation on a seeded ``optimisation_fraction`` of the examples (their top chunks
-        are sampled), then calibrates both stages on the disjoint rest.
+        See :class:`~conformal_rag_plugins.answer_sets.options.SplitOptions`.
     clustering : ClusteringOptions, optional
-        ``method``/``tau`` of answer clustering (``embedder=embed_model`` for ``"embedding"``);
-        ``generator_score`` ``"frequency"`` (default) or ``"likelihood"`` (ties broken by the LLM's
-        own token likelihood: smaller sets; the LLM must report logprobs, e.g.
-        ``local_llm(logprobs=True)``), recorded in ``clustering_["score"]`` and used at query time;
-        ``match_threshold`` (default 0.3).
+        See :class:`~conformal_rag_plugins.answer_sets.options.ClusteringOptions` (``embedder=embed_model``).
     retrieval : RetrievalStageOptions, optional
-        ``calibration`` to reuse (it must not include optimisation questions), ``score``
-        (default ``"relative"``), ``pool_size``.
+        See :class:`~conformal_rag_plugins.answer_sets.options.RetrievalStageOptions`.
 
     Examples
     --------

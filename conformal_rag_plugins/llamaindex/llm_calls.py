@@ -16,6 +16,7 @@ from typing import Any
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 
+from ..answer_sets.sampler import model_id
 from ..core.errors import ConformalError
 from ..labelling.llm import CompleteFn, LLMTask, RenderFn, check_prompt_variables
 from ..labelling.prompts import PromptSet
@@ -111,8 +112,6 @@ def llm_task(
     >>> llm_task(MockLLM(), JUDGE_PROMPTS).model
     'MockLLM:None'
     """
-    from .answer_sampler import model_id
-
     completion = completion_template(completion_prompt, prompts.few_shot)
     chat = chat_template(chat_prompt, prompts.chat_system, prompts.chat_user)
     render, complete = prompt_caller(llm, completion, chat, prompts.variables)

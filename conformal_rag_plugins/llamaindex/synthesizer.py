@@ -56,11 +56,9 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
     calibration : AnswerSetCalibration
         End-to-end calibration (both stages), e.g. from ``calibrate_answer_sets``.
     sampling : SamplingOptions, optional
-        ``max_concurrency`` (4), ``timeout`` (120 s), ``retries`` (2) and ``cache`` of the LLM
-        calls; its ``n_samples`` must equal the calibration's M (without ``sampling``, M is
-        taken from the calibration). The same object given to ``calibrate_answer_sets`` fits.
-        Passing these as separate keywords raises
-        a ``TypeError`` (also a ``ConformalError``) that names the option object.
+        The LLM calls' :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`;
+        ``n_samples`` must equal the calibration's M (default: taken from it); separate
+        keywords (``max_concurrency=1``) raise a ``TypeError`` naming it.
     equivalence : str, optional
         Must equal the calibrated clustering method (another rule changes the cluster
         confidences the threshold was calibrated on, so it is refused); calibrate with

@@ -73,14 +73,9 @@ class TracedSynthesis:
     def _streamed(self, response: Response, *, use_async: bool) -> Any:
         if not getattr(self, "_streaming", False):
             return response
-        text = response.response or ""
-        if use_async:
-            return AsyncStreamingResponse(
-                response_gen=_aone_piece(text), source_nodes=response.source_nodes, metadata=response.metadata
-            )
-        return StreamingResponse(
-            response_gen=_one_piece(text), source_nodes=response.source_nodes, metadata=response.metadata
-        )
+        kind, pieces = (AsyncStreamingResponse, _aone_piece) if use_async else (StreamingResponse, _one_piece)
+        return kind(response_gen=pieces(response.response or ""), source_nodes=response.source_nodes,
+                    metadata=response.metadata)  # fmt: skip
 
     @contextmanager
     def _traced(self, query: QueryType, *, use_async: bool) -> Iterator[list[Any]]:
