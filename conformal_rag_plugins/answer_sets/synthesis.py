@@ -6,7 +6,7 @@ The adapters keep the framework subclass, its callbacks/spans and the LLM call (
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -25,41 +25,61 @@ def _sample_fn(sampler: AnswerSampler, config: Any) -> Callable[..., Any]:
     return sampler.asample if config is None else partial(sampler.asample, config=config)
 
 
+@dataclass(frozen=True)
+class ClusteringEmbedder:
+    """The framework's embedding model as answer clustering uses it, described once.
+
+    ``method`` is its batch method; ``describe`` makes its record for the generator check, on the
+    first query only (one probe call), kept in the synthesizer's list ``described``.
+
+    Examples
+    --------
+    >>> probe = ClusteringEmbedder(None, "embed", lambda m: {"name": "none"}, [])
+    >>> probe.embed is None, probe.identity(), probe.described
+    (True, {'name': 'none'}, [{'name': 'none'}])
+    """
+
+    model: Any
+    method: str
+    describe: Callable[[Any], dict[str, Any] | None]
+    described: list[dict[str, Any] | None]
+
+    @property
+    def embed(self) -> Callable[..., Any] | None:
+        """The model's batch embedding method, or ``None`` without a model."""
+        return getattr(self.model, self.method) if self.model is not None else None
+
+    def identity(self) -> dict[str, Any] | None:
+        """The model's record, described on the first call only."""
+        if not self.described:
+            self.described.append(self.describe(self.model))
+        return self.described[0]
+
+
 async def asynthesize_answer_set(
     calibration: AnswerSetCalibration,
     sampler: AnswerSampler,
     question: str,
     chunks: list[ChunkInput],
     *,
+    embedder: ClusteringEmbedder,
     cut_reason: str = "",
     equivalence: Any = None,
-    embedder: Any = None,
-    embed_method: str,
-    describe: Callable[[Any], dict[str, Any] | None],
-    described: list[dict[str, Any] | None],
     config: Any = None,
 ) -> AnswerSetResult:
     """The answer set of ``question`` over ``chunks``, checked against the calibrated generator.
 
-    ``embedder`` is the framework's embedding model (batch method ``embed_method``); it is
-    described by ``describe`` once (one probe call), kept in the synthesizer's ``described``.
     ``config`` (the framework's run config) is handed to every sampler call.
     """
-
-    def describe_embedder() -> dict[str, Any] | None:
-        if not described:
-            described.append(describe(embedder))
-        return described[0]
-
     return await abuild_answer_set(
         calibration,
         question,
         chunks,
         _sample_fn(sampler, config),
         equivalence=equivalence,
-        embed=getattr(embedder, embed_method) if embedder is not None else None,
+        embed=embedder.embed,
         cut_reason=cut_reason,
-        generator=live_generator(sampler.identity(), calibration.clustering_, describe_embedder),
+        generator=live_generator(sampler.identity(), calibration.clustering_, embedder.identity),
     )
 
 

@@ -21,7 +21,7 @@ from ..answer_sets.engine import (
     query_sampling,
 )
 from ..answer_sets.options import SamplingOptions, reject_moved_keywords
-from ..answer_sets.synthesis import asynthesize_answer_set
+from ..answer_sets.synthesis import ClusteringEmbedder, asynthesize_answer_set
 from ..core.errors import ConformalError
 from ..runtime.run_sync import run_sync
 from .answer_sampler import LangChainSampler, embedder_identity
@@ -137,6 +137,8 @@ class ConformalAnswerSetSynthesizer(ChainRun, RunnableSerializable[dict[str, Any
         chunks, cut_reason = _chunks(docs, self.calibration)
         return await asynthesize_answer_set(
             self.calibration, self._sampler, question, chunks, cut_reason=cut_reason, equivalence=self.equivalence,
-            embedder=self.embeddings, embed_method="embed_documents", describe=embedder_identity,
-            described=self._embedding_identity, config=child,
+            embedder=ClusteringEmbedder(
+                self.embeddings, "embed_documents", embedder_identity, self._embedding_identity
+            ),
+            config=child,
         )  # fmt: skip

@@ -20,7 +20,7 @@ from ..answer_sets.engine import (
     query_sampling,
 )
 from ..answer_sets.options import SamplingOptions, reject_moved_keywords
-from ..answer_sets.synthesis import asynthesize_answer_set
+from ..answer_sets.synthesis import ClusteringEmbedder, asynthesize_answer_set
 from .answer_sampler import LlamaIndexSampler, SamplerPrompts, embedder_identity
 from .traced_synthesis import TracedSynthesis
 
@@ -110,8 +110,9 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
         """The answer set (:func:`~conformal_rag_plugins.answer_sets.synthesis.asynthesize_answer_set`)."""
         return await asynthesize_answer_set(
             self.calibration, self.sampler, query_str, chunks, cut_reason=cut_reason, equivalence=self.equivalence,
-            embedder=self.embed_model, embed_method="get_text_embedding_batch", describe=embedder_identity,
-            described=self._embedding_identity,
+            embedder=ClusteringEmbedder(
+                self.embed_model, "get_text_embedding_batch", embedder_identity, self._embedding_identity
+            ),
         )  # fmt: skip
 
     def _response(self, result: AnswerSetResult, nodes: Sequence[NodeWithScore]) -> Response:
