@@ -202,11 +202,6 @@ class CoverageTracking:
 
     ``coverage_delta``: error of the anytime-valid coverage sequence (default: the monitor's ``delta``);
     ``aci_gamma``: the ACI step size.
-
-    Examples
-    --------
-    >>> CoverageTracking(aci_gamma=0.01)
-    CoverageTracking(coverage_delta=None, aci_gamma=0.01)
     """
 
     coverage_delta: float | None = None
@@ -555,11 +550,6 @@ class ConformalMonitor:
         ------
         ConformalError
             The current run has not raised an alarm.
-
-        Examples
-        --------
-        >>> monitor.restart().delta  # doctest: +SKIP
-        0.005
         """
         with self._lock:
             if not self.alarm:
