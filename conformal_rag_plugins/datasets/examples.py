@@ -89,14 +89,11 @@ class CalibrationExample:
 def question_digest(example: CalibrationExample) -> str:
     """A short, stable digest of an example's id and question (16 hex digits of SHA-256).
 
-    Calibrations record the digests of their questions (not the questions), so that
-    the two stages of an answer-set calibration can be checked to use the same
-    questions and a Bayesian-optimisation split can be checked to be disjoint from them.
+    Calibrations record digests, not questions, to check that both answer-set stages used the same
+    questions and that an optimisation split is disjoint from them.
 
     Examples
     --------
-    >>> question_digest(CalibrationExample("Who?", id="q1"))
-    '...'
     >>> len(question_digest(CalibrationExample("Who?")))
     16
     """
@@ -149,11 +146,10 @@ def _json_type(value: Any) -> str:
 
 
 def _read_input_jsonl(path: str | Path, what: str) -> list[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` of every non-blank line of a user's JSONL file.
+    """``(line number, object)`` of every non-blank line of a user's JSONL file (a UTF-8 BOM is accepted).
 
-    Every problem is an :class:`~conformal_rag_plugins.core.errors.InputFileError` naming the
-    file (and the line): missing file, a directory, unreadable or non-UTF-8 bytes, invalid
-    JSON, a line that is not a JSON object. A UTF-8 byte-order mark is accepted.
+    Any problem (missing, directory, unreadable, non-UTF-8, invalid JSON, not an object) is an
+    ``InputFileError`` naming the file and line.
     """
     from ..core.errors import InputFileError
 
@@ -194,10 +190,9 @@ def load_corpus(*paths: str | Path) -> list[CorpusEntry]:
     Raises
     ------
     InputFileError
-        (a :class:`~conformal_rag_plugins.core.errors.CalibrationError`) naming the file and
-        line: a missing, unreadable or non-UTF-8 file, invalid JSON, a line that is not an
-        object, a missing ``id``/``text``, a ``text`` that is not a string (``null``), a
-        duplicate id (across files too), or a file with no entries.
+        (a ``CalibrationError``) naming file and line: missing, unreadable or non-UTF-8 file, invalid
+        JSON, a non-object line, missing ``id``/``text``, non-string ``text``, a duplicate id (across
+        files too), or an empty file.
 
     Examples
     --------
@@ -235,12 +230,9 @@ def load_corpus(*paths: str | Path) -> list[CorpusEntry]:
 def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[CalibrationExample]:
     """Read a question JSONL file: SQuAD-style (``question``, ``context_id``, ``answers``) or labelled lines.
 
-    A ``context_id`` becomes the example's one gold id; labelled lines (``gold_ids`` and/or
-    ``gold_texts``, as ``label`` writes them) are read as they are. See
-    :func:`~conformal_rag_plugins.datasets.question_file.read_question_file` for the rules.
-
-    Every other field of a line (``plausible_answers``, a collection or tenant to group by)
-    is kept in the example's ``metadata``.
+    A ``context_id`` becomes the one gold id; labelled lines (``gold_ids``/``gold_texts``, as
+    ``label`` writes them) are read as they are; other fields go to ``metadata``. Rules:
+    :func:`~conformal_rag_plugins.datasets.question_file.read_question_file`.
 
     Parameters
     ----------
@@ -250,10 +242,9 @@ def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[Calibrat
     Raises
     ------
     InputFileError
-        (a :class:`~conformal_rag_plugins.core.errors.CalibrationError`) naming the file and
-        line: a missing, unreadable or non-UTF-8 file, invalid JSON, a line that is not an
-        object, a missing or empty ``question``, a field of the wrong type, a duplicate ``id``,
-        a file mixing the two forms, or a file with no questions.
+        (a ``CalibrationError``) naming file and line: missing, unreadable or non-UTF-8 file, invalid
+        JSON, a non-object line, a missing or empty ``question``, a wrong field type, a duplicate
+        ``id``, a file mixing the two forms, or no questions.
     """
     from .question_file import read_question_file
 

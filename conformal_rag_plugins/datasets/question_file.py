@@ -1,21 +1,12 @@
-"""One reader for every question file: SQuAD-style qa lines and labelled lines, told apart per line.
+"""One reader for every question file: SQuAD-style and labelled lines, told apart per line.
 
-Two line forms are accepted, so that any command reads any file:
-
-* **SQuAD-style** (``evaluate``, ``report``, ``monitor`` and the bundled data): ``question``,
-  ``context_id`` (the id of the passage that answers it), ``answers`` and optionally
-  ``is_impossible`` (SQuAD 2.0 unanswerable);
-* **labelled** (written by ``label`` and ``generate-calibration``): ``question`` with
-  ``gold_ids`` and/or ``gold_texts`` (the chunks that answer it), optionally ``answers``,
-  ``is_impossible`` and a ``metadata`` object.
-
-A line's form is the form of the gold field that holds a value (a non-empty ``context_id``,
-or a non-empty ``gold_ids``/``gold_texts``); a line with no gold (a bare question, an
-unlabelled one) fits either form. A file holds one form: a line of the other form, or a line
-carrying both, is refused with its file and line number (a mixed file is most often two files
-pasted together, and its gold ids may not even be the same kind of id). Every other field of a
-line (``plausible_answers``, a collection or tenant to group by) goes to the example's
-``metadata``.
+SQuAD-style lines (``evaluate``, ``report``, ``monitor``, the bundled data) hold ``question``,
+``context_id``, ``answers`` and optionally ``is_impossible``; labelled lines (``label``,
+``generate-calibration``) hold ``question`` with ``gold_ids``/``gold_texts``, optionally
+``answers``, ``is_impossible``, ``metadata``. A line's form is that of its non-empty gold field; a
+line without gold fits either. A file holds one form: a line of the other form or with both is
+refused with file and line (mixed files are usually two files pasted together, with different
+kinds of ids). Other fields go to ``metadata``. See docs/question-files.md.
 """
 
 from __future__ import annotations
@@ -47,17 +38,9 @@ _FIELDS = ("question", "context_id", "gold_ids", "gold_texts", "answers", "id", 
 
 @dataclass(frozen=True)
 class QuestionFile:
-    """The questions of one file, the form it was read as, and the line of each question.
+    """The questions of one file (every one, answerable or not, in order), the 1-based line of each, and its form.
 
-    Attributes
-    ----------
-    path : str
-    form : str
-        ``"squad"``, ``"labelled"`` or ``"questions"`` (no line holds gold).
-    examples : tuple of CalibrationExample
-        Every question, answerable or not, in file order.
-    lines : tuple of int
-        The 1-based line number of each example.
+    ``form`` is ``"squad"``, ``"labelled"`` or ``"questions"`` (no line holds gold).
     """
 
     path: str
@@ -75,13 +58,10 @@ class QuestionFile:
         return [ex for ex in self.examples if not ex.is_impossible]
 
     def labelled(self) -> list[CalibrationExample]:
-        """The answerable questions, each with gold; refuse an answerable question without gold.
+        """The answerable questions, each with gold; an answerable question without gold raises ``InputFileError``.
 
-        Raises
-        ------
-        InputFileError
-            Naming the first line whose question is not marked ``is_impossible`` but has no
-            ``context_id``, ``gold_ids`` or ``gold_texts``, and how many such lines there are.
+        The error names the first such line (not ``is_impossible``, no ``context_id``/``gold_ids``/``gold_texts``)
+        and their count.
 
         Examples
         --------
@@ -170,26 +150,11 @@ def _example(row: dict[str, Any], where: str) -> CalibrationExample:
 
 
 def read_question_file(path: str | Path, what: str = "qa") -> QuestionFile:
-    """Read a question JSONL file of either form (see the module docstring).
+    """Read a question JSONL file of either form; ``what`` names the file in messages (``"qa"``, ``"questions"``).
 
-    Parameters
-    ----------
-    path : str or Path
-    what : str
-        How the file is named in messages (``"qa"``, ``"questions"``).
-
-    Returns
-    -------
-    QuestionFile
-
-    Raises
-    ------
-    InputFileError
-        (a :class:`~conformal_rag_plugins.core.errors.CalibrationError`) naming the file and
-        line: a missing, unreadable or non-UTF-8 file, invalid JSON, a line that is not an
-        object, a missing or empty ``question``, a field of the wrong type, a duplicate ``id``,
-        a line with both forms of gold, a line of the other form than the file's first gold
-        line, or a file with no questions.
+    Raises ``InputFileError`` (a ``CalibrationError``) naming file and line, for the problems
+    :func:`~conformal_rag_plugins.datasets.examples.load_qa` lists, a line with both forms of gold,
+    or a line of the other form than the file's first gold line.
 
     Examples
     --------

@@ -1,11 +1,8 @@
-"""Repeated-split evaluation of end-to-end answer sets on pre-sampled answers.
+"""Repeated-split evaluation of end-to-end answer sets on pre-sampled answers (``benchmarks/collect_samples.py`` rows).
 
-Input rows (as written by ``benchmarks/collect_samples.py``): per question, the host
-pool (ids and scores, best first), the reference answers, the gold ids, and ``M``
-sampled answers for some chunks (always including the gold chunk). Each trial splits
-the questions into calibration and test halves; BO variants split the calibration half
-again into an optimisation part (used only to choose the split of alpha or the HMP
-weight) and a disjoint part for the final thresholds.
+Each trial splits questions into calibration and test halves; BO variants split the calibration
+half again into an optimisation part (choosing only the alpha split or HMP weight) and a disjoint
+part for the final thresholds.
 """
 
 from __future__ import annotations
@@ -31,8 +28,8 @@ PreparedQuestion = SplitQuestion
 def sampled_pool_size(rows: Sequence[dict[str, Any]], pool: int | None = None) -> int:
     """The largest pool every row has fully sampled (capped at ``pool``).
 
-    Rows sampled only for a few top chunks (older sample files) get a correspondingly small
-    pool: candidates beyond it count as outside the pool, so set sizes stay exact.
+    Rows sampled for few top chunks (older files) get a small pool: candidates beyond it count as
+    outside the pool, so set sizes stay exact.
     """
     sizes = []
     for row in rows:
@@ -61,12 +58,9 @@ def prepare_rows(
 ) -> list[SplitQuestion]:
     """Cluster every (question, chunk) sample list once and compute both stages' calibration scores.
 
-    ``generator_score="likelihood"`` breaks frequency ties with the rows' ``logprobs``
-    (mean token log-probability per sample), which every sampled answer then needs.
-
-    The pool is the top ``sampled_pool_size(rows, pool)`` candidates of every row (all of
-    them sampled); the generator score is taken on the gold chunk that defines the
-    retrieval score (the best-ranked gold in the pool, else the first gold chunk).
+    The pool is each row's top ``sampled_pool_size(rows, pool)`` candidates; the generator score is
+    taken on the gold defining the retrieval score (best-ranked gold in the pool, else the first).
+    ``generator_score="likelihood"`` breaks frequency ties with each sample's mean token ``logprobs``.
     """
     size = sampled_pool_size(rows, pool)
     out = []
@@ -119,10 +113,9 @@ def evaluate_methods(
 ) -> list[dict[str, Any]]:
     """Rows ``{"alpha", "method", "mean_coverage", "mean_set_size_{ans,ext,rou,sem}", ...}``.
 
-    ``finite_thresholds`` (and its clearer twin ``frac_trials_guaranteed``) is the share of
-    trials whose rule is guaranteed: both thresholds finite for Bonferroni/PAC, and for HMP
-    a missed stage rejected (HMP has no thresholds, but the same failure mode).
-    BO variants choose on half of the calibration half, penalising non-guaranteed splits.
+    ``finite_thresholds`` (twin: ``frac_trials_guaranteed``) is the share of trials whose rule is
+    guaranteed: both thresholds finite (Bonferroni/PAC), or no missed stage rejected (HMP). BO
+    variants choose on half the calibration half, penalising non-guaranteed splits.
     """
     penalty = float(max(len(q.chunk_ids) for q in questions) * max(1, _m(questions)))
     rng = np.random.default_rng(seed)
@@ -197,10 +190,10 @@ def evaluate_abstention(
     methods: Sequence[str] = ("bonferroni", "hmp", "bonferroni-pac"),
     delta: float = 0.1,
 ) -> list[dict[str, Any]]:
-    """Calibrate on answerable questions, then test on unanswerable ones (correct = the set abstains).
+    """Calibrate on answerable questions, test on unanswerable ones (correct: the set abstains).
 
-    Rows carry ``"subset": "unanswerable"``; ``mean_coverage`` is the share of sets holding
-    "I don't know", and ``hallucination_rate`` the share answering with something else only.
+    Rows carry ``"subset": "unanswerable"``; ``mean_coverage`` is the share of sets holding "I don't
+    know", ``hallucination_rate`` the share answering with something else only.
     """
     rows = []
     for alpha in alphas:
@@ -235,10 +228,10 @@ def optimise_split(
     bo_calls: int = 15,
     random_state: int = 0,
 ) -> dict[str, Any]:
-    """Choose the split of alpha (Bonferroni/PAC) or the HMP weight by BO on an optimisation split only.
+    """Choose the alpha split (Bonferroni/PAC) or HMP weight by BO on the optimisation split only.
 
-    Returns ``{"alpha_retrieval": ...}`` or ``{"hmp_weight": ...}`` plus the objective values
-    (mean semantic clusters on the optimisation split for BO's choice and for the equal split).
+    Returns ``{"alpha_retrieval": ...}`` or ``{"hmp_weight": ...}`` plus the objective (mean semantic
+    clusters on the optimisation split) for BO's choice and the equal split.
     """
     penalty = float(max(len(q.chunk_ids) for q in optimisation) * max(1, _m(optimisation)))
     split = SplitOptions(method=method, delta=delta, bo_calls=bo_calls, random_state=random_state)

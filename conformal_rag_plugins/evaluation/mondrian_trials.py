@@ -1,11 +1,7 @@
-"""Within-group coverage and set size of the pooled and the per-group (Mondrian) thresholds over random splits.
+"""Within-group coverage and set size of the pooled and per-group (Mondrian) thresholds over random splits.
 
-Host retrieval runs once per question (the :class:`~.retrieval_trials.PoolObservation`
-list); every trial re-splits the questions into calibration and test halves exactly as
-:func:`~.retrieval_trials.evaluate_splits` does with the same ``splits``, and computes, on the
-same split, the pooled threshold and every group's threshold
-(:func:`~.mondrian.group_thresholds`), then each group's test coverage and mean set size
-under both. Only arithmetic on arrays, no re-querying.
+Every trial re-splits the precomputed pools exactly as :func:`~.retrieval_trials.evaluate_splits`
+does with the same ``splits``, and computes both thresholds on the same split; no re-querying.
 """
 
 from __future__ import annotations
@@ -27,22 +23,12 @@ from ..core.splits import DEFAULT_SPLITS, RandomSplits
 
 @dataclass(frozen=True)
 class GroupTrials:
-    """Per-trial, per-group results (arrays of shape ``(trials, groups)``; NaN where a group has no test question).
+    """Per-trial, per-group results: arrays of shape ``(trials, groups)``, NaN where a group has no test question.
 
-    Attributes
-    ----------
-    groups : tuple of str
-    n : ndarray of int
-        Questions of each group (all of them, calibration and test).
-    coverage_pooled, coverage_group : ndarray
-        Share of a group's test questions whose gold chunk is kept.
-    size_pooled, size_group : ndarray
-        Mean set size over a group's test questions.
-    fallback : ndarray of bool
-        The group was too small for its own threshold in that trial's calibration half (or absent
-        from it) and kept every candidate (the library's default ``fallback="keep_all"``).
-    n_test : ndarray of int
-        Test questions of each group in each trial.
+    ``n`` counts each group's questions (calibration and test); ``coverage_*`` is the share of a
+    group's test questions whose gold is kept, ``size_*`` their mean set size; ``fallback`` marks a
+    group too small for its own threshold in that trial's calibration half (or absent from it),
+    which kept every candidate (the default ``fallback="keep_all"``).
     """
 
     alpha: float
@@ -112,27 +98,20 @@ def simulate_group_splits(
     group_quantile: Callable[[np.ndarray, float], float] | None = None,
     candidate_groups: Sequence[Sequence[str]] | None = None,
 ) -> GroupTrials:
-    """Simulate the random splits of ``splits``; see :class:`GroupTrials`.
+    """Per-group results over the random splits of ``splits`` (as :func:`~.retrieval_trials.evaluate_splits`).
 
     Parameters
     ----------
-    splits : RandomSplits
-        The trials, seed and calibration fraction (the same splits as
-        :func:`~.retrieval_trials.evaluate_splits` with the same ``splits``).
     groups : sequence of str
-        The group of each observation: the query's group (known at query time), or, with
-        ``candidate_groups``, the group of its gold chunk.
+        Each observation's group: the query's, or with ``candidate_groups`` its gold chunk's.
     candidate_groups : sequence of sequence of str, optional
-        Label-conditional (per chunk group) form: the group of every candidate of each
-        observation, aligned with its scores. The per-group rule then keeps candidate ``c``
-        iff its nonconformity is within the threshold of ``c``'s own group (a group without
-        calibration questions in the split keeps its candidates, ``+inf``), so the set size is
-        counted candidate by candidate; coverage is that of the gold chunk under its group's
-        threshold. Without it every candidate of a query gets the query's group threshold.
+        Label-conditional form: the group of every candidate, aligned with its scores. Candidate
+        ``c`` is kept iff within the threshold of ``c``'s own group (a group without calibration
+        questions keeps its candidates, ``+inf``); coverage is the gold's under its group's threshold.
+        Without it every candidate gets the query's group threshold.
     group_quantile : callable, optional
-        ``(group_scores, alpha) -> threshold`` replacing the per-group rule (for negative
-        controls in tests); by default :func:`~.mondrian.group_thresholds` with its default
-        keep-all fallback.
+        ``(group_scores, alpha) -> threshold`` replacing the per-group rule (negative controls in
+        tests); default :func:`~.mondrian.group_thresholds` with its keep-all fallback.
 
     Examples
     --------

@@ -1,13 +1,7 @@
 """Repeated random-split evaluation of recall control on precomputed candidate pools.
 
-Each trial splits the questions into calibration and test halves (the same
-permutations as :func:`~conformal_rag_plugins.evaluation.retrieval_trials.evaluate_splits`
-with the same seed and a fixed family), computes the recall threshold
-(:func:`~conformal_rag_plugins.core.quantile.crc_threshold`, optionally
-:func:`~conformal_rag_plugins.core.quantile.ltt_threshold`) and the single-gold
-split-conformal threshold on the calibration half, and records on the test half the
-mean recall of the gold chunks, the share of questions with any gold chunk kept, and
-the set sizes.
+The splits are :func:`~conformal_rag_plugins.evaluation.retrieval_trials.evaluate_splits`'s (same
+seed, fixed family); the test half records gold recall, any-gold coverage and set sizes.
 """
 
 from __future__ import annotations
@@ -63,11 +57,10 @@ def evaluate_recall_splits(
     ltt_delta: float | None = None,
     pools: RecallPools | None = None,
 ) -> list[RecallTrialSummary]:
-    """Recall, coverage and set size of the recall rule and of the single-gold rule over random splits.
+    """Recall, coverage and set size of the recall rules and of the single-gold rule over random splits.
 
-    Methods: ``crc`` (conformal risk control of ``1 - recall``), ``ltt`` when ``ltt_delta``
-    is set, and ``single-gold`` (the split-conformal threshold on each question's best gold
-    chunk, which controls the chance of keeping *some* gold chunk, not recall).
+    Methods: ``crc`` (risk control of ``1 - recall``), ``ltt`` when ``ltt_delta`` is set, and
+    ``single-gold`` (split conformal on the best gold: controls keeping *some* gold, not recall).
 
     Examples
     --------

@@ -1,8 +1,4 @@
-"""Repeated random-split evaluation of retrieval thresholds on precomputed candidate pools.
-
-Host retrieval runs once per question; every trial then re-splits the
-questions into calibration and test halves and only does arithmetic.
-"""
+"""Repeated random-split evaluation of retrieval thresholds on precomputed pools (then only arithmetic)."""
 
 from __future__ import annotations
 

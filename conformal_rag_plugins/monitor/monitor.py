@@ -1,39 +1,15 @@
-"""``ConformalMonitor``: watch live queries for drift away from the calibration, without labels.
+"""``ConformalMonitor``: label-free drift alarm on live queries, tied to one calibration.
 
-Each query gives a label-free statistic (``top1``: the best candidate's host score;
-``gap``: best minus second best; ``set_size``: the conformal set's size). Its smoothed
-conformal p-value is computed against the same statistic on the calibration questions
-plus every earlier query (:class:`~conformal_rag_plugins.core.martingale.OnlineConformalTest`)
-and fed to the Simple Jumper test martingale. **Guarantee**: if the calibration questions
-and the stream are exchangeable (no drift), the probability that the monitor *ever* raises
-an alarm (``M_t >= 1/delta``) is at most ``delta``, over the whole stream (Ville's
-inequality). After a drift, the martingale grows and the alarm says when.
-
-With labels (user feedback, a judge, an audit), :meth:`ConformalMonitor.observe_label`
-also tracks the realised coverage with an anytime-valid confidence sequence and runs
-adaptive conformal inference (Gibbs and Candès, 2021), see
-:mod:`~conformal_rag_plugins.core.online_coverage`.
-
-**Like with like.** The reference and the stream go through one function,
-:func:`monitor_statistic`: a query's set size is taken at the threshold the retriever
-*served* it (its group's, for a per-group calibration), and a parent-level calibration's
-reference must hold parent scores, as its retriever serves them
-(``ConformalRetriever.pool_scores``, both frameworks). Combinations that cannot be compared
-are refused with an error saying what to pass. The label-free reference must be drawn from the
-live query population (every question, answerable or not), not only from answerable ones.
-
-**Restarts.** After an alarm, :meth:`ConformalMonitor.restart` begins a new test at
-``delta / 2**k`` for the ``k``-th restart (:func:`~conformal_rag_plugins.core.martingale.restart_delta`),
-so all restarted runs together raise a false alarm with probability below ``delta``; the seed
-of the tie-breaking uniforms is fixed at creation and a restarted run continues its steps.
-
-The monitor is tied to one calibration (fingerprint, threshold, checksum): queries from a
-retriever with another calibration, and a saved monitor loaded for another one, are
-refused. Updates hold a lock, so one monitor can serve concurrent queries. Its state is
-JSON (schema version, checksum, and an HMAC signature with ``signing_key`` or
-``$CONFORMAL_RAG_SIGNING_KEY``); loading replays every run of the stream and re-checks every
-p-value, martingale value, alarm and ``delta``. A checksum anybody can recompute: only a
-signature proves that a state was not cut before its alarm or re-saved with another ``delta``.
+A query's statistic (``top1``: best host score; ``gap``: best minus second; ``set_size``) gets a
+smoothed conformal p-value against the reference plus earlier queries, fed to a Simple Jumper test
+martingale: if reference and stream are exchangeable, P(ever ``M_t >= 1/delta``) <= ``delta``
+(Ville), over the whole stream; after a drift the martingale grows. Restart ``k`` tests at
+``delta / 2**k``, so all runs together stay below ``delta``. Labels add an anytime-valid coverage
+sequence and ACI (Gibbs and Candès, 2021). Reference and stream go through one function,
+:func:`monitor_statistic`, at the unit and threshold the retriever serves (other combinations are
+refused). Updates hold a lock (concurrent queries are fine). The state is checked, optionally
+signed JSON, replayed on load; only a signature proves it was not cut before an alarm.
+See docs/production/monitor.md.
 """
 
 from __future__ import annotations
@@ -112,10 +88,7 @@ def calibration_identity(calibration: RetrievalCalibration) -> dict[str, Any]:
 
 
 def calibration_unit(calibration: RetrievalCalibration | Any) -> str:
-    """The unit a calibration's retriever serves: ``"chunk"``, or ``"parent:max"`` / ``"parent:sum"`` (small-to-big).
-
-    Read from the fingerprint, which a parent-level calibration marks (see
-    :func:`~conformal_rag_plugins.retrieval.parent_pools.parent_fingerprint`).
+    """The unit a calibration's retriever serves (from its fingerprint): ``"chunk"``, ``"parent:max"``/``"parent:sum"``.
 
     Examples
     --------
@@ -133,10 +106,7 @@ def calibration_unit(calibration: RetrievalCalibration | Any) -> str:
 
 
 def served_threshold(calibration: RetrievalCalibration | Any, group: str | None) -> float:
-    """The threshold a retriever serves a query of ``group`` (``None``: no group, the pooled threshold).
-
-    For a per-group calibration this is :func:`~conformal_rag_plugins.retrieval.groups.threshold_for`
-    (the group's own threshold, or the calibration's fallback); otherwise the calibration's threshold.
+    """The threshold served to a query of ``group``: its group's (or the fallback) if per-group, else the pooled one.
 
     Examples
     --------
@@ -154,12 +124,10 @@ def served_threshold(calibration: RetrievalCalibration | Any, group: str | None)
 def monitor_statistic(
     statistic: str, scores: Sequence[float] | np.ndarray, calibration: RetrievalCalibration | Any, group: str | None
 ) -> float:
-    """The raw drift statistic of one query: the one function for the reference and the stream alike.
+    """One query's raw drift statistic: the one function for the reference and the stream alike.
 
-    ``scores`` are the candidate scores best first, at the unit the retriever serves (parent
-    scores for a parent-level calibration). ``set_size`` is the size of the conformal set at
-    :func:`served_threshold` for the query's ``group`` (before ``min_k``/``max_k``); ``top1`` and
-    ``gap`` do not depend on the threshold.
+    ``scores`` are best first at the served unit; ``set_size`` is taken at :func:`served_threshold`
+    for ``group`` (before ``min_k``/``max_k``); ``top1`` and ``gap`` ignore the threshold.
 
     Examples
     --------
@@ -179,19 +147,17 @@ def monitor_statistic(
 class ServedScores:
     """One query's candidate scores as a ``ConformalRetriever`` serves them: the monitor's input.
 
-    ``ConformalRetriever.pool_scores(question)`` (both frameworks) returns it: the scores best
-    first after the parent aggregation of a small-to-big retriever, the unit they are at, and
-    the query's group (``None`` when the retriever serves the pooled threshold). Built for every
-    calibration question, they make a reference that is computed exactly like the stream.
+    Returned by ``ConformalRetriever.pool_scores(question)`` (both frameworks); built for every
+    calibration question, they give a reference computed exactly like the stream.
 
     Attributes
     ----------
     scores : tuple of float
-        Best first.
+        Best first, after the parent aggregation of a small-to-big retriever.
     unit : str
         ``"chunk"`` or ``"parent:<aggregation>"``.
     group : str or None
-        The query's group for a per-group calibration.
+        The query's group for a per-group calibration (``None``: the pooled threshold).
     """
 
     scores: tuple[float, ...]
@@ -209,8 +175,7 @@ class ServedScores:
         group_by: Any,
         parent_how: str | None,
     ) -> ServedScores:
-        """A retriever's pool scores for ``query``, with the unit (``parent_how``: the aggregation of a
-        small-to-big retriever, else ``None``) and the group whose threshold the query is served."""
+        """A retriever's pool scores for ``query``, unit (``parent_how``: small-to-big aggregation) and served group."""
         _, meta = query_threshold(calibration, group, group_by, query)
         unit = "chunk" if parent_how is None else parent_unit_name(parent_how)
         return cls(tuple(float(s) for s in scores), unit, meta.get("conformal_group"))
@@ -220,16 +185,8 @@ class ServedScores:
 class MonitorUpdate:
     """What one query did to the monitor.
 
-    Attributes
-    ----------
-    index : int
-        0-based position of the query in the stream (over every run).
-    statistic : float
-    p_value : float
-    martingale : float
-        ``M_t`` of the current run (``inf`` if it overflowed a float; the monitor keeps its logarithm).
-    alarm : bool
-        Whether the current run has raised the alarm (now or earlier).
+    ``index`` is 0-based over every run; ``martingale`` is the current run's ``M_t`` (``inf`` past float
+    range; the log is kept); ``alarm`` is whether the current run has alarmed, now or earlier.
     """
 
     index: int
@@ -241,19 +198,10 @@ class MonitorUpdate:
 
 @dataclass(frozen=True)
 class CoverageTracking:
-    """How a :class:`ConformalMonitor` follows the labelled queries (:meth:`~ConformalMonitor.observe_label`).
+    """How a :class:`ConformalMonitor` follows labelled queries.
 
-    Attributes
-    ----------
-    coverage_delta : float, optional
-        Error of the anytime-valid coverage confidence sequence (default: the monitor's ``delta``).
-    aci_gamma : float, default 0.005
-        Step size of adaptive conformal inference.
-
-    Examples
-    --------
-    >>> CoverageTracking(aci_gamma=0.01)
-    CoverageTracking(coverage_delta=None, aci_gamma=0.01)
+    ``coverage_delta``: error of the anytime-valid coverage sequence (default: the monitor's ``delta``);
+    ``aci_gamma``: the ACI step size.
     """
 
     coverage_delta: float | None = None
@@ -285,32 +233,25 @@ class ConformalMonitor:
     calibration : RetrievalCalibration or AnswerSetCalibration
         The calibration the monitored retriever uses.
     reference : iterable of float
-        The raw statistic (see ``statistic``) of each reference question, computed as the
-        stream's is (:func:`monitor_statistic`); :meth:`from_observations` computes it from the
-        questions' pools. The reference must come from the live query population (every
-        question of the calibration file, answerable or not, asked of the same retriever).
+        Each reference question's raw statistic, computed like the stream's (:func:`monitor_statistic`;
+        :meth:`from_observations` does it). Draw it from the live query population: every question,
+        answerable or not, asked of the same retriever.
     statistic : {"top1", "gap", "set_size"}, default "top1"
-        ``top1`` and ``gap`` are fixed functions of a query's host scores, so calibration and
-        stream statistics are exchangeable when the questions are. ``set_size`` uses the
-        threshold fitted on the calibration questions, so their own set sizes are slightly
-        favoured; prefer a reference of questions not used for the threshold with it.
+        ``top1`` and ``gap`` are fixed functions of the host scores, exchangeable when the questions
+        are. ``set_size`` uses the fitted threshold, which slightly favours the calibration questions;
+        prefer a reference of questions not used for the threshold.
     delta : float, default 0.01
-        False-alarm probability of the first run; the alarm is at ``M_t >= 1/delta``. The
-        ``k``-th :meth:`restart` tests at ``delta / 2**k``.
+        False-alarm probability of the first run (alarm at ``M_t >= 1/delta``); restart ``k`` uses ``delta / 2**k``.
     jump : float, default 0.01
         Simple Jumper switching rate.
     seed : int, default 0
-        Seed of the tie-breaking uniforms of the smoothed p-values, fixed here and saved: a
-        replay, and every restarted run, draws from it (query ``i`` of the stream draws the
-        ``i``-th uniform).
+        Seed of the p-values' tie-breaking uniforms, saved; query ``i`` draws the ``i``-th uniform in
+        every run and replay.
     coverage : CoverageTracking, optional
-        How labelled queries are followed: ``coverage_delta``, the error of the coverage
-        confidence sequence (default ``delta``), and ``aci_gamma`` (default 0.005), the step
-        size of adaptive conformal inference.
+        ``coverage_delta`` (default ``delta``) and ``aci_gamma`` (default 0.005) for labelled queries.
     grouped : bool, optional
-        For a per-group calibration: whether the monitored retriever serves each query its
-        group's threshold (``group=``/``group_by=``; the default) or the pooled one (``False``).
-        A ``set_size`` query or a labelled nonconformity that was served the other way is refused.
+        Per-group calibration: whether the retriever serves each query its group's threshold (the
+        default) or the pooled one (``False``). Set sizes or labels served the other way are refused.
 
     Examples
     --------
@@ -384,36 +325,29 @@ class ConformalMonitor:
         unit: str | None = None,
         **kwargs: Any,
     ) -> ConformalMonitor:
-        """Build the reference from the reference questions' pools, with :func:`monitor_statistic`.
-
-        Each item is one question's candidate scores: a :class:`ServedScores` from
-        ``ConformalRetriever.pool_scores(question)`` (the retriever's own scores, unit and group:
-        the reference is then computed exactly like the stream), a ``PoolObservation`` of the
-        calibration, or a list of the host's scores (any order; sorted best first here). Draw the
-        questions from the live query population: every question of the calibration file,
-        answerable or not.
+        """Build the monitor with a reference computed from the reference questions' pools by :func:`monitor_statistic`.
 
         Parameters
         ----------
         calibration : RetrievalCalibration or AnswerSetCalibration
         observations : sequence
-            See above.
+            Per question: a :class:`ServedScores` from ``ConformalRetriever.pool_scores(question)`` (scores,
+            unit and group as served), a ``PoolObservation`` of the calibration, or a list of host scores
+            (any order). Use every question of the live population, answerable or not.
         groups : sequence of str, None or "calibration", default "calibration"
-            Per-group calibrations only. The group of each observation (its set size is taken at
-            that group's threshold, as the retriever serves it). ``"calibration"`` takes it from each
-            :class:`ServedScores`, or from the calibration's own record of a ``PoolObservation``'s
-            question. ``None``: the retriever is used without groups (pooled threshold).
+            Per-group calibrations only: each observation's group (its set size is taken at that group's
+            threshold). ``"calibration"`` reads it from each :class:`ServedScores` or the calibration's record
+            of a ``PoolObservation``'s question; ``None``: a retriever without groups (pooled threshold).
         unit : str, optional
-            The unit of plain score lists: ``"chunk"`` (the default) or, for a parent-level
-            calibration, ``"parent:max"``/``"parent:sum"`` to confirm that the lists hold parent scores.
+            Unit of plain score lists: ``"chunk"`` (default), or ``"parent:max"``/``"parent:sum"`` to confirm
+            parent scores for a parent-level calibration.
         **kwargs
             The other arguments of :class:`ConformalMonitor`.
 
         Raises
         ------
         ConformalError
-            Chunk scores for a parent-level calibration (or the other way round), or a
-            ``set_size`` reference whose questions' groups are not known.
+            Scores at another unit than the calibration's, or a ``set_size`` reference with unknown groups.
 
         Examples
         --------
@@ -521,10 +455,10 @@ class ConformalMonitor:
 
     # ------------------------------------------------------------------ updates
     def check_calibration(self, calibration: RetrievalCalibration | Any) -> None:
-        """Raise unless ``calibration`` is the one this monitor was built for.
+        """Raise unless ``calibration`` is this monitor's.
 
-        Raises :class:`~conformal_rag_plugins.core.errors.FingerprintMismatchError` for another
-        pipeline and :class:`CalibrationError` for another calibration of the same pipeline.
+        ``FingerprintMismatchError`` for another pipeline, :class:`CalibrationError` for another
+        calibration of the same pipeline.
         """
         if any(calibration is c for c in self._verified):
             return
@@ -546,7 +480,7 @@ class ConformalMonitor:
             self._verified.append(calibration)
 
     def _served_group(self, group: Any, what: str) -> str | None:
-        """The query's group, checked against how the reference was served (``what``: the value that depends on it)."""
+        """The query's group, checked against how the reference was served (``what`` names the value in errors)."""
         has_groups = bool(getattr(self.calibration, "groups_", None))
         if group is not None:
             if not has_groups:
@@ -576,10 +510,9 @@ class ConformalMonitor:
     ) -> MonitorUpdate:
         """Update with one query's candidate scores (best first).
 
-        The statistic is :func:`monitor_statistic` of ``scores`` for the query's ``group`` (the
-        group whose threshold the retriever served; ``None`` without groups), the function the
-        reference was computed with. ``set_size`` (what the retrievers pass) must agree with it.
-        ``calibration`` (also passed by the retrievers) is checked to be the monitor's own.
+        The statistic is :func:`monitor_statistic` for ``group`` (the group whose threshold was served;
+        ``None`` without groups). ``set_size`` must agree with it, and ``calibration`` must be the
+        monitor's own (the retrievers pass both).
         """
         if calibration is not None:
             self.check_calibration(calibration)
@@ -607,23 +540,16 @@ class ConformalMonitor:
             return MonitorUpdate(len(self.stream) - 1, value, p, _exp(run.test.log_path[-1]), self.alarm)
 
     def restart(self) -> ConformalMonitor:
-        """Begin a new run after an alarm, at ``delta / 2**k`` for the ``k``-th restart.
+        """Begin a new run after an alarm, testing at ``delta / 2**k`` for the ``k``-th restart.
 
-        The new run's p-values are computed against the reference (plus its own queries), not
-        the queries before the restart, and its martingale starts at 1. The restart is recorded in
-        the state (:attr:`runs`); the seed stays the one fixed at creation and the uniforms go on
-        from the stream position. Halving ``delta`` at every restart keeps the false-alarm
-        probability of all restarted runs together below ``delta``, however many there are.
+        The new run's martingale starts at 1 and its p-values use the reference plus its own queries only.
+        The seed stays the creation one, the uniforms continue from the stream position, and the restart
+        is recorded in :attr:`runs`. Halving ``delta`` keeps all runs together below ``delta``.
 
         Raises
         ------
         ConformalError
-            The current run has not raised an alarm (nothing to restart).
-
-        Examples
-        --------
-        >>> monitor.restart().delta  # doctest: +SKIP
-        0.005
+            The current run has not raised an alarm.
         """
         with self._lock:
             if not self.alarm:
@@ -657,14 +583,12 @@ class ConformalMonitor:
         covered : bool, optional
             Whether the returned set held a gold chunk (user feedback, a judge).
         nonconformity : float, optional
-            The gold chunk's nonconformity on the calibration's scale (``+inf`` = not in the
-            pool). It gives ``covered`` (finite and ``<=`` the threshold served for the query's
-            ``group``) and drives adaptive conformal inference: ``err_t`` is whether the set at
-            the current :attr:`aci_alpha` missed. A gold chunk outside the pool is a miss even at
-            a ``+inf`` threshold. Without it only the coverage confidence sequence moves.
+            The gold chunk's nonconformity (``+inf``: not in the pool). It sets ``covered`` (finite and
+            ``<=`` the threshold served for ``group``) and drives ACI (``err_t``: the set at the current
+            :attr:`aci_alpha` missed; a gold outside the pool misses even at a ``+inf`` threshold). Without
+            it only the coverage sequence moves.
         group : str, optional
-            The query's group, for a per-group calibration: the hit is judged against that
-            group's threshold (``None``: the pooled threshold, for a retriever used without groups).
+            Per-group calibration: the query's group, whose threshold judges the hit (``None``: pooled).
         """
         if nonconformity is not None:
             group = self._served_group(group, "label")
@@ -697,11 +621,10 @@ class ConformalMonitor:
 
     @property
     def aci_miss_rate(self) -> float:
-        """Share of the labels with a nonconformity whose ACI set missed (``nan`` before any).
+        """Share of labels with a nonconformity whose ACI set missed (``nan`` before any).
 
-        The set at ``alpha_t <= 0`` keeps every candidate, but a gold chunk outside the pool is
-        still a miss, so this is the served sets' real miss rate; when it stays above ``alpha``
-        the pool itself is too small.
+        A gold outside the pool misses even at ``alpha_t <= 0`` (keep all), so this is the served sets'
+        real miss rate; staying above ``alpha`` means the pool itself is too small.
         """
         with self._lock:
             return sum(self.aci_errors) / len(self.aci_errors) if self.aci_errors else math.nan
@@ -729,9 +652,8 @@ class ConformalMonitor:
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self, *, signing_key: str | bytes | None = None) -> dict[str, Any]:
-        """JSON-ready state with the schema version, a SHA-256 checksum and, with a key, an HMAC signature.
+        """JSON-ready state with schema version and SHA-256 checksum; HMAC-signed only with an explicit ``signing_key``.
 
-        Like the calibrations' ``to_dict``, this signs only with an explicit ``signing_key``;
         :meth:`save` also reads ``$CONFORMAL_RAG_SIGNING_KEY``.
         """
         with self._lock:
@@ -766,18 +688,17 @@ class ConformalMonitor:
     def from_dict(
         cls, data: dict[str, Any], calibration: RetrievalCalibration | Any, *, signing_key: str | bytes | None = None
     ) -> ConformalMonitor:
-        """Verify a dict from :meth:`to_dict` for ``calibration``, replay it and check every stored value.
+        """Verify a :meth:`to_dict` state for ``calibration``, replay it and check every stored value.
 
-        With ``signing_key`` a state without a valid signature is refused: a checksum anybody can
-        recompute after cutting the stream before its alarm or changing ``delta``, a signature
-        only the key holder can. A schema 1 state (before restarts and signatures) loads with a
+        With ``signing_key`` an unsigned or wrongly signed state is refused (a checksum anybody can
+        recompute after cutting the stream or changing ``delta``). A schema 1 state loads with a
         :class:`UserWarning`, and is refused when a key is given.
 
         Raises
         ------
         CalibrationIntegrityError
-            Wrong kind, version, checksum, signature or field; or a stored p-value, martingale
-            value, alarm, ``delta`` of a run or ACI level that the replay does not reproduce.
+            Wrong kind, version, checksum, signature or field; or a stored p-value, martingale value,
+            alarm, run ``delta`` or ACI level that the replay does not reproduce.
         FingerprintMismatchError, CalibrationError
             The file belongs to another calibration.
         """
@@ -841,10 +762,9 @@ class ConformalMonitor:
     def save(self, path: str | Path, *, signing_key: str | bytes | None = None) -> Path:
         """Write the state as JSON (never pickle), atomically.
 
-        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) the state carries an HMAC-SHA256
-        signature, and :meth:`load` with the key refuses a state that was edited (a stream cut
-        before its alarm, another ``delta``, an erased alarm). Without a key only the checksum is
-        written, which anybody can recompute: only a signature proves that a state is unchanged.
+        Signed (HMAC) with ``signing_key`` or ``$CONFORMAL_RAG_SIGNING_KEY``: only a signature, checked by
+        :meth:`load` with the key, proves the state unedited (no stream cut before its alarm, no other
+        ``delta``, no erased alarm); the checksum anybody can recompute.
         """
         return write_json(path, self.to_dict(signing_key=resolve_signing_key(signing_key)))
 
@@ -852,10 +772,7 @@ class ConformalMonitor:
     def load(
         cls, path: str | Path, calibration: RetrievalCalibration | Any, *, signing_key: str | bytes | None = None
     ) -> ConformalMonitor:
-        """Read, verify and replay a file from :meth:`save`; refuse it for another calibration.
-
-        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) a state without a valid
-        signature is refused.
+        """Read, verify and replay a :meth:`save` file; refused for another calibration, or unsigned when a key is set.
 
         Examples
         --------

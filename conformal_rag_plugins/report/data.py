@@ -1,11 +1,8 @@
-"""The numbers behind the calibration report's figures, computed from held-out candidate pools.
+"""The numbers behind the calibration report's figures, from held-out candidate pools.
 
-Every function takes a calibration (its stored scores) and the held-out questions' pools
-(:class:`~conformal_rag_plugins.evaluation.retrieval_trials.PoolObservation`) and returns a small
-frozen dataclass with a ``to_dict()`` for ``report.json``; :mod:`~conformal_rag_plugins.report.plots`
-draws them. Thresholds come from :func:`~conformal_rag_plugins.core.quantile.conformal_quantile`
-on the calibration's own scores; nothing is re-fitted on the held-out questions, except the
-CONFLARE baseline, which is cross-fitted on two halves of them (its rule needs gold distances).
+Thresholds are :func:`~conformal_rag_plugins.core.quantile.conformal_quantile` of the calibration's
+own scores; nothing is re-fitted on the held-out questions except the CONFLARE baseline, which is
+cross-fitted on two halves of them (its rule needs gold distances).
 """
 
 from __future__ import annotations
@@ -65,13 +62,11 @@ def _check_observations(observations: Sequence[PoolObservation]) -> list[PoolObs
 
 @dataclass(frozen=True)
 class CoverageGrid:
-    """Held-out coverage against the target 1 - alpha on a grid of levels, with the exact band.
+    """Held-out coverage against 1 - alpha on a grid of levels, with the exact band.
 
-    ``thresholds[i]`` is ``conformal_quantile(scores_, 1 - levels[i])``; ``band_low``/``band_high``
-    are NaN where that threshold is ``+inf`` (no guarantee, the whole pool is kept).
-    ``ranks[i]`` is the finite-sample rank ``ceil((n+1) levels[i])`` and ``n_at_or_below[i]``
-    the number of calibration scores ``<= thresholds[i]``: more than the rank when scores tie
-    at the threshold, which lifts coverage (see :func:`tie_levels`).
+    ``band_low``/``band_high`` are NaN where the threshold is ``+inf`` (no guarantee, whole pool kept).
+    ``ranks[i]`` is ``ceil((n+1) levels[i])``; ``n_at_or_below[i]`` above it means ties at the
+    threshold, which lift coverage (see :func:`tie_levels`).
     """
 
     levels: tuple[float, ...]
@@ -98,14 +93,7 @@ def coverage_grid(
     observations: Sequence[PoolObservation],
     levels: Sequence[float] = DEFAULT_LEVELS,
 ) -> CoverageGrid:
-    """Threshold from the calibration's stored scores at every level, and held-out coverage.
-
-    Examples
-    --------
-    >>> grid = coverage_grid(cal, heldout_observations)  # doctest: +SKIP
-    >>> grid.coverage[grid.levels.index(0.9)]  # doctest: +SKIP
-    0.91
-    """
+    """Thresholds from the calibration's stored scores at every level, and their held-out coverage."""
     obs = _check_observations(observations)
     grid = sorted({round(float(x), 6) for x in levels} | {round(calibration.confidence_level_, 6)})
     cov, low, high, qs, sizes, ranks, at_or_below = [], [], [], [], [], [], []
@@ -132,11 +120,10 @@ def coverage_grid(
 class Verdict:
     """Whether held-out coverage at one level is what a correct calibration gives.
 
-    ``status`` is ``"inside"`` (inside the 95% band: consistent with the guarantee),
-    ``"below"`` (below it: not consistent), ``"above"`` (above it: the guarantee, a lower
-    bound, is not contradicted; ``text`` says why, e.g. ties at the threshold) or
-    ``"no_band"`` (the threshold is ``+inf`` because the calibration is too small for the
-    level: nothing to check). ``consistent`` is ``True``, ``False`` or ``None`` accordingly.
+    ``status``: ``"inside"`` the 95% band (consistent), ``"below"`` (not consistent), ``"above"``
+    (the guarantee is a lower bound, so not contradicted; ``text`` says why, e.g. ties) or
+    ``"no_band"`` (threshold ``+inf``: calibration too small for the level). ``consistent`` is
+    ``True``, ``False`` or ``None`` accordingly.
     """
 
     status: str
@@ -156,17 +143,9 @@ class Verdict:
 
 @dataclass(frozen=True)
 class ThresholdRank:
-    """The threshold a verdict checks, its finite-sample rank, and the calibration scores that reach it.
+    """The threshold a verdict checks, its rank ``ceil((n + 1)(1 - alpha))`` and the calibration scores ``<=`` it.
 
-    Attributes
-    ----------
-    threshold : float, default 0.0
-        The threshold checked (``+inf`` keeps the whole pool).
-    rank : int, optional
-        The finite-sample rank ``ceil((n + 1)(1 - alpha))``.
-    n_at_or_below : int, optional
-        How many calibration scores are ``<=`` the threshold; more than ``rank`` means ties
-        at the threshold, which explain coverage above the band.
+    More scores at or below than ``rank`` means ties at the threshold, which explain coverage above the band.
 
     Examples
     --------
@@ -194,20 +173,8 @@ def coverage_verdict(
 ) -> Verdict:
     """The verdict line for held-out ``coverage`` at ``target`` = 1 - alpha, against its 95% ``band``.
 
-    Parameters
-    ----------
-    coverage, target : float
-        Held-out coverage and the level it was calibrated for.
-    band : (low, high)
-        :func:`~conformal_rag_plugins.core.coverage_band.split_conformal_band`; NaN when the
-        rank exceeds ``n_calibration`` (threshold ``+inf``).
-    n_test, n_calibration : int
-    threshold : ThresholdRank, optional
-        The threshold checked (``+inf`` keeps the whole pool), its rank and the calibration
-        scores ``<=`` it; more scores than the rank means ties at the threshold, which explain
-        coverage above the band. By default ``0.0`` with neither count known.
-    stage : str
-        Prefix of the text, e.g. ``"retrieval-stage "``.
+    ``band`` is NaN when the rank exceeds ``n_calibration`` (threshold ``+inf``); ``stage`` prefixes
+    the text (e.g. ``"retrieval-stage "``).
 
     Examples
     --------
@@ -258,13 +225,7 @@ def coverage_verdict(
 
 
 def grid_verdict(grid: CoverageGrid, stage: str = "") -> Verdict:
-    """The :func:`coverage_verdict` of ``grid`` at its calibrated level.
-
-    Examples
-    --------
-    >>> grid_verdict(coverage_grid(cal, heldout_observations)).status  # doctest: +SKIP
-    'inside'
-    """
+    """The :func:`coverage_verdict` of ``grid`` at its calibrated level."""
     at = grid.levels.index(grid.calibrated_level)
     return _level_verdict(grid, at, stage)
 
@@ -302,15 +263,9 @@ class TieLevel:
 def tie_levels(grid: CoverageGrid) -> list[TieLevel]:
     """The grid levels above their band, each explained (ties at the threshold or not).
 
-    With a discrete score (``rank``) or one that many questions share (``relative``: every
-    question whose gold is ranked first scores 0), the threshold at a low level is that shared
-    value, ``n_at_or_below`` calibration scores reach it where the rank needs fewer, and the
-    set keeps them all: coverage is lifted to about ``n_at_or_below / (n + 1)``.
-
-    Examples
-    --------
-    >>> [t.level for t in tie_levels(coverage_grid(cal, heldout_observations))]  # doctest: +SKIP
-    [0.5, 0.55, 0.6]
+    With a discrete score (``rank``) or a shared value (``relative``: gold ranked first scores 0), the
+    threshold at a low level is that value, more than the rank of the scores reach it, and coverage is
+    lifted to about ``n_at_or_below / (n + 1)``.
     """
     out = []
     for i, level in enumerate(grid.levels):
@@ -400,15 +355,8 @@ def set_size_comparison(
 ) -> SetSizeComparison:
     """Held-out set sizes of the calibrated threshold, of fixed top-k, and of CONFLARE's rule.
 
-    CONFLARE's percentile rule needs gold distances, which a calibration file of another
-    score family does not store, so it is cross-fitted on two seeded halves of the held-out
-    questions at the same alpha (misses dropped, as CONFLARE does).
-
-    Examples
-    --------
-    >>> sizes = set_size_comparison(cal, heldout_observations)  # doctest: +SKIP
-    >>> sizes.histogram("conformal")  # doctest: +SKIP
-    {1: 40, 2: 31, ...}
+    CONFLARE needs gold distances, which another score family's calibration does not store, so it is
+    cross-fitted on two seeded halves of the held-out questions at the same alpha (misses dropped).
     """
     obs = _check_observations(observations)
     pool = max(calibration.pool_size_, max(len(o.scores) for o in obs))
@@ -479,12 +427,10 @@ def score_distribution(
 
 @dataclass(frozen=True)
 class AnswerSetSummary:
-    """An answer-set calibration: the generator's coverage ceiling and, per combination method,
-    the retrieval sets (chunks given to the generator) on the held-out questions.
+    """An answer-set calibration's coverage ceiling and, per combination method, its held-out retrieval sets.
 
-    ``methods[name]`` holds ``alpha_retrieval``, ``alpha_generation``, both stage thresholds,
-    ``guaranteed``, the held-out retrieval ``coverage``, ``mean_size`` and ``sizes``; a method
-    that cannot be computed from these scores has an ``error`` instead.
+    ``methods[name]`` holds both alphas and thresholds, ``guaranteed``, ``coverage``, ``mean_size`` and
+    ``sizes``, or ``error`` when it cannot be computed from these scores.
     """
 
     alpha: float
@@ -510,14 +456,8 @@ def answer_set_summary(
 ) -> AnswerSetSummary:
     """Recompute every combination method (Bonferroni, PAC, HMP) from the calibration's two stages' scores.
 
-    The calibrated method keeps its own settings; the others use the equal split of alpha,
-    ``delta`` for PAC (the calibration's own when it is PAC) and weight 0.5 for HMP.
-
-    Examples
-    --------
-    >>> summary = answer_set_summary(answer_cal, heldout_observations)  # doctest: +SKIP
-    >>> summary.coverage_ceiling  # doctest: +SKIP
-    0.8
+    The calibrated method keeps its settings; the others use the equal alpha split, ``delta`` for PAC
+    (the calibration's own when it is PAC) and weight 0.5 for HMP.
     """
     from ..answer_sets.calibration import ANSWER_SET_METHODS, AnswerSetCalibration
     from ..answer_sets.options import SplitOptions

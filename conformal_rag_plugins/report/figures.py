@@ -19,19 +19,13 @@ def build_figures(
     observations: Sequence[PoolObservation],
     answer_sets: AnswerSetCalibration | None = None,
 ) -> tuple[list[Figure], dict[str, Any]]:
-    """The figures (PNG bytes) and the JSON-ready numbers behind them (keys ``verdict``, ``tie_levels``,
-    ``coverage``, ``set_sizes``, ``scores`` and, for an answer-set calibration, ``answer_sets``).
+    """The figures (PNG bytes) and the JSON-ready numbers behind them.
 
-    ``verdict`` says whether held-out coverage at the calibrated level lies inside its exact 95%
-    band (:func:`~conformal_rag_plugins.report.data.coverage_verdict`); ``tie_levels``
-    lists the grid levels above their band, each explained.
+    Keys: ``verdict``, ``tie_levels``, ``coverage``, ``set_sizes``, ``scores`` and, for an answer-set calibration,
+    ``answer_sets``.
 
-    For an answer-set calibration the set-size and score figures are those of its retrieval
-    stage at ``alpha_retrieval``; the coverage grid uses the retrieval stage's stored scores.
-
-    Examples
-    --------
-    >>> figures, numbers = build_figures(cal, heldout_observations)  # doctest: +SKIP
+    For an answer-set calibration everything but ``answer_sets`` is its retrieval stage's (at
+    ``alpha_retrieval``, from its stored scores).
     """
     from . import data as report_data
     from . import plots

@@ -2,11 +2,6 @@
 
 Each function takes a fitted calibration and held-out pools and returns a matplotlib ``Figure``;
 ``conformal-rag report`` draws the same figures onto its page.
-
-Examples
---------
->>> from conformal_rag_plugins.report.notebook import scores_figure  # doctest: +SKIP
->>> scores_figure(calibration)  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -43,19 +43,9 @@ def render_page(
 ) -> str:
     """The HTML text: the verdict, the summary and host tables, then every figure as an embedded PNG.
 
-    Parameters
-    ----------
-    title : str
-    summary : sequence of (name, value)
-        Rows of the summary table (``id="summary"``).
-    figures : sequence of Figure
-        Each as ``<img src="data:image/png;base64,...">``.
-    verdict : (status, text), optional
-        The line at the top (``<p id="verdict" class="verdict STATUS">``).
-    host : sequence of (name, value)
-        Rows of the host table (``id="host"``).
-    tie_notes : sequence of str
-        One item per level above its band, listed after the coverage figure (``id="ties"``).
+    ``verdict`` is ``(status, text)`` for ``<p id="verdict" class="verdict STATUS">``; ``summary``
+    and ``host`` are ``(name, value)`` rows (tables ``id="summary"``/``id="host"``); ``tie_notes``
+    lists the levels above their band after the coverage figure (``id="ties"``).
 
     Examples
     --------

@@ -1,10 +1,7 @@
-"""Figures of a calibration (matplotlib, the optional ``plots`` extra), framework-free.
+"""Figures of a calibration (optional ``plots`` extra): each ``plot_*`` draws numbers from :mod:`.data`.
 
-Every ``plot_*`` function takes numbers already computed by
-:mod:`~conformal_rag_plugins.report.data` and returns a matplotlib ``Figure``
-drawn on the non-interactive Agg canvas (no ``pyplot`` state, so it works in scripts,
-servers and notebooks alike; a notebook shows a returned figure). :func:`figure_png`
-turns one into PNG bytes.
+Figures are on the non-interactive Agg canvas (no ``pyplot`` state: scripts, servers and
+notebooks alike); :func:`figure_png` gives PNG bytes.
 """
 
 from __future__ import annotations
@@ -18,17 +15,7 @@ from .data import AnswerSetSummary, CoverageGrid, ScoreDistribution, SetSizeComp
 
 
 def new_figure(width: float = 7.0, height: float = 4.2) -> Any:
-    """An empty matplotlib ``Figure`` on an Agg canvas.
-
-    Raises
-    ------
-    ConformalError
-        matplotlib is not installed: ``pip install 'conformal-rag-plugins[plots]'``.
-
-    Examples
-    --------
-    >>> fig = new_figure()  # doctest: +SKIP
-    """
+    """An empty matplotlib ``Figure`` on an Agg canvas (without matplotlib: ConformalError naming the extra)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -42,25 +29,14 @@ def new_figure(width: float = 7.0, height: float = 4.2) -> Any:
 
 
 def figure_png(fig: Any) -> bytes:
-    """The figure as PNG bytes.
-
-    Examples
-    --------
-    >>> figure_png(plot_scores(score_distribution(cal)))[:4]  # doctest: +SKIP
-    b'\\x89PNG'
-    """
+    """The figure as PNG bytes."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
 
 
 def plot_coverage(grid: CoverageGrid) -> Any:
-    """Held-out coverage against the target 1 - alpha, with the exact split-conformal 95% band.
-
-    Examples
-    --------
-    >>> fig = plot_coverage(coverage_grid(cal, heldout_observations))  # doctest: +SKIP
-    """
+    """Held-out coverage against the target 1 - alpha, with the exact split-conformal 95% band."""
     fig = new_figure()
     ax = fig.add_subplot()
     levels = list(grid.levels)
@@ -98,14 +74,9 @@ def plot_coverage(grid: CoverageGrid) -> Any:
 
 
 def plot_set_sizes(comparison: SetSizeComparison) -> Any:
-    """Set-size distribution of the conformal threshold beside fixed top-k and CONFLARE's rule.
+    """Set sizes of the conformal threshold beside fixed top-k and CONFLARE's rule.
 
-    Left: histograms of the conformal and CONFLARE set sizes, top-k as vertical lines.
-    Right: mean set size of every rule, labelled with its held-out coverage.
-
-    Examples
-    --------
-    >>> fig = plot_set_sizes(set_size_comparison(cal, heldout_observations))  # doctest: +SKIP
+    Left: conformal and CONFLARE histograms, top-k as lines; right: every rule's mean size and coverage.
     """
     fig = new_figure(9.5, 4.5)
     left, right = fig.subplots(1, 2, width_ratios=[3, 2])
@@ -145,17 +116,11 @@ def _ecdf(scores: tuple[float, ...], total: int) -> tuple[list[float], list[floa
 
 
 def plot_scores(distribution: ScoreDistribution) -> Any:
-    """Empirical CDF of the calibration scores (and held-out ones), with the threshold and the target.
+    """Empirical CDF of the calibration (and held-out) scores, with the threshold and the target.
 
-    An ECDF, not a histogram: scores that many questions share (with the ``relative`` score
-    every question whose gold is ranked first scores 0) show as a jump of that height instead
-    of one spike. The share of questions is over every question, misses (score ``+inf``)
-    included, so the curve ends below 1 by the share of misses. The threshold is where the
-    calibration curve first reaches the finite-sample rank ``ceil((n+1)(1-alpha)) / n``.
-
-    Examples
-    --------
-    >>> fig = plot_scores(score_distribution(cal))  # doctest: +SKIP
+    An ECDF, so a shared score (``relative``: gold ranked first scores 0) is a jump, not a spike.
+    Shares are over every question, so the curve ends below 1 by the misses' share (``+inf``);
+    the threshold is where it first reaches the rank ``ceil((n+1)(1-alpha)) / n``.
     """
     fig = new_figure()
     ax = fig.add_subplot()
@@ -196,12 +161,7 @@ def plot_scores(distribution: ScoreDistribution) -> Any:
 
 
 def plot_answer_sets(summary: AnswerSetSummary) -> Any:
-    """The generator's coverage ceiling against its target, and retrieval set sizes per method.
-
-    Examples
-    --------
-    >>> fig = plot_answer_sets(answer_set_summary(answer_cal, heldout_observations))  # doctest: +SKIP
-    """
+    """The generator's coverage ceiling against its target, and retrieval set sizes per method."""
     fig = new_figure(9.0, 4.2)
     left, right = fig.subplots(1, 2, width_ratios=[1, 2])
     left.bar(["coverage ceiling"], [summary.coverage_ceiling], color="tab:purple", alpha=0.7)

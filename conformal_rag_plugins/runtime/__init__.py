@@ -1,8 +1,6 @@
-"""Small runtime pieces every layer may use: cache paths, retries, run-sync, JSON caches, JSON parsing of LLM output,
-atomic file writes, OpenAI settings.
+"""Small runtime pieces every layer may use: paths, retries, run-sync, caches, LLM JSON, atomic writes, OpenAI settings.
 
-This package imports nothing else from the library, so ``core``, ``calibration``,
-``generation``, the adapters and the command line can all depend on it without cycles.
+It imports nothing else from the library, so every layer can depend on it without cycles.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Write output files atomically, and check output paths before any long work starts.
+"""Write output files atomically, and check output paths before long work starts.
 
-A file is written to a temporary sibling (same directory, so the same file system) and
-moved over the target with :func:`os.replace` only once it is complete: a crash, a full
-disk or an exception half-way leaves the previous file (or no file), never a partial one.
-
-The checks raise plain :class:`OSError` subclasses carrying ``filename`` (this package
-imports nothing else from the library); the command line reports them in one line.
+A temporary sibling (same file system) is moved over the target with :func:`os.replace` only when
+complete: a crash or full disk leaves the previous file (or none), never a partial one. The checks
+raise plain :class:`OSError` subclasses with ``filename`` (this package imports nothing else from
+the library); the command line reports them in one line.
 """
 
 from __future__ import annotations
@@ -23,37 +21,16 @@ def _temp_sibling(path: Path) -> Path:
 
 
 def check_output_file(path: str | Path) -> Path:
-    """Check that a file can be written at ``path``, without creating it.
+    """Check, without creating it, that a file can be written at ``path``.
 
-    The parent directory must exist and be writable, and ``path`` must not be a directory.
-
-    Parameters
-    ----------
-    path : str or Path
-        The output file.
-
-    Returns
-    -------
-    Path
-
-    Raises
-    ------
-    FileNotFoundError
-        The parent directory does not exist.
-    NotADirectoryError
-        The parent is not a directory.
-    IsADirectoryError
-        ``path`` is a directory.
-    PermissionError
-        The parent directory, or an existing ``path``, is not writable.
+    Raises ``FileNotFoundError`` (no parent directory), ``NotADirectoryError`` (parent not a
+    directory), ``IsADirectoryError`` (``path`` is one) or ``PermissionError`` (parent or existing
+    file not writable).
 
     Examples
     --------
     >>> import tempfile
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> check_output_file(folder / "out.json").name
-    'out.json'
-    >>> check_output_file(folder / "missing" / "out.json")
+    >>> check_output_file(Path(tempfile.mkdtemp()) / "missing" / "out.json")
     Traceback (most recent call last):
     ...
     FileNotFoundError: [Errno 2] output directory ...missing does not exist: '...out.json'
@@ -76,21 +53,8 @@ def check_output_file(path: str | Path) -> Path:
 def check_output_dir(path: str | Path) -> Path:
     """Check that ``path`` is, or can be created as, a writable directory (nothing is created).
 
-    Missing parents are fine (they will be created): the closest existing ancestor must be
-    a writable directory.
-
-    Raises
-    ------
-    NotADirectoryError
-        ``path`` or an ancestor exists and is not a directory.
-    PermissionError
-        The directory (or the ancestor it would be created in) is not writable.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> check_output_dir(Path(tempfile.mkdtemp()) / "new" / "dir").name
-    'dir'
+    Missing parents are fine: the closest existing ancestor must be a writable directory
+    (``NotADirectoryError``, ``PermissionError`` otherwise).
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -109,10 +73,9 @@ def check_output_dir(path: str | Path) -> Path:
 
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary sibling of ``path`` to write; move it over ``path`` when the block succeeds.
+    """Yield a temporary sibling of ``path`` to write, moved over ``path`` when the block succeeds.
 
-    On an exception the temporary file is removed and ``path`` is left as it was. Use it
-    for writers that take a path (``save(path)`` methods).
+    On an exception it is removed and ``path`` is left as it was; for writers taking a path.
 
     Examples
     --------
@@ -137,20 +100,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 
 def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:
-    """Write ``text`` to ``path`` atomically (temporary sibling, flush, fsync, :func:`os.replace`).
-
-    The file gets the usual permissions (``0o666`` minus the umask), as with :func:`open`.
-
-    Returns
-    -------
-    Path
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> atomic_write_text(Path(tempfile.mkdtemp()) / "r.json", "{}\\n").read_text()
-    '{}\\n'
-    """
+    """Write ``text`` atomically (temporary sibling, fsync, :func:`os.replace`), with :func:`open`'s permissions."""
     path = Path(path)
     with atomic_path(path) as tmp:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)

@@ -1,12 +1,10 @@
 """Warnings that point at the user's line, not at the library or the event loop that ran it.
 
-A warning raised inside a coroutine that :func:`~conformal_rag_plugins.runtime.run_sync.run_sync`
-runs would, with a fixed ``stacklevel``, name ``asyncio/events.py``. :func:`warn_at_caller`
-walks out of this package, ``asyncio``, ``concurrent.futures`` and ``threading`` to the first
-frame of the caller (what ``skip_file_prefixes`` does on Python 3.12, which 3.10 and 3.11 lack).
-When ``run_sync`` runs the coroutine on a worker thread (a loop was already running), that
-thread's stack ends in ``threading``; the walk then continues from the frame that called
-``run_sync``, which ``run_sync`` records in a context variable the thread inherits.
+:func:`warn_at_caller` walks out of this package, ``asyncio``, ``concurrent.futures`` and
+``threading`` to the caller's first frame (Python 3.12's ``skip_file_prefixes``, missing in 3.10
+and 3.11); a fixed ``stacklevel`` would name ``asyncio/events.py``. On ``run_sync``'s worker
+thread the walk continues from the frame that called ``run_sync``, recorded in a context
+variable the thread inherits.
 """
 
 from __future__ import annotations
@@ -52,9 +50,8 @@ def _first_outside(frame: FrameType | None) -> FrameType | None:
 def warn_at_caller(message: str, category: type[Warning]) -> None:
     """``warnings.warn(message, category)`` attributed to the first frame outside the library.
 
-    Filters, ``-W`` options and the once-per-location registry apply as for ``warnings.warn``
-    at that frame. When no such frame exists (a bare thread), the warning names the caller of
-    the function that called this, as ``stacklevel=2`` there would.
+    Filters and the once-per-location registry apply at that frame; without such a frame (a bare
+    thread) it names the caller's caller, as ``stacklevel=2`` there would.
 
     Examples
     --------

@@ -1,10 +1,8 @@
 """Read a JSON object out of free LLM text, without ``eval``.
 
-LLM outputs wrap JSON in code fences, add prose before or after it, and base models
-often keep going and write more few-shot examples after the first object.
-:func:`parse_json_object` scans for the first *balanced* ``{...}`` (braces inside
-JSON strings, including escaped quotes, do not count) that :func:`json.loads`
-accepts as an object, and returns it; later objects are ignored.
+LLM output wraps JSON in code fences and prose, and base models keep writing more few-shot
+examples: :func:`parse_json_object` returns the first *balanced* ``{...}`` (braces in strings,
+escaped quotes included, do not count) that :func:`json.loads` accepts as an object.
 """
 
 from __future__ import annotations
@@ -60,20 +58,7 @@ def iter_balanced_objects(text: str) -> Iterator[str]:
 
 
 def parse_json_object(text: str | None) -> dict[str, Any] | None:
-    """The first JSON object in ``text``, or ``None`` when there is none.
-
-    Tolerates code fences, prose around the object and trailing text (such as more
-    generated examples). Balanced spans that are not valid JSON objects are skipped.
-    Never evaluates code.
-
-    Parameters
-    ----------
-    text : str or None
-        Raw LLM output.
-
-    Returns
-    -------
-    dict or None
+    """The first JSON object in ``text`` (raw LLM output), or ``None``; non-JSON balanced spans are skipped.
 
     Examples
     --------
@@ -81,8 +66,6 @@ def parse_json_object(text: str | None) -> dict[str, Any] | None:
     {'question': 'Who?', 'answer': 'Rollo'}
     >>> parse_json_object('Sure: {"q": "a {b}"} Passage: next {"q": "c"}')
     {'q': 'a {b}'}
-    >>> parse_json_object("no object here") is None
-    True
     """
     if not text:
         return None

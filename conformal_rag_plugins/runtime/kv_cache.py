@@ -1,22 +1,11 @@
-"""A small persistent key -> JSON value store on SQLite (never pickle), safe across processes.
+"""A persistent key -> JSON value store on SQLite (never pickle), shared safely by processes and threads.
 
-Used to resume LLM work after an interruption: generated calibration questions and
-judge decisions are stored under a content hash of everything that changes the output
-(:meth:`JsonCache.key`), so a re-run asks the LLM only for what is missing.
-
-Several processes (and threads) may share one cache file:
-
-* the file is switched to SQLite's WAL journal on open (the setting persists in the file;
-  a concurrent opener doing the same is tolerated), so readers never block the writer and
-  the writer never blocks readers;
-* every statement is its own short transaction (autocommit), committed at once, so a
-  ``SIGKILL`` loses at most the write in progress and never corrupts the file;
-* "database is locked/busy" waits up to a busy timeout, then is retried a bounded number
-  of times with jittered exponential backoff (:func:`retry_busy`), on open, ``get`` and ``put``;
-* a ``put`` that still fails logs a warning and returns ``False``: a cache error never
-  throws away the answer of a paid LLM call. A ``get`` that still fails is a miss.
-
-WAL needs shared memory between the processes, so keep the file on a local disk (not NFS).
+It lets LLM work resume: generated questions and judge decisions are stored under a content hash
+(:meth:`JsonCache.key`), so a re-run asks only for what is missing. The file uses WAL (readers and
+writer never block each other; keep it on a local disk, not NFS) and autocommit (a ``SIGKILL``
+loses at most the write in progress). Busy/locked errors wait ``busy_timeout``, then are retried
+with jittered backoff (:func:`retry_busy`); a ``put`` that still fails logs a warning and returns
+``False`` (never losing a paid LLM answer), a ``get`` that still fails is a miss.
 """
 
 from __future__ import annotations
@@ -49,14 +38,12 @@ _jitter = random.Random()  # own generator: never touches the global random stat
 
 
 def is_busy_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite's "database is locked" / "database is busy" (worth retrying).
+    """Whether ``exc`` is SQLite's "database is locked/busy" (worth retrying).
 
     Examples
     --------
     >>> is_busy_error(sqlite3.OperationalError("database is locked")), is_busy_error(ValueError("locked"))
     (True, False)
-    >>> is_busy_error(sqlite3.OperationalError("no such table: kv"))
-    False
     """
     if not isinstance(exc, sqlite3.OperationalError):
         return False
@@ -74,28 +61,11 @@ def retry_busy(
     backoff: float = BACKOFF,
     what: str = "SQLite operation",
 ) -> T:
-    """Run ``operation()``; on a busy/locked error sleep (jittered exponential backoff) and retry.
+    """Run ``operation()`` (one short transaction); on a busy/locked error sleep and retry, ``retries`` more times.
 
-    Parameters
-    ----------
-    operation : callable
-        Does one short SQLite transaction (it may run several times).
-    retries : int
-        Further attempts after the first; the last busy error is raised.
-    backoff : float
-        First delay in seconds; doubled per attempt up to :data:`MAX_BACKOFF`, times a
-        random factor in ``[0.5, 1.5)`` so that competing processes do not retry in step.
-    what : str
-        Named in the debug log.
-
-    Returns
-    -------
-    The result of ``operation()``.
-
-    Raises
-    ------
-    sqlite3.OperationalError
-        A busy error after the last attempt, or any other operational error at once.
+    The delay starts at ``backoff`` seconds, doubles up to :data:`MAX_BACKOFF` and is multiplied by a
+    random factor in ``[0.5, 1.5)`` so competing processes do not retry in step. The last busy error,
+    or any other operational error at once, is raised.
 
     Examples
     --------
@@ -122,19 +92,10 @@ def retry_busy(
 
 
 class SqliteStore:
-    """A ``key -> text`` table in one SQLite file, shared safely by threads and processes.
+    """A ``key -> text`` table in one SQLite file (or ``":memory:"``; folder created); subclasses set :attr:`table`.
 
-    Subclasses set :attr:`table` and (de)serialise values; see the module docs for the
-    locking rules.
-
-    Parameters
-    ----------
-    path : path or ":memory:"
-        SQLite file (its folder is created), or ``":memory:"`` for a throw-away store.
-    busy_timeout : float
-        Seconds SQLite waits for a lock before a statement fails as "database is locked".
-    retries, backoff
-        Bounded retries of a busy open, read or write (:func:`retry_busy`).
+    ``busy_timeout`` is how long SQLite waits for a lock; ``retries``/``backoff`` bound the retries of
+    a busy open, read or write (:func:`retry_busy`).
     """
 
     table: str = "kv"
@@ -207,7 +168,7 @@ class SqliteStore:
         return True
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
-        """Stored values (text or bytes, as written) of those ``keys`` that are present; ``{}`` on a failed read."""
+        """Stored values (as written) of the ``keys`` present; ``{}`` on a failed read."""
 
         def read() -> dict[str, Any]:
             found: dict[str, Any] = {}
@@ -226,7 +187,7 @@ class SqliteStore:
             return {}
 
     def put_many(self, items: Sequence[tuple[str, Any]]) -> bool:
-        """Store several ``(key, value)`` pairs in one transaction; ``False`` with a logged warning on failure."""
+        """Store ``(key, value)`` pairs in one transaction; ``False`` with a logged warning on failure."""
 
         def write() -> None:
             with self._lock, self._db:  # one transaction for the batch
@@ -271,27 +232,14 @@ class SqliteStore:
 
 
 class JsonCache(SqliteStore):
-    """Persistent ``key -> JSON value`` store.
-
-    Parameters
-    ----------
-    path : path or ":memory:"
-        SQLite file (its folder is created), or ``":memory:"`` for a throw-away cache.
-    busy_timeout, retries, backoff
-        See :class:`SqliteStore`.
+    """Persistent ``key -> JSON value`` store (arguments as :class:`SqliteStore`).
 
     Examples
     --------
     >>> cache = JsonCache(":memory:")
     >>> key = JsonCache.key("question-gen", "model", "prompt", 0, 0.7)
-    >>> cache.get(key) is None
-    True
-    >>> cache.put(key, {"text": '{"question": "Who?"}'})
-    True
-    >>> cache.get(key)
-    {'text': '{"question": "Who?"}'}
-    >>> len(cache)
-    1
+    >>> cache.put(key, {"text": '{"question": "Who?"}'}), cache.get(key), len(cache)
+    (True, {'text': '{"question": "Who?"}'}, 1)
     """
 
     table = "kv"
@@ -308,13 +256,7 @@ class JsonCache(SqliteStore):
         return None if text is None else json.loads(text)
 
     def put(self, key: str, value: Any) -> bool:
-        """Store a JSON-serialisable value (committed at once).
-
-        Returns
-        -------
-        bool
-            ``False`` when it could not be stored (a warning is logged); never raises for that.
-        """
+        """Store a JSON-serialisable value (committed at once); ``False`` and a logged warning if not stored."""
         try:
             text = json.dumps(value, ensure_ascii=False)
         except (TypeError, ValueError) as exc:

@@ -8,15 +8,9 @@ COMPLETION_ENV = "CONFORMAL_RAG_OPENAI_COMPLETION"
 
 
 def openai_settings() -> dict[str, str] | None:
-    """``{"api_key", "base_url", "model"}`` when the user configured OpenAI or a compatible server.
+    """``{"api_key", "base_url", "model"}`` when the user configured OpenAI or a compatible server, else ``None``.
 
-    Reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``CONFORMAL_RAG_OPENAI_MODEL``
-    (default ``gpt-4o-mini``); ``None`` when neither a key nor a base URL is set.
-
-    Examples
-    --------
-    >>> import os
-    >>> openai_settings() if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")) else None
+    Reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` (one is needed) and ``CONFORMAL_RAG_OPENAI_MODEL`` (``gpt-4o-mini``).
     """
     key = os.environ.get("OPENAI_API_KEY")
     base_url = os.environ.get("OPENAI_BASE_URL")
@@ -30,11 +24,5 @@ def openai_settings() -> dict[str, str] | None:
 
 
 def completion_mode() -> bool:
-    """Whether ``$CONFORMAL_RAG_OPENAI_COMPLETION`` asks for ``/v1/completions`` (base models) over chat.
-
-    Examples
-    --------
-    >>> isinstance(completion_mode(), bool)
-    True
-    """
+    """Whether ``$CONFORMAL_RAG_OPENAI_COMPLETION`` asks for ``/v1/completions`` (base models) over chat."""
     return os.environ.get(COMPLETION_ENV, "").strip().lower() in {"1", "true", "yes", "on"}

@@ -15,20 +15,11 @@ T = TypeVar("T")
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(coro)``, or the same on a worker thread when a loop is already running.
+    """``asyncio.run(coro)``, or the same on a short-lived worker thread (blocking) when a loop already runs.
 
-    Plain ``asyncio.run`` refuses to start inside a running loop (a notebook cell, an async
-    web handler); there the coroutine gets its own loop on a short-lived thread, and this
-    call blocks until it is done. The thread runs in a copy of the caller's context
-    variables, so the frameworks' tracing (LlamaIndex's active instrumentation span,
-    LangChain's tracing context) nests the coroutine's work under the caller's span.
-
-    Examples
-    --------
-    >>> async def two() -> int:
-    ...     return 2
-    >>> run_sync(two())
-    2
+    ``asyncio.run`` refuses to start inside a running loop (a notebook, an async handler). The thread
+    runs in a copy of the caller's context variables, so LlamaIndex and LangChain tracing nests the
+    coroutine's work under the caller's span.
     """
     try:
         asyncio.get_running_loop()

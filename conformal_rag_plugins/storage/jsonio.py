@@ -1,10 +1,7 @@
-"""JSON helpers shared by the saved calibration objects: +/-inf encoding, checksums and signatures.
+"""JSON helpers of the saved objects: +/-inf encoding, checksums and HMAC-SHA256 signatures.
 
-A checksum catches accidents; anybody can recompute it, so only a signature proves a
-file unchanged. Where calibration files cross
-a trust boundary, sign them: with a key (an argument, or the environment variable
-``CONFORMAL_RAG_SIGNING_KEY``) a file carries an HMAC-SHA256 ``signature`` and a file
-without a valid one is refused.
+A checksum catches accidents; anybody can recompute it. With a key (argument or
+``$CONFORMAL_RAG_SIGNING_KEY``) files are signed and unsigned or wrongly signed ones refused.
 """
 
 from __future__ import annotations
@@ -58,10 +55,9 @@ def _checksum(payload: dict[str, Any]) -> str:
 
 
 def resolve_signing_key(key: str | bytes | None) -> bytes | None:
-    """The signing key: ``key`` if given, else ``$CONFORMAL_RAG_SIGNING_KEY``, else ``None`` (no signing).
+    """The signing key: ``key``, else ``$CONFORMAL_RAG_SIGNING_KEY``, else ``None`` (no signing).
 
-    An empty key is refused, given as an argument or as the environment variable set to
-    ``""``: an empty variable is a deployment mistake, never a request to sign nothing.
+    An empty key or empty variable is refused: a deployment mistake, never a request to sign nothing.
 
     Examples
     --------

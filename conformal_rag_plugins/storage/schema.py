@@ -1,20 +1,12 @@
 """The field-by-field schema of a saved calibration file, checked on every load.
 
-The checksum only says that a file was not changed by accident: anybody can
-recompute it, and only a signature (``CONFORMAL_RAG_SIGNING_KEY``) proves a file
-unchanged. These models say that every field has the right type, lies in its
-range and agrees with every other field that describes the same thing (``n`` with
-the number of scores, the misses with the ``+inf`` scores, the split of ``alpha``
-with ``alpha``, the gold ranks with ``pool_size``, ``selection`` with
-``score_family``, ``pool_size`` and the fingerprint), so that a hand-edited file is
-refused even when its checksum was recomputed, unless the edit changed every field
-that records the same fact. The stored thresholds are then recomputed from the
-stored scores by the calibration classes themselves
-(:meth:`RetrievalCalibration.from_dict`, :meth:`AnswerSetCalibration.from_dict`).
-
-Schema version 2 of a retrieval calibration writes ``corpus`` and ``gold_ranks``
-always (``null`` when unknown), so a file without them is refused; version 1 files,
-which wrote them only when known, still load under their own rules.
+Anybody can recompute the checksum (only a signature proves a file unchanged), so these models
+check each field's type and range and that fields recording the same fact agree (``n`` and the
+scores, misses and ``+inf`` scores, the alpha split, gold ranks and ``pool_size``, ``selection``
+with family, pool and fingerprint): a hand-edited file is refused unless every such field was
+changed. The calibration classes' ``from_dict`` then recompute the thresholds from the scores.
+Schema 2 retrieval files always write ``corpus`` and ``gold_ranks`` (``null`` when unknown);
+version 1 files load under their own rules.
 
 Examples
 --------
@@ -92,11 +84,9 @@ class IdsFilterFile(_Strict):
 
 
 class CorpusFile(_Strict):
-    """The ``corpus`` block: the size and id digest of the host's collection at calibration time.
+    """The ``corpus`` block: size and id digest of the collection at calibration time.
 
-    ``ids_filter`` (optional; absent in files saved before it existed) lets a postprocessor tell a
-    chunk that was not in that collection.
-    """
+    ``ids_filter`` (absent in older files) lets a postprocessor tell a chunk that was not in it."""
 
     size: Annotated[int, Field(ge=0)]
     ids_sha256: Checksum
@@ -113,8 +103,8 @@ class EmbeddingIdentityFile(_Strict):
 class GeneratorFile(_Strict):
     """The ``generator`` block of an answer-set calibration: what its generator threshold is tied to.
 
-    ``llm`` and ``sampling`` are compared key by key at query time, so they may hold any
-    JSON; ``llm`` names the model, ``sampling`` records ``n_samples`` and the prompt.
+    ``llm`` (names the model) and ``sampling`` (``n_samples``, the prompt) are compared key by key at
+    query time, so they may hold any JSON.
     """
 
     llm: dict[str, Any]
@@ -227,10 +217,9 @@ _REQUIRED_SINCE_2 = {
 
 
 def _required_problems(f: RetrievalFile) -> list[str]:
-    """A version-2 file that lacks a field version 2 always writes had it removed.
+    """A version-2 file lacking a field version 2 always writes had it removed.
 
-    Version 1 never wrote ``gold_ranks`` nor a ``null`` corpus, so a file that says version
-    1 but holds them is a version-2 file with its version edited.
+    A version-1 file holding ``gold_ranks`` or a ``null`` corpus (never written by version 1) had its version edited.
     """
     if f.schema_version < 2:
         wrong = [name for name in ("gold_ranks",) if name in f.model_fields_set]
@@ -253,11 +242,9 @@ def record_problems(
 ) -> list[str]:
     """Disagreements between the per-question records, ``pool_size`` and ``score_family``.
 
-    A gold rank is the 1-based position of the question's best gold chunk in its pool of
-    at most ``pool_size`` candidates, ``None`` for a miss, whose score is ``+inf``. Under the
-    ``rank`` family the score is that rank; under ``relative`` it is the top score minus the
-    gold's, so never negative, and 0 when the gold is first. Question ids (when recorded)
-    are distinct, one per score.
+    A gold rank is the 1-based position of the best gold in a pool of at most ``pool_size``, ``None``
+    for a miss (score ``+inf``). A ``rank`` score is that rank; a ``relative`` score (top minus gold)
+    is never negative and 0 when the gold is first. Recorded question ids are distinct, one per score.
 
     Examples
     --------
@@ -305,9 +292,8 @@ _FUSION_MODE_NAMES = {"dist_based_score": "zscore", "relative_score": "minmax"}
 def _fingerprint_pool_problems(retriever: str, pool_size: int) -> list[str]:
     """The pool a fusion fingerprint names agrees with ``pool_size``.
 
-    A LlamaIndex fusion host returns its ``similarity_top_k`` (``top_k=`` in the
-    fingerprint), which calibration requires to equal the pool; a LangChain hybrid host's
-    ``k`` may exceed the pool (the extra candidates are cut), never fall short of it.
+    A LlamaIndex fusion host's ``similarity_top_k`` (``top_k=``) must equal the pool; a LangChain
+    hybrid host's ``k`` may exceed it (extra candidates are cut), never fall short.
     """
     if retriever.startswith("fusion("):
         found = re.search(r"[(,]top_k=(\d+)[,)]", retriever)
@@ -371,10 +357,9 @@ def _selection_problems(f: RetrievalFile) -> list[str]:
 def _optimisation_id_problems(selection: dict[str, Any], question_ids: Sequence[str]) -> list[str]:
     """``selection.optimisation_question_ids`` (optional): the distinct questions that tuned the host.
 
-    They are recorded only by a rule that tunes on an optimisation split (``auto``,
-    ``tuned-hybrid``), number at most ``n_optimisation`` (repeated questions are recorded
-    once) and are none of the calibration questions. Files saved before the field existed
-    simply lack it.
+    Recorded only by rules tuning on an optimisation split (``auto``, ``tuned-hybrid``): at most
+    ``n_optimisation`` ids (repeated questions recorded once), none a calibration question. Older files
+    lack the field.
 
     Examples
     --------
@@ -445,11 +430,7 @@ def _risk_problems(f: RetrievalFile) -> list[str]:
 
 
 class AnswerSetFile(_Strict):
-    """A saved :class:`~conformal_rag_plugins.answer_sets.calibration.AnswerSetCalibration`.
-
-    The nested ``retrieval`` block is checked by :class:`RetrievalFile` when the
-    calibration rebuilds its retrieval stage.
-    """
+    """A saved ``AnswerSetCalibration``; its ``retrieval`` block is checked (:class:`RetrievalFile`) on rebuild."""
 
     kind: Literal["conformal_rag_plugins.answer_set_calibration"]
     schema_version: Literal[1]
@@ -542,14 +523,7 @@ def _describe(exc: ValidationError) -> str:
 def check_fields(model: type[_M], data: Any, what: str) -> _M:
     """Validate ``data`` against ``model`` or raise :class:`CalibrationIntegrityError` naming every bad field.
 
-    Parameters
-    ----------
-    model : type
-        :class:`RetrievalFile` or :class:`AnswerSetFile`.
-    data : Any
-        The decoded JSON.
-    what : str
-        How the message names the file's content ("retrieval calibration").
+    ``what`` names the content in the message (``"retrieval calibration"``).
     """
     if not isinstance(data, dict):
         raise CalibrationIntegrityError(f"The {what} is not a JSON object (got {type(data).__name__}).")

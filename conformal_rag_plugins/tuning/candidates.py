@@ -1,11 +1,6 @@
-"""Candidates of the tuned default: unit (chunk, parent) x fusion setting x pool size, and their costs.
+"""Candidates of the tuned default (unit x fusion setting x pool size), their token costs, and observing them.
 
-:func:`~conformal_rag_plugins.tuning.tuned_calibration.calibrate_tuned` compares
-candidates on an optimisation split. A candidate is a :class:`TunedCandidate`; a plain
-:class:`~conformal_rag_plugins.tuning.tuned_calibration.FusionConfig` key is the
-chunk-level candidate at the base pool. This module also observes every candidate on
-the optimisation split, from one fanned-out search per question when the adapter has one,
-with the context tokens of every unit (:class:`TokenCosts`).
+A plain ``FusionConfig`` key stands for the chunk-level candidate at the base pool.
 """
 
 from __future__ import annotations
@@ -22,21 +17,11 @@ from ..retrieval.pool_calibration import CandidatePool, check_labelled, collect_
 
 @dataclass(frozen=True)
 class TunedCandidate:
-    """One candidate of the tuned default: what is returned, how it is fused, how large the pool is.
-
-    Attributes
-    ----------
-    unit : str
-        ``"chunk"`` or ``"parent:max"`` / ``"parent:sum"``.
-    fusion : FusionConfig
-    pool_size : int
-        The host's (chunk) top-k.
+    """One candidate of the tuned default: unit (``"chunk"``, ``"parent:max"``/``"parent:sum"``), fusion, chunk pool.
 
     Examples
     --------
     >>> from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig
-    >>> TunedCandidate("chunk", FusionConfig("zscore", 0.5), 50).label(50)
-    'zscore:0.5'
     >>> TunedCandidate("parent:max", FusionConfig("minmax", 0.3), 100).label(50)
     'parent:max/minmax:0.3@100'
     """
@@ -58,21 +43,15 @@ class CandidateSearch:
     Attributes
     ----------
     base_of : mapping, optional
-        Larger-pool key -> the same setting at the base pool: a larger pool competes only
-        when its base pool misses more than ``alpha/2`` of the optimisation questions.
+        Larger-pool key -> the same setting at the base pool: a larger pool competes only when its
+        base pool misses more than ``alpha/2`` of the optimisation questions.
     fanout : callable, optional
-        ``fanout(question) -> {key: CandidatePool}``: every candidate's pool from one search
-        (the optimisation split is then never queried per candidate).
+        ``fanout(question) -> {key: CandidatePool}`` from one search (no per-candidate queries).
     token_costs : callable, optional
-        ``token_costs(pool) -> {id: context tokens}`` (see :class:`TokenCosts`).
-    unit_examples : mapping of str to sequence of CalibrationExample, optional
-        The same questions (same order) with the gold of another unit, e.g. parent ids
-        for ``"parent:max"``; a unit not listed uses the examples given.
-
-    Examples
-    --------
-    >>> CandidateSearch().fanout is None
-    True
+        ``token_costs(pool) -> {id: context tokens}`` (:class:`TokenCosts`).
+    unit_examples : mapping, optional
+        The same questions, same order, with another unit's gold (e.g. parent ids); unlisted units
+        use the examples given.
     """
 
     base_of: Mapping[Any, Any] | None = None
@@ -87,19 +66,12 @@ def as_candidate(key: Any, pool_size: int) -> TunedCandidate:
 
 
 def default_pool_sizes(pool_size: int, pool_sizes: Sequence[int] | None = None) -> tuple[int, ...]:
-    """The pool sizes to try, base first: ``pool_sizes``, or ``(p, 2p, 4p)``.
-
-    Raises
-    ------
-    CalibrationError
-        A size below 1, or ``pool_sizes`` that do not contain ``pool_size``.
+    """The pool sizes to try, base first: ``pool_sizes`` (containing ``pool_size``), or ``(p, 2p, 4p)``; all >= 1.
 
     Examples
     --------
-    >>> default_pool_sizes(50)
-    (50, 100, 200)
-    >>> default_pool_sizes(50, [100, 50])
-    (50, 100)
+    >>> default_pool_sizes(50), default_pool_sizes(50, [100, 50])
+    ((50, 100, 200), (50, 100))
     """
     sizes = (pool_size, 2 * pool_size, 4 * pool_size) if pool_sizes is None else tuple(pool_sizes)
     if any(not isinstance(p, int) or isinstance(p, bool) or p < 1 for p in (pool_size, *sizes)):
@@ -112,9 +84,7 @@ def default_pool_sizes(pool_size: int, pool_sizes: Sequence[int] | None = None) 
 def candidate_grid(
     grid: Sequence[Any], pool_sizes: Sequence[int], units: Sequence[str] = ("chunk",)
 ) -> tuple[list[TunedCandidate], dict[TunedCandidate, TunedCandidate]]:
-    """Every (unit, fusion, pool) candidate and ``base_of``: larger pool -> the same setting at the base pool.
-
-    ``pool_sizes[0]`` is the base pool.
+    """Every (unit, fusion, pool) candidate, and ``base_of``: larger pool -> same setting at ``pool_sizes[0]``.
 
     Examples
     --------
@@ -130,13 +100,7 @@ def candidate_grid(
 
 
 class TokenCosts:
-    """Context tokens of every unit of a pool, counted once per (id, text).
-
-    Parameters
-    ----------
-    count : callable
-        ``count(text) -> tokens`` (the adapters pass MiniLM's
-        :func:`~conformal_rag_plugins.local.tokens.count_tokens`).
+    """Context tokens of every unit of a pool, ``count(text)`` called once per (id, text).
 
     Examples
     --------
@@ -170,10 +134,8 @@ def observe_candidates(
 ) -> dict[Any, list[PoolObservation]]:
     """One aligned list of observations per candidate key.
 
-    ``examples_of[key]`` are the questions with that candidate's gold (chunk or parent
-    ids), aligned across keys. With ``fanout(question) -> {key: pool}`` each question is
-    searched once for every candidate; otherwise each candidate's fetcher is queried.
-    ``token_costs(pool) -> {id: tokens}`` adds the context tokens to each observation.
+    ``examples_of[key]`` carry that candidate's gold, aligned across keys. With ``fanout`` each
+    question is searched once for all candidates, else per fetcher; ``token_costs`` adds context tokens.
     """
     keys = list(fetchers)
     if fanout is None and token_costs is None:

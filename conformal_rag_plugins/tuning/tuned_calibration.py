@@ -1,19 +1,10 @@
-"""Tune a hybrid host (fusion method and dense weight) and the score family, then calibrate.
+"""Tune a hybrid host (fusion method, dense weight) and the score family, then calibrate.
 
-Protocol (framework-neutral; the adapters ``llamaindex/hybrid_tuning.py`` and
-``langchain/hybrid_tuning.py`` only build one host per configuration):
-
-1. split the labelled questions, with a seed, into an *optimisation* part and a
-   disjoint *calibration* part;
-2. query every candidate host on the optimisation part only, and choose the
-   (configuration, score family) with the smallest mean conformal set there
-   (:func:`~conformal_rag_plugins.core.config_search.choose_configuration`);
-3. query only the chosen host on the calibration part and compute the threshold
-   there. The calibration part is never seen by step 2, so the usual
-   split-conformal guarantee holds for the chosen host.
-
-The chosen host's fingerprint (fusion method, weights, pool size) goes into the
-calibration, so a retriever with another fusion setting is refused.
+The labelled questions are split with a seed into an optimisation part and a disjoint calibration
+part; every candidate is queried on the first only and the smallest mean set (or context tokens)
+wins (:func:`~conformal_rag_plugins.core.config_search.choose_configuration`); only the chosen host
+is queried on the calibration part, which the choice never saw, so the split-conformal guarantee
+holds for it. Its fingerprint records the fusion setting, so another setting is refused.
 """
 
 from __future__ import annotations
@@ -46,17 +37,10 @@ from .options import TuningOptions
 
 @dataclass(frozen=True)
 class TunedCalibration:
-    """The chosen configuration and the calibration made with it.
+    """The chosen configuration and candidate, and the calibration made with it.
 
-    Attributes
-    ----------
-    config : FusionConfig
-    calibration : RetrievalCalibration
-        ``selection_`` holds the rule, the seed, the split sizes, every candidate's
-        mean set size on the optimisation split and the digests of the optimisation
-        questions (``optimisation_question_ids``), so a report can leave them out.
-    candidate : TunedCandidate
-        The chosen unit, fusion setting and pool size.
+    ``calibration.selection_`` holds the rule, seed, split sizes, every candidate's mean set size and
+    the optimisation questions' digests (``optimisation_question_ids``) so a report can leave them out.
     """
 
     config: FusionConfig
@@ -76,53 +60,27 @@ def calibrate_tuned(
 ) -> TunedCalibration:
     """Choose the configuration (and family) on an optimisation split, calibrate on the rest.
 
+    Candidates whose pool misses more than ``alpha`` of the optimisation questions cannot reach
+    ``1 - alpha`` and are left out when another can (``selection_["infeasible"]``).
+
     Parameters
     ----------
-    examples : sequence of CalibrationExample
     fetchers : mapping of FusionConfig or TunedCandidate to callable
-        ``fetch(question) -> CandidatePool`` of the host built with each configuration
-        (a ``FusionConfig`` is the chunk-level candidate at ``pool_size``).
-    fingerprints : callable
-        ``fingerprints(key) -> Fingerprint`` of that host.
-    pool_size : int
-        The base pool.
+        ``fetch(question) -> CandidatePool`` per candidate (a ``FusionConfig`` is the chunk-level
+        candidate at ``pool_size``, the base pool); ``fingerprints(key)`` gives its fingerprint.
     options : RetrievalOptions, optional
-        ``confidence_level`` (default 0.9); ``score`` (default ``"auto"``: the family is chosen
-        together with the configuration; a named family tunes the configuration only);
-        ``method``/``delta``; ``random_state`` (seed of the optimisation/calibration split);
-        ``strict``; ``group_by``/``group_fallback`` (per-group thresholds on the calibration part,
-        as in ``calibrate_retriever``); ``progress``. Neither ``chunk_group_key`` nor
-        ``control="recall"``.
+        As ``calibrate_retriever``; ``score="auto"`` (default) chooses the family too and
+        ``random_state`` seeds the split. Neither ``chunk_group_key`` nor ``control="recall"``.
     tuning : TuningOptions, optional
-        ``optimisation_fraction`` (default 0.3) and ``objective``: what the choice minimises on
-        the optimisation split, default ``"tokens"`` (mean context tokens of the set) when
-        ``search.token_costs`` is given, else ``"size"``. Its ``grid`` and ``pool_sizes`` are
-        read by the adapters that build ``fetchers``.
+        ``optimisation_fraction`` (default 0.3) and ``objective`` (default ``"tokens"`` with
+        ``search.token_costs``, else ``"size"``); ``grid``/``pool_sizes`` are read by the adapters.
     search : CandidateSearch, optional
-        ``base_of`` (a larger pool competes only when its base pool misses more than
-        ``alpha/2`` of the optimisation questions), ``fanout`` (every candidate's pool from one
-        search), ``token_costs`` and ``unit_examples`` (the gold of another unit); see
-        :class:`~.candidates.CandidateSearch`.
-
-    Candidates whose pool misses more than ``alpha`` of the optimisation
-    questions cannot reach ``1 - alpha`` and are left out when another candidate can
-    (``selection_["infeasible"]``).
-
-    Returns
-    -------
-    TunedCalibration
+        ``base_of``, ``fanout``, ``token_costs``, ``unit_examples``.
 
     Raises
     ------
     CalibrationError
         Empty grid, or a calibration part too small for the finite-sample rank.
-
-    Examples
-    --------
-    >>> opts = RetrievalOptions(confidence_level=0.9)
-    >>> tuned = calibrate_tuned(examples, fetchers, fingerprint_of, pool_size=50, options=opts)  # doctest: +SKIP
-    >>> tuned.config.key, tuned.calibration.selection_["rule"]  # doctest: +SKIP
-    ('zscore:0.5', 'tuned-hybrid')
     """
     opts = options if options is not None else RetrievalOptions()
     tune = tuning if tuning is not None else TuningOptions()
@@ -214,18 +172,7 @@ def calibrate_tuned(
 
 
 def fusion_of(calibration: RetrievalCalibration) -> FusionConfig:
-    """The fusion setting a tuned-hybrid calibration chose.
-
-    Raises
-    ------
-    CalibrationError
-        The calibration was not made by :func:`calibrate_tuned`.
-
-    Examples
-    --------
-    >>> fusion_of(cal).key  # doctest: +SKIP
-    'zscore:0.5'
-    """
+    """The fusion setting a tuned-hybrid calibration chose (:class:`CalibrationError` for any other calibration)."""
     sel = calibration.selection_
     if sel.get("rule") != "tuned-hybrid":
         raise CalibrationError(

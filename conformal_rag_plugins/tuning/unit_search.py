@@ -1,9 +1,8 @@
-"""The tuned default written once: a :class:`UnitSearch` per adapter, and :func:`calibrate_unit_search`.
+"""The tuned default written once: :class:`UnitSearch` (one subclass per adapter) and :func:`tune_hybrid`.
 
-An adapter's ``tuned_units.py`` subclasses :class:`UnitSearch` with what only it knows: how to
-build a candidate's real host, query it, fingerprint it, list its ids, fan one search out to every
-fusion setting, and read a parent's text. The host cache, the parent-level gold, the fan-out to
-units, the tuned calibration and both adapters' ``calibrate_hybrid_retriever`` (:func:`tune_hybrid`) are here.
+An adapter's ``tuned_units.py`` supplies only what it knows (build, query and fingerprint a host,
+list its ids, fan out one search, read a parent's text); the host cache, parent-level gold, unit
+fan-out and tuned calibration live here.
 """
 
 from __future__ import annotations
@@ -29,23 +28,10 @@ from .tuned_calibration import calibrate_tuned
 class UnitSearch:
     """The candidates (unit x fusion setting x pool size) of a tuned calibration and how to search them.
 
-    Attributes
-    ----------
-    candidates : list of TunedCandidate
-    base_of : dict
-        Larger-pool candidate -> the same setting at the base pool.
-    token_costs : TokenCosts
-        Context tokens of every unit.
-    how : {"max", "sum"}
-        How a parent is scored from its chunks (parent units).
-    unit_examples : dict of str to list of CalibrationExample
-        The questions with the gold of each unit (``"chunk"``, ``"parent:max"``) when they differ.
-    parent_of : dict
-        Chunk id -> parent id (parent units).
-    hosts : dict
-        ``(fusion setting, pool size)`` -> the real host, built by :meth:`build_host` when first needed.
-    fan : callable, optional
-        The adapter's ``FusionFanout``: ``fan(question)`` gives :meth:`chunk_pools`.
+    ``base_of`` maps a larger-pool candidate to the same setting at the base pool; ``how`` scores a
+    parent from its chunks; ``unit_examples`` holds each unit's gold when they differ; ``hosts`` caches
+    ``(fusion, pool size)`` -> host, built by :meth:`build_host` on first use; ``fan`` is the
+    adapter's ``FusionFanout`` behind :meth:`chunk_pools`.
     """
 
     candidates: list[TunedCandidate]
@@ -74,8 +60,7 @@ class UnitSearch:
         chunk_examples: list[CalibrationExample],
         lift: Callable[[], list[CalibrationExample]],
     ) -> None:
-        """With parent units: record ``parent_of``, check the chunk-level gold against its chunk ids,
-        then the parent-level gold from ``lift()``."""
+        """Parent units: record ``parent_of``, check the chunk gold against it, set the parent gold from ``lift()``."""
         self.parent_of = parent_of
         self.unit_examples["chunk"] = chunk_examples
         check_gold_ids(chunk_examples, set(parent_of))
@@ -130,29 +115,8 @@ def calibrate_unit_search(
 ) -> tuple[Any, RetrievalCalibration]:
     """Choose a candidate on an optimisation split, calibrate its host on the rest, record its corpus.
 
-    Parameters
-    ----------
-    found : UnitSearch
-        An adapter's candidates (``llamaindex/tuned_units.py``, ``langchain/tuned_units.py``).
-    examples : sequence of CalibrationExample
-    pool_size : int
-        The base pool.
-    options : RetrievalOptions, optional
-        As in :func:`~.tuned_calibration.calibrate_tuned` (score default ``"auto"``).
-    tuning : TuningOptions, optional
-        ``optimisation_fraction`` and ``objective``.
-
-    Returns
-    -------
-    host : Any
-        The chosen candidate's (chunk) host.
-    calibration : RetrievalCalibration
-
-    Examples
-    --------
-    >>> host, cal = calibrate_unit_search(found, examples, pool_size=50)  # doctest: +SKIP
-    >>> cal.selection_["rule"]  # doctest: +SKIP
-    'tuned-hybrid'
+    ``options`` as in :func:`~.tuned_calibration.calibrate_tuned` (score default ``"auto"``); ``tuning``
+    gives ``optimisation_fraction`` and ``objective``. Returns the chosen (chunk) host and its calibration.
     """
     fetchers = {c: found.fetcher(c) for c in found.candidates}
     search = found.search()
@@ -174,38 +138,31 @@ def tune_hybrid(
 ) -> tuple[Any, RetrievalCalibration]:
     """Both adapters' ``calibrate_hybrid_retriever``: choose what the LLM reads, calibrate on the rest.
 
-    The choice (unit, fusion setting, pool size and, with ``score="auto"``, the score family)
-    minimises the mean context tokens (MiniLM tokens of the returned units) of the conformal set
-    on a seeded optimisation split, searched once per question for every candidate; the chosen
-    host alone is then queried on the disjoint calibration split. Whole documents are not a
-    candidate here; compare them with ``conformal-rag evaluate --unit auto``.
+    The choice (unit, fusion setting, pool size and, with ``score="auto"``, the family) minimises the
+    conformal set's mean context tokens (MiniLM) on a seeded optimisation split
+    (``tuning.optimisation_fraction``), one search per question for all candidates; only the chosen
+    host is queried on the disjoint calibration split. Whole documents are not candidates here
+    (compare them with ``conformal-rag evaluate --unit auto``).
 
     Parameters
     ----------
     candidates : callable
-        ``candidates(grid, pool_sizes)``: the adapter's :class:`UnitSearch` (a ``partial`` of its ``unit_candidates``).
-    examples : sequence of CalibrationExample
-        A seeded ``tuning.optimisation_fraction`` of them tunes, the disjoint rest calibrates.
+        ``candidates(grid, pool_sizes)`` -> the adapter's :class:`UnitSearch`.
     confidence_level : float or None
-        Target probability that a gold chunk is in the returned set (``None``: ``options``', default 0.9).
+        Target probability of a gold chunk in the set (``None``: ``options``', default 0.9).
     pool_size : int
         The base pool.
     options : RetrievalOptions, optional
-        ``score`` (default ``"auto"``: the family is tuned too), ``method``/``delta``, ``random_state``
-        (the split's seed), ``strict``, ``group_by``/``group_fallback`` and ``progress``.
+        ``score`` (default ``"auto"``: tuned too), ``method``/``delta``, ``random_state`` (the split's
+        seed), ``strict``, ``group_by``/``group_fallback``, ``progress``.
     tuning : TuningOptions, optional
-        The fusion ``grid``, the ``pool_sizes`` to try (default ``(p, 2p, 4p)``),
-        ``optimisation_fraction`` (default 0.3) and ``objective``.
+        ``grid``, ``pool_sizes`` (default ``(p, 2p, 4p)``), ``optimisation_fraction`` (0.3), ``objective``.
 
     Returns
     -------
     host, calibration : Any, RetrievalCalibration
-        The chosen (chunk) host with the chosen pool; the calibration's fingerprint names the fusion
-        setting and pool (``>parent:max`` at parent level), ``selection_`` reports the search.
-
-    Examples
-    --------
-    >>> host, cal = tune_hybrid(partial(unit_candidates, index, nodes, examples), examples, 0.9, 50)  # doctest: +SKIP
+        The chosen (chunk) host; the fingerprint names fusion setting and pool (``>parent:max`` at
+        parent level) and ``selection_`` reports the search.
     """
     tune = tuning if tuning is not None else TuningOptions()
     found = candidates(tune.grid, default_pool_sizes(pool_size, tune.pool_sizes))
