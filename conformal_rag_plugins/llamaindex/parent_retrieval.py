@@ -33,12 +33,13 @@ from ..retrieval.parent_pools import (
     PARENT_MARK,
     ParentCandidates,
     check_parent_aggregation,
+    gold_ids,
     lift_gold_to_parents,
     parent_fingerprint,
     to_parent_pool,
 )
 from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
-from ..retrieval.serving import CHUNKS_METADATA_KEY, parent_chunk_lists
+from ..retrieval.serving import CHUNKS_METADATA_KEY
 from .fingerprint import fingerprint_of
 from .host import _index_of, existing_ids, pool_from_nodes
 from .node_selection import hidden_copy
@@ -128,6 +129,7 @@ class ParentLevel:
         return parent_fingerprint(fingerprint_of(chunk_retriever), self.how)
 
     def _text(self, pid: str) -> str | None:
+        """The stored parent's text, ``None`` when the store does not hold it."""
         node = self.get(pid)
         return None if node is None else node.get_content(metadata_mode=MetadataMode.NONE)
 
@@ -148,9 +150,8 @@ class ParentLevel:
         the parent's text and metadata as stored. The store's nodes are never modified.
         """
         found, chunks = self.candidates(nodes)
-        lists = parent_chunk_lists(found.members, chunks.ids, chunks.scores, chunks.texts)
         out = []
-        for pid, score, listed in zip(found.pool.ids, found.pool.scores, lists, strict=True):
+        for pid, score, listed in zip(found.pool.ids, found.pool.scores, found.chunk_lists(chunks), strict=True):
             parent = self.get(str(pid))
             assert parent is not None  # to_parent_pool raised for a parent missing from the store
             copy = hidden_copy(parent, dict(parent.metadata) | {CHUNKS_METADATA_KEY: listed}, (CHUNKS_METADATA_KEY,))
@@ -163,7 +164,7 @@ class ParentLevel:
         """Gold ids as parent ids: a chunk id becomes its parent's id, a parent id stays, a node above the
         parent level (a ``HierarchicalNodeParser`` root) or a document id (the ``SOURCE`` of the parents)
         becomes the ids of the parents under it; an id found nowhere raises :class:`CalibrationError`."""
-        gold = sorted({g for ex in examples for g in ex.gold_ids})
+        gold = gold_ids(examples)
         if not gold:
             return list(examples)
         in_index = existing_ids(chunk_retriever, gold) or set()
@@ -186,6 +187,7 @@ class ParentLevel:
         return lift_gold_to_parents(examples, parent_of, expand)
 
     def _children(self, node: BaseNode) -> list[BaseNode]:
+        """The stored children of ``node``."""
         return [c for info in node.child_nodes or [] if (c := self.get(info.node_id)) is not None]
 
     def _parent_level_ids(self, node: BaseNode) -> list[str]:

@@ -215,6 +215,22 @@ class ServedScores:
         unit = "chunk" if parent_how is None else parent_unit_name(parent_how)
         return cls(tuple(float(s) for s in scores), unit, meta.get("conformal_group"))
 
+    @classmethod
+    def of_drop_in(
+        cls, drop_in: Any, scores: Iterable[float], query: str, parent: Any = None, group: str | None = None
+    ) -> ServedScores:
+        """:meth:`of_query` for a retriever drop-in: its calibration and options, ``parent`` its parent level (with
+        ``how``) or ``None``, ``group`` a per-call group overriding ``options.group``."""
+        options = drop_in.options
+        return cls.of_query(
+            drop_in.calibration,
+            scores,
+            query,
+            group=options.group if group is None else group,
+            group_by=options.group_by,
+            parent_how=None if parent is None else parent.how,
+        )
+
 
 @dataclass(frozen=True)
 class MonitorUpdate:
