@@ -28,9 +28,9 @@ from llama_index.core.schema import BaseNode, IndexNode, MetadataMode, NodeWithS
 
 from ..core.errors import CalibrationError, ConformalError
 from ..datasets.examples import CalibrationExample
+from ..monitor.monitor import calibration_unit
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.parent_pools import (
-    PARENT_MARK,
     ParentCandidates,
     check_parent_aggregation,
     gold_ids,
@@ -264,7 +264,7 @@ def resolve_parent_level(host: Any, parents: Any = None, how: str = "max") -> Pa
 
 def check_level(calibration: Any, level: ParentLevel | None) -> None:
     """Refuse a parent-level calibration used at chunk level and the other way round, in plain words."""
-    calibrated_parent = PARENT_MARK + "parent:" in str(calibration.fingerprint_.retriever)
+    calibrated_parent = calibration_unit(calibration) != "chunk"
     if calibrated_parent and level is None:
         raise ConformalError(
             "This calibration was made at parent level (small-to-big), but no parents were given: pass "

@@ -53,11 +53,8 @@ class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
         The host, to check the calibration's fingerprint and collection (and, for a retriever,
         its top-k) when the postprocessor is built rather than at the first query.
     options : ServingOptions, optional
-        ``min_k``/``max_k`` (pad the set, which keeps the guarantee, or cut it, which loses it; nodes
-        and a warning say so), the ``group`` of a per-group calibration (or a ``group_by`` function of
-        the query string), a drift ``monitor``, and ``check_fingerprint`` (``False`` skips every
-        fingerprint and collection check; the pool-size checks stay), as in
-        :class:`~conformal_rag_plugins.llamaindex.ConformalRetriever`.
+        ``min_k``/``max_k``, ``group``/``group_by``, a drift ``monitor``, ``check_fingerprint``: see
+        :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
 
     Examples
     --------
