@@ -33,7 +33,6 @@ from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.parent_pools import (
     ParentCandidates,
     check_parent_aggregation,
-    gold_ids,
     lift_gold_to_parents,
     parent_fingerprint,
     to_parent_pool,
@@ -233,7 +232,7 @@ class ParentHost:
 
     def lift_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
         """Replace gold chunk ids by their parents' ids (parent ids are kept as they are)."""
-        return lift_gold_to_parents(examples, self.chunk_parents(gold_ids(examples)))
+        return lift_gold_to_parents(examples, self.chunk_parents(sorted({g for ex in examples for g in ex.gold_ids})))
 
     def known_parents(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the docstore holds."""
@@ -325,7 +324,7 @@ def parent_examples(source: ParentHost, examples: Sequence[CalibrationExample]) 
         A gold id that is neither a chunk of the vector store nor a parent in the docstore.
     """
     lifted = source.lift_gold(examples)
-    gold = gold_ids(lifted)
+    gold = sorted({g for ex in lifted for g in ex.gold_ids})
     missing = sorted(set(gold) - source.known_parents(gold)) if gold else []
     if missing:
         shown = ", ".join(repr(m) for m in missing[:5])

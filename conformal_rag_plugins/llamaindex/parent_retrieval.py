@@ -33,7 +33,6 @@ from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.parent_pools import (
     ParentCandidates,
     check_parent_aggregation,
-    gold_ids,
     lift_gold_to_parents,
     parent_fingerprint,
     to_parent_pool,
@@ -164,7 +163,7 @@ class ParentLevel:
         """Gold ids as parent ids: a chunk id becomes its parent's id, a parent id stays, a node above the
         parent level (a ``HierarchicalNodeParser`` root) or a document id (the ``SOURCE`` of the parents)
         becomes the ids of the parents under it; an id found nowhere raises :class:`CalibrationError`."""
-        gold = gold_ids(examples)
+        gold = sorted({g for ex in examples for g in ex.gold_ids})
         if not gold:
             return list(examples)
         in_index = existing_ids(chunk_retriever, gold) or set()

@@ -219,17 +219,11 @@ class ServedScores:
     def of_drop_in(
         cls, drop_in: Any, scores: Iterable[float], query: str, parent: Any = None, group: str | None = None
     ) -> ServedScores:
-        """:meth:`of_query` for a retriever drop-in: its calibration and options, ``parent`` its parent level (with
-        ``how``) or ``None``, ``group`` a per-call group overriding ``options.group``."""
-        options = drop_in.options
-        return cls.of_query(
-            drop_in.calibration,
-            scores,
-            query,
-            group=options.group if group is None else group,
-            group_by=options.group_by,
-            parent_how=None if parent is None else parent.how,
-        )
+        """:meth:`of_query` with a retriever drop-in's calibration and options, its parent level (or ``None``) and
+        a per-call ``group`` overriding ``options.group``."""
+        opts, how = drop_in.options, None if parent is None else parent.how
+        group = opts.group if group is None else group
+        return cls.of_query(drop_in.calibration, scores, query, group=group, group_by=opts.group_by, parent_how=how)
 
 
 @dataclass(frozen=True)

@@ -143,17 +143,6 @@ def parent_fingerprint(chunk_host: Fingerprint, how: str) -> Fingerprint:
     return replace(chunk_host, retriever=f"{chunk_host.retriever}{PARENT_MARK}{parent_unit_name(how)}")
 
 
-def gold_ids(examples: Sequence[CalibrationExample]) -> list[str]:
-    """Every gold id of ``examples``, sorted, once each.
-
-    Examples
-    --------
-    >>> gold_ids([CalibrationExample("q", gold_ids=("b", "a")), CalibrationExample("r", gold_ids=("a",))])
-    ['a', 'b']
-    """
-    return sorted({g for ex in examples for g in ex.gold_ids})
-
-
 def lift_gold_to_parents(
     examples: Sequence[CalibrationExample],
     parent_of: Mapping[str, str | None] | Callable[[str], str | None],

@@ -306,10 +306,6 @@ def ordered_by_score(
     --------
     >>> ordered_by_score(["a", "b"], [0.5, 0.9], lambda: None)[0]
     ['b', 'a']
-    >>> ordered_by_score(["a"], [None], "no score")
-    Traceback (most recent call last):
-    ...
-    conformal_rag_plugins.core.errors.ConformalError: no score
     """
     got = best_first(scores)
     if got is None:
