@@ -41,8 +41,7 @@ class ParentCandidates:
     def chunk_lists(self, chunks: CandidatePool, ids: Sequence[Any] | None = None) -> list[list[dict[str, Any]]]:
         """What each parent lists under ``conformal_chunks``: ``{"id", "score", "text"}`` of its chunks, best first.
 
-        ``chunks`` is the chunk pool the parents were made from; ``ids`` name its chunks when
-        they differ from ``chunks.ids`` (e.g. a pool keyed by position).
+        ``chunks``: the chunk pool the parents were made from; ``ids``: its chunk ids, if not ``chunks.ids``.
 
         Examples
         --------
