@@ -88,9 +88,8 @@ def compressor_fingerprint(base: Fingerprint, embeddings: Embeddings | None) -> 
     return replace(base, embedding_model=name, embedding_dim=dim, score_scale=COMPRESSOR_SCALE)
 
 
-def _refuse_nan() -> None:
-    """Refuse a pool with a missing or NaN score."""
-    raise ConformalError("A document score is missing or NaN (a zero embedding?): cannot apply the threshold.")
+#: The refusal of a pool with a missing or NaN score.
+_NO_SCORE = "A document score is missing or NaN (a zero embedding?): cannot apply the threshold."
 
 
 class ConformalDocumentCompressor(ServingMixin, BaseDocumentCompressor):
@@ -162,7 +161,7 @@ class ConformalDocumentCompressor(ServingMixin, BaseDocumentCompressor):
         )
         if self._served is not None:
             self._served([doc_id(d) for d in docs], scores[~np.isnan(scores)])  # a NaN is refused below
-        docs, ordered = ordered_by_score(docs, scores.tolist(), _refuse_nan)
+        docs, ordered = ordered_by_score(docs, scores.tolist(), _NO_SCORE)
         return select_documents(docs, ordered, self.calibration, self.options, checked=True, query=query)
 
     def compress_documents(

@@ -17,7 +17,8 @@ at calibration and at query time alike.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,7 @@ from ..retrieval.parent_pools import (
     to_parent_pool,
 )
 from ..retrieval.pool_calibration import CandidatePool
-from ..retrieval.serving import CHUNKS_METADATA_KEY, parent_chunk_lists
+from ..retrieval.serving import CHUNKS_METADATA_KEY
 from .fingerprint import fingerprint_of
 from .host import Host, afetch_pool, doc_id, fetch_pairs, pool_from_pairs
 
@@ -81,9 +82,18 @@ def with_chunks(parent: Document | str, parent_id: str, chunks: Sequence[dict[st
 
 
 def _text(value: Any) -> str | None:
+    """The text of a stored parent (a ``Document`` or a string), ``None`` when missing."""
     if value is None:
         return None
     return value.page_content if isinstance(value, Document) else str(value)
+
+
+@contextmanager
+def _relevance_warnings() -> Iterator[None]:
+    """Silence LangChain's "Relevance scores must be between 0 and 1" (the calibrated scale is the store's own)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Relevance scores must be between")
+        yield
 
 
 @dataclass(frozen=True)
@@ -180,11 +190,10 @@ class ParentHost:
     def _finish(
         self, keyed: CandidatePool, parent_of: dict[str, str], docs: Sequence[Document], stored: Mapping[str, Any]
     ) -> tuple[ParentCandidates, list[Document]]:
+        """The parent pool and the parent documents with their chunks, from the looked-up parents."""
         cands = to_parent_pool(keyed, parent_of, lambda pid: _text(stored.get(pid)), how=self.how)
-        ids, texts = [doc_id(d) for d in docs], [d.page_content for d in docs]
-        lists = parent_chunk_lists(cands.members, ids, keyed.scores, texts)
-        out = [with_chunks(stored[pid], str(pid), chunks) for pid, chunks in zip(cands.pool.ids, lists, strict=True)]
-        return cands, out
+        lists = cands.chunk_lists(keyed, [doc_id(d) for d in docs])
+        return cands, [with_chunks(stored[pid], str(pid), c) for pid, c in zip(cands.pool.ids, lists, strict=True)]
 
     def candidates(self, pool: CandidatePool, docs: Sequence[Document]) -> tuple[ParentCandidates, list[Document]]:
         """Parent pool of one chunk pool (best first) and the parent documents with their chunks."""
@@ -192,28 +201,24 @@ class ParentHost:
         return self._finish(keyed, parent_of, docs, self.lookup(dict.fromkeys(parent_of.values())))
 
     def _pairs(self, query: str, pool_size: int, callbacks: Any) -> list[tuple[Document, float]]:
+        """The host's top chunks and scores (a ``MultiVectorRetriever``'s ``search_kwargs`` applied)."""
         if not self.search_kwargs or not isinstance(self.chunks, VectorStore):
             return fetch_pairs(self.chunks, query, pool_size, callbacks=callbacks)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Relevance scores must be between")
+        with _relevance_warnings():
             return self.chunks.similarity_search_with_relevance_scores(query, k=pool_size, **self.search_kwargs)
-
-    async def _apairs(self, query: str, pool_size: int) -> list[tuple[Document, float]]:
-        assert isinstance(self.chunks, VectorStore)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Relevance scores must be between")
-            return await self.chunks.asimilarity_search_with_relevance_scores(query, k=pool_size, **self.search_kwargs)
 
     def fetch(self, query: str, pool_size: int, *, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
         """The parents of the host's top ``pool_size`` chunks, best first, and their scores."""
-        pool, docs = pool_from_pairs(self._pairs(query, pool_size, callbacks))
-        cands, parents = self.candidates(pool, docs)
+        cands, parents = self.candidates(*pool_from_pairs(self._pairs(query, pool_size, callbacks)))
         return parents, cands.pool.scores
 
     async def afetch(self, query: str, pool_size: int, *, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
-        """Async :meth:`fetch`."""
+        """Async :meth:`fetch` (async search and ``amget``)."""
         if self.search_kwargs:
-            pool, docs = pool_from_pairs(await self._apairs(query, pool_size))
+            with _relevance_warnings():
+                search = self.chunks.asimilarity_search_with_relevance_scores  # type: ignore[union-attr]
+                pairs = await search(query, k=pool_size, **self.search_kwargs)
+            pool, docs = pool_from_pairs(pairs)
         else:
             pool, docs = await afetch_pool(self.chunks, query, pool_size, callbacks=callbacks)
         keyed, parent_of = self._prepare(pool, docs)
@@ -223,13 +228,11 @@ class ParentHost:
 
     def fetch_pool(self, query: str, pool_size: int) -> CandidatePool:
         """The parent-level candidate pool of one query (what calibration observes)."""
-        pool, docs = pool_from_pairs(self._pairs(query, pool_size, None))
-        return self.candidates(pool, docs)[0].pool
+        return self.candidates(*pool_from_pairs(self._pairs(query, pool_size, None)))[0].pool
 
     def lift_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
         """Replace gold chunk ids by their parents' ids (parent ids are kept as they are)."""
-        gold = sorted({g for ex in examples for g in ex.gold_ids})
-        return lift_gold_to_parents(examples, self.chunk_parents(gold))
+        return lift_gold_to_parents(examples, self.chunk_parents(sorted({g for ex in examples for g in ex.gold_ids})))
 
     def known_parents(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the docstore holds."""

@@ -130,7 +130,9 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         query: str = "",
         group: Any = None,
     ) -> list[Document]:
-        """The conformal set of one query; ``checked=True`` when ``scores`` are known NaN-free and best first."""
+        """The conformal set of one query (the pool checked first); ``checked=True``: scores NaN-free, best first."""
+        if self._served is not None:  # stacklevel 5: one frame below _get_relevant_documents
+            self._served([doc_id(d) for d in docs], scores, stacklevel=5)
         check_group_options(self.calibration, group, None)
         options = self.options
         cap = self._cap(k)
@@ -139,11 +141,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         return select_documents(docs, scores, self.calibration, options, checked=checked, query=query)
 
     def _fetch(self, query: str, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
-        """The host's top ``pool_size`` documents best first and their scores (only what a query needs).
-
-        Same order and checks as :func:`fetch_pool`, without building the calibration-side
-        :class:`CandidatePool` (ids and texts) on every query.
-        """
+        """The host's top ``pool_size`` documents best first and their scores, as :func:`fetch_pool` orders them."""
         if self._parent is not None:
             return self._parent.fetch(query, self.calibration.pool_size_, callbacks=callbacks)
         pairs = fetch_pairs(self._host, query, self.calibration.pool_size_, callbacks=callbacks)
@@ -162,22 +160,12 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         >>> monitor = ConformalMonitor.from_observations(cal, pools, statistic="set_size")  # doctest: +SKIP
         """
         check_group_options(self.calibration, group, None)
-        _, scores = self._fetch(query)
-        return ServedScores.of_query(
-            self.calibration,
-            scores,
-            query,
-            group=group if group is not None else self.options.group,
-            group_by=self.options.group_by,
-            parent_how=None if self._parent is None else self._parent.how,
-        )
+        return ServedScores.of_drop_in(self, self._fetch(query)[1], query, self._parent, group)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any
     ) -> list[Document]:
         docs, scores = self._fetch(query, run_manager.get_child())
-        if self._served is not None:
-            self._served([doc_id(d) for d in docs], scores)
         return self._select(docs, scores, k, checked=True, query=query, group=kwargs.get("group"))
 
     async def _aget_relevant_documents(
@@ -188,11 +176,10 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         k: int | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        child = run_manager.get_child()
+        child, size = run_manager.get_child(), self.calibration.pool_size_
         if self._parent is not None:
-            docs, scores = await self._parent.afetch(query, self.calibration.pool_size_, callbacks=child)
-            return self._select(docs, scores, k, checked=True, query=query, group=kwargs.get("group"))
-        pool, docs = await afetch_pool(self._host, query, self.calibration.pool_size_, callbacks=child)
-        if self._served is not None:
-            self._served(pool.ids, pool.scores)
-        return self._select(docs, pool.scores, k, checked=True, query=query, group=kwargs.get("group"))
+            docs, scores = await self._parent.afetch(query, size, callbacks=child)
+        else:
+            pool, docs = await afetch_pool(self._host, query, size, callbacks=child)
+            scores = pool.scores
+        return self._select(docs, scores, k, checked=True, query=query, group=kwargs.get("group"))

@@ -13,9 +13,11 @@ import numpy as np
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.served_checks import ServedPoolCheck
+from ..retrieval.fingerprint import Fingerprint
+from ..retrieval.served_checks import ServedPoolCheck, check_host
 from ..retrieval.serving import ServingOptions, ordered_by_score, serve_set
-from .host import pool_from_nodes
+from .fingerprint import fingerprint_of
+from .host import all_ids, pool_from_nodes
 
 _EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
 
@@ -37,6 +39,15 @@ def check_served(check: ServedPoolCheck | None, nodes: list[NodeWithScore], quer
     if check is not None:
         scores = [n.score for n in nodes if n.score is not None]
         check([n.node.node_id for n in nodes], scores, dims=served_dims(nodes, query_bundle), stacklevel=5)
+
+
+def host_check(
+    calibration: RetrievalCalibration, host: Any, what: str, fingerprint: Fingerprint | None = None
+) -> ServedPoolCheck:
+    """:func:`~conformal_rag_plugins.retrieval.served_checks.check_host` of a resolved host (its fingerprint unless
+    ``fingerprint`` is given, its ids), warning at the caller's caller (the drop-in's ``__init__`` line)."""
+    fp = fingerprint_of(host) if fingerprint is None else fingerprint
+    return check_host(calibration, fp, lambda: all_ids(host), what, stacklevel=2)
 
 
 def hidden_copy(node: Any, metadata: dict[str, Any], hidden: Sequence[str]) -> Any:

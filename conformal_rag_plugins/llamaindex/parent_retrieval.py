@@ -28,9 +28,9 @@ from llama_index.core.schema import BaseNode, IndexNode, MetadataMode, NodeWithS
 
 from ..core.errors import CalibrationError, ConformalError
 from ..datasets.examples import CalibrationExample
+from ..monitor.monitor import calibration_unit
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.parent_pools import (
-    PARENT_MARK,
     ParentCandidates,
     check_parent_aggregation,
     lift_gold_to_parents,
@@ -38,7 +38,7 @@ from ..retrieval.parent_pools import (
     to_parent_pool,
 )
 from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
-from ..retrieval.serving import CHUNKS_METADATA_KEY, parent_chunk_lists
+from ..retrieval.serving import CHUNKS_METADATA_KEY
 from .fingerprint import fingerprint_of
 from .host import _index_of, existing_ids, pool_from_nodes
 from .node_selection import hidden_copy
@@ -128,6 +128,7 @@ class ParentLevel:
         return parent_fingerprint(fingerprint_of(chunk_retriever), self.how)
 
     def _text(self, pid: str) -> str | None:
+        """The stored parent's text, ``None`` when the store does not hold it."""
         node = self.get(pid)
         return None if node is None else node.get_content(metadata_mode=MetadataMode.NONE)
 
@@ -148,9 +149,8 @@ class ParentLevel:
         the parent's text and metadata as stored. The store's nodes are never modified.
         """
         found, chunks = self.candidates(nodes)
-        lists = parent_chunk_lists(found.members, chunks.ids, chunks.scores, chunks.texts)
         out = []
-        for pid, score, listed in zip(found.pool.ids, found.pool.scores, lists, strict=True):
+        for pid, score, listed in zip(found.pool.ids, found.pool.scores, found.chunk_lists(chunks), strict=True):
             parent = self.get(str(pid))
             assert parent is not None  # to_parent_pool raised for a parent missing from the store
             copy = hidden_copy(parent, dict(parent.metadata) | {CHUNKS_METADATA_KEY: listed}, (CHUNKS_METADATA_KEY,))
@@ -186,6 +186,7 @@ class ParentLevel:
         return lift_gold_to_parents(examples, parent_of, expand)
 
     def _children(self, node: BaseNode) -> list[BaseNode]:
+        """The stored children of ``node``."""
         return [c for info in node.child_nodes or [] if (c := self.get(info.node_id)) is not None]
 
     def _parent_level_ids(self, node: BaseNode) -> list[str]:
@@ -262,7 +263,7 @@ def resolve_parent_level(host: Any, parents: Any = None, how: str = "max") -> Pa
 
 def check_level(calibration: Any, level: ParentLevel | None) -> None:
     """Refuse a parent-level calibration used at chunk level and the other way round, in plain words."""
-    calibrated_parent = PARENT_MARK + "parent:" in str(calibration.fingerprint_.retriever)
+    calibrated_parent = calibration_unit(calibration) != "chunk"
     if calibrated_parent and level is None:
         raise ConformalError(
             "This calibration was made at parent level (small-to-big), but no parents were given: pass "

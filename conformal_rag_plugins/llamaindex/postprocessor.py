@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -11,17 +10,22 @@ from pydantic import Field, PrivateAttr
 
 from ..core.errors import ConformalError, FingerprintMismatchError
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.served_checks import ServedPoolCheck, check_host
+from ..retrieval.served_checks import ServedPoolCheck
 from ..retrieval.serving import (
     ServingMixin,
     ServingOptions,
     check_pool_count,
+    check_scored,
     refuse_loose_options,
     serving_calibration,
 )
-from .fingerprint import fingerprint_of
-from .host import all_ids, resolve_host
-from .node_selection import check_served, select_nodes
+from .host import resolve_host
+from .node_selection import check_served, host_check, select_nodes
+
+_NO_SCORE = (
+    "Node {id!r} has no score ({score!r}): ConformalNodePostprocessor needs the retriever's scores. Put it before "
+    "postprocessors that drop or replace scores."
+)
 
 
 class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
@@ -49,11 +53,8 @@ class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
         The host, to check the calibration's fingerprint and collection (and, for a retriever,
         its top-k) when the postprocessor is built rather than at the first query.
     options : ServingOptions, optional
-        ``min_k``/``max_k`` (pad the set, which keeps the guarantee, or cut it, which loses it; nodes
-        and a warning say so), the ``group`` of a per-group calibration (or a ``group_by`` function of
-        the query string), a drift ``monitor``, and ``check_fingerprint`` (``False`` skips every
-        fingerprint and collection check; the pool-size checks stay), as in
-        :class:`~conformal_rag_plugins.llamaindex.ConformalRetriever`.
+        ``min_k``/``max_k``, ``group``/``group_by``, a drift ``monitor``, ``check_fingerprint``: see
+        :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
 
     Examples
     --------
@@ -90,13 +91,7 @@ class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
         if host is not None:
             checked, _ = resolve_host(host, calibration.pool_size_)
             if options.check_fingerprint:
-                self._served = check_host(
-                    calibration,
-                    fingerprint_of(checked),
-                    lambda: all_ids(checked),
-                    "ConformalNodePostprocessor",
-                    stacklevel=1,
-                )
+                self._served = host_check(calibration, checked, "ConformalNodePostprocessor")
         elif options.check_fingerprint:
             _check_settings_model(calibration)
             self._served = ServedPoolCheck(calibration, "ConformalNodePostprocessor")
@@ -106,12 +101,8 @@ class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
         return "ConformalNodePostprocessor"
 
     def _check_pool(self, nodes: list[NodeWithScore]) -> None:
-        for n in nodes:
-            if n.score is None or (isinstance(n.score, float) and math.isnan(n.score)):
-                raise ConformalError(
-                    f"Node {n.node.node_id!r} has no score ({n.score!r}): ConformalNodePostprocessor needs the "
-                    "retriever's scores. Put it before postprocessors that drop or replace scores."
-                )
+        """Refuse a node without a score, and a pool larger or smaller than the calibrated one."""
+        check_scored([n.node.node_id for n in nodes], [n.score for n in nodes], _NO_SCORE)
         check_pool_count(
             len(nodes),
             self.calibration,

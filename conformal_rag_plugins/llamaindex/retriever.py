@@ -11,11 +11,10 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from ..core.errors import ConformalError
 from ..monitor.monitor import ServedScores
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.served_checks import ServedPoolCheck, check_host
+from ..retrieval.served_checks import ServedPoolCheck
 from ..retrieval.serving import DEFAULT_OPTIONS, ServingMixin, ServingOptions, serving_calibration
-from .fingerprint import fingerprint_of
-from .host import all_ids, resolve_host
-from .node_selection import check_served, ordered_nodes, select_nodes
+from .host import resolve_host
+from .node_selection import check_served, host_check, ordered_nodes, select_nodes
 from .parent_retrieval import ParentLevel, check_level, resolve_parent_level
 
 
@@ -77,17 +76,20 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         self._host, _ = resolve_host(host if level is None else level.retriever, calibration.pool_size_)
         if options.check_fingerprint:
             check_level(calibration, level)
-            fingerprint = fingerprint_of(self._host) if level is None else level.fingerprint(self._host)
+            fingerprint = None if level is None else level.fingerprint(self._host)
             # every query's pool too: the scale's range, embedding dimensions, chunks new to the collection
-            self.served_check = check_host(
-                calibration, fingerprint, lambda: all_ids(self._host), "ConformalRetriever", stacklevel=1
-            )
+            self.served_check = host_check(calibration, self._host, "ConformalRetriever", fingerprint)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
-    def _select(self, nodes: list[NodeWithScore], query: str = "") -> list[NodeWithScore]:
-        if self.parent_level is not None:
-            nodes = self.parent_level.parent_nodes(nodes)
-        return select_nodes(nodes, self.calibration, self.options, query=query)
+    def _parents(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+        """The chunks' parents for small-to-big, else the nodes."""
+        return nodes if self.parent_level is None else self.parent_level.parent_nodes(nodes)
+
+    def _select(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        """Check the host's pool, then serve its conformal set."""
+        check_served(self.served_check, nodes, query_bundle)
+        query = "" if query_bundle is None else query_bundle.query_str
+        return select_nodes(self._parents(nodes), self.calibration, self.options, query=query)
 
     def pool_scores(self, query: str | QueryBundle) -> ServedScores:
         """The host's pool scores for ``query`` (parents for small-to-big), best first, as the monitor sees them.
@@ -101,23 +103,11 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         >>> monitor = ConformalMonitor.from_observations(cal, pools, statistic="set_size")  # doctest: +SKIP
         """
         bundle = query if isinstance(query, QueryBundle) else QueryBundle(query_str=query)
-        nodes = self._host.retrieve(bundle)
-        if self.parent_level is not None:
-            nodes = self.parent_level.parent_nodes(nodes)
-        _, scores = ordered_nodes(nodes)
-        how = None if self.parent_level is None else self.parent_level.how
-        group, group_by = self.options.group, self.options.group_by
-        return ServedScores.of_query(
-            self.calibration, scores, bundle.query_str, group=group, group_by=group_by, parent_how=how
-        )
-
-    def _served(self, nodes: list[NodeWithScore], query_bundle: QueryBundle) -> list[NodeWithScore]:
-        check_served(self.served_check, nodes, query_bundle)
-        return nodes
+        _, scores = ordered_nodes(self._parents(self._host.retrieve(bundle)))
+        return ServedScores.of_drop_in(self, scores, bundle.query_str, self.parent_level)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self._select(self._served(self._host.retrieve(query_bundle), query_bundle), query_bundle.query_str)
+        return self._select(self._host.retrieve(query_bundle), query_bundle)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        nodes = self._served(await self._host.aretrieve(query_bundle), query_bundle)
-        return self._select(nodes, query_bundle.query_str)
+        return self._select(await self._host.aretrieve(query_bundle), query_bundle)

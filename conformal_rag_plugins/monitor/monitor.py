@@ -180,6 +180,16 @@ class ServedScores:
         unit = "chunk" if parent_how is None else parent_unit_name(parent_how)
         return cls(tuple(float(s) for s in scores), unit, meta.get("conformal_group"))
 
+    @classmethod
+    def of_drop_in(
+        cls, drop_in: Any, scores: Iterable[float], query: str, parent: Any = None, group: str | None = None
+    ) -> ServedScores:
+        """:meth:`of_query` with a retriever drop-in's calibration and options, its parent level (or ``None``) and
+        a per-call ``group`` overriding ``options.group``."""
+        opts, how = drop_in.options, None if parent is None else parent.how
+        group = opts.group if group is None else group
+        return cls.of_query(drop_in.calibration, scores, query, group=group, group_by=opts.group_by, parent_how=how)
+
 
 @dataclass(frozen=True)
 class MonitorUpdate:

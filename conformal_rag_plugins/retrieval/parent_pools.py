@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..core.errors import CalibrationError
 from ..core.parent_scores import PARENT_AGGREGATIONS, aggregate_to_parents
@@ -36,6 +37,24 @@ class ParentCandidates:
 
     pool: CandidatePool
     members: tuple[tuple[int, ...], ...]
+
+    def chunk_lists(self, chunks: CandidatePool, ids: Sequence[Any] | None = None) -> list[list[dict[str, Any]]]:
+        """What each parent lists under ``conformal_chunks``: ``{"id", "score", "text"}`` of its chunks, best first.
+
+        ``chunks``: the chunk pool the parents were made from; ``ids``: its chunk ids, if not ``chunks.ids``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> chunks = CandidatePool(("a1", "b1", "a2"), ("x", "y", "z"), np.array([0.9, 0.8, 0.7]))
+        >>> to_parent_pool(chunks, {"a1": "A", "a2": "A", "b1": "B"}, {"A": "xz", "B": "y"}).chunk_lists(chunks)[0]
+        [{'id': 'a1', 'score': 0.9, 'text': 'x'}, {'id': 'a2', 'score': 0.7, 'text': 'z'}]
+        """
+        ids = chunks.ids if ids is None else ids
+        return [
+            [{"id": ids[i], "score": float(chunks.scores[i]), "text": chunks.texts[i]} for i in positions]
+            for positions in self.members
+        ]
 
 
 def check_parent_aggregation(how: str) -> str:

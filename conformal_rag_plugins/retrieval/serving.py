@@ -21,6 +21,7 @@ key: LlamaIndex ``conformal_score``, LangChain ``score``).
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -295,27 +296,11 @@ def refuse_loose_options(given: Mapping[str, Any], what: str) -> None:
         )
 
 
-def parent_chunk_lists(
-    members: Sequence[Sequence[int]], ids: Sequence[Any], scores: Sequence[float] | np.ndarray, texts: Sequence[str]
-) -> list[list[dict[str, Any]]]:
-    """What a returned parent lists under :data:`CHUNKS_METADATA_KEY`: ``{"id", "score", "text"}`` of its chunks.
-
-    ``members`` are each parent's positions in the chunk pool, best first
-    (:attr:`~conformal_rag_plugins.retrieval.parent_pools.ParentCandidates.members`); ``ids``,
-    ``scores`` and ``texts`` the chunk pool's, by position.
-
-    Examples
-    --------
-    >>> parent_chunk_lists([(0, 2), (1,)], ["a1", "b1", "a2"], [0.9, 0.8, 0.7], ["x", "y", "z"])[0]
-    [{'id': 'a1', 'score': 0.9, 'text': 'x'}, {'id': 'a2', 'score': 0.7, 'text': 'z'}]
-    """
-    return [[{"id": ids[i], "score": float(scores[i]), "text": texts[i]} for i in chunks] for chunks in members]
-
-
 def ordered_by_score(
-    items: Sequence[T], scores: Sequence[float | None], refuse: Callable[[], object]
+    items: Sequence[T], scores: Sequence[float | None], refuse: Callable[[], object] | str
 ) -> tuple[list[T], np.ndarray]:
-    """``items`` best first (stable) and their scores; ``refuse()`` raises the adapter's error for a missing/NaN score.
+    """``items`` best first (stable) and their scores; a missing/NaN score calls ``refuse()`` (the adapter's
+    error) or raises :class:`ConformalError` with the message ``refuse``.
 
     Examples
     --------
@@ -324,6 +309,8 @@ def ordered_by_score(
     """
     got = best_first(scores)
     if got is None:
+        if isinstance(refuse, str):
+            raise ConformalError(refuse)
         refuse()
         raise AssertionError("unreachable")
     ordered, order = got
@@ -349,3 +336,18 @@ def check_pool_count(received: int, calibration: Any, unit: str, too_many: str, 
     if end is not None:
         start = f"Received {received} {unit} but the calibration used a pool of {pool}: "
         raise ConformalError(start + end.format(n=received, pool=pool))
+
+
+def check_scored(ids: Sequence[Any], scores: Sequence[float | None], message: str) -> None:
+    """Raise :class:`ConformalError` with ``message.format(id=..., score=...)`` at the first missing or NaN score.
+
+    Examples
+    --------
+    >>> check_scored(["a", "b"], [0.5, None], "{id!r} has no score ({score!r})")
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: 'b' has no score (None)
+    """
+    for i, score in zip(ids, scores, strict=True):
+        if score is None or (isinstance(score, float) and math.isnan(score)):
+            raise ConformalError(message.format(id=i, score=score))
