@@ -217,10 +217,9 @@ def _print_evaluate_notes(report: dict) -> None:
 
 
 def _print_report_end(report: dict, json_out: str | None, *, exclude: Sequence[str]) -> None:
-    """Close ``evaluate``'s output: a one-line summary when the report went to a file, else the report JSON.
+    """Close ``evaluate``'s output: a summary line with ``--out``, else the report JSON (minus ``exclude``).
 
-    Without ``--out`` the last stdout line is the report as JSON (without ``exclude``), so a
-    pipeline can read it; with ``--out`` the file holds all of it.
+    Without ``--out`` the report JSON is the last stdout line, so a pipeline can read it.
     """
     if json_out is None:
         print(json.dumps({k: v for k, v in report.items() if k not in exclude}))
@@ -260,20 +259,10 @@ def _os_error_message(exc: OSError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script.
+    """Entry point of the console script (``argv`` defaults to ``sys.argv[1:]``).
 
-    Parameters
-    ----------
-    argv : sequence of str, optional
-        Arguments without the program name (default ``sys.argv[1:]``).
-
-    Returns
-    -------
-    int
-        0 on success; 2 on a usage or input error, reported as one line
-        ``conformal-rag: error: <message>`` on stderr (any
-        :class:`~conformal_rag_plugins.core.errors.ConformalError`, or an :class:`OSError` naming
-        the file, such as a missing input or an output folder that does not exist).
+    Returns 0, or 2 on a usage or input error (a ``ConformalError``, or an ``OSError`` naming the
+    file), printed as one ``conformal-rag: error: <message>`` line on stderr.
     """
     _offline_env()
     # A native crash (llama.cpp, onnxruntime, torch) kills the process with no Python exception:

@@ -1,17 +1,11 @@
 """The framework registry: what the command line and the benchmarks ask of LlamaIndex or LangChain.
 
-``conformal-rag`` and ``benchmarks/`` never branch on a framework's name: they call
-:func:`get_framework` and use the :class:`FrameworkAdapter` it returns. Each adapter keeps its
-entry in one file (``llamaindex/cli_entry.py``, ``langchain/cli_entry.py``), imported only when
-that framework is asked for, so importing this module imports neither framework.
-
-Adding a framework means writing its ``cli_entry.py`` with a :class:`RegisteredEntry` subclass
-(its table of adapter functions plus the framework-specific operations) and naming it in :data:`_ENTRIES`.
+Callers never branch on a framework's name: they use :func:`get_framework`. Each entry lives in
+its adapter's ``cli_entry.py`` (a :class:`RegisteredEntry` subclass named in :data:`_ENTRIES`),
+imported only when asked for, so importing this module imports neither framework.
 
 Examples
 --------
->>> FRAMEWORKS
-('llamaindex', 'langchain')
 >>> get_framework("haystack")
 Traceback (most recent call last):
 ...
@@ -54,9 +48,8 @@ HostFetch = tuple[Any, "Callable[[str], CandidatePool]"]
 class FrameworkAdapter(Protocol):
     """What the command line and the benchmarks need from one framework.
 
-    ``searchable`` below is what the framework searches (LlamaIndex: a ``VectorStoreIndex``;
-    LangChain: a vector store) and ``units`` what its BM25 side and gold ids are read from
-    (LlamaIndex: the nodes; LangChain: the chunks or documents).
+    ``searchable``: what it searches (a ``VectorStoreIndex`` / a vector store); ``units``: what BM25
+    and gold ids read (nodes / chunks or documents).
     """
 
     name: str
@@ -181,10 +174,9 @@ FORWARDED: Mapping[str, str] = MappingProxyType({
 class RegisteredEntry:
     """The framework-neutral half of an entry: operations that only call an adapter function.
 
-    Each operation below calls the function that :attr:`functions` names for it in the adapter
-    :attr:`package` (imported on the first call, so the registry imports no framework); a subclass
-    declares its ``name``, ``package`` and ``models`` and defines the operations that differ between frameworks
-    (``build_hosts`` indexes once, then asks the subclass's ``hosts_on`` and ``fetch_on``).
+    Each calls the function :attr:`functions` names in :attr:`package` (imported on first call); a
+    subclass declares ``name``, ``package``, ``models`` and the framework-specific operations
+    (``build_hosts`` indexes once, then asks ``hosts_on`` and ``fetch_on``).
     """
 
     name: str
@@ -288,13 +280,7 @@ def _entry(name: str) -> FrameworkAdapter:
 
 
 def get_framework(name: str) -> FrameworkAdapter:
-    """The registered adapter of ``name`` (its framework is imported now, not before).
-
-    Raises
-    ------
-    ConformalError
-        ``name`` is not in :data:`FRAMEWORKS`.
-    """
+    """The registered adapter of ``name`` (imported now); ``ConformalError`` if not in :data:`FRAMEWORKS`."""
     if name not in _ENTRIES:
         raise ConformalError(f"framework must be one of {FRAMEWORKS}, got {name!r}.")
     return _entry(name)

@@ -25,17 +25,11 @@ def build_rows(
 ) -> list[dict[str, Any]]:
     """For each question: the host's top-``pool`` candidates, and answers sampled from *every* one of them.
 
-    Every chunk of the pool is sampled, so that any retrieval set a threshold can choose
-    (at most the whole pool) has its answers: set sizes are then exact, not lower bounds,
-    and the chunks are chosen without looking at the gold. The gold chunk that defines the
-    retrieval score (the best-ranked gold in the pool, else the first gold chunk) is
-    sampled too; ``extra_ids(example)`` adds more chunk ids (for example another
-    framework's pool). ``top`` is the old name of ``pool``.
-
-    ``fetch(question) -> CandidatePool``; chunk texts come from the pool, and from
-    ``texts`` for chunks outside it. Unanswerable questions get the reference
-    ``"I don't know"``, so an abstaining answer counts as correct for them. Rows carry
-    ``logprobs`` (mean token log-probability per sample) when the model reported them.
+    Sampling the whole pool makes set sizes exact (not lower bounds) and chooses chunks without
+    looking at the gold; the gold chunk that defines the retrieval score (best-ranked gold in the
+    pool, else the first gold chunk) is sampled too, plus ``extra_ids(example)``. ``top`` is the old
+    name of ``pool``. Chunk texts come from the pool, else ``texts``. Unanswerable questions get the
+    reference ``"I don't know"`` (abstaining is correct); rows carry ``logprobs`` when reported.
     """
     from tqdm.auto import tqdm
 

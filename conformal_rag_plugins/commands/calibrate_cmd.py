@@ -1,9 +1,7 @@
 """``conformal-rag calibrate``: labelled questions + corpus -> a saved retrieval calibration.
 
-The last step of the label-free route (``generate-calibration`` -> ``label`` ->
-``calibrate``). The chunks are indexed in a persistent Chroma directory so the same
-index can be opened from Python, and a hybrid host is tuned (fusion setting and score
-family chosen on an optimisation split) unless ``--fusion`` fixes it.
+Last step of ``generate-calibration`` -> ``label`` -> ``calibrate``. Chunks go to a persistent
+Chroma directory (reopenable from Python); a hybrid host is tuned unless ``--fusion`` fixes it.
 """
 
 from __future__ import annotations
@@ -109,11 +107,7 @@ def _handle(args: argparse.Namespace) -> None:
 
 @dataclass(frozen=True)
 class CalibrateRequest:
-    """What ``conformal-rag calibrate`` is asked to do: one field per option, with the command's defaults.
-
-    ``corpus``/``docs`` name the corpus (JSONL files, or a folder of documents), ``questions``
-    the labelled question file and ``out`` the calibration JSON to write; the other fields are
-    the options of :func:`run_calibrate` (``alpha`` is ``1 - confidence_level``).
+    """The options of ``conformal-rag calibrate`` (see :func:`run_calibrate`); ``alpha`` is ``1 - confidence_level``.
 
     Examples
     --------
@@ -147,31 +141,15 @@ class CalibrateRequest:
 def run_calibrate(request: CalibrateRequest) -> Any:
     """Index the chunked corpus, calibrate on the labelled questions, save and return the calibration.
 
-    ``questions`` is a question file of either form (SQuAD-style ``context_id`` lines or labelled
-    ``gold_ids``/``gold_texts`` lines, see
-    :func:`~conformal_rag_plugins.datasets.question_file.read_question_file`); its unanswerable
-    (``is_impossible``) questions have no gold and are skipped, and an answerable one without gold
-    is refused with its line.
+    ``questions`` may be SQuAD-style or labelled (``gold_ids``/``gold_texts``); unanswerable
+    questions are skipped, an answerable one without gold is refused with its line. ``group_by``
+    adds per-query-group thresholds, ``chunk_group_key`` label-conditional ones (per gold chunk
+    group). A tuned hybrid also picks the pool among ``pool_sizes`` (default 1x, 2x, 4x
+    ``pool_size``) by mean context tokens on the optimisation split. Document-level gold ids move
+    onto the chunks holding a reference answer (recorded in ``labels_``).
 
-    ``group_by`` (a qa field known at query time) adds per-query-group thresholds;
-    ``chunk_group_key`` (a chunk metadata key) adds label-conditional ones, one per group of
-    the gold chunk (see :func:`~conformal_rag_plugins.retrieval.groups.with_chunk_groups`).
-
-    A tuned hybrid also chooses the pool among ``pool_sizes`` (default 1x, 2x, 4x
-    ``pool_size``) by mean context tokens on the optimisation split.
-
-    Gold ids may name whole documents: they are moved onto the chunks that hold a reference
-    answer (:func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`), and the
-    calibration records how (``labels_``).
-
-    Examples
-    --------
-    >>> request = CalibrateRequest(None, "my_docs/", questions="labelled.jsonl", out="calibration.json")
-    >>> cal = run_calibrate(request)  # doctest: +SKIP
-
-    Bad options, malformed input files (naming file and line), gold ids missing from the
-    corpus and an unwritable ``out`` are refused before anything is indexed; ``out`` is
-    written atomically.
+    Everything is refused (bad options, malformed files naming file and line, gold ids missing from
+    the corpus, unwritable ``out``) before indexing; ``out`` is written atomically.
     """
     from ..core.errors import ConformalError, InputFileError
     from ..core.validation import check_alpha
@@ -282,10 +260,7 @@ def _tuned(
     options: RetrievalOptions,
     pool_sizes: Sequence[int] | None = None,
 ) -> Any:
-    """The tuned hybrid of ``framework`` on the chunks indexed in ``client`` (fusion, family, unit, pool).
-
-    ``options`` carries the score family, seed, query groups and progress of the calibration.
-    """
+    """The tuned hybrid of ``framework`` on the chunks indexed in ``client`` (fusion, family, unit, pool)."""
     from ..frameworks import get_framework
     from .hosts import collection_name
 

@@ -19,9 +19,8 @@ LLM_KINDS = ("local", "openai")
 def add_corpus_arguments(parser: argparse.ArgumentParser, *, llm: bool = True) -> None:
     """``--corpus``/``--docs``, the chunking, ``--framework``, ``--llm`` and the cache options.
 
-    With ``llm=False`` (a command that calls no LLM) ``--llm``, ``--cache`` and ``--no-cache``
-    are still accepted, so existing scripts keep running, but hidden from the help; the
-    command names them with :func:`ignored_llm_options`.
+    With ``llm=False`` the LLM and cache options are still accepted (old scripts keep running) but
+    hidden from the help; the command names them with :func:`ignored_llm_options`.
     """
     parser.add_argument(
         "--corpus", action="append", help="corpus JSONL {id, text, title?} (repeatable; this or --docs is required)"
@@ -80,13 +79,9 @@ def load_chunks(
     chunk_size: int | None = None,
     chunk_overlap: int | None = None,
 ) -> list[Chunk]:
-    """Read ``--corpus`` files or a ``--docs`` folder and chunk long entries with the framework's splitter.
+    """Read ``--corpus`` files or a ``--docs`` folder and chunk them with the framework's splitter.
 
-    Generation and labelling must use the same chunking, so that the chunk ids match.
-
-    Examples
-    --------
-    >>> chunks = load_chunks("llamaindex", ["corpus.jsonl"], None, chunk_size=128)  # doctest: +SKIP
+    Generation and labelling must chunk alike, so that the chunk ids match.
     """
     if bool(corpus) == bool(docs):
         raise ConformalError("Pass the corpus as --corpus FILE.jsonl (repeatable) or as --docs FOLDER (one of them).")
@@ -106,19 +101,7 @@ def load_chunks(
 
 
 def input_files(corpus: Sequence[str | Path] | None, docs: str | Path | None, glob: str = "*.txt") -> list[Path]:
-    """The files ``--corpus``/``--docs`` read, so that no output path overwrites one of them.
-
-    Parameters
-    ----------
-    corpus : sequence of path, optional
-        The ``--corpus`` files.
-    docs : path, optional
-        The ``--docs`` folder; its files matching ``glob`` are listed (nothing when it is not a folder).
-    glob : str, default "*.txt"
-
-    Returns
-    -------
-    list of Path
+    """The files ``--corpus``/``--docs`` read (``docs`` files matching ``glob``), so no output overwrites one.
 
     Examples
     --------
@@ -158,12 +141,7 @@ def _undecodable_file(docs: str | Path, glob: str, exc: UnicodeDecodeError) -> s
 
 
 def build_llm(framework: str, kind: str, *, temperature: float, max_tokens: int) -> Any:
-    """The framework's local Gemma 3 270M, or its OpenAI(-compatible) client (``default_llm``).
-
-    Examples
-    --------
-    >>> llm = build_llm("llamaindex", "local", temperature=0.0, max_tokens=4)  # doctest: +SKIP
-    """
+    """The framework's local Gemma 3 270M, or its OpenAI(-compatible) client (``default_llm``)."""
     if kind not in LLM_KINDS:
         raise ConformalError(f"--llm must be one of {LLM_KINDS}, got {kind!r}.")
     if kind == "openai":

@@ -14,15 +14,7 @@ from ..labelling.chunk_records import Chunk
 
 @dataclass(frozen=True)
 class ChunkedCorpus:
-    """Chunks, the questions with chunk-level gold, and what happened.
-
-    Attributes
-    ----------
-    chunks : list of Chunk
-    questions : list of CalibrationExample
-    gold : GoldReport
-    n_entries, n_split_entries, chunk_size, chunk_overlap, max_chunk_tokens : int
-    """
+    """Chunks, the questions with chunk-level gold, the :class:`GoldReport` and the chunking counts."""
 
     chunks: list[Chunk]
     questions: list[CalibrationExample]
@@ -56,17 +48,9 @@ def chunk_corpus(
 ) -> ChunkedCorpus:
     """Split entries longer than the embedding window with ``framework``'s own splitter.
 
-    LlamaIndex uses ``SentenceSplitter``, LangChain ``RecursiveCharacterTextSplitter``;
-    both count all-MiniLM-L6-v2 word pieces, and defaults come from the model's
-    ``max_seq_length`` (254 content tokens, overlap 25). Gold document ids become
-    the chunk ids holding a reference answer (see
-    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`).
-
-    Examples
-    --------
-    >>> out = chunk_corpus("llamaindex", bundled_corpus(), bundled_questions())  # doctest: +SKIP
-    >>> out.report()["n_split_entries"]  # doctest: +SKIP
-    1
+    LlamaIndex ``SentenceSplitter`` / LangChain ``RecursiveCharacterTextSplitter``, both counting
+    MiniLM word pieces (defaults 254 tokens, overlap 25). Gold document ids become the chunk ids
+    holding a reference answer.
     """
     from ..frameworks import get_framework
     from ..local.tokens import count_tokens, default_chunk_overlap, default_chunk_size

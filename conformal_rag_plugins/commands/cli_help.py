@@ -1,9 +1,7 @@
 """How ``conformal-rag --help`` reads: every option's default, one usage example per sub-command.
 
-:class:`Parser` is the ``argparse`` parser of the command and of every sub-command (the
-sub-parsers inherit its class), so a ``register`` function only adds its options and an
-``epilog=examples(...)``; the formatter appends the default an option's help text does not
-already state.
+Sub-parsers inherit :class:`Parser`, so a ``register`` function only adds options and an
+``epilog=examples(...)``.
 """
 
 from __future__ import annotations
@@ -20,9 +18,8 @@ _R = TypeVar("_R")
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Help that names every option's default, and keeps the epilog's example lines as written.
 
-    A help text that already mentions its default is left alone; otherwise a required option
-    gets ``(required)``, an option without a default ``(default: none)`` and any other
-    ``(default: VALUE)``. Flags without a value (``--quiet``) are off unless given and get nothing.
+    Unless the help already mentions it: ``(required)``, ``(default: none)`` or
+    ``(default: VALUE)``; value-less flags (``--quiet``) get nothing.
     """
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
@@ -84,13 +81,10 @@ def add_chunk_options(parser: argparse.ArgumentParser, size: str, overlap: str, 
 def changed_options(parser: argparse.ArgumentParser, args: argparse.Namespace, dests: Iterable[str]) -> list[str]:
     """The options among ``dests`` of ``args.command`` whose value is not their default (as typed flags).
 
-    An option given with its default value changes nothing, so it does not count.
-
     Examples
     --------
     >>> p = Parser(prog="x")
-    >>> sub = p.add_subparsers(dest="command")
-    >>> s = sub.add_parser("run")
+    >>> s = p.add_subparsers(dest="command").add_parser("run")
     >>> _ = s.add_argument("--pool-size", type=int, default=50)
     >>> _ = s.add_argument("--quiet", action="store_true")
     >>> changed_options(p, p.parse_args(["run", "--pool-size", "9"]), ["pool_size", "quiet"])

@@ -34,7 +34,7 @@ def _eval(obs: list[PoolObservation], family: str, q: float) -> dict[str, float]
 
 @dataclass(frozen=True)
 class DemoRequest:
-    """What ``conformal-rag demo`` is asked to do: one field per option, with its defaults.
+    """The options of ``conformal-rag demo``, with its defaults.
 
     Examples
     --------
@@ -60,12 +60,7 @@ class DemoRequest:
 def run_demo(request: DemoRequest) -> dict[str, object]:
     """Index, calibrate on half the questions, evaluate on the other half, and print.
 
-    ``pool_size`` and the output folders (``out``, ``persist_dir``) are checked before the
-    work starts; the calibration files are written atomically.
-
-    Examples
-    --------
-    >>> summary = run_demo(DemoRequest(alpha=0.1, answers=False))  # doctest: +SKIP
+    ``pool_size`` and the output folders are checked first; calibration files are written atomically.
     """
     from llama_index.core.schema import MetadataMode
 

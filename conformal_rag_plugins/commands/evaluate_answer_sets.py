@@ -38,10 +38,7 @@ def _llm(kind: str, logprobs: bool = False) -> Any:
 
 @dataclass(frozen=True)
 class EvaluateAnswersRequest:
-    """What ``conformal-rag evaluate --answers`` is asked to do: one field per option, with its defaults.
-
-    ``corpus`` and ``qa`` are the corpus and SQuAD-style qa JSONL files, ``alphas`` the levels
-    (as ``1 - confidence_level``); see :func:`run_evaluate_answers` for the others.
+    """The options of ``conformal-rag evaluate --answers`` (see :func:`run_evaluate_answers`).
 
     Examples
     --------
@@ -66,17 +63,10 @@ class EvaluateAnswersRequest:
 def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
     """Sample (cached), then evaluate every method at every alpha; unanswerable questions get own rows.
 
-    Every one of the top ``answer_pool`` candidates of each question is sampled, so any
-    retrieval set is fully sampled: set sizes are exact, and the chunks are chosen without
-    looking at the gold. The retrieval stage uses that pool (gold beyond it is a miss).
-    ``generator_score="likelihood"`` samples with token logprobs and breaks frequency ties with them.
-
-    Bad counts, malformed corpus/qa files (naming file and line), qa ids missing from the
-    corpus and unwritable ``json_out`` paths are refused before anything is indexed or sampled.
-
-    Examples
-    --------
-    >>> report = run_evaluate_answers(EvaluateAnswersRequest(["corpus.jsonl"], "qa.jsonl", [0.1]))  # doctest: +SKIP
+    All top ``answer_pool`` candidates are sampled, so set sizes are exact and chunks are chosen
+    without the gold; gold beyond that pool is a retrieval miss. ``generator_score="likelihood"``
+    samples token logprobs and breaks frequency ties with them. Bad counts, malformed files (file
+    and line), unknown qa ids and unwritable ``json_out`` are refused before any work.
     """
     from ..llamaindex.answer_sampler import LlamaIndexSampler, model_id
 

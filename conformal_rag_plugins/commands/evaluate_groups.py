@@ -17,10 +17,8 @@ from ..evaluation.mondrian_trials import simulate_group_splits
 def question_groups(questions: Sequence[CalibrationExample], field: str, qa_name: str | Path) -> list[str]:
     """The ``field`` of every qa line (kept in ``metadata`` by ``load_qa``), as a group label.
 
-    Raises
-    ------
-    InputFileError
-        A question without the field, or with an empty or non-string value, naming it.
+    Raises :class:`InputFileError` naming a question without the field, or with an empty or
+    non-string value.
 
     Examples
     --------
@@ -53,9 +51,7 @@ def groups_block(
 ) -> dict[str, Any]:
     """Per alpha and group: size, and coverage/mean set size under the pooled and the per-group threshold.
 
-    The trials are the seeded splits of the ``split`` rows (same ``seed``). ``auto`` is
-    evaluated on the ``relative`` family (one family for both rules, so that only the
-    threshold differs).
+    Same seeded splits as the ``split`` rows; ``auto`` uses ``relative`` so only the threshold differs.
     """
     family = "relative" if score == "auto" else score
     results: dict[str, Any] = {}

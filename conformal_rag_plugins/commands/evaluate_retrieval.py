@@ -35,22 +35,11 @@ DEFAULT_FUSION = FusionConfig("zscore", DEFAULT_DENSE_WEIGHT)
 
 @dataclass(frozen=True)
 class TrialSettings:
-    """How :func:`evaluate_observations` evaluates: the score family, the repeated splits and the rows.
+    """How :func:`evaluate_observations` evaluates.
 
-    Parameters
-    ----------
-    tuned : bool
-        Add a ``tuned`` row whose setting and family are chosen inside every trial.
-    score : str
-        Score family, or ``"auto"`` to let the tuned row choose it (fixed rows then use ``relative``).
-    trials, seed : int
-        The repeated random splits.
-    pac_delta : float, optional
-        Adds ``pac`` rows (and, in the recall report, ``ltt``).
-    topk : sequence of int, default (1, 5, 10)
-        The ``topk@k`` baselines.
-    objective : {"size", "tokens"}, default "size"
-        What the tuned row minimises on the optimisation part.
+    ``score="auto"`` lets the tuned row choose the family (fixed rows then use ``relative``);
+    ``pac_delta`` adds ``pac`` rows (and ``ltt`` in the recall report); ``objective`` (``size`` or
+    ``tokens``) is what the tuned row minimises on the optimisation part.
 
     Examples
     --------
@@ -78,18 +67,11 @@ def evaluate_observations(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows for every alpha, plus the tuning choices when ``tuned``.
 
-    Fixed hosts: ``split`` (and ``pac``), ``topk@k``, ``conflare`` on the fixed
-    configuration (``base_key``; by default :data:`DEFAULT_FUSION` for a tuned hybrid).
-    Tuned hybrids add a ``tuned`` row whose setting and family are chosen inside every
-    trial on an optimisation part of the calibration half, minimising ``objective``
-    (``base_of`` lets larger pools compete only when the base pool misses more than
-    alpha/2 of the optimisation questions). With ``chunk_keys``, a ``tuned-chunks`` row
-    repeats the chunk-level, base-pool, smallest-set tuning of earlier versions for comparison.
-
-    Examples
-    --------
-    >>> settings = TrialSettings(tuned=False, score="relative", trials=20, seed=0)
-    >>> rows, tuning = evaluate_observations({None: observations}, [0.1], settings)  # doctest: +SKIP
+    Fixed hosts: ``split`` (and ``pac``), ``topk@k``, ``conflare`` on ``base_key`` (default
+    :data:`DEFAULT_FUSION` for a tuned hybrid). Tuned hybrids add a ``tuned`` row, chosen inside every
+    trial on an optimisation part minimising ``objective``; ``base_of`` lets larger pools compete only
+    when the base pool misses more than alpha/2 of the optimisation questions. ``chunk_keys`` adds a
+    ``tuned-chunks`` row (the earlier chunk-level, base-pool, smallest-set tuning) for comparison.
     """
     tuned, score, trials, seed = settings.tuned, settings.score, settings.trials, settings.seed
     pac_delta, topk, objective = settings.pac_delta, settings.topk, settings.objective
@@ -150,10 +132,7 @@ def _pool_sizes(pool_size: int, pool_sizes: Sequence[int] | None, tuned: bool) -
 
 @dataclass(frozen=True)
 class EvaluateRequest:
-    """What ``conformal-rag evaluate`` is asked to do: one field per option, with its defaults.
-
-    ``corpus`` (JSONL paths or entries), ``qa`` (a qa JSONL path or examples) and ``alphas``
-    (as ``1 - confidence_level``) are required; see :func:`run_evaluate` for the others.
+    """The options of ``conformal-rag evaluate`` (see :func:`run_evaluate`); ``alphas`` are ``1 - confidence_level``.
 
     Examples
     --------
@@ -186,64 +165,30 @@ class EvaluateRequest:
 def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any = None) -> dict[str, Any]:
     """Run the evaluation and return (and optionally write) the JSON report.
 
-    Parameters
-    ----------
-    request : EvaluateRequest
-        The options, field by field:
-    corpus : paths of corpus JSONL files, or corpus entries
-    qa : path of a SQuAD-style qa JSONL, or examples
-    alphas : sequence of float
-    score : str, optional
-        Score family; default ``auto`` for a tuned hybrid (chosen with the fusion
-        setting), else ``relative``.
-    fusion : str, default "tuned"
-        ``"tuned"`` searches :data:`~conformal_rag_plugins.tuning.fusion_config.DEFAULT_FUSION_GRID`
-        on optimisation splits; ``"zscore:0.5"`` etc. fixes the hybrid setting.
-    chunking : bool, default True
-        Split entries longer than the embedding window (``chunk_size``/``chunk_overlap``
-        in MiniLM tokens) and move gold ids onto chunks.
-    group_by : str, optional
-        A field of the qa lines known at query time (a collection, a tenant): the report gains
-        a ``groups`` block with, per group, its size and the coverage and mean set size under
-        the pooled threshold and under the group's own (Mondrian) one, over the same trials
-        (:func:`~conformal_rag_plugins.commands.evaluate_groups.groups_block`).
-    control : {"coverage", "recall"}, default "coverage"
-        ``recall`` adds ``crc`` (and, with ``pac_delta``, ``ltt``) and ``single-gold`` rows with
-        the mean recall of every gold chunk (see :func:`~.recall_rows.recall_report`), and the
-        keys ``control`` and ``recall``; ``coverage`` writes today's report unchanged.
-    unit : {"auto", "chunk", "parent:max", "parent:sum", "document"}, default "auto"
-        What is returned and counts as gold (see :mod:`.unit_candidates`). ``auto`` lets a
-        tuned hybrid choose among chunks, parents scored from their chunks, and whole
-        documents, by the mean context tokens of the calibrated set on the optimisation
-        part of every trial; other hosts use chunks.
-    pool_sizes : sequence of int, optional
-        Pool sizes to compare; default ``pool_size`` alone, or ``pool_size`` and 2x and 4x of
-        it for a tuned hybrid (a larger pool is tried only where the base pool misses more
-        than alpha/2 of the optimisation questions).
+    Request fields that need a word (the CLI help documents the rest):
 
-    progress : bool, default True
-        Show progress bars.
-    client : chromadb client, optional
-        Where to index (default: the cached persistent client).
+    - ``score``: default ``auto`` for a tuned hybrid (chosen with the fusion), else ``relative``.
+    - ``fusion``: ``"tuned"`` searches ``DEFAULT_FUSION_GRID`` on optimisation splits;
+      ``"zscore:0.5"`` etc. fixes it.
+    - ``group_by``: a qa field known at query time; adds a ``groups`` block (pooled vs per-group
+      Mondrian threshold over the same trials, :func:`~.evaluate_groups.groups_block`).
+    - ``control="recall"``: adds ``crc`` (and ``ltt`` with ``pac_delta``) and ``single-gold`` rows and
+      the keys ``control`` and ``recall`` (:func:`~.recall_rows.recall_report`); ``coverage`` keeps
+      the report unchanged.
+    - ``unit``: what is returned and counts as gold (:mod:`.unit_candidates`); ``auto`` lets a tuned
+      hybrid choose by mean context tokens per trial; other hosts use chunks.
+    - ``pool_sizes``: default ``pool_size``, or 1x, 2x, 4x it for a tuned hybrid.
 
-    Every result row carries ``mean_context_tokens``: the MiniLM tokens of the returned
-    units, i.e. what an LLM would read. A tuned hybrid adds ``candidates`` (every fixed
-    setting over the same trials) and ``best_fixed`` (the best in hindsight).
-
-    Examples
-    --------
-    >>> report = run_evaluate(EvaluateRequest(["corpus.jsonl"], "qa.jsonl", [0.1], trials=20))  # doctest: +SKIP
-    >>> report["tuning"]["0.1"]["most_chosen"]  # doctest: +SKIP
-    'zscore:0.5|relative'
+    Every row carries ``mean_context_tokens`` (MiniLM tokens of the returned units); a tuned hybrid
+    adds ``candidates`` (every fixed setting, same trials) and ``best_fixed`` (best in hindsight).
 
     Raises
     ------
     ConformalError
-        Before any indexing: a bad alpha, ``trials`` or ``pool_size`` below 1, a malformed
-        corpus or qa file (:class:`~conformal_rag_plugins.core.errors.InputFileError`, naming
-        file and line), a qa ``context_id`` missing from the corpus, no answerable question.
+        Before any indexing: a bad alpha, ``trials`` or ``pool_size`` below 1, a malformed corpus or
+        qa file (``InputFileError``, file and line), an unknown ``context_id``, no answerable question.
     OSError
-        ``json_out`` cannot be written (missing directory, a directory, not writable).
+        ``json_out`` cannot be written.
     """
     r = request
     trials, seed = r.trials, r.seed

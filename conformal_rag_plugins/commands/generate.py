@@ -44,10 +44,7 @@ def _handle(args: argparse.Namespace) -> None:
 
 @dataclass(frozen=True)
 class GenerateRequest:
-    """What ``conformal-rag generate-calibration`` is asked to do: one field per option, with its defaults.
-
-    ``corpus``/``docs`` name the corpus, ``n`` the questions to write and ``out`` the JSONL;
-    the other fields are the command's options (see :func:`run_generate`).
+    """The options of ``conformal-rag generate-calibration`` (see :func:`run_generate`).
 
     Examples
     --------
@@ -73,15 +70,9 @@ class GenerateRequest:
 
 
 def run_generate(request: GenerateRequest) -> Any:
-    """Chunk the corpus, generate ``n`` questions with the framework's LLM, save them as JSONL.
+    """Chunk the corpus, generate ``n`` questions with the framework's LLM, save them; return the report.
 
-    Returns the :class:`~conformal_rag_plugins.labelling.question_gen.GenerationReport`.
     A corpus with fewer usable chunks than ``n`` fails before the LLM is loaded.
-
-    Examples
-    --------
-    >>> report = run_generate(GenerateRequest(None, "my_docs/", n=100, out="questions.jsonl"))  # doctest: +SKIP
-    >>> print(report.summary())  # doctest: +SKIP
     """
     from ..datasets.examples import save_examples
     from ..frameworks import get_framework

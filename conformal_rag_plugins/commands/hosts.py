@@ -62,11 +62,7 @@ def build_hosts(
     client: Any = None,
     show_progress: bool = False,
 ) -> dict[FusionConfig | None, HostBundle]:
-    """Index ``entries`` once and build one host per fusion configuration.
-
-    Dense and BM25 hosts have no fusion setting: the result is ``{None: bundle}``.
-    Hybrid hosts share the index and the BM25 side.
-    """
+    """Index ``entries`` once and build one host per fusion configuration (``{None: bundle}`` if not hybrid)."""
     options = {"grid": grid, "pool_size": pool_size, "client": client, "show_progress": show_progress}
     hosts = _on_index("build_hosts", framework, kind, entries, **options)
     return {c: HostBundle(framework, kind, host, pool_size, fetch, c) for c, (host, fetch) in hosts.items()}
@@ -83,10 +79,7 @@ def build_host(
     fusion: FusionConfig | None = None,
     show_progress: bool = False,
 ) -> HostBundle:
-    """Index ``entries`` in Chroma (embeddings cached) and wrap the chosen retriever.
-
-    A hybrid host uses ``fusion`` (default z-score with ``dense_weight``).
-    """
+    """Index ``entries`` in Chroma (embeddings cached) and wrap the retriever (hybrid: ``fusion``, default z-score)."""
     config = fusion or FusionConfig("zscore", dense_weight)
     hosts = build_hosts(
         framework, kind, entries, grid=[config], pool_size=pool_size, client=client, show_progress=show_progress
@@ -105,12 +98,10 @@ def build_fanout(
     show_progress: bool = False,
     whole_documents: bool = False,
 ) -> Callable[[str], dict[tuple[FusionConfig | None, int], CandidatePool]]:
-    """Index ``entries`` once and return ``fetch(question) -> {(fusion or None, pool size): pool}``.
+    """Index ``entries`` once; return ``fetch(question) -> {(fusion or None, pool size): pool}``.
 
-    One dense and one BM25 search per question serve every fusion setting and pool size
-    (``llamaindex/fusion_fanout.py``, ``langchain/fusion_fanout.py``). ``whole_documents``
-    marks the ``document`` unit's index, whose long entries are embedded past the window on
-    purpose (beside a chunked index), so the split-them-first warning is not raised for it.
+    One dense and one BM25 search per question serve every setting. ``whole_documents`` (the
+    ``document`` unit's index, embedded past the window on purpose) silences the truncation warning.
     """
     options = {"grid": grid, "pool_sizes": pool_sizes, "client": client, "show_progress": show_progress}
     return _on_index("build_fanout", framework, kind, entries, whole_documents=whole_documents, **options)

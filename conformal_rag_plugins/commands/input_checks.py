@@ -1,7 +1,6 @@
-"""Checks the sub-commands run before any long work: counts, output paths, gold ids, question files.
+"""Checks run before any long work: counts, output paths, gold ids, question files.
 
-Every problem is a :class:`~conformal_rag_plugins.core.errors.ConformalError` (or an
-:class:`OSError` naming the path, for output paths), which ``conformal-rag`` prints as one
+Each failure is a ``ConformalError`` (or an ``OSError`` naming the path), printed as one
 ``conformal-rag: error: ...`` line with exit code 2.
 """
 
@@ -43,12 +42,10 @@ def check_outputs(
     *,
     inputs: Iterable[Any] = (),
 ) -> None:
-    """Check every output path before the work starts (``None`` entries are skipped).
+    """Check every output path (``None`` skipped) before the work starts; raise ``OSError`` naming it.
 
-    ``files`` need an existing, writable parent directory and must not be directories;
-    ``dirs`` must be (or be creatable as) writable directories. Raises :class:`OSError`
-    subclasses naming the path (see :func:`~conformal_rag_plugins.runtime.atomic.check_output_file`).
-    No file may be one of ``inputs`` (see :func:`check_not_inputs`).
+    ``files`` need an existing writable parent and must not be directories or one of ``inputs``;
+    ``dirs`` must be (or be creatable as) writable directories.
     """
     files = [path for path in files if path is not None]
     for path in files:
@@ -69,22 +66,9 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def check_not_inputs(outputs: Iterable[str | Path], inputs: Iterable[Any]) -> None:
-    """Refuse an output path that names an input file, which writing it would overwrite.
+    """Refuse an output path that names an input file (non-path inputs are skipped).
 
-    Paths are compared resolved (``sub/../qa.jsonl``, symbolic links) and, when both exist,
-    as files (hard links).
-
-    Parameters
-    ----------
-    outputs : iterable of str or Path
-        The files the command will write.
-    inputs : iterable
-        The files it reads; entries that are not paths (in-memory corpora) are skipped.
-
-    Raises
-    ------
-    ConformalError
-        An output is one of the inputs.
+    Compared resolved (``..``, symbolic links) and, when both exist, as files (hard links).
 
     Examples
     --------
@@ -107,33 +91,19 @@ def check_not_inputs(outputs: Iterable[str | Path], inputs: Iterable[Any]) -> No
 def check_output_options(
     files: Mapping[str, Any], dirs: Mapping[str, Any] | None = None, *, inputs: Iterable[Any] = (), cache: Any = None
 ) -> None:
-    """:func:`check_distinct_outputs` over every output option (and ``--cache``), then :func:`check_outputs`.
-
-    ``files``/``dirs`` map option names (``"--out"``) to the paths they name (``None`` when not given).
-    """
+    """:func:`check_distinct_outputs` over every output option (and ``--cache``), then :func:`check_outputs`."""
     dirs = dirs or {}
     check_distinct_outputs({**files, **dirs, **({} if cache is None else {"--cache": cache})})
     check_outputs(files=files.values(), dirs=dirs.values(), inputs=inputs)
 
 
 def check_distinct_outputs(outputs: Mapping[str, Any]) -> None:
-    """Refuse two output options of one command that name the same path: one would overwrite the other.
+    """Refuse two output options (``{"--json": path}``) naming the same path, as :func:`check_not_inputs` compares.
 
-    Parameters
-    ----------
-    outputs : mapping of str to path or None
-        Option name (``"--json"``) to the path it names; ``None``, ``True``/``False`` and
-        ``":memory:"`` (an in-memory cache) are skipped. Paths are compared as in
-        :func:`check_not_inputs`.
-
-    Raises
-    ------
-    ConformalError
-        Naming both options and the path.
+    ``None``, booleans and ``":memory:"`` are skipped.
 
     Examples
     --------
-    >>> check_distinct_outputs({"--json": "report.json", "--save-monitor": "state.json"})
     >>> check_distinct_outputs({"--json": "out.json", "--save-monitor": "./out.json"})
     Traceback (most recent call last):
     ...
@@ -155,9 +125,8 @@ def check_distinct_outputs(outputs: Mapping[str, Any]) -> None:
 def check_gold_in_corpus(examples: Sequence[CalibrationExample], known_ids: Collection[str], source: Any) -> None:
     """Refuse gold ids (qa ``context_id``) missing from the corpus, naming the question file.
 
-    Uses :func:`~conformal_rag_plugins.retrieval.pool_calibration.check_gold_ids`, the check the
-    calibrators run against the store, so ``evaluate`` and ``calibrate`` refuse the same files
-    (a typo in an id would otherwise count as a retrieval miss and inflate set sizes).
+    The calibrators' own check, so ``evaluate`` and ``calibrate`` refuse the same files (a typo would
+    otherwise count as a miss and inflate set sizes).
     """
     from ..retrieval.pool_calibration import check_gold_ids
 
@@ -168,13 +137,9 @@ def check_gold_in_corpus(examples: Sequence[CalibrationExample], known_ids: Coll
 
 
 def read_questions(path: str | Path, what: str = "questions") -> QuestionFile:
-    """Read a question file of either form: the one reader of every command.
+    """Read a question file of either form (SQuAD-style or labelled): the one reader of every command.
 
-    SQuAD-style lines (``question``, ``context_id``, ``answers``) and labelled lines
-    (``gold_ids`` and/or ``gold_texts``) are both accepted (see
-    :func:`~conformal_rag_plugins.datasets.question_file.read_question_file`); every problem
-    is an :class:`~conformal_rag_plugins.core.errors.InputFileError` with ``path:line``. Once
-    its input checks pass, a command says what it read with :func:`announce_questions`.
+    Errors are ``InputFileError`` with ``path:line``; announce with :func:`announce_questions` after checks.
     """
     from ..datasets.question_file import read_question_file
 
@@ -182,25 +147,10 @@ def read_questions(path: str | Path, what: str = "questions") -> QuestionFile:
 
 
 def announce_questions(file: QuestionFile, note: str = "") -> None:
-    """Say on stderr which questions were read, in which form (stdout stays clean for JSON).
-
-    Called once the inputs are checked, so that a refused input is still one error line.
-
-    Examples
-    --------
-    >>> from conformal_rag_plugins.datasets.question_file import FORM_SQUAD
-    >>> ex = CalibrationExample("Who?", gold_ids=("d",))
-    >>> announce_questions(QuestionFile("qa.jsonl", FORM_SQUAD, (ex,), (1,)))  # doctest: +SKIP
-    read 1 questions from qa.jsonl (SQuAD-style: question, context_id, answers)
-    """
+    """Say on stderr which questions were read, and in which form (after the checks; stdout stays JSON)."""
     print(file.describe() + (f"; {note}" if note else ""), file=sys.stderr)
 
 
 def load_questions(path: str | Path) -> list[CalibrationExample]:
-    """Every question of a question file of either form (see :func:`read_questions`), naming file and line on errors.
-
-    Examples
-    --------
-    >>> load_questions("labelled.jsonl")  # doctest: +SKIP
-    """
+    """Every question of a question file of either form (see :func:`read_questions`)."""
     return list(read_questions(path).examples)

@@ -48,10 +48,7 @@ def _handle(args: argparse.Namespace) -> None:
 
 @dataclass(frozen=True)
 class LabelRequest:
-    """What ``conformal-rag label`` is asked to do: one field per option, with its defaults.
-
-    ``corpus``/``docs`` name the corpus, ``questions`` the file to label and ``out`` the JSONL;
-    the other fields are the command's options (see :func:`run_label`).
+    """The options of ``conformal-rag label`` (see :func:`run_label`).
 
     Examples
     --------
@@ -77,16 +74,9 @@ class LabelRequest:
 
 
 def run_label(request: LabelRequest) -> Any:
-    """Index the chunked corpus in the chosen host, label the questions with the judge, save JSONL.
+    """Index the chunked corpus, label the questions with the judge, save JSONL; return the report.
 
-    Returns the :class:`~conformal_rag_plugins.labelling.llm_judge.LabelReport`. The corpus
-    must be chunked as it was for ``generate-calibration`` (same ``chunk_size``/``chunk_overlap``).
-
-    Examples
-    --------
-    >>> request = LabelRequest(None, "my_docs/", questions="questions.jsonl", out="labelled.jsonl")
-    >>> report = run_label(request)  # doctest: +SKIP
-    >>> print(report.summary())  # doctest: +SKIP
+    Chunk as for ``generate-calibration`` (same ``chunk_size``/``chunk_overlap``).
     """
     from ..core.errors import CalibrationError
     from ..datasets.examples import save_examples

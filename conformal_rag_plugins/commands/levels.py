@@ -1,10 +1,7 @@
-"""``--confidence-level`` beside ``--alpha``: two spellings of one level on every sub-command that takes ``--alpha``.
+"""``--confidence-level`` (the library's spelling) beside ``--alpha`` on every sub-command that takes it.
 
-The library says ``confidence_level``, the command line ``--alpha``; both are accepted, one at a
-time (``--confidence-level 0.9`` is ``--alpha 0.1``). :func:`add_confidence_level` adds the new
-spelling next to an existing ``--alpha``, :func:`resolve_level` turns it into ``args.alpha``
-before a command runs, and JSON reports keep ``alpha`` and add ``confidence_level``
-(:func:`confidence_level_of`, :func:`with_confidence_levels`).
+One at a time: ``--confidence-level 0.9`` is ``--alpha 0.1``; JSON reports keep ``alpha`` and add
+``confidence_level``.
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ def alpha_of(level: float) -> float:
 
 
 def confidence_level_of(alpha: float) -> float:
-    """``1 - alpha`` as typed in decimal: the same map as :func:`alpha_of`, read the other way.
+    """``1 - alpha`` as typed in decimal (inverse of :func:`alpha_of`).
 
     Examples
     --------
@@ -62,9 +59,9 @@ def confidence_level_of(alpha: float) -> float:
 
 
 def add_confidence_level(parser: argparse.ArgumentParser, *, default: str, repeatable: bool = False) -> None:
-    """Add ``--confidence-level LEVEL`` beside the parser's ``--alpha`` (which must use :class:`GivenStore`/``Append``).
+    """Add ``--confidence-level`` beside ``--alpha`` (which must use :class:`GivenStore`/``Append``).
 
-    ``default`` is the help's wording of the default (``"0.9"``, or a sentence).
+    ``default`` is the help's wording of the default.
     """
     parser.add_argument(
         "--confidence-level",
@@ -78,12 +75,9 @@ def add_confidence_level(parser: argparse.ArgumentParser, *, default: str, repea
 
 
 def resolve_level(args: argparse.Namespace, *, alpha_required: bool = False) -> None:
-    """Set ``args.alpha`` from ``args.confidence_level`` when that was given; refuse both.
+    """Set ``args.alpha`` from ``args.confidence_level`` when given.
 
-    Raises
-    ------
-    ConformalError
-        Both spellings given, a level outside (0, 1), or (``alpha_required``) neither given.
+    Raises ``ConformalError`` for both spellings, a level outside (0, 1), or (``alpha_required``) neither.
 
     Examples
     --------
@@ -112,7 +106,7 @@ def resolve_level(args: argparse.Namespace, *, alpha_required: bool = False) -> 
 
 
 def with_confidence_levels(rows: Iterable[dict[str, Any]]) -> None:
-    """Add ``confidence_level`` (``1 - alpha``) after ``alpha`` to every row that has an ``alpha``, in place.
+    """Add ``confidence_level`` after ``alpha`` to every row that has an ``alpha``, in place.
 
     Examples
     --------

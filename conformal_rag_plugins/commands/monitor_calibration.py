@@ -1,8 +1,6 @@
-"""The calibration ``conformal-rag monitor`` watches: a deployed one (and the options it fixes) or one made here.
+"""The calibration ``conformal-rag monitor`` watches: a deployed one or one made here as ``calibrate`` would.
 
-A deployed calibration fixes alpha, host and pool; an option given on the command line that
-differs is refused (:func:`refuse_disagreeing`). Made here, it is what ``conformal-rag
-calibrate`` would make with the same options (:func:`calibrate_here`).
+A deployed calibration fixes alpha, host and pool; a differing command-line option is refused.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """``conformal-rag monitor``: replay a stream of questions through a drift monitor tied to one calibration.
 
-The calibration is either the one a user deployed (``--calibration CAL``: its host is rebuilt
-from the corpus files and its fingerprint, as ``report`` does, and refused unless it is the same
-host) or made here from the answerable questions of ``--qa`` as ``conformal-rag calibrate`` makes
-it by default (the tuned hybrid). The monitor's label-free reference is *every* question of
-``--qa``, answerable or not, asked of that host: a live stream cannot be filtered on a label, so
-the reference must not be either. The questions of the stream file are then asked, in file
-order, of the framework's ``ConformalRetriever`` with the monitor attached
-(``options=ServingOptions(monitor=...)``), exactly as a deployed retriever would be, and the JSON
-report says whether and when the alarm fired.
-
-``--resume STATE`` continues a state written by ``--save-monitor`` (its reference, stream,
-p-values and alarm) for the calibration it was made with; without ``--calibration``,
-``--save-monitor`` also writes the calibration made here so that the state can be resumed.
+The calibration is deployed (``--calibration``: host rebuilt from corpus and fingerprint, refused
+unless identical) or made here from the answerable ``--qa`` questions. The label-free reference
+is *every* ``--qa`` question, answerable or not: a live stream cannot be filtered on a label, so
+neither is the reference. Stream questions go, in order, through the framework's
+``ConformalRetriever`` with ``ServingOptions(monitor=...)``, as when deployed. ``--resume``
+continues a ``--save-monitor`` state of the same calibration (``--save-monitor`` without
+``--calibration`` also saves the calibration made here).
 """
 
 from __future__ import annotations
@@ -143,10 +137,9 @@ def _handle(args: argparse.Namespace) -> None:
 
 @dataclass(frozen=True)
 class MonitorRequest:
-    """What ``conformal-rag monitor`` is asked to do: one field per option, with the command's defaults.
+    """The options of ``conformal-rag monitor`` (see :func:`run_monitor`).
 
-    ``None`` means "not given": the calibration (``calibration``) or the state (``resume``)
-    fixes it, else :data:`DEFAULTS` applies. See :func:`run_monitor` for every field.
+    ``None`` means "not given": the calibration or the resumed state fixes it, else :data:`DEFAULTS`.
 
     Examples
     --------
@@ -180,61 +173,33 @@ class MonitorRequest:
 def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool = False) -> dict[str, Any]:
     """Monitor a calibration (made here from ``qa``, or ``calibration``) on the questions of ``stream``.
 
-    Parameters
-    ----------
-    request : MonitorRequest
-        The options, field by field:
-    corpus : paths
-        Corpus JSONL files (chunked as ``calibrate`` chunks them).
-    qa : path or None
-        Every question of it, answerable or not, is the monitor's reference; without
-        ``calibration`` its answerable questions also calibrate (as ``calibrate`` would by
-        default: tuned hybrid). ``None`` only with ``resume``.
-    stream : path
-        Questions replayed in file order.
-    alpha, score, retriever, fusion, framework, pool_size : optional
-        How to calibrate here (defaults as ``calibrate``: 0.1, auto/relative, hybrid, tuned,
-        llamaindex, 50). With ``calibration`` the file fixes them; a value that differs is refused.
-    delta, statistic, seed : optional
-        The monitor's (defaults 0.01, top1, 0); with ``resume`` the state fixes them.
-    calibration : path, optional
-        A saved retrieval or answer-set calibration (its retrieval stage is monitored).
-    resume : path, optional
-        A state from ``save_monitor``; needs ``calibration`` and refuses another calibration's state.
-    save_calibration : path, optional
-        Where to write the calibration made here; defaults to ``save_monitor`` with the suffix
-        ``.calibration.json`` when ``save_monitor`` is given without ``calibration``.
-    client : chromadb client, optional
-        Where to index (default: the cached persistent client).
-    progress : bool, default False
-        Show progress bars while calibrating here.
+    Request fields that need a word:
+
+    - ``qa``: every question is the monitor's reference; without ``calibration`` its answerable
+      ones also calibrate (tuned hybrid). ``None`` only with ``resume``.
+    - ``alpha``, ``score``, ``retriever``, ``fusion``, ``framework``, ``pool_size``: as ``calibrate``
+      (0.1, auto/relative, hybrid, tuned, llamaindex, 50); with ``calibration`` a differing value is refused.
+    - ``delta``, ``statistic``, ``seed``: the monitor's (0.01, top1, 0); ``resume`` fixes them.
+    - ``calibration``: a retrieval or answer-set calibration (its retrieval stage is monitored).
+    - ``resume``: needs ``calibration`` and refuses another calibration's state.
+    - ``save_calibration``: defaults to ``save_monitor`` + ``.calibration.json`` without ``calibration``.
 
     Returns
     -------
     dict
-        ``n_stream`` (all queries the monitor has seen, resumed ones included), ``alarm_at``
-        (0-based index of the first alarm, or ``None``), ``martingale`` (``M_t`` after each
-        query), ``statistic``, plus ``p_values``, ``statistics`` (the raw statistic of each
-        query), ``log_martingale``, ``delta``, ``threshold`` (``1/delta``), ``alpha``,
-        ``n_calibration``, ``calibration_threshold``, ``framework``, ``retriever``, and
-        ``n_reference``, ``n_stream_new``, ``resumed_from``, ``calibration_source``
-        (``"file"`` or ``"calibrated"``), ``calibration_file``, ``saved_calibration``,
-        ``fusion``, ``score``, ``pool_size`` and ``seed``.
+        ``n_stream`` (resumed queries included), ``alarm_at`` (0-based first alarm or ``None``),
+        ``martingale``, ``statistic``, ``p_values``, ``statistics``, ``log_martingale``, ``delta``,
+        ``threshold`` (``1/delta``), ``alpha``, ``n_calibration``, ``calibration_threshold``,
+        ``framework``, ``retriever``, ``n_reference``, ``n_stream_new``, ``resumed_from``,
+        ``calibration_source`` (``"file"``/``"calibrated"``), ``calibration_file``,
+        ``saved_calibration``, ``fusion``, ``score``, ``pool_size``, ``seed``.
 
     Raises
     ------
     ConformalError
-        Before any indexing: bad options, options that disagree with ``calibration`` or
-        ``resume``, an output path that is an input, malformed input files (naming file and
-        line), a tampered or unsigned calibration or state, a state of another calibration,
-        gold ids missing from the corpus. After indexing: a rebuilt host that is not the
-        calibration's (:class:`~conformal_rag_plugins.core.errors.FingerprintMismatchError`).
-
-    Examples
-    --------
-    >>> request = MonitorRequest(["corpus.jsonl"], "cal.jsonl", "stream.jsonl", delta=0.01)
-    >>> report = run_monitor(request)  # doctest: +SKIP
-    >>> report["alarm_at"]  # doctest: +SKIP
+        Before indexing: bad or disagreeing options, an output that is an input, malformed files,
+        a tampered/unsigned calibration or state, another calibration's state, unknown gold ids.
+        After: a rebuilt host that is not the calibration's (``FingerprintMismatchError``).
     """
     from ..core.errors import ConformalError, InputFileError
     from ..core.martingale import check_delta

@@ -23,26 +23,15 @@ def _read_questions(path: str | Path, what: str) -> list[str]:
 
 
 def read_stream(path: str | Path) -> list[str]:
-    """The ``question`` of every line of a JSONL file (qa or questions format), naming file and line on errors.
-
-    Examples
-    --------
-    >>> read_stream("stream.jsonl")[:1]  # doctest: +SKIP
-    ['In what country is Normandy located?']
-    """
+    """The ``question`` of every line of a JSONL file (qa or questions format), naming file and line on errors."""
     return _read_questions(path, "stream")
 
 
 def reference_questions(path: str | Path) -> list[str]:
-    """Every question of a question JSONL file of either form, answerable or not: the monitor's label-free reference.
+    """Every question of a question file, answerable or not: the monitor's label-free reference.
 
-    A live stream cannot be filtered on a label, so neither is the reference: ``is_impossible``
-    questions stay in (leaving them out makes the reference another population than the stream).
-
-    Examples
-    --------
-    >>> len(reference_questions("qa.jsonl"))  # doctest: +SKIP
-    1407
+    ``is_impossible`` questions stay in: leaving them out makes the reference another population
+    than the (unlabelled) stream.
     """
     from ..datasets.question_file import read_question_file
 

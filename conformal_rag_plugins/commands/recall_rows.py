@@ -26,11 +26,9 @@ def recall_report(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Recall rows for every alpha, and a summary of how many gold chunks the questions have.
 
-    Every chunk holding a reference answer is gold (the chunk-level labels of
-    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`). Rows: ``crc``
-    (conformal risk control of ``1 - recall``), ``ltt`` with ``ltt_delta``, and ``single-gold``
-    (today's split-conformal threshold on the best gold chunk) on the same splits. ``auto``
-    scores use ``relative`` here.
+    Every chunk holding a reference answer is gold. Rows: ``crc`` (risk control of ``1 - recall``),
+    ``ltt`` with ``ltt_delta``, and ``single-gold`` (split threshold on the best gold chunk), on the
+    same splits; ``auto`` uses ``relative``.
 
     Examples
     --------

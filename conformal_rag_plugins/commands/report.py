@@ -1,10 +1,7 @@
 """``conformal-rag report``: a calibration measured on held-out questions, as figures and one HTML page.
 
-It rebuilds the host the calibration was made on from the corpus files (see
-:mod:`~conformal_rag_plugins.commands.report_host`), queries the held-out questions once,
-computes the numbers of :mod:`~conformal_rag_plugins.report.data` and draws them
-with :mod:`~conformal_rag_plugins.report.plots`. ``OUT/`` then holds one PNG per figure,
-``index.html`` (the same PNGs embedded, no external resource) and ``report.json`` (the plotted numbers).
+Rebuilds the calibration's host (:mod:`.report_host`), queries the held-out questions once and
+writes ``OUT/``: one PNG per figure, a self-contained ``index.html`` and ``report.json``.
 """
 
 from __future__ import annotations
@@ -65,12 +62,7 @@ def _handle(args: argparse.Namespace) -> None:
 
 
 def load_any_calibration(path: str | Path) -> Any:
-    """A :class:`RetrievalCalibration` or an :class:`AnswerSetCalibration`, told apart by the file's ``kind``.
-
-    Examples
-    --------
-    >>> cal = load_any_calibration("calibration.json")  # doctest: +SKIP
-    """
+    """A :class:`RetrievalCalibration` or an :class:`AnswerSetCalibration`, told apart by the file's ``kind``."""
     from ..answer_sets.calibration import AnswerSetCalibration
     from ..retrieval.calibration import RetrievalCalibration
     from ..storage.jsonio import loads_strict, naming_file
@@ -107,30 +99,16 @@ def run_report(
 ) -> dict[str, Any]:
     """Write ``out/index.html``, ``out/report.json`` and the PNGs; return the report dict.
 
-    Parameters
-    ----------
-    calibration : path
-        A retrieval calibration (``conformal-rag calibrate``) or an answer-set calibration.
-    corpus : paths
-        The corpus JSONL files it was made on (chunked as ``calibrate`` chunks them).
-    qa : path
-        Held-out SQuAD-style questions; questions the calibration used are left out.
-    client : optional
-        A Chroma client (default: in memory; embeddings come from the on-disk cache).
+    ``qa`` questions the calibration used are left out; ``client`` defaults to in-memory Chroma.
 
     Raises
     ------
     ConformalError
-        Before any indexing: a malformed or tampered calibration, a host the report cannot
-        rebuild, malformed corpus/qa files, no held-out question left. After indexing: the
-        rebuilt host or its chunks differ from the calibration's
-        (:class:`~conformal_rag_plugins.core.errors.FingerprintMismatchError`).
+        Before indexing: a malformed or tampered calibration, an unrebuildable host, malformed
+        files, no held-out question. After: the rebuilt host or chunks differ
+        (``FingerprintMismatchError``).
     OSError
         A missing input file or an unwritable ``out``.
-
-    Examples
-    --------
-    >>> report = run_report("calibration.json", ["corpus.jsonl"], "heldout.jsonl", "report/")  # doctest: +SKIP
     """
     from ..answer_sets.calibration import AnswerSetCalibration
     from ..datasets.examples import load_corpus

@@ -1,10 +1,8 @@
-"""Rebuild the host a calibration was made on (framework, retriever, fusion, pool) and check it.
+"""Rebuild the host a calibration was made on and check it is the same.
 
-``conformal-rag report`` measures a calibration on held-out questions, which is meaningful
-only on the very host the threshold was computed for: the framework, the retriever kind
-(dense, BM25, hybrid), the fusion setting, the pool size and the chunked corpus. They are read
-from the calibration (``fingerprint_``, ``selection_``, ``pool_size_``, ``corpus_``); the
-rebuilt host's fingerprint and collection digest must then equal the stored ones.
+A report is meaningful only on the very host of the threshold: framework, retriever, fusion, pool
+and chunked corpus are read from the calibration, and the rebuilt fingerprint and collection
+digest must equal the stored ones.
 """
 
 from __future__ import annotations
@@ -26,13 +24,7 @@ HostSpec = tuple[str, str, FusionConfig | None]
 
 
 def host_spec(calibration: RetrievalCalibration) -> HostSpec:
-    """``(framework, retriever kind, fusion)`` of the host a calibration was made on.
-
-    Raises
-    ------
-    CalibrationError
-        The calibration was made on a host ``conformal-rag`` cannot rebuild (another store,
-        framework or retriever, or parent level).
+    """``(framework, retriever kind, fusion)`` of the calibration's host; ``CalibrationError`` if not rebuildable.
 
     Examples
     --------
@@ -65,13 +57,9 @@ def host_spec(calibration: RetrievalCalibration) -> HostSpec:
 def rebuild_host(
     calibration: RetrievalCalibration, spec: HostSpec, chunks: Sequence[Chunk], *, client: Any = None
 ) -> HostBundle:
-    """Index ``chunks`` and build the host of ``spec``; refuse it unless it is the calibration's host.
+    """Index ``chunks`` and build the host of ``spec``.
 
-    Raises
-    ------
-    FingerprintMismatchError
-        The rebuilt host's fingerprint (framework, store, distance, embedding, scale, fusion,
-        pool) or its collection (chunk ids) differs from the calibration's.
+    Raises ``FingerprintMismatchError`` when its fingerprint or collection (chunk ids) differs from the calibration's.
     """
     stored = calibration.corpus_
     current = corpus_digest(c.id for c in chunks)
@@ -87,7 +75,7 @@ def rebuild_host(
 
 
 def host_rows(calibration: RetrievalCalibration, spec: HostSpec) -> list[tuple[str, str]]:
-    """The host a calibration was made on, as ``(name, value)`` rows of the report's host table.
+    """The calibration's host as ``(name, value)`` rows of the report's host table.
 
     Examples
     --------

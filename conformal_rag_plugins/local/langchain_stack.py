@@ -1,13 +1,6 @@
 """Fill a LangChain Chroma store with corpus entries on the offline stack (MiniLM embeddings).
 
-The hybrid retriever on top of it is
-:func:`conformal_rag_plugins.langchain.fusion.build_hybrid_retriever` (it builds the adapter's
-``ScoredFusionRetriever``, so it stays in the adapter).
-
-Examples
---------
->>> from conformal_rag_plugins.local.langchain_stack import build_chroma_vectorstore  # doctest: +SKIP
->>> store = build_chroma_vectorstore(bundled_corpus())  # doctest: +SKIP
+The hybrid retriever is :func:`conformal_rag_plugins.langchain.fusion.build_hybrid_retriever`.
 """
 
 from __future__ import annotations
@@ -39,13 +32,8 @@ def build_chroma_vectorstore(
 ) -> Any:
     """A ``langchain_chroma.Chroma`` store on a cosine collection, reused when already filled.
 
-    With the MiniLM embeddings, a ``UserWarning`` names the entries it embeds past its
-    254-token window (split them first); ``warn_truncation=False`` silences it where whole
-    documents are indexed on purpose (``evaluate``'s ``document`` unit).
-
-    Examples
-    --------
-    >>> store = build_chroma_vectorstore(bundled_corpus())  # doctest: +SKIP
+    A ``UserWarning`` names entries past MiniLM's 254-token window; ``warn_truncation=False``
+    silences it where whole documents are indexed on purpose.
     """
     from langchain_chroma import Chroma
 

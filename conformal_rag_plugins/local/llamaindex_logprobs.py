@@ -13,10 +13,8 @@ from .logprobs import continuation_logprob, model_lock
 class LlamaCPPWithLogprobs(LlamaCPP):
     """``LlamaCPP`` that adds ``choices[0].logprobs`` (llama.cpp's format) to each completion's ``raw``.
 
-    The value is the mean token log-probability of the completion text given the prompt,
-    scored by teacher forcing from a fixed state of the prompt, so it does not depend on earlier
-    calls (:func:`~conformal_rag_plugins.local.logprobs.continuation_logprob`); the ``"likelihood"``
-    generator score reads it. Built by :func:`~.llamaindex_models.local_llm` with ``logprobs=True``.
+    The mean token log-probability given the prompt, scored from a fixed prompt state so earlier
+    calls do not change it (:func:`~conformal_rag_plugins.local.logprobs.continuation_logprob`).
     """
 
     reports_logprobs: ClassVar[bool] = True

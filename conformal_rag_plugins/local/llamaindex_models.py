@@ -1,14 +1,6 @@
 """The offline stack's models for LlamaIndex: the MiniLM embedding and the default LLMs.
 
-``MiniLMEmbedding`` wraps the offline, cached MiniLM encoder; :func:`local_llm` is the bundled
-Gemma 3 270M through ``LlamaCPP``; :func:`default_llm` picks an OpenAI(-compatible) model when one
-is configured, else :func:`local_llm`. ``MiniLMEmbedding`` is also importable from
-:mod:`conformal_rag_plugins.llamaindex`.
-
-Examples
---------
->>> from conformal_rag_plugins.local.llamaindex_models import MiniLMEmbedding, default_llm  # doctest: +SKIP
->>> embed_model, llm = MiniLMEmbedding(), default_llm(temperature=1.0)  # doctest: +SKIP
+``MiniLMEmbedding`` is also importable from :mod:`conformal_rag_plugins.llamaindex`.
 """
 
 from __future__ import annotations
@@ -28,13 +20,7 @@ if TYPE_CHECKING:
 
 
 class MiniLMEmbedding(BaseEmbedding):
-    """all-MiniLM-L6-v2 (offline, normalised, cached) as a LlamaIndex embedding.
-
-    Examples
-    --------
-    >>> from llama_index.core import Settings  # doctest: +SKIP
-    >>> Settings.embed_model = MiniLMEmbedding()  # doctest: +SKIP
-    """
+    """all-MiniLM-L6-v2 (offline, normalised, cached) as a LlamaIndex embedding."""
 
     _encoder: MiniLMEncoder = PrivateAttr()
 
@@ -57,10 +43,8 @@ class MiniLMEmbedding(BaseEmbedding):
     def get_query_embeddings(self, queries: list[str]) -> list[list[float]]:
         """The query embeddings of ``queries`` from one batched (and cached) encoder call.
 
-        Each vector is the one :meth:`get_query_embedding` returns for that query whenever
-        the encoder's cache holds it; the first computation of a vector in a batch may
-        differ from a one-query computation in the last float32 bits (the model's
-        arithmetic depends on the batch shape).
+        A vector equals :meth:`get_query_embedding`'s once cached; a first computation in a batch may
+        differ in the last float32 bits (the arithmetic depends on the batch shape).
         """
         return self._encoder.encode(queries).tolist()
 
@@ -81,17 +65,9 @@ def local_llm(
 ) -> Any:
     """``LlamaCPP`` over the bundled Gemma 3 270M base model, stopping at a newline.
 
-    ``n_ctx`` is the context window in tokens (prompt plus answer); raise it for prompts with many
-    chunks (Gemma 3 270M was trained up to 32k tokens; the KV cache grows with it).
-    ``logprobs=True`` returns a :class:`~.llamaindex_logprobs.LlamaCPPWithLogprobs`, whose completions
-    report their mean token log-probability (scored on the cached prompt, a few milliseconds per
-    token), which the ``"likelihood"`` generator score needs.
-
-    Examples
-    --------
-    >>> llm = local_llm()  # doctest: +SKIP
-    >>> llm.metadata.is_chat_model  # doctest: +SKIP
-    False
+    ``n_ctx``: prompt plus answer tokens (raise it for many chunks; trained up to 32k, the KV cache
+    grows with it). ``logprobs=True`` returns a :class:`~.llamaindex_logprobs.LlamaCPPWithLogprobs`,
+    needed by the ``"likelihood"`` generator score.
     """
     from llama_index.llms.llama_cpp import LlamaCPP
 
@@ -111,14 +87,11 @@ def local_llm(
 def default_llm(temperature: float = 1.0) -> Any:
     """The LLM to sample answers from, chosen by environment variables.
 
-    - No ``OPENAI_API_KEY``: :func:`local_llm` (offline Gemma 3 270M).
-    - ``OPENAI_API_KEY`` set: ``OpenAILike`` against ``OPENAI_BASE_URL`` (any OpenAI-compatible
-      server, e.g. ``http://127.0.0.1:8000/v1`` for vLLM or llama-cpp-python's server; the official
-      API when unset), model ``CONFORMAL_RAG_OPENAI_MODEL`` (default ``gpt-4o-mini``; must match the
-      name the server serves). It is a chat model (``/v1/chat/completions``, chat prompt).
-    - ``CONFORMAL_RAG_OPENAI_COMPLETION=1`` (also ``true``/``yes``/``on``): a completion model instead
-      (``is_chat_model=False``, ``/v1/completions``, the few-shot prompt, stop at a newline). Use it
-      for base models, which have no chat template.
+    - No ``OPENAI_API_KEY``: :func:`local_llm`.
+    - ``OPENAI_API_KEY``: ``OpenAILike`` at ``OPENAI_BASE_URL`` (any OpenAI-compatible server; the
+      official API when unset), model ``CONFORMAL_RAG_OPENAI_MODEL`` (default ``gpt-4o-mini``), chat model.
+    - ``CONFORMAL_RAG_OPENAI_COMPLETION=1`` (or ``true``/``yes``/``on``): a completion model
+      (``/v1/completions``, few-shot prompt, stop at a newline), for base models without a chat template.
     """
     cfg = openai_settings()
     if cfg is None:
@@ -140,13 +113,7 @@ def default_llm(temperature: float = 1.0) -> Any:
 
 
 def sentence_splitter(chunk_size: int | None = None, chunk_overlap: int | None = None) -> SentenceSplitter:
-    """LlamaIndex ``SentenceSplitter`` measuring MiniLM word pieces (window: ``chunk_window``).
-
-    Examples
-    --------
-    >>> sentence_splitter().chunk_size  # doctest: +SKIP
-    254
-    """
+    """LlamaIndex ``SentenceSplitter`` measuring MiniLM word pieces (window: ``chunk_window``)."""
     from llama_index.core.node_parser import SentenceSplitter
 
     size, overlap = chunk_window(chunk_size, chunk_overlap)

@@ -1,17 +1,8 @@
-"""Build a small-to-big LlamaIndex stack over long documents: chunks in Chroma, parents in a docstore.
+"""A small-to-big LlamaIndex stack over long documents: MiniLM-sized chunks in Chroma, parents in a docstore.
 
-Two of LlamaIndex's own layouts, with MiniLM-sized chunks from
-:func:`~conformal_rag_plugins.local.llamaindex_models.sentence_splitter`:
-
-``flat``
-    ``SentenceSplitter.get_nodes_from_documents``: every chunk has a ``SOURCE`` relationship
-    to its ``Document``; the docstore holds the documents (the parents).
-``hierarchical``
-    ``HierarchicalNodeParser`` with two levels (whole-document parents, then chunks), as the
-    ``AutoMergingRetriever`` expects: leaves have a ``PARENT`` relationship; the docstore
-    holds every node.
-
-Used by the tests and the benchmark; a user builds the same with their own parser and store.
+``flat``: ``SentenceSplitter`` chunks with a ``SOURCE`` relationship; the docstore holds the
+documents. ``hierarchical``: ``HierarchicalNodeParser`` with two levels, as
+``AutoMergingRetriever`` expects (``PARENT`` relationships; the docstore holds every node).
 """
 
 from __future__ import annotations
@@ -39,16 +30,8 @@ PARENT_LEVEL_CHUNK_SIZE = 4096
 class ParentStack:
     """The pieces of a small-to-big stack.
 
-    Attributes
-    ----------
-    index : VectorStoreIndex
-        Chunks (leaves) in a cosine Chroma collection.
-    chunks : list of BaseNode
-        The indexed chunks, with their relationships.
-    storage_context : StorageContext
-        Its ``docstore`` holds the parents (and, hierarchical, every node).
-    parents : dict
-        Parent id -> parent node.
+    ``index`` holds the chunks (leaves) in a cosine Chroma collection; ``storage_context.docstore``
+    holds the parents (hierarchical: every node); ``parents`` maps parent id -> node.
     """
 
     index: VectorStoreIndex
@@ -91,17 +74,7 @@ def build_parent_stack(
     collection_name: str | None = None,
     embed_model: Any = None,
 ) -> ParentStack:
-    """Chunk long entries, index the chunks in Chroma and put the parents in a docstore.
-
-    A collection that already holds the chunk ids is reused (embeddings are cached on disk anyway).
-
-    Examples
-    --------
-    >>> from conformal_rag_plugins.local.long_documents import bundled_long_documents
-    >>> stack = build_parent_stack(bundled_long_documents()[0][:3])  # doctest: +SKIP
-    >>> stack.chunks[0].source_node.node_id  # doctest: +SKIP
-    'Normans#0+6'
-    """
+    """Chunk long entries, index the chunks in Chroma (reusing a collection that holds them), parents in a docstore."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}.")
     documents = [Document(id_=e.id, text=e.text, metadata={"title": e.title} if e.title else {}) for e in entries]

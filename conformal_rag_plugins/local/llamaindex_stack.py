@@ -1,11 +1,4 @@
-"""Build a LlamaIndex hybrid (Chroma dense + BM25) retriever over corpus entries on the offline stack.
-
-Examples
---------
->>> from conformal_rag_plugins.local.llamaindex_stack import build_chroma_index  # doctest: +SKIP
->>> index, nodes = build_chroma_index(bundled_corpus())  # doctest: +SKIP
->>> hybrid = build_hybrid_retriever(index, nodes, pool_size=50)  # doctest: +SKIP
-"""
+"""Build a LlamaIndex hybrid (Chroma dense + BM25) retriever over corpus entries on the offline stack."""
 
 from __future__ import annotations
 
@@ -40,8 +33,7 @@ def _node(entry: CorpusEntry) -> TextNode:
 def nodes_from_entries(entries: Sequence[CorpusEntry]) -> list[TextNode]:
     """One ``TextNode`` per entry (or chunk), with the entry id as node id.
 
-    A :class:`~conformal_rag_plugins.labelling.chunk_records.Chunk` of a longer entry also
-    records ``metadata["parent_id"]`` (excluded from the embedded and LLM text).
+    A chunk of a longer entry also records ``metadata["parent_id"]`` (excluded from embedded and LLM text).
 
     Examples
     --------
@@ -64,13 +56,8 @@ def build_chroma_index(
 ) -> tuple[VectorStoreIndex, list[TextNode]]:
     """A ``VectorStoreIndex`` on a cosine Chroma collection, reused when already filled.
 
-    With the MiniLM embedding, a ``UserWarning`` names the entries it embeds past its
-    254-token window (split them first); ``warn_truncation=False`` silences it where whole
-    documents are indexed on purpose (``evaluate``'s ``document`` unit).
-
-    Examples
-    --------
-    >>> index, nodes = build_chroma_index(bundled_corpus())  # doctest: +SKIP
+    A ``UserWarning`` names entries past MiniLM's 254-token window; ``warn_truncation=False``
+    silences it where whole documents are indexed on purpose.
     """
     _, collection = open_collection(client, collection_name)
     nodes = nodes_from_entries(entries)
@@ -110,15 +97,8 @@ def build_hybrid_retriever(
 ) -> QueryFusionRetriever:
     """``QueryFusionRetriever`` over the dense index and ``BM25Retriever`` (no LLM call).
 
-    ``dist_based_score`` scales each retriever's scores by mean +/- 3 std (a z-score
-    style fusion); ``relative_score`` is min-max. ``mode`` also accepts the library's
-    names ``"zscore"`` / ``"minmax"``. Pass a prebuilt ``bm25`` retriever to share it
-    between several fusion settings.
-
-    Examples
-    --------
-    >>> index, nodes = build_chroma_index(bundled_corpus())  # doctest: +SKIP
-    >>> hybrid = build_hybrid_retriever(index, nodes, dense_weight=0.3, mode="minmax")  # doctest: +SKIP
+    ``mode``: ``dist_based_score`` (mean +/- 3 std, alias ``"zscore"``) or ``relative_score``
+    (min-max, alias ``"minmax"``). A prebuilt ``bm25`` is shared between fusion settings.
     """
     from llama_index.core.llms import MockLLM
     from llama_index.retrievers.bm25 import BM25Retriever

