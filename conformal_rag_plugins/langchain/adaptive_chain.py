@@ -20,7 +20,6 @@ from .synthesizer import ChainRun, ConformalAnswerSetSynthesizer
 
 
 def _parse(value: Any) -> tuple[str, list[Document]]:
-    """``{"question", "documents"}`` or the answer-set synthesizer's ``{"question", "context"}``."""
     if isinstance(value, dict) and "documents" in value and "context" not in value:
         value = {**value, "context": value["documents"]}
     question, docs = ConformalAnswerSetSynthesizer._parse(value)
@@ -28,7 +27,7 @@ def _parse(value: Any) -> tuple[str, list[Document]]:
 
 
 def _own_tokenizer(model: BaseLanguageModel) -> bool:
-    """Whether the model counts tokens with its own tokenizer (the default downloads GPT-2's)."""
+    """Whether the model has its own tokenizer (the default ``get_num_tokens`` downloads GPT-2's)."""
     overridden = type(model).get_num_tokens is not BaseLanguageModel.get_num_tokens
     return overridden or getattr(model, "custom_get_token_ids", None) is not None
 
@@ -36,33 +35,30 @@ def _own_tokenizer(model: BaseLanguageModel) -> bool:
 class AdaptiveContextSynthesizer(ChainRun, RunnableSerializable[dict[str, Any], AdaptiveResult]):
     """Adaptive RAG over the conformal set as an LCEL Runnable: 1, 2, 4, ... top documents until the LLM answers.
 
-    Input ``{"question": str, "documents": list[Document]}`` (``"context"`` is accepted too, as
-    for :class:`~conformal_rag_plugins.langchain.ConformalAnswerSetSynthesizer`); documents are
-    ordered by ``metadata["score"]`` (best first) when they all carry one, else kept in the
-    retriever's order. Round ``r`` calls the model once with the ``schedule[r]`` best documents
-    (overlapping prompts) and stops at the first answer that is not "I don't know"; the last
-    round shows the whole set, so an abstention means the model saw every document.
+    Input ``{"question": str, "documents": list[Document]}`` (or ``"context"``, as for
+    :class:`~conformal_rag_plugins.langchain.ConformalAnswerSetSynthesizer`); documents are ordered by
+    ``metadata["score"]`` when they all carry one, else kept in the retriever's order. Round ``r``
+    calls the model once with the ``schedule[r]`` best documents and stops at the first answer that
+    is not "I don't know"; the last round shows the whole set, so an abstention means the model saw
+    every document. Runs as a chain run, the model calls as its child runs.
 
-    The output is an :class:`~conformal_rag_plugins.answer_sets.adaptive_context.AdaptiveResult`
-    (``answer``, ``abstained``, ``rounds``, ``llm_calls``, ``prompt_tokens``,
-    ``completion_tokens``, ``chunks_used``, ``schedule``, ``round_answers``, ``chunk_ids``).
-    Token counts are ``"reported"`` from ``AIMessage.usage_metadata`` or
-    ``LLMResult.llm_output["token_usage"]`` when present; otherwise ``"tokenizer"`` (the model's
-    own ``get_num_tokens``, e.g. llama-cpp's, on the formatted prompt and the answer line) or
-    ``"approximate"`` (``ceil(characters / 4)``) when the model has no tokenizer of its own.
+    Output: an :class:`~conformal_rag_plugins.answer_sets.adaptive_context.AdaptiveResult`. Token counts
+    are ``"reported"`` from ``AIMessage.usage_metadata`` or ``LLMResult.llm_output["token_usage"]``;
+    else ``"tokenizer"`` (the model's own ``get_num_tokens``, e.g. llama-cpp's) or, when the model has
+    no tokenizer of its own, ``"approximate"`` (``ceil(characters / 4)``).
 
     Parameters
     ----------
     llm : BaseLanguageModel
-        One call per round with the model's own decoding settings (use ``temperature=0`` for
-        greedy answers). Chat models get the chat prompt, completion LLMs the few-shot prompt.
+        One call per round with the model's own decoding settings (``temperature=0`` for greedy).
+        Chat models get the chat prompt, completion LLMs the few-shot prompt.
     sampling : SamplingOptions, optional
-        :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`: its ``timeout``, ``retries``
-        and ``cache`` apply to each round's one call (a failed call is a "no answer" round);
-        ``n_samples`` and ``max_concurrency`` are not used.
+        :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`: ``timeout``, ``retries`` and
+        ``cache`` apply to each round's call (a failed call is a "no answer" round); ``n_samples`` and
+        ``max_concurrency`` are unused.
     schedule : AdaptiveSchedule, optional
-        :class:`~conformal_rag_plugins.answer_sets.options.AdaptiveSchedule` (default 1, 2, 4, ... documents);
-        separate fields (``initial=2``) raise a ``TypeError`` naming the option object.
+        :class:`~conformal_rag_plugins.answer_sets.options.AdaptiveSchedule` (default 1, 2, 4, ...);
+        separate fields (``initial=2``) raise a ``TypeError``.
     completion_prompt, chat_prompt : optional
         Replace the default prompts (variables ``{context}`` and ``{question}``).
 
@@ -119,7 +115,6 @@ class AdaptiveContextSynthesizer(ChainRun, RunnableSerializable[dict[str, Any], 
         return approx_token_count(prompt), approx_token_count(sample.text), "approximate"
 
     async def _build(self, value: dict[str, Any], child: RunnableConfig) -> AdaptiveResult:
-        """One call per round (:func:`~conformal_rag_plugins.answer_sets.synthesis.aadaptive_from_sampler`)."""
         question, docs = _parse(value)
         ordered = best_first(docs, lambda d: "score" in d.metadata, lambda d: d.metadata["score"])
         return await aadaptive_from_sampler(

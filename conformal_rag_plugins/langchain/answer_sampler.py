@@ -43,10 +43,8 @@ def _to_sample(out: Any) -> Sample:
 
 
 def _llm_result_sample(result: LLMResult) -> Sample:
-    """A completion LLM's first generation, with the token usage and logprobs the provider reported (if any).
-
-    ``ainvoke`` on a completion LLM returns a bare string and drops usage, which OpenAI-compatible
-    servers report in ``llm_output["token_usage"]``.
+    """A completion LLM's first generation with its reported usage and logprobs (a bare ``ainvoke`` drops
+    ``llm_output["token_usage"]``, where OpenAI-compatible servers report it).
     """
     gen = result.generations[0][0]
     usage = (result.llm_output or {}).get("token_usage") or {}
@@ -55,11 +53,7 @@ def _llm_result_sample(result: LLMResult) -> Sample:
 
 
 class LangChainSampler(AnswerSampler):
-    """Draw ``n`` answers for (question, context) from a LangChain model.
-
-    Chat models get the chat prompt, completion LLMs the few-shot prompt (``completion_prompt``
-    / ``chat_prompt`` replace them); model calls carry the caller's run config (callbacks).
-    Parameters, concurrency, retries and cache: :class:`~conformal_rag_plugins.answer_sets.sampler.AnswerSampler`.
+    """Draw ``n`` answers from a LangChain model (chat prompt or few-shot prompt), with the caller's run config.
 
     Examples
     --------
@@ -75,7 +69,6 @@ class LangChainSampler(AnswerSampler):
 
     @property
     def prompt(self) -> PromptTemplate | ChatPromptTemplate:
-        """The prompt in use for this model."""
         return self.chat_prompt if is_chat(self.model) else self.completion_prompt
 
     def _prompt_text(self) -> str:

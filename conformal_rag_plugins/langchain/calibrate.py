@@ -1,4 +1,4 @@
-"""Calibrate a LangChain vector store or scored retriever: read it with :class:`~.host.LangChainHost`, calibrate."""
+"""Calibrate a LangChain vector store or scored retriever through :class:`~.host.LangChainHost`."""
 
 from __future__ import annotations
 
@@ -29,29 +29,27 @@ def calibrate_retriever(
     Parameters
     ----------
     host : VectorStore or BaseRetriever
-        A vector store with relevance scores (e.g. ``langchain_chroma.Chroma``) or a
-        retriever that puts its score in ``metadata['score']`` (e.g.
-        :class:`ScoredFusionRetriever`). Its scores are used as they are.
+        A vector store with relevance scores (e.g. ``langchain_chroma.Chroma``) or a retriever that
+        puts its score in ``metadata['score']`` (e.g. :class:`ScoredFusionRetriever`), used as they are.
     examples : sequence of CalibrationExample
         Questions with gold chunk ids (``Document.id``) or texts.
     confidence_level : float, default 0.9
-        Target probability that a gold chunk is in the returned set (or give it in ``options``).
+        Target probability that a gold chunk is in the returned set (or set it in ``options``).
     pool_size : int, optional
-        Candidates per query (default: the host's ``k``, else 50). A gold chunk
-        outside the pool is a miss, kept as +inf.
+        Candidates per query (default: the host's ``k``, else 50). Gold outside the pool is a
+        miss, kept as +inf.
     options : RetrievalOptions, optional
-        Score family (default ``"relative"``), PAC, groups, ``chunk_group_key`` (a document metadata key:
-        a document is kept iff within its own group's threshold), control, progress; see
-        :class:`~conformal_rag_plugins.retrieval.options.RetrievalOptions`.
+        :class:`~conformal_rag_plugins.retrieval.options.RetrievalOptions`; its ``chunk_group_key`` is
+        a document metadata key.
     parents : BaseStore, Mapping or Parents, optional
-        Small-to-big: calibrate and return *parent* documents scored from their chunks. Parent id
-        -> parent ``Document`` (e.g. ``InMemoryStore``). A ``MultiVectorRetriever`` /
-        ``ParentDocumentRetriever`` host brings its own ``docstore`` and ``id_key``; its
-        ``vectorstore`` scores the chunks. Gold ids may be parent ids or chunk ids.
+        Small-to-big: calibrate and return parent documents (parent id -> ``Document``, e.g.
+        ``InMemoryStore``) scored from their chunks. A ``MultiVectorRetriever`` /
+        ``ParentDocumentRetriever`` brings its ``docstore`` and ``id_key``; its ``vectorstore`` scores
+        the chunks. Gold may be parent or chunk ids.
     id_key : str, optional
         Chunk metadata key of the parent id (default: the retriever's ``id_key``, else ``"doc_id"``).
     parent_aggregation : {"max", "sum"}, default "max"
-        A parent's score from its chunks in the pool (the best one, or the sum of min-max normalised scores).
+        A parent's score: its best chunk's, or the sum of its chunks' min-max normalised scores.
 
     Returns
     -------
@@ -60,7 +58,6 @@ def calibrate_retriever(
     Examples
     --------
     >>> cal = calibrate_retriever(vectorstore, examples, confidence_level=0.9)  # doctest: +SKIP
-    >>> retriever = ConformalRetriever(vectorstore=vectorstore, calibration=cal)  # doctest: +SKIP
     """
     spec = parents if isinstance(parents, Parents) else Parents(parents, parent_aggregation, id_key)
     reader = LangChainHost.of(host, pool_size=pool_size, parents=spec)

@@ -1,4 +1,4 @@
-"""End-to-end (retrieval + generation) calibration driven by a LangChain store/retriever and model."""
+"""End-to-end (retrieval + generation) calibration on a LangChain store or retriever and model."""
 
 from __future__ import annotations
 
@@ -18,16 +18,7 @@ from .host import Host, fetch_pool, resolve_pool_size, texts_by_id
 
 
 class LangChainAnswerHost(LLMReader):
-    """A LangChain store or retriever and model, read as an answer-set host.
-
-    Implements :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost` over the adapter's
-    pools, document texts, ``calibrate_retriever`` and :class:`~.answer_sampler.LangChainSampler`.
-
-    Examples
-    --------
-    >>> reader = LangChainAnswerHost(store, chat_model, pool_size=20)  # doctest: +SKIP
-    >>> AnswerSetConformalizer(0.7).conformalize(reader, examples)  # doctest: +SKIP
-    """
+    """A store or retriever and model as an :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost`."""
 
     sampler_class = LangChainSampler
     embed_method = "embed_documents"
@@ -40,7 +31,6 @@ class LangChainAnswerHost(LLMReader):
         self._size = resolve_pool_size(host, pool_size)
 
     def fetch(self, question: str) -> CandidatePool:
-        """The host's scored pool of ``pool_size`` candidates for ``question``."""
         return fetch_pool(self.host, question, self._size)[0]
 
 
@@ -55,16 +45,14 @@ def calibrate_answer_sets(
     clustering: ClusteringOptions | None = None,
     retrieval: RetrievalStageOptions | None = None,
 ) -> AnswerSetCalibration:
-    """Calibrate both stages on the host store/retriever and chat or completion model.
+    """Calibrate both stages on the host store or retriever and chat or completion model.
 
-    Same contract and options as the LlamaIndex ``calibrate_answer_sets`` (the clustering
-    embedder is LangChain ``Embeddings``).
+    Same contract and options as the LlamaIndex ``calibrate_answer_sets`` (the clustering embedder
+    is LangChain ``Embeddings``).
 
     Examples
     --------
-    >>> cal = calibrate_answer_sets(  # doctest: +SKIP
-    ...     store, chat_model, examples, confidence_level=0.7, split=SplitOptions(alpha_retrieval=0.1)
-    ... )
+    >>> cal = calibrate_answer_sets(store, chat_model, examples, confidence_level=0.7)  # doctest: +SKIP
     """
     retrieval = retrieval or RetrievalStageOptions()
     reader = LangChainAnswerHost(host, llm, pool_size=retrieval.pool_size)

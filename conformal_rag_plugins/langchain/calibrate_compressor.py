@@ -24,8 +24,6 @@ from .host import all_ids, doc_id, existing_ids
 def base_retriever_k(base_retriever: BaseRetriever) -> int | None:
     """How many documents the base retriever returns (``search_kwargs['k']`` or ``k``), if it says.
 
-    Examples
-    --------
     >>> from types import SimpleNamespace
     >>> base_retriever_k(SimpleNamespace(search_kwargs={"k": 50}))
     50
@@ -47,7 +45,6 @@ def _base_fingerprint(base_retriever: BaseRetriever) -> Fingerprint:
 
 
 def _base_pool_size(base_retriever: BaseRetriever, pool_size: int | None) -> int:
-    """``pool_size``, else the base retriever's ``k``; they must agree."""
     return agreed_pool_size(
         base_retriever_k(base_retriever),
         pool_size,
@@ -59,22 +56,9 @@ def _base_pool_size(base_retriever: BaseRetriever, pool_size: int | None) -> int
 
 @dataclass(frozen=True)
 class CompressorHost:
-    """A compression pipeline read as a ``RetrievalHost``: the base retriever, then the compressor's scoring.
+    """A compression pipeline as a ``RetrievalHost``: the base retriever, then the compressor's scoring.
 
-    Attributes
-    ----------
-    base_retriever : BaseRetriever
-        The ``ContextualCompressionRetriever``'s ``base_retriever``.
-    pool_size : int
-        Its ``k``.
-    embeddings : Embeddings, optional
-        What the compressor scores with (cosine); else the base retriever's ``metadata['score']``.
-
-    Examples
-    --------
-    >>> host = CompressorHost(store.as_retriever(search_kwargs={"k": 50}), 50, embeddings)  # doctest: +SKIP
-    >>> host.fetch("Who founded Normandy?").scores[:2]  # doctest: +SKIP
-    array([0.61, 0.58])
+    ``embeddings``: what the compressor scores with (cosine); else the base retriever's ``metadata['score']``.
     """
 
     base_retriever: BaseRetriever
@@ -82,7 +66,6 @@ class CompressorHost:
     embeddings: Embeddings | None = None
 
     def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
-        """The base retriever's documents scored as the compressor scores them, best first."""
         docs = self.base_retriever.invoke(question)
         if len(docs) > self.pool_size:
             raise ConformalError(
@@ -94,19 +77,15 @@ class CompressorHost:
         return CandidatePool.from_unsorted(ids, [d.page_content for d in docs], scores.tolist(), groups)
 
     def existing_ids(self, ids: Sequence[str]) -> set[str] | None:
-        """Which of ``ids`` the base retriever's store holds, or ``None``."""
         return existing_ids(self.base_retriever, ids)
 
     def all_ids(self) -> list[str] | None:
-        """Every document id of the base retriever's store, or ``None``."""
         return all_ids(self.base_retriever)
 
     def fingerprint(self) -> Fingerprint:
-        """The base retriever's fingerprint with the compressor's scoring."""
         return compressor_fingerprint(_base_fingerprint(self.base_retriever), self.embeddings)
 
     def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
-        """The examples, their gold ids checked against the store."""
         return check_gold_on_host(self, examples)
 
 
@@ -121,27 +100,25 @@ def calibrate_compressor(
 ) -> RetrievalCalibration:
     """Calibrate the compressor's threshold by running ``base_retriever`` and the compressor's scoring.
 
-    Every question goes through ``base_retriever.invoke`` and then the same scoring the
-    compressor applies at query time (:func:`~conformal_rag_plugins.langchain.compressor.score_documents`:
-    cosine with ``embeddings``, else the base retriever's ``metadata['score']``), so the
+    Each question goes through ``base_retriever.invoke`` and the scoring the compressor applies at
+    query time (cosine with ``embeddings``, else the base retriever's ``metadata['score']``), so the
     calibrated scores are the ones the compressor thresholds.
 
     Parameters
     ----------
     base_retriever : BaseRetriever
-        The ``base_retriever`` of the ``ContextualCompressionRetriever``, e.g.
+        The ``ContextualCompressionRetriever``'s base retriever, e.g.
         ``store.as_retriever(search_kwargs={"k": 50})``; its ``k`` is the pool size.
     examples : sequence of CalibrationExample
         Questions with gold chunk ids (``Document.id``) or texts.
     embeddings : Embeddings, optional
         What the compressor scores with (as ``EmbeddingsFilter(embeddings=...)``).
     confidence_level : float, default 0.9
-        Target probability that a gold chunk is kept (or give it in ``options``).
+        Target probability that a gold chunk is kept (or set it in ``options``).
     pool_size : int, optional
         Must equal the base retriever's ``k`` when both are known.
     options : RetrievalOptions, optional
-        Score family, method, delta, random_state, strict, progress, as in
-        :func:`~conformal_rag_plugins.langchain.calibrate_retriever`.
+        :class:`~conformal_rag_plugins.retrieval.options.RetrievalOptions`.
 
     Returns
     -------
@@ -149,9 +126,7 @@ def calibrate_compressor(
 
     Examples
     --------
-    >>> base = store.as_retriever(search_kwargs={"k": 50})  # doctest: +SKIP
-    >>> cal = calibrate_compressor(base, examples, embeddings=embeddings)  # doctest: +SKIP
-    >>> compressor = ConformalDocumentCompressor(calibration=cal, embeddings=embeddings)  # doctest: +SKIP
+    >>> cal = calibrate_compressor(store.as_retriever(search_kwargs={"k": 50}), examples)  # doctest: +SKIP
     """
     reader = CompressorHost(base_retriever, _base_pool_size(base_retriever, pool_size), embeddings)
     return calibrate_host(reader, examples, with_level(options, confidence_level))

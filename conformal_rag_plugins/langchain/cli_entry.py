@@ -1,9 +1,6 @@
-"""LangChain's entry in the framework registry (``conformal_rag_plugins/frameworks.py``).
+"""LangChain's entry in the framework registry (``conformal_rag_plugins/frameworks.py``), imported only when asked for.
 
-The LLM and the operations that only call an adapter function are inherited from
-:class:`~conformal_rag_plugins.frameworks.RegisteredEntry`; the rest (Chroma store, hosts,
-fingerprints rebuilt, ``ConformalRetriever``, results) are LangChain's own. The registry
-imports this module only when LangChain is asked for.
+What only calls an adapter function is inherited from :class:`~conformal_rag_plugins.frameworks.RegisteredEntry`.
 """
 
 from __future__ import annotations
@@ -75,8 +72,6 @@ class LangChainEntry(RegisteredEntry):
     def rebuildable_host(self, fingerprint: Any) -> tuple[str, FusionConfig | None] | None:
         """``("dense"|"hybrid", fusion)`` of a Chroma store or a hybrid retriever, else ``None``.
 
-        Examples
-        --------
         >>> from conformal_rag_plugins import Fingerprint
         >>> fp = Fingerprint("langchain", "Chroma", "cosine", "m", 384, "1-distance", "dense")
         >>> LangChainEntry().rebuildable_host(fp)

@@ -41,10 +41,9 @@ def _vectorstore_print(vs: VectorStore) -> tuple[str, str, str, int | None, str]
 def fingerprint_of(host: VectorStore | BaseRetriever) -> Fingerprint:
     """Fingerprint of a host: vector store or scored retriever.
 
-    A store with relevance scores records their scale (Chroma: ``1-distance``); a store without
-    them records what ``similarity_search_with_score`` returns (``InMemoryVectorStore``: ``cosine``
-    similarity; another store ``<Store>.similarity_search_with_score``, with a leading ``-`` when
-    its scores are distances, which are negated so that higher is better).
+    A store with relevance scores records their scale (Chroma: ``1-distance``); one without records
+    what ``similarity_search_with_score`` returns (``InMemoryVectorStore``: ``cosine``; else
+    ``<Store>.similarity_search_with_score``, with a leading ``-`` when its distances are negated).
     """
     if isinstance(host, VectorStore):
         store, space, name, dim, scale = _vectorstore_print(host)

@@ -1,8 +1,4 @@
-"""A LangChain retriever that fuses dense relevance scores with BM25 and keeps the scores.
-
-:func:`build_hybrid_retriever` builds it over corpus entries (the dense store e.g. from
-:func:`~conformal_rag_plugins.local.langchain_stack.build_chroma_vectorstore`).
-"""
+"""A LangChain dense + BM25 fusion retriever that keeps the scores."""
 
 from __future__ import annotations
 
@@ -26,8 +22,10 @@ from .host import _relevance, doc_id
 class ScoredFusionRetriever(BaseRetriever):
     """Hybrid dense + BM25 retriever whose documents carry ``metadata['score']``.
 
-    The fused score is ``weight * norm(dense) + (1 - weight) * norm(bm25)`` over
-    each retriever's top-``k`` candidates, with ``method`` z-score or min-max.
+    The fused score is ``weight * norm(dense) + (1 - weight) * norm(bm25)`` over each retriever's
+    top-``k`` candidates, ``norm`` z-score or min-max (``method``); ``metadata`` also keeps
+    ``dense_score`` and ``bm25_score``. ``vectorstore`` needs relevance scores (e.g.
+    ``langchain_chroma.Chroma``); ``bm25`` indexes the same passages.
 
     Examples
     --------
@@ -50,7 +48,7 @@ class ScoredFusionRetriever(BaseRetriever):
         return cls(vectorstore=vectorstore, bm25=BM25Index(ids, texts), **kwargs)
 
     def conformal_fingerprint(self) -> Fingerprint:
-        """Fingerprint used by calibration: the dense store plus the fusion settings."""
+        """The dense store's fingerprint with the fusion settings."""
         dense = fingerprint_of(self.vectorstore)
         return Fingerprint(
             "langchain",
@@ -68,10 +66,9 @@ class ScoredFusionRetriever(BaseRetriever):
         return self.fuse(_relevance(self.vectorstore, query, self.k), self.bm25.search(query, self.k))
 
     def fuse(self, dense_pairs: list[tuple[Document, float]], lexical: list[tuple[str, float]]) -> list[Document]:
-        """Fuse the dense ``(document, score)`` pairs with the BM25 ``(id, score)`` hits (top ``k`` of each).
+        """Fuse dense ``(document, score)`` pairs with BM25 ``(id, score)`` hits (top ``k`` of each).
 
-        :meth:`invoke` runs this on its own two searches; tuning reuses it on the
-        prefixes of one larger search (see ``langchain/fusion_fanout.py``).
+        Tuning reuses it on prefixes of one larger search (``fusion_fanout.py``).
         """
         dense_pairs, lexical = dense_pairs[: self.k], lexical[: self.k]
         docs = {doc_id(d): d for d, _ in dense_pairs}
@@ -100,14 +97,7 @@ def build_hybrid_retriever(
     method: str = "zscore",
     bm25: BM25Index | None = None,
 ) -> ScoredFusionRetriever:
-    """Dense + BM25 fusion over ``entries`` that keeps scores in ``metadata['score']``.
-
-    Pass a prebuilt ``bm25`` index to share it between several fusion settings.
-
-    Examples
-    --------
-    >>> hybrid = build_hybrid_retriever(store, entries, dense_weight=0.3, method="minmax")  # doctest: +SKIP
-    """
+    """Dense + BM25 :class:`ScoredFusionRetriever` over ``entries`` (pass ``bm25`` to share one index)."""
     if bm25 is None:
         bm25 = BM25Index([e.id for e in entries], [e.text for e in entries])
     return ScoredFusionRetriever(vectorstore=store, bm25=bm25, k=pool_size, weight=dense_weight, method=method)

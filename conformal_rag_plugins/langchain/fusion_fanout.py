@@ -1,8 +1,8 @@
 """One dense and one BM25 search per question, fanned out to every fusion setting and pool size.
 
 Each ``(setting, k)`` pool is :meth:`ScoredFusionRetriever.fuse` of the top-``k`` prefixes of one
-search at the largest pool, which is what that host's ``invoke`` computes from its own two searches;
-:meth:`FusionFanout.many` batches the searches (same pools bit for bit, given the same query vectors).
+search at the largest pool, which is what that host's ``invoke`` computes; :meth:`FusionFanout.many`
+batches the searches (same pools bit for bit, given the same query vectors).
 """
 
 from __future__ import annotations
@@ -26,24 +26,13 @@ BM25_ONLY = FusionConfig("zscore", 0.0)
 
 
 class FusionFanout(Fanout):
-    """Every ``(fusion setting, pool size)`` pool of one question from one dense and one BM25 search.
-
-    Parameters
-    ----------
-    store : VectorStore
-    bm25 : BM25Index
-        Over the same documents.
-    kind : {"dense", "bm25", "hybrid"}
-    grid : sequence of FusionConfig
-    pool_sizes : sequence of int
+    """Every ``(fusion setting, pool size)`` pool of one question (``bm25`` over the same documents).
 
     Examples
     --------
     >>> fan = FusionFanout(store, BM25Index(ids, texts), "hybrid", DEFAULT_FUSION_GRID, (50, 100))  # doctest: +SKIP
-    >>> fan("Who ruled Normandy?")[(FusionConfig("zscore", 0.5), 50)].scores.size  # doctest: +SKIP
-    50
-    >>> [p[(FusionConfig("zscore", 0.5), 50)].ids[0] for p in fan.many(["Who ruled Normandy?"])]  # doctest: +SKIP
-    ['Normans#0']
+    >>> fan("Who ruled Normandy?")[(FusionConfig("zscore", 0.5), 50)].ids[0]  # doctest: +SKIP
+    'Normans#0'
     """
 
     def __init__(
@@ -69,15 +58,13 @@ class FusionFanout(Fanout):
         return dense, lexical
 
     def _search_many(self, block: list[str]) -> tuple[list[Any], list[Any]]:
-        """One embedding call and batched queries for a Chroma store (others: one search per question),
-        and one ``bm25s`` call, for ``block``."""
         top = self.pool_sizes[-1]
         dense = self._dense_many(block, top)
         lexical = self.bm25.search_many(block, top) if self.kind != "dense" else [[] for _ in block]
         return dense, lexical
 
     def _dense_many(self, block: list[str], top: int) -> list[list[tuple[Document, float]]]:
-        """``_relevance(store, q, top)`` for every question: one embedding call and batched Chroma queries."""
+        """``_relevance(store, q, top)`` per question: one embedding call, batched Chroma queries."""
         collection = _chroma_collection(self.store)
         if collection is None:
             return [_relevance(self.store, q, top) for q in block]

@@ -1,8 +1,4 @@
-"""Read a LangChain host (vector store, retriever, parent setup) as a :class:`~..retrieval.host.RetrievalHost`.
-
-:class:`LangChainHost` is the reader calibration uses; the functions below read candidate pools,
-ids and texts from a host, on its own score scale.
-"""
+"""Read a LangChain vector store, retriever or parent setup as a :class:`~..retrieval.host.RetrievalHost`."""
 
 from __future__ import annotations
 
@@ -81,7 +77,6 @@ def _has_relevance(store: VectorStore) -> bool:
 
 
 def _probe_kind(store: VectorStore) -> str:
-    """``similarity`` or ``distance``, from the order of one probe query (stores return best first)."""
     scores = [float(s) for _, s in store.similarity_search_with_score(_PROBE, k=8)]
     down = any(b < a for a, b in pairwise(scores))
     up = any(b > a for a, b in pairwise(scores))
@@ -96,14 +91,11 @@ def _probe_kind(store: VectorStore) -> str:
 
 
 def raw_score_kind(store: VectorStore) -> str | None:
-    """How a store without relevance scores ranks: ``"similarity"`` (higher is better) or ``"distance"``.
+    """How a store without relevance scores ranks: ``"similarity"`` or ``"distance"``; ``None`` with relevance scores.
 
-    ``None`` when the store implements relevance scores (they are used, as before). A store without
-    them is queried with ``similarity_search_with_score``: ``InMemoryVectorStore`` returns cosine
-    similarity; another store's direction is read once from the order of a probe query's results.
+    ``InMemoryVectorStore`` returns cosine similarity; another store's direction is read once from
+    the order of a probe query's results.
 
-    Examples
-    --------
     >>> from langchain_core.embeddings import DeterministicFakeEmbedding
     >>> raw_score_kind(InMemoryVectorStore(DeterministicFakeEmbedding(size=4)))
     'similarity'
@@ -156,8 +148,8 @@ def _relevance(host: VectorStore, query: str, k: int) -> list[tuple[Document, fl
 def fetch_pairs(host: Host, query: str, pool_size: int, *, callbacks: Any = None) -> list[tuple[Document, float]]:
     """The host's top-``pool_size`` ``(document, score)`` pairs, as the host orders them.
 
-    ``callbacks`` (a run manager's ``get_child()``) make a retriever host's run a child of
-    the caller's run; a vector store is not a runnable and reports no run of its own.
+    ``callbacks`` (a run manager's ``get_child()``) nest a retriever host's run under the caller's;
+    a vector store is not a runnable and reports no run.
     """
     if isinstance(host, VectorStore):
         return _relevance(host, query, pool_size)
@@ -165,14 +157,12 @@ def fetch_pairs(host: Host, query: str, pool_size: int, *, callbacks: Any = None
 
 
 def fetch_pool(host: Host, query: str, pool_size: int) -> tuple[CandidatePool, list[Document]]:
-    """The top-``pool_size`` candidates and their documents, best first."""
     return pool_from_pairs(fetch_pairs(host, query, pool_size))
 
 
 async def afetch_pool(
     host: Host, query: str, pool_size: int, *, callbacks: Any = None
 ) -> tuple[CandidatePool, list[Document]]:
-    """Async :func:`fetch_pool` (``callbacks`` as in :func:`fetch_pairs`)."""
     if isinstance(host, VectorStore):
         kind = raw_score_kind(host)
         if kind is not None:
@@ -217,7 +207,6 @@ def all_ids(host: Host) -> list[str] | None:
 
 
 def texts_by_id(host: Host, ids: Sequence[str]) -> dict[str, str]:
-    """Document texts for ``ids`` from the host's store (Chroma, or any store with ``get_by_ids``)."""
     store = host if isinstance(host, VectorStore) else getattr(host, "vectorstore", None)
     if store is None or not ids:
         return {}
@@ -247,19 +236,9 @@ def resolve_pool_size(host: Any, pool_size: int | None) -> int:
 class LangChainHost:
     """A LangChain vector store or scored retriever (optionally at parent level) read as a ``RetrievalHost``.
 
-    Attributes
-    ----------
-    host : VectorStore or BaseRetriever
-        A store with relevance scores, or a retriever putting its score in ``metadata['score']``.
-    pool_size : int
-        Candidates per query.
-    source : ParentHost, optional
-        Small-to-big: the chunk host, the parents' store and the key that links them.
-
     Examples
     --------
-    >>> host = LangChainHost.of(vectorstore, pool_size=50)  # doctest: +SKIP
-    >>> host.fetch("Who founded Normandy?").ids[:2]  # doctest: +SKIP
+    >>> LangChainHost.of(vectorstore, pool_size=50).fetch("Who founded Normandy?").ids[:2]  # doctest: +SKIP
     ('Normans#0', 'Normans#3')
     """
 
@@ -271,8 +250,7 @@ class LangChainHost:
     def of(cls, host: Host, *, pool_size: int | None = None, parents: Parents | None = None) -> LangChainHost:
         """Read a host (pool: ``pool_size``, else its ``k``, else 50).
 
-        ``parents`` (see :class:`~conformal_rag_plugins.retrieval.host.Parents`) turns on the parent
-        level; a ``MultiVectorRetriever`` / ``ParentDocumentRetriever`` brings its own docstore and ``id_key``.
+        A ``MultiVectorRetriever`` / ``ParentDocumentRetriever`` brings its own docstore and ``id_key``.
         """
         from .parent_retrieval import parent_host  # it builds on this module's readers
 
@@ -281,7 +259,6 @@ class LangChainHost:
         return cls(host, resolve_pool_size(host if source is None else source, pool_size), source)
 
     def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
-        """The pool of one query (parents scored from their chunks at parent level), best first."""
         with quiet_relevance():
             if self.source is not None:
                 return self.source.fetch_pool(question, self.pool_size)
@@ -291,21 +268,17 @@ class LangChainHost:
         return replace(pool, groups=tuple(d.metadata.get(group_key) for d in docs))
 
     def existing_ids(self, ids: Sequence[str]) -> set[str] | None:
-        """Which of ``ids`` the store holds (at parent level: the docstore), or ``None``."""
         return existing_ids(self.host, ids) if self.source is None else self.source.known_parents(ids)
 
     def all_ids(self) -> list[str] | None:
-        """Every document id the host can return, or ``None``."""
         return all_ids(self.host)
 
     def fingerprint(self) -> Fingerprint:
-        """The host's fingerprint (``>parent:max`` appended at parent level)."""
         from .fingerprint import fingerprint_of  # it reads raw_score_kind from this module
 
         return fingerprint_of(self.host) if self.source is None else self.source.fingerprint()
 
     def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
-        """Gold lifted to parents and checked against the docstore, or checked against the store."""
         if self.source is not None:
             from .parent_retrieval import parent_examples
 

@@ -1,7 +1,4 @@
-"""Tune a LangChain hybrid ``ScoredFusionRetriever`` (fusion method and weight) and calibrate it.
-
-The search is :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid`; this file builds the hosts.
-"""
+"""Tune and calibrate a LangChain hybrid ``ScoredFusionRetriever`` (the search is ``tuning.unit_search``'s)."""
 
 from __future__ import annotations
 
@@ -31,12 +28,7 @@ def hybrid_retrievers(
     *,
     pool_size: int = 50,
 ) -> dict[FusionConfig, ScoredFusionRetriever]:
-    """One dense + BM25 ``ScoredFusionRetriever`` per configuration (BM25 built once).
-
-    Examples
-    --------
-    >>> hosts = hybrid_retrievers(store, entries)  # doctest: +SKIP
-    """
+    """One dense + BM25 ``ScoredFusionRetriever`` per configuration (BM25 built once)."""
     bm25 = BM25Index(*corpus_ids_texts(corpus))
     return {
         c: ScoredFusionRetriever(vectorstore=vectorstore, bm25=bm25, k=pool_size, weight=c.weight, method=c.method)
@@ -57,8 +49,8 @@ def calibrate_hybrid_retriever(
 ) -> tuple[ScoredFusionRetriever, RetrievalCalibration]:
     """Choose what the LLM reads (unit, fusion setting, pool size) and the score family, calibrate on the rest.
 
-    :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` over this adapter's
-    :func:`~.tuned_units.unit_candidates` (one ``ScoredFusionRetriever`` per candidate).
+    :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` over one ``ScoredFusionRetriever``
+    per candidate.
 
     Parameters
     ----------
@@ -71,22 +63,19 @@ def calibrate_hybrid_retriever(
     confidence_level, pool_size, options, tuning
         As in :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` (``pool_size`` default 50).
     parents : BaseStore, Mapping or Parents, optional
-        Also try returning the chunks' parent documents (small-to-big, as
-        ``calibrate_retriever(..., parents=...)``); the chunks' ``metadata[id_key]`` names the
-        parent (default ``"doc_id"``, as ``ParentDocumentRetriever``; a
-        :class:`~conformal_rag_plugins.retrieval.host.Parents` gives another ``id_key`` and the
-        ``aggregation``). Gold ids may then be chunk or parent ids.
+        Also try returning the chunks' parent documents (as in :func:`calibrate_retriever`), named by
+        the chunks' ``metadata["doc_id"]`` (a :class:`~conformal_rag_plugins.retrieval.host.Parents`
+        gives another ``id_key``). Gold may then be chunk or parent ids.
 
     Returns
     -------
     retriever, calibration : ScoredFusionRetriever, RetrievalCalibration
-        Wrap the retriever in ``ConformalRetriever(retriever=..., calibration=...)``, adding the same
+        Wrap them in ``ConformalRetriever(retriever=..., calibration=...)``, with the same
         ``parents=`` (and ``id_key=``) when ``calibration.selection_["unit"]`` is a parent unit.
 
     Examples
     --------
     >>> host, cal = calibrate_hybrid_retriever(store, entries, examples)  # doctest: +SKIP
-    >>> retriever = ConformalRetriever(retriever=host, calibration=cal)  # doctest: +SKIP
     """
     candidates = partial(unit_candidates, vectorstore, corpus, examples, parents=parents)
     return tune_hybrid(candidates, examples, confidence_level, pool_size, options, tuning)
@@ -98,12 +87,6 @@ def hybrid_from_calibration(
     """Rebuild the tuned host a calibration was made with (its fusion setting and pool size).
 
     At parent level it is the chunk host: pass the calibration's ``parents=`` to ``ConformalRetriever`` too.
-
-    Examples
-    --------
-    >>> cal = RetrievalCalibration.load("calibration.json")  # doctest: +SKIP
-    >>> host = hybrid_from_calibration(store, entries, cal)  # doctest: +SKIP
-    >>> retriever = ConformalRetriever(retriever=host, calibration=cal)  # doctest: +SKIP
     """
     config = fusion_of(calibration)
     return next(iter(hybrid_retrievers(vectorstore, corpus, [config], pool_size=calibration.pool_size_).values()))

@@ -1,18 +1,12 @@
 """Label calibration questions with a LangChain judge over the host store or retriever (CONFLARE step 2).
 
-``label_with_judge(host, examples, llm, budget=5, *, pool_size=None, cache=True, options=None)``
-and its async twin are written once in :class:`~conformal_rag_plugins.labelling.host_judge.HostJudge`;
-this module supplies what is LangChain's: the host (a ``VectorStore``, queried with
-``similarity_search_with_relevance_scores``, or a retriever setting ``metadata["score"]``, e.g.
-:class:`ScoredFusionRetriever`) read by :func:`host_ranking`, and the model read by
-:func:`~.llm_calls.llm_task`.
+``label_with_judge`` and its async twin are :class:`~conformal_rag_plugins.labelling.host_judge.HostJudge`'s;
+this module reads the host (a ``VectorStore`` with relevance scores, or a retriever setting
+``metadata["score"]``) and the model (:func:`~.llm_calls.llm_task`).
 
 Examples
 --------
->>> from conformal_rag_plugins.labelling.options import JudgeOptions
->>> labelled, report = label_with_judge(vectorstore, examples, llm, budget=5,
-...                                     options=JudgeOptions(max_concurrency=1))  # doctest: +SKIP
->>> calibration = calibrate_retriever(vectorstore, labelled, confidence_level=0.9)  # doctest: +SKIP
+>>> labelled, report = label_with_judge(vectorstore, examples, llm, budget=5)  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""Turn a LangChain model and its prompt templates into ``render`` / ``complete`` callables (an ``LLMTask``).
+"""A LangChain model and its prompt templates as ``render`` / ``complete`` callables (an ``LLMTask``).
 
-The framework-neutral calibration code (question generation, the judge) works on a prompt
-*string* and an async ``complete(prompt) -> str``. A completion model (``BaseLLM``) gets the
-``PromptTemplate`` and ``ainvoke(str)``; a chat model (``BaseChatModel``) gets the
-``ChatPromptTemplate``, whose formatted messages travel as a JSON string (also the cache
-key, via ``messages_to_dict``) and are rebuilt for ``ainvoke(messages)``.
-
-The default templates come from :mod:`conformal_rag_plugins.labelling.prompts`,
-with their literal JSON braces escaped for LangChain's f-string format.
+A ``BaseLLM`` gets the ``PromptTemplate`` and ``ainvoke(str)``; a ``BaseChatModel`` the
+``ChatPromptTemplate``, whose messages travel as a JSON string (also the cache key, via
+``messages_to_dict``) rebuilt for ``ainvoke(messages)``. The default templates have their
+literal JSON braces escaped for LangChain's f-string format.
 """
 
 from __future__ import annotations
@@ -28,8 +24,6 @@ from ..labelling.prompts import PromptSet, to_fstring
 def is_chat(model: Any) -> bool:
     """Whether the model is a chat model (``BaseChatModel``).
 
-    Examples
-    --------
     >>> from langchain_core.language_models import FakeListChatModel, FakeListLLM
     >>> is_chat(FakeListChatModel(responses=["x"])), is_chat(FakeListLLM(responses=["x"]))
     (True, False)
@@ -49,7 +43,6 @@ def completion_template(
 def chat_template(
     prompt: ChatPromptTemplate | None, system: str, user: str, variables: Collection[str]
 ) -> ChatPromptTemplate:
-    """The user's chat prompt, or a system + human ``ChatPromptTemplate``."""
     if prompt is not None:
         return prompt
     return ChatPromptTemplate.from_messages(
@@ -69,8 +62,6 @@ def prompt_caller(
 ) -> tuple[RenderFn, CompleteFn]:
     """``render(values) -> prompt text`` and ``complete(prompt text) -> output`` for ``model``.
 
-    Examples
-    --------
     >>> import asyncio
     >>> from langchain_core.language_models import FakeListChatModel
     >>> plain = completion_template(None, "Q: {question}", ["question"])
@@ -112,11 +103,8 @@ def llm_task(
     completion_prompt: PromptTemplate | str | None = None,
     chat_prompt: ChatPromptTemplate | None = None,
 ) -> LLMTask:
-    """The user's model and prompts (or the task's defaults) as an :class:`LLMTask`: the adapter's
-    :class:`~conformal_rag_plugins.labelling.llm.LLMReader`.
+    """The model and prompts (or the task's defaults) as the adapter's :class:`LLMTask`.
 
-    Examples
-    --------
     >>> from langchain_core.language_models import FakeListLLM
     >>> from conformal_rag_plugins.labelling.prompts import JUDGE_PROMPTS
     >>> llm_task(FakeListLLM(responses=["yes"]), JUDGE_PROMPTS).model

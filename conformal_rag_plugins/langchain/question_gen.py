@@ -1,12 +1,9 @@
 """Generate calibration questions from LangChain documents with a LangChain model (CONFLARE step 1).
 
-``generate_calibration_questions(documents, llm, n_questions, *, seed=0, topic=None, cache=True,
-options=None)`` and its async twin are written once in
-:class:`~conformal_rag_plugins.labelling.question_writer.QuestionWriter`; this module supplies what
-is LangChain's: the documents read by :func:`chunks_from_documents`, and the model read by
-:func:`~.llm_calls.llm_task` (a ``BaseLLM`` gets the completion prompt via ``ainvoke(str)``, a
-``BaseChatModel`` the chat prompt via ``ainvoke(messages)``; a custom prompt is an f-string
-template, literal braces doubled).
+``generate_calibration_questions`` and its async twin are
+:class:`~conformal_rag_plugins.labelling.question_writer.QuestionWriter`'s; this module reads the
+documents (:func:`chunks_from_documents`) and the model (:func:`~.llm_calls.llm_task`; a custom
+prompt is an f-string template, literal braces doubled).
 
 Examples
 --------
@@ -33,13 +30,11 @@ from .llm_calls import llm_task
 
 
 def chunks_from_documents(items: Iterable[Document | CorpusEntry]) -> list[CorpusEntry]:
-    """Documents (or corpus entries / chunks, kept as they are) as chunks with their parent document.
+    """Documents as chunks (corpus entries kept as they are).
 
-    The id is ``Document.id`` (or ``metadata["id"]``), as in the vector store; the parent
-    document is ``metadata["parent_id"]``, else ``metadata["source"]``, else the document itself.
+    The id is ``Document.id`` (or ``metadata["id"]``), as in the store; the parent is
+    ``metadata["parent_id"]``, else ``metadata["source"]``, else the document itself.
 
-    Examples
-    --------
     >>> chunks_from_documents([Document("Rollo led the Normans.", id="d1", metadata={"source": "normans.txt"})])
     [Chunk(id='d1', text='Rollo led the Normans.', title=None, parent_id='normans.txt')]
     """

@@ -35,10 +35,7 @@ def _chunks(docs: Sequence[Document], calibration: AnswerSetCalibration) -> tupl
 
 
 class ChainRun:
-    """Mixin (before ``RunnableSerializable``): ``ainvoke``/``invoke`` run ``_build`` as a chain run.
-
-    The model calls get the run's child callbacks, so they nest under it in tracers.
-    """
+    """Mixin (before ``RunnableSerializable``): ``invoke``/``ainvoke`` run ``_build`` as a chain run."""
 
     async def _build(self, value: dict[str, Any], child: RunnableConfig) -> Any:
         raise NotImplementedError
@@ -52,11 +49,9 @@ class ChainRun:
         return run_sync(self._build(value, patch_config(config, callbacks=run_manager.get_child())))
 
     async def ainvoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """The output for one input, as a chain run (the model calls are its child runs)."""
         return await self._acall_with_config(self._arun, input, config, run_type="chain")  # type: ignore[attr-defined]
 
     def invoke(self, input: dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """Sync :meth:`ainvoke`."""
         return self._call_with_config(self._run, input, config, run_type="chain")  # type: ignore[attr-defined]
 
 
@@ -64,25 +59,23 @@ class ConformalAnswerSetSynthesizer(ChainRun, RunnableSerializable[dict[str, Any
     """Runnable answer-set synthesizer for LCEL, after ``ConformalRetriever``.
 
     Input ``{"question": str, "context": list[Document]}``; output an
-    :class:`~conformal_rag_plugins.answer_sets.engine.AnswerSetResult` (``response``,
-    ``answers`` with confidences and supporting document ids, ``abstained``, ``alpha``, tokens).
+    :class:`~conformal_rag_plugins.answer_sets.engine.AnswerSetResult` (``response``, ``answers`` with
+    confidences and supporting document ids, ``abstained``, ``alpha``, tokens). Runs as a chain run,
+    the model calls as its child runs.
 
-    Every run first compares the model (class, name, a local model's file digest), its sampling
-    settings, the prompt and, for embedding clustering, ``embeddings`` with the ones the
-    calibration recorded, and raises :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`
-    naming each field that differs.
+    Every run first checks the model (class, name, a local model's file digest), its sampling
+    settings, the prompt and, for embedding clustering, ``embeddings`` against the calibration's
+    record, raising :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError` naming each difference.
 
     Parameters
     ----------
     llm : BaseLanguageModel
-        Chat models get the chat prompt, completion LLMs the few-shot prompt (replace them on
-        :attr:`sampler`).
+        Chat models get the chat prompt, completion LLMs the few-shot prompt (replace them on :attr:`sampler`).
     calibration : AnswerSetCalibration
-        End-to-end calibration (both stages), e.g. from ``calibrate_answer_sets``.
+        End-to-end calibration, e.g. from ``calibrate_answer_sets``.
     sampling : SamplingOptions, optional
-        The model calls' :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`;
-        ``n_samples`` must equal the calibration's M (default: taken from it); separate
-        fields (``max_concurrency=1``) raise a ``TypeError`` naming it.
+        :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`; ``n_samples`` must equal
+        the calibration's M (default: taken from it); separate fields raise a ``TypeError``.
     equivalence : str, optional
         Must equal the calibrated clustering method (another rule is refused).
     embeddings : Embeddings, optional
@@ -91,11 +84,7 @@ class ConformalAnswerSetSynthesizer(ChainRun, RunnableSerializable[dict[str, Any
     Examples
     --------
     >>> synth = ConformalAnswerSetSynthesizer(llm=chat_model, calibration=cal)  # doctest: +SKIP
-    >>> synth = ConformalAnswerSetSynthesizer(  # doctest: +SKIP
-    ...     llm=chat_model, calibration=cal, sampling=SamplingOptions(n_samples=cal.n_samples_, max_concurrency=1)
-    ... )
     >>> chain = {"context": retriever, "question": RunnablePassthrough()} | synth  # doctest: +SKIP
-    >>> chain.invoke("Who was the Norse leader?").answers  # doctest: +SKIP
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -132,7 +121,6 @@ class ConformalAnswerSetSynthesizer(ChainRun, RunnableSerializable[dict[str, Any
         return str(value["question"]), list(value.get("context") or [])
 
     async def _build(self, value: dict[str, Any], child: RunnableConfig) -> AnswerSetResult:
-        """The answer set (:func:`~conformal_rag_plugins.answer_sets.synthesis.asynthesize_answer_set`)."""
         question, docs = self._parse(value)
         chunks, cut_reason = _chunks(docs, self.calibration)
         return await asynthesize_answer_set(

@@ -1,9 +1,4 @@
-"""The candidates of :func:`~.hybrid_tuning.calibrate_hybrid_retriever`: unit x fusion setting x pool size.
-
-:class:`~conformal_rag_plugins.tuning.unit_search.UnitSearch` searches them; this file reads LangChain:
-one :class:`~.fusion_fanout.FusionFanout` search per question, and the chosen :class:`~.fusion.ScoredFusionRetriever`
-(through :class:`~.parent_retrieval.ParentHost` at parent level).
-"""
+"""The candidates of :func:`~.hybrid_tuning.calibrate_hybrid_retriever`: unit x fusion setting x pool size."""
 
 from __future__ import annotations
 
@@ -61,7 +56,7 @@ def _parent_id(item: CorpusEntry | Document, ident: str, id_key: str) -> str:
 
 @dataclass
 class UnitCandidates(UnitSearch):
-    """The LangChain candidates: one ``ScoredFusionRetriever`` per (fusion setting, pool), built when needed."""
+    """The :class:`~conformal_rag_plugins.tuning.unit_search.UnitSearch` over ``ScoredFusionRetriever`` hosts."""
 
     store: VectorStore | None = None
     bm25: BM25Index | None = None
@@ -69,20 +64,17 @@ class UnitCandidates(UnitSearch):
     parent_texts: dict[str, str | None] = field(default_factory=dict)
 
     def build_host(self, fusion: FusionConfig, pool_size: int) -> ScoredFusionRetriever:
-        """A ``ScoredFusionRetriever`` over the shared store and BM25 index."""
         return ScoredFusionRetriever(
             vectorstore=self.store, bm25=self.bm25, k=pool_size, weight=fusion.weight, method=fusion.method
         )
 
     def source(self, cand: TunedCandidate) -> ParentHost:
-        """The parent-level view of the candidate's host."""
         spec = self.parents
         found = parent_host(self.host(cand), parents=spec.store, id_key=spec.id_key, how=self.how)
         assert found is not None
         return found
 
     def fetcher(self, cand: TunedCandidate) -> Callable[[str], CandidatePool]:
-        """``fetch(question)`` through the candidate's real host."""
 
         def fetch(q: str) -> CandidatePool:
             with quiet_relevance():
@@ -93,11 +85,9 @@ class UnitCandidates(UnitSearch):
         return fetch
 
     def fingerprint(self, cand: TunedCandidate) -> Fingerprint:
-        """The candidate host's fingerprint (``>parent:max`` appended at parent level)."""
         return self.host(cand).conformal_fingerprint() if cand.unit == "chunk" else self.source(cand).fingerprint()
 
     def all_ids(self, host: Any) -> list[str] | None:
-        """Every document id of the fusion host."""
         return all_ids(host)
 
     def chunk_pools(self, question: str) -> Mapping[tuple[FusionConfig, int], CandidatePool]:
@@ -106,7 +96,6 @@ class UnitCandidates(UnitSearch):
             return super().chunk_pools(question)
 
     def parent_text(self, pid: str) -> str | None:
-        """The parent's text from the docstore (read once)."""
         if pid not in self.parent_texts:
             value = self.source(self.candidates[0]).lookup([pid])[pid]
             self.parent_texts[pid] = None if value is None else getattr(value, "page_content", str(value))
@@ -125,15 +114,7 @@ def unit_candidates(
     """Build the candidates and check the gold ids (chunk ids; with ``parents``, chunk or parent ids).
 
     ``parents``: the parents' store or a :class:`~conformal_rag_plugins.retrieval.host.Parents` (its
-    ``id_key`` names the chunks' parent-id metadata key); chunk-level gold then comes from
-    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`, parent-level gold
-    from :func:`~.parent_retrieval.parent_examples`.
-
-    Examples
-    --------
-    >>> found = unit_candidates(store, entries, examples, DEFAULT_FUSION_GRID, (50, 100))  # doctest: +SKIP
-    >>> found.candidates[0].label(50)  # doctest: +SKIP
-    'zscore:0.3'
+    ``id_key`` names the chunks' parent-id key); parent-level gold from :func:`~.parent_retrieval.parent_examples`.
     """
     from ..local.tokens import count_tokens
 

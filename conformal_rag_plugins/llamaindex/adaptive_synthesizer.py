@@ -22,40 +22,35 @@ from .traced_synthesis import TracedSynthesis
 class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesizer):
     """Adaptive RAG over the conformal set: 1, 2, 4, ... top chunks until the LLM answers.
 
-    Round ``r`` prompts the LLM once with the ``schedule[r]`` best nodes (overlapping prompts:
-    each round repeats the best chunks and adds the next ones) and stops at the first answer
-    that is not "I don't know" (:func:`~conformal_rag_plugins.core.adaptive_schedule.is_no_answer`).
-    The schedule (:func:`~conformal_rag_plugins.core.adaptive_schedule.geometric_schedule`) always ends
-    with the whole retrieved set, so an abstention ("I don't know") means the LLM saw every
-    chunk the conformal retriever kept. An empty set abstains with no call, never "Empty Response".
+    Round ``r`` prompts the LLM once with the ``schedule[r]`` best nodes and stops at the first
+    answer that is not "I don't know". The last round shows the whole retrieved set, so an
+    abstention means the LLM saw every chunk the conformal retriever kept; an empty set abstains
+    with no call, never "Empty Response". Traced like ``BaseSynthesizer`` (span, events,
+    ``SYNTHESIZE`` callback); ``streaming=True`` yields the final answer in one piece.
 
-    ``Response.source_nodes`` are the nodes of the final round's context (the answer's
-    lineage), then any ``additional_source_nodes``. Traced like the base class, with
-    ``streaming=True`` supported (see :class:`TracedSynthesis`). ``Response.metadata`` holds ``rounds``,
-    ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``chunks_used``, ``set_size``,
-    ``abstained``, ``schedule``, ``round_answers``, ``chunk_ids``, ``history`` and
-    ``token_source``: ``"reported"`` when the LLM returned usage (llama-cpp's ``raw["usage"]``,
-    OpenAI-compatible servers), else ``"approximate"`` (``ceil(characters / 4)`` of the formatted
-    prompt and of the answer), ``"mixed"`` if rounds differ.
+    ``Response.source_nodes`` are the final round's nodes, then ``additional_source_nodes``.
+    ``Response.metadata`` holds ``rounds``, ``llm_calls``, ``prompt_tokens``, ``completion_tokens``,
+    ``chunks_used``, ``set_size``, ``abstained``, ``schedule``, ``round_answers``, ``chunk_ids``,
+    ``history`` and ``token_source``: ``"reported"`` when the LLM returned usage (llama-cpp's
+    ``raw["usage"]``, OpenAI-compatible servers), else ``"approximate"`` (``ceil(characters / 4)``),
+    ``"mixed"`` if rounds differ.
 
     Parameters
     ----------
     llm : LlamaIndex LLM
-        One call per round, decoded as the LLM is configured: pass a greedy LLM
-        (``temperature=0``) for Pathway's behaviour. Base models get the few-shot completion
-        prompt, chat models the chat prompt (override with
-        ``update_prompts({"completion_prompt": ..., "chat_prompt": ...})``).
+        One call per round, decoded as configured (``temperature=0`` for Pathway's greedy answers).
+        Base models get the few-shot completion prompt, chat models the chat prompt.
     sampling : SamplingOptions, optional
-        :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`: its ``timeout``, ``retries``
-        and ``cache`` apply to each round's one call (a failed call is a "no answer" round);
-        ``n_samples`` and ``max_concurrency`` are not used.
+        :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`: ``timeout``, ``retries`` and
+        ``cache`` apply to each round's call (a failed call is a "no answer" round); ``n_samples`` and
+        ``max_concurrency`` are unused.
     schedule : AdaptiveSchedule, optional
-        :class:`~conformal_rag_plugins.answer_sets.options.AdaptiveSchedule` (default 1, 2, 4, ... chunks);
-        separate keywords (``initial=2``) raise a ``TypeError`` naming the option object.
+        :class:`~conformal_rag_plugins.answer_sets.options.AdaptiveSchedule` (default 1, 2, 4, ...);
+        separate keywords (``initial=2``) raise a ``TypeError``.
     completion_prompt, chat_prompt : optional
-        Replace the default prompts (variables ``{context}`` and ``{question}``).
+        Replace the default prompts (variables ``{context}``, ``{question}``), as ``update_prompts`` does.
     **kwargs
-        ``callback_manager``, ``streaming`` and the rest of ``BaseSynthesizer``'s keywords.
+        ``BaseSynthesizer``'s keywords (``callback_manager``, ``streaming``, ...).
 
     Examples
     --------
@@ -63,13 +58,7 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
     >>> synth = AdaptiveContextSynthesizer(llm=MockLLM(max_tokens=2))
     >>> synth.get_response("Who led the Norse?", ["Rollo led the Norse.", "Paris is in France."])
     'text text'
-    >>> AdaptiveContextSynthesizer(llm=MockLLM(), schedule=AdaptiveSchedule(initial=2, factor=3.0)).schedule.initial
-    2
-    >>> engine = RetrieverQueryEngine(  # doctest: +SKIP
-    ...     retriever=ConformalRetriever(index=index, calibration=cal),
-    ...     response_synthesizer=AdaptiveContextSynthesizer(llm=local_llm(temperature=0.0)),
-    ... )
-    >>> engine.query("Who was the Norse leader?").metadata["rounds"]  # doctest: +SKIP
+    >>> engine = RetrieverQueryEngine(retriever=conformal_retriever, response_synthesizer=synth)  # doctest: +SKIP
     """
 
     def __init__(
@@ -95,7 +84,6 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
         return self.sampler.completion_prompt.format(context=context, question=question)
 
     async def _aresult(self, question: str, texts: Sequence[str], ids: Sequence[str]) -> AdaptiveResult:
-        """One call per round (:func:`~conformal_rag_plugins.answer_sets.synthesis.aadaptive_from_sampler`)."""
 
         def estimate(context: str, sample: Sample) -> tuple[int, int, str]:
             prompt = self._prompt_text(question, context)
@@ -108,7 +96,6 @@ class AdaptiveContextSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesize
     async def _abuild(
         self, query_str: str, nodes: list[NodeWithScore], additional_source_nodes: list[NodeWithScore]
     ) -> Response:
-        """Answer ``query_str`` from ``nodes`` (best first by score) with a growing context; empty -> abstain."""
         ordered = best_first(nodes, lambda n: n.score is not None, lambda n: n.score)  # else the retriever's order
         texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in ordered]
         result = await self._aresult(query_str, texts, [n.node.node_id for n in ordered])

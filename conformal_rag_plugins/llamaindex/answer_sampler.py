@@ -43,11 +43,7 @@ def _usage(raw: Any) -> tuple[int, int]:
 
 
 class LlamaIndexSampler(AnswerSampler):
-    """Draw ``n`` answers for (question, context) from a LlamaIndex LLM.
-
-    Base models get the few-shot completion prompt (``acomplete``), chat models the chat prompt
-    (``achat``); ``completion_prompt`` / ``chat_prompt`` replace them. Parameters, concurrency,
-    retries and cache: :class:`~conformal_rag_plugins.answer_sets.sampler.AnswerSampler`.
+    """Draw ``n`` answers from a LlamaIndex LLM: ``acomplete`` with the few-shot prompt, or ``achat`` for chat models.
 
     Examples
     --------
@@ -63,12 +59,10 @@ class LlamaIndexSampler(AnswerSampler):
 
     @property
     def llm(self) -> BaseLLM:
-        """The LlamaIndex LLM sampled from."""
         return self.model
 
     @property
     def is_chat(self) -> bool:
-        """Whether the chat prompt is used."""
         return is_chat(self.llm)
 
     def _prompt_text(self) -> str:
@@ -94,11 +88,7 @@ class LlamaIndexSampler(AnswerSampler):
 
 
 class SamplerPrompts:
-    """``get_prompts`` / ``update_prompts`` over ``self.sampler``'s two templates, for synthesizers.
-
-    Put it before ``BaseSynthesizer`` in the bases; the prompt keys are ``completion_prompt``
-    (base models) and ``chat_prompt`` (chat models).
-    """
+    """Mixin (before ``BaseSynthesizer``): prompt keys ``completion_prompt`` and ``chat_prompt`` of ``self.sampler``."""
 
     sampler: LlamaIndexSampler
 

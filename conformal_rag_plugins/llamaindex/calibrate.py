@@ -1,4 +1,4 @@
-"""Calibrate a LlamaIndex index or retriever: read it with :class:`~.host.LlamaIndexHost`, calibrate once."""
+"""Calibrate a LlamaIndex index or retriever through :class:`~.host.LlamaIndexHost`."""
 
 from __future__ import annotations
 
@@ -28,31 +28,27 @@ def calibrate_retriever(
     Parameters
     ----------
     host : VectorStoreIndex or BaseRetriever
-        An index (queried with ``as_retriever(similarity_top_k=pool_size)``) or a
-        retriever with scores, e.g. ``QueryFusionRetriever`` over vector + BM25.
+        An index (queried with ``as_retriever(similarity_top_k=pool_size)``) or a retriever with
+        scores, e.g. ``QueryFusionRetriever`` over vector + BM25.
     examples : sequence of CalibrationExample
-        Gold chunks given as node ids or texts, or gold *documents* given by their ids
-        (``Document.id_``, the nodes' ``ref_doc_id``, as after ``VectorStoreIndex.from_documents``):
-        a split document's gold becomes its chunks that contain a reference answer (every chunk of
-        it when none does, or the example has no ``answers``), as
-        :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks` does; the rule of
-        each example is counted in ``labels_["gold_rule"]``.
+        Gold as node ids, texts or document ids (``Document.id_``, the nodes' ``ref_doc_id``): a
+        split document's gold becomes its chunks that contain a reference answer (all of them when
+        none does), as :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`;
+        counted in ``labels_["gold_rule"]``.
     confidence_level : float, default 0.9
-        Target probability that a gold chunk is in the returned set (or give it in ``options``).
+        Target probability that a gold chunk is in the returned set (or set it in ``options``).
     pool_size : int, optional
-        Candidates per query (default 50 for an index, the retriever's
-        ``similarity_top_k`` otherwise). Gold outside the pool is a kept miss.
+        Candidates per query (default 50 for an index, else the retriever's ``similarity_top_k``).
+        Gold outside the pool is a kept miss.
     options : RetrievalOptions, optional
-        Score family (default ``"relative"``), PAC, groups, ``chunk_group_key`` (a chunk metadata key:
-        a node is kept iff within its own group's threshold), control, progress; see
-        :class:`~conformal_rag_plugins.retrieval.options.RetrievalOptions`.
+        :class:`~conformal_rag_plugins.retrieval.options.RetrievalOptions`; its ``chunk_group_key`` is
+        a node metadata key.
     parents : docstore, StorageContext, mapping, list of nodes or Parents, optional
-        Small-to-big: calibrate at the level of the chunks' parents (PARENT/SOURCE relationships,
-        or an ``IndexNode``'s ``index_id``), read from this store. An ``AutoMergingRetriever`` host
-        brings its storage context's docstore, a ``RecursiveRetriever`` its ``node_dict``. Gold ids
-        may be parent, chunk or document ids.
+        Small-to-big: calibrate on the chunks' parents (PARENT/SOURCE relationships, or an
+        ``IndexNode``'s ``index_id``) read from this store. An ``AutoMergingRetriever`` brings its
+        docstore, a ``RecursiveRetriever`` its ``node_dict``. Gold may be parent, chunk or document ids.
     parent_aggregation : {"max", "sum"}, default "max"
-        A parent's score from its chunks' scores (best chunk, or sum of min-max normalised scores).
+        A parent's score: its best chunk's, or the sum of its chunks' min-max normalised scores.
 
     Returns
     -------
@@ -61,7 +57,6 @@ def calibrate_retriever(
     Examples
     --------
     >>> cal = calibrate_retriever(index, examples, confidence_level=0.9)  # doctest: +SKIP
-    >>> engine = RetrieverQueryEngine(ConformalRetriever(index=index, calibration=cal))  # doctest: +SKIP
     """
     spec = parents if isinstance(parents, Parents) else Parents(parents, parent_aggregation)
     reader = LlamaIndexHost.of(host, pool_size=pool_size, parents=spec)

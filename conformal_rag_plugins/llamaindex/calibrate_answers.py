@@ -1,4 +1,4 @@
-"""End-to-end (retrieval + generation) calibration driven by the LlamaIndex host index and LLM."""
+"""End-to-end (retrieval + generation) calibration on a LlamaIndex index and LLM."""
 
 from __future__ import annotations
 
@@ -19,16 +19,7 @@ from .host import pool_from_nodes, resolve_host, texts_by_id
 
 
 class LlamaIndexAnswerHost(LLMReader):
-    """A LlamaIndex index or retriever and LLM, read as an answer-set host.
-
-    Implements :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost` over the adapter's
-    pools, node texts, ``calibrate_retriever`` and :class:`~.answer_sampler.LlamaIndexSampler`.
-
-    Examples
-    --------
-    >>> reader = LlamaIndexAnswerHost(index, llm, pool_size=20)  # doctest: +SKIP
-    >>> AnswerSetConformalizer(0.7).conformalize(reader, examples)  # doctest: +SKIP
-    """
+    """An index or retriever and LLM as an :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost`."""
 
     sampler_class = LlamaIndexSampler
     embed_method = "get_text_embedding_batch"
@@ -41,7 +32,6 @@ class LlamaIndexAnswerHost(LLMReader):
         super().__init__(llm, resolve_host(host, pool_size)[0])
 
     def fetch(self, question: str) -> CandidatePool:
-        """The retriever's scored pool for ``question``."""
         return pool_from_nodes(self.host.retrieve(question))[0]
 
 
@@ -56,38 +46,36 @@ def calibrate_answer_sets(
     clustering: ClusteringOptions | None = None,
     retrieval: RetrievalStageOptions | None = None,
 ) -> AnswerSetCalibration:
-    """Calibrate both stages on the host index and LLM (:class:`AnswerSetConformalizer` on a LlamaIndex host).
+    """Calibrate both stages (:class:`~conformal_rag_plugins.answer_sets.conformalizer.AnswerSetConformalizer`).
 
     The retrieval stage is calibrated like :func:`calibrate_retriever` (or pass
-    ``RetrievalStageOptions(calibration=...)``); the generator stage samples ``n_samples``
-    answers per example from its gold chunk, clusters them, and scores the cluster matching a
-    reference (ROUGE-1 F1 > ``match_threshold``), ``+inf`` when none does (kept).
+    ``RetrievalStageOptions(calibration=...)``); the generator stage samples ``n_samples`` answers
+    per example from its gold chunk, clusters them, and scores the cluster matching a reference
+    (ROUGE-1 F1 > ``match_threshold``), ``+inf`` when none does (kept).
 
     Parameters
     ----------
     host : VectorStoreIndex or BaseRetriever
         The index (or retriever) queried at serving time.
     llm : LlamaIndex LLM
-        The generator; base models get a few-shot completion prompt, chat models a chat prompt.
+        The generator (base models: few-shot completion prompt; chat models: chat prompt).
     examples : sequence of CalibrationExample
-        Labelled questions (gold chunk ids and reference answers).
+        Gold chunk ids and reference answers.
     confidence_level : float, default 0.8
         The end-to-end target ``1 - alpha``.
-    sampling : SamplingOptions, optional
-        See :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`.
-    split : SplitOptions, optional
-        See :class:`~conformal_rag_plugins.answer_sets.options.SplitOptions`.
-    clustering : ClusteringOptions, optional
-        See :class:`~conformal_rag_plugins.answer_sets.options.ClusteringOptions` (``embedder=embed_model``).
-    retrieval : RetrievalStageOptions, optional
-        See :class:`~conformal_rag_plugins.answer_sets.options.RetrievalStageOptions`.
+    sampling, split, clustering, retrieval : optional
+        :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`,
+        :class:`~conformal_rag_plugins.answer_sets.options.SplitOptions`,
+        :class:`~conformal_rag_plugins.answer_sets.options.ClusteringOptions` (``embedder=embed_model``),
+        :class:`~conformal_rag_plugins.answer_sets.options.RetrievalStageOptions`.
+
+    Returns
+    -------
+    AnswerSetCalibration
 
     Examples
     --------
-    >>> cal = calibrate_answer_sets(  # doctest: +SKIP
-    ...     hybrid, llm, examples, confidence_level=0.7, sampling=SamplingOptions(n_samples=10)
-    ... )
-    >>> cal.save("answer_sets.json")  # doctest: +SKIP
+    >>> cal = calibrate_answer_sets(hybrid, llm, examples, sampling=SamplingOptions(n_samples=10))  # doctest: +SKIP
     """
     retrieval = retrieval or RetrievalStageOptions()
     reader = LlamaIndexAnswerHost(host, llm, pool_size=retrieval.pool_size)

@@ -1,9 +1,6 @@
-"""LlamaIndex's entry in the framework registry (``conformal_rag_plugins/frameworks.py``).
+"""LlamaIndex's entry in the framework registry (``conformal_rag_plugins/frameworks.py``), imported only when asked for.
 
-The LLM and the operations that only call an adapter function are inherited from
-:class:`~conformal_rag_plugins.frameworks.RegisteredEntry`; the rest (Chroma index, hosts,
-fingerprints rebuilt, ``ConformalRetriever``, results) are LlamaIndex's own. The registry
-imports this module only when LlamaIndex is asked for.
+What only calls an adapter function is inherited from :class:`~conformal_rag_plugins.frameworks.RegisteredEntry`.
 """
 
 from __future__ import annotations
@@ -78,8 +75,6 @@ class LlamaIndexEntry(RegisteredEntry):
     def rebuildable_host(self, fingerprint: Any) -> tuple[str, FusionConfig | None] | None:
         """``("dense"|"bm25"|"hybrid", fusion)`` of a Chroma/BM25/fusion host, else ``None``.
 
-        Examples
-        --------
         >>> from conformal_rag_plugins import Fingerprint
         >>> fp = Fingerprint("llamaindex", "ChromaVectorStore", "cosine", "m", 384, "1-distance",
         ...                  "fusion(mode=dist_based_score,weights=0.5,k=50)")

@@ -1,12 +1,11 @@
 """One dense and one BM25 retrieval per question, fanned out to every fusion setting and pool size.
 
-:class:`FusionFanout` runs each search once at the largest pool and fuses the top-``k`` prefixes
-with :func:`~conformal_rag_plugins.retrieval.fanout.fuse_ranked` (``QueryFusionRetriever``'s
-arithmetic), so every pool is that host's, scores bit for bit, except where BM25 scores tie: bm25s
-orders tied documents differently for another top-k, so they may swap places or, at the cut, which
-of them is in the pool (``tests/integration/test_fusion_fanout.py``). Node hashes are computed once
-per node. :meth:`FusionFanout.many` batches the embeddings, Chroma queries and ``bm25s`` retrieval;
-given the same query vectors its pools equal the one-question path's (``tests/integration/test_batched_fanout.py``).
+Each search runs once at the largest pool; the top-``k`` prefixes are fused with
+:func:`~conformal_rag_plugins.retrieval.fanout.fuse_ranked` (``QueryFusionRetriever``'s arithmetic),
+so pools equal that host's, scores bit for bit, except where BM25 scores tie:
+bm25s orders tied documents differently for another top-k, so they may swap places or, at the
+cut, which of them is in the pool (``tests/integration/test_fusion_fanout.py``). Batched pools
+equal the one-question path's given the same query vectors (``tests/integration/test_batched_fanout.py``).
 """
 
 from __future__ import annotations
@@ -35,8 +34,7 @@ _DENSE, _LEXICAL = 0, 1
 def fuse_lists(
     lists: Sequence[Sequence[NodeWithScore]], hashes: dict[str, str], weights: Sequence[float], dist_based: bool
 ) -> list[tuple[str, float, NodeWithScore]]:
-    """``(node id, fused score, first node)`` best first: :func:`~conformal_rag_plugins.retrieval.fanout.fuse_ranked`
-    of the nodes' ids and scores (``hashes``: node id to ``node.hash``)."""
+    """``(node id, fused score, first node)`` best first, as ``retrieval.fanout.fuse_ranked`` ranks them."""
     first: dict[tuple[int, str], NodeWithScore] = {}
     pairs = []
     for source, nodes in enumerate(lists):
@@ -48,29 +46,15 @@ def fuse_lists(
 
 
 class FusionFanout(Fanout):
-    """Every ``(fusion setting, pool size)`` pool of one question from one dense and one BM25 search.
+    """Every ``(fusion setting, pool size)`` pool of one question (or of a list, :meth:`many`, batched).
 
-    Call it on one question, or use :meth:`many` for a list: the same pools, with the
-    query embeddings, the Chroma searches and the BM25 searches batched.
-
-    Parameters
-    ----------
-    index : VectorStoreIndex
-    nodes : sequence of BaseNode
-        The indexed nodes (for BM25).
-    kind : {"dense", "bm25", "hybrid"}
-        ``dense``/``bm25`` give ``(None, k)`` keys; ``hybrid`` one key per grid point and pool size.
-    grid : sequence of FusionConfig
-    pool_sizes : sequence of int
+    ``kind`` ``"dense"``/``"bm25"`` gives ``(None, k)`` keys; ``"hybrid"`` one key per grid point and pool size.
 
     Examples
     --------
     >>> fan = FusionFanout(index, nodes, "hybrid", DEFAULT_FUSION_GRID, (50, 100))  # doctest: +SKIP
-    >>> pools = fan("Who ruled Normandy?")  # doctest: +SKIP
-    >>> len(pools[(FusionConfig("zscore", 0.5), 50)].ids)  # doctest: +SKIP
-    50
-    >>> [p[(FusionConfig("zscore", 0.5), 50)].ids[0] for p in fan.many(["Who ruled Normandy?"])]  # doctest: +SKIP
-    ['Normans#0']
+    >>> fan("Who ruled Normandy?")[(FusionConfig("zscore", 0.5), 50)].ids[0]  # doctest: +SKIP
+    'Normans#0'
     """
 
     def __init__(
@@ -105,7 +89,6 @@ class FusionFanout(Fanout):
         return self._register(_DENSE, dense), self._register(_LEXICAL, lexical)
 
     def _search_many(self, block: list[str]) -> tuple[list[Any], list[Any]]:
-        """Batched embeddings and Chroma queries, one ``bm25s`` retrieval: each pool equals ``self(question)``."""
         dense = self._dense_many(block) if self._dense is not None else [[] for _ in block]
         lexical = self._lexical_many(block) if self._bm25 is not None else [[] for _ in block]
         return dense, lexical
@@ -122,7 +105,6 @@ class FusionFanout(Fanout):
         return node.node_id
 
     def _dense_many(self, block: list[str]) -> list[list[tuple[str, float | None]]]:
-        """The dense retriever's ``(node id, score)`` lists: one batched embedding, batched Chroma queries."""
         retriever = self._dense
         embed = retriever._embed_model
         batch = getattr(embed, "get_query_embeddings", None)
@@ -140,7 +122,7 @@ class FusionFanout(Fanout):
         ]
 
     def _chroma_pairs(self, result: dict[str, list]) -> list[tuple[str, float | None]] | None:
-        """``ChromaVectorStore.query`` + the retriever's scoring of one result; ``None`` when a node needs more."""
+        """``ChromaVectorStore.query`` scored as the retriever does; ``None`` when a node needs the retriever's path."""
         out: list[tuple[str, float | None]] = []
         for nid, text, metadata, distance in zip(
             result["ids"], result["documents"], result["metadatas"], result["distances"], strict=False
@@ -157,7 +139,6 @@ class FusionFanout(Fanout):
         return out
 
     def _lexical_many(self, block: list[str]) -> list[list[tuple[str, float | None]]]:
-        """``BM25Retriever`` on every question of ``block`` from one ``bm25s`` tokenisation and retrieval."""
         bm25 = self._bm25
         indexes, scores = retrieve_batch(
             bm25.bm25,
@@ -181,7 +162,6 @@ class FusionFanout(Fanout):
         return self._corpus_ids[i]
 
     def _pool(self, ranked: Iterable[tuple[str, float | None, int]]) -> CandidatePool:
-        """The pool of ``(node id, score, source)`` triples, texts read from each node's own retriever."""
         ranked = list(ranked)
         return CandidatePool.from_unsorted(
             [nid for nid, _, _ in ranked],

@@ -1,8 +1,4 @@
-"""Read a LlamaIndex host (index, retriever, parent setup) as a :class:`~..retrieval.host.RetrievalHost`.
-
-:class:`LlamaIndexHost` is the reader calibration uses; the functions below read candidate pools,
-ids and texts from a retriever, on its own score scale.
-"""
+"""Read a LlamaIndex index, retriever or parent setup as a :class:`~..retrieval.host.RetrievalHost`."""
 
 from __future__ import annotations
 
@@ -49,7 +45,6 @@ def _index_of(retriever: Any) -> Any:
 
 
 def _store_ids(vs: Any, ids: Sequence[str] | None) -> list[str] | None:
-    """The ids (of ``ids``, else all) a Chroma store or ``SimpleVectorStore`` holds, else ``None``."""
     collection = getattr(vs, "_collection", None)
     if collection is not None:
         return list(collection.get(ids=None if ids is None else list(ids), include=[])["ids"])
@@ -105,7 +100,6 @@ def texts_by_id(retriever: BaseRetriever, ids: Sequence[str]) -> dict[str, str]:
 
 
 def _node_ids_of_documents(index: Any, doc_ids: set[str]) -> dict[str, list[str]]:
-    """Node ids per document (``ref_doc_id``) from the store, else from the index's docstore."""
     vs = index.vector_store
     data = getattr(vs, "data", None)
     by_doc: dict[str, list[str]] = {}
@@ -122,10 +116,9 @@ def _node_ids_of_documents(index: Any, doc_ids: set[str]) -> dict[str, list[str]
 
 
 def document_chunks(retriever: BaseRetriever, doc_ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
-    """The ``(node id, text)`` chunks of each document id (``Document.id_``, the nodes' ``ref_doc_id``) the store holds.
+    """``(node id, text)`` chunks per document id (``ref_doc_id``) the store holds; unknown documents left out.
 
-    Chroma is asked by its ``ref_doc_id`` metadata; a ``SimpleVectorStore`` or any store whose
-    index keeps its nodes in the docstore by ``ref_doc_info``. Documents it does not know are left out.
+    Chroma is asked by ``ref_doc_id`` metadata; other stores through the index's ``ref_doc_info``.
     """
     index = _index_of(retriever)
     wanted = {str(d) for d in doc_ids}
@@ -165,10 +158,8 @@ def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
 def gold_on_chunks(retriever: BaseRetriever, examples: list[CalibrationExample]) -> list[CalibrationExample]:
     """The examples with gold ids the store holds: document ids become the chunks that answer them.
 
-    Gold ids the store does not hold as node ids are looked up as document ids (``ref_doc_id``)
-    and mapped to that document's chunks by
-    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`; ids that are
-    neither raise :class:`~conformal_rag_plugins.core.CalibrationError` (when the store can tell).
+    Ids that are neither node nor document ids raise :class:`~conformal_rag_plugins.core.CalibrationError`
+    (when the store can tell).
     """
     gold = sorted({g for ex in examples for g in ex.gold_ids})
     known = existing_ids(retriever, gold) if gold else None
@@ -185,21 +176,11 @@ def gold_on_chunks(retriever: BaseRetriever, examples: list[CalibrationExample])
 
 @dataclass(frozen=True)
 class LlamaIndexHost:
-    """A LlamaIndex index or retriever (optionally at parent level) read as a ``RetrievalHost``.
-
-    Attributes
-    ----------
-    retriever : BaseRetriever
-        The chunk-level retriever that is queried.
-    pool_size : int
-        Its ``similarity_top_k``.
-    level : ParentLevel, optional
-        Small-to-big: the store the chunks' parents are read from and how they are scored.
+    """A LlamaIndex index or retriever (``level``: optionally at parent level) read as a ``RetrievalHost``.
 
     Examples
     --------
-    >>> host = LlamaIndexHost.of(index, pool_size=50)  # doctest: +SKIP
-    >>> host.fetch("Who founded Normandy?").ids[:2]  # doctest: +SKIP
+    >>> LlamaIndexHost.of(index, pool_size=50).fetch("Who founded Normandy?").ids[:2]  # doctest: +SKIP
     ('Normans#0', 'Normans#3')
     """
 
@@ -209,10 +190,9 @@ class LlamaIndexHost:
 
     @classmethod
     def of(cls, host: Any, *, pool_size: int | None = None, parents: Parents | None = None) -> LlamaIndexHost:
-        """Read an index (queried with ``as_retriever(similarity_top_k=pool_size)``, default 50) or retriever.
+        """Read an index (``as_retriever(similarity_top_k=pool_size)``, default 50) or retriever.
 
-        ``parents`` (see :class:`~conformal_rag_plugins.retrieval.host.Parents`) turns on the parent
-        level; an ``AutoMergingRetriever`` or ``RecursiveRetriever`` host brings its own parents.
+        An ``AutoMergingRetriever`` or ``RecursiveRetriever`` host brings its own parents.
         """
         from .parent_retrieval import resolve_parent_level  # it builds on this module's readers
 
@@ -222,7 +202,6 @@ class LlamaIndexHost:
         return cls(retriever, size, level)
 
     def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
-        """The pool of one query (parents scored from their chunks at parent level), best first."""
         nodes = self.retriever.retrieve(question)
         if self.level is not None:
             return self.level.parent_pool(nodes)
@@ -232,19 +211,15 @@ class LlamaIndexHost:
         return replace(pool, groups=tuple(n.node.metadata.get(group_key) for n in ordered))
 
     def existing_ids(self, ids: Sequence[str]) -> set[str] | None:
-        """Which of ``ids`` the retriever's store holds, or ``None``."""
         return existing_ids(self.retriever, ids)
 
     def all_ids(self) -> list[str] | None:
-        """Every chunk id the retriever can return, or ``None``."""
         return all_ids(self.retriever)
 
     def fingerprint(self) -> Fingerprint:
-        """The retriever's fingerprint (``>parent:max`` appended at parent level)."""
         return fingerprint_of(self.retriever) if self.level is None else self.level.fingerprint(self.retriever)
 
     def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
-        """Gold lifted to parents, or document ids mapped to the chunks that answer them, then checked."""
         if self.level is not None:
             return self.level.lift_gold(list(examples), self.retriever)
         return gold_on_chunks(self.retriever, list(examples))

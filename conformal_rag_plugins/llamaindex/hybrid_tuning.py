@@ -1,7 +1,4 @@
-"""Tune a LlamaIndex hybrid ``QueryFusionRetriever`` (fusion mode and weights) and calibrate it.
-
-The search is :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid`; this file builds the hosts.
-"""
+"""Tune and calibrate a LlamaIndex hybrid ``QueryFusionRetriever`` (the search is ``tuning.unit_search``'s)."""
 
 from __future__ import annotations
 
@@ -32,14 +29,7 @@ def hybrid_retrievers(
     *,
     pool_size: int = DEFAULT_POOL_SIZE,
 ) -> dict[FusionConfig, QueryFusionRetriever]:
-    """One dense + BM25 ``QueryFusionRetriever`` per configuration (BM25 built once).
-
-    Examples
-    --------
-    >>> hosts = hybrid_retrievers(index, nodes)  # doctest: +SKIP
-    >>> sorted(c.key for c in hosts)  # doctest: +SKIP
-    ['minmax:0.3', 'minmax:0.5', 'minmax:0.7', 'zscore:0.3', 'zscore:0.5', 'zscore:0.7']
-    """
+    """One dense + BM25 ``QueryFusionRetriever`` per configuration (BM25 built once)."""
     from llama_index.retrievers.bm25 import BM25Retriever
 
     bm25 = BM25Retriever.from_defaults(nodes=list(nodes), similarity_top_k=pool_size)
@@ -62,8 +52,8 @@ def calibrate_hybrid_retriever(
 ) -> tuple[QueryFusionRetriever, RetrievalCalibration]:
     """Choose what the LLM reads (unit, fusion setting, pool size) and the score family, calibrate on the rest.
 
-    :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` over this adapter's
-    :func:`~.tuned_units.unit_candidates` (one ``QueryFusionRetriever`` per candidate).
+    :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` over one ``QueryFusionRetriever``
+    per candidate.
 
     Parameters
     ----------
@@ -76,20 +66,18 @@ def calibrate_hybrid_retriever(
     confidence_level, pool_size, options, tuning
         As in :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` (``pool_size`` default 50).
     parents : docstore, StorageContext, mapping, list of nodes or Parents, optional
-        Also try returning the chunks' parents (small-to-big, as ``calibrate_retriever(...,
-        parents=...)``); gold ids may then be chunk, parent or document ids. A
-        :class:`~conformal_rag_plugins.retrieval.host.Parents` also gives the ``aggregation``.
+        Also try returning the chunks' parents (as in :func:`calibrate_retriever`); gold may then be
+        chunk, parent or document ids.
 
     Returns
     -------
     retriever, calibration : QueryFusionRetriever, RetrievalCalibration
-        Wrap the retriever in ``ConformalRetriever(retriever=..., calibration=...)``, adding the same
+        Wrap them in ``ConformalRetriever(retriever=..., calibration=...)``, with the same
         ``parents=`` when ``calibration.selection_["unit"]`` is a parent unit.
 
     Examples
     --------
     >>> host, cal = calibrate_hybrid_retriever(index, nodes, examples)  # doctest: +SKIP
-    >>> retriever = ConformalRetriever(retriever=host, calibration=cal)  # doctest: +SKIP
     """
     candidates = partial(unit_candidates, index, nodes, examples, parents=parents)
     return tune_hybrid(candidates, examples, confidence_level, pool_size, options, tuning)
@@ -101,12 +89,6 @@ def hybrid_from_calibration(
     """Rebuild the tuned host a calibration was made with (its fusion setting and pool size).
 
     At parent level it is the chunk host: pass the calibration's ``parents=`` to ``ConformalRetriever`` too.
-
-    Examples
-    --------
-    >>> cal = RetrievalCalibration.load("calibration.json")  # doctest: +SKIP
-    >>> host = hybrid_from_calibration(index, nodes, cal)  # doctest: +SKIP
-    >>> retriever = ConformalRetriever(retriever=host, calibration=cal)  # doctest: +SKIP
     """
     config = fusion_of(calibration)
     return build_hybrid_retriever(

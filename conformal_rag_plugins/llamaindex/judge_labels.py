@@ -1,17 +1,12 @@
-"""Label calibration questions with a LlamaIndex LLM judge over the host retriever (CONFLARE step 2).
+"""Label calibration questions with a LlamaIndex LLM judge over the host (CONFLARE step 2).
 
-``label_with_judge(host, examples, llm, budget=5, *, pool_size=None, cache=True, options=None)``
-and its async twin are written once in :class:`~conformal_rag_plugins.labelling.host_judge.HostJudge`;
-this module supplies what is LlamaIndex's: the host (a ``VectorStoreIndex``, queried as
-``as_retriever(similarity_top_k=pool_size)``, or a ``BaseRetriever``, queried with ``aretrieve``)
-read by :func:`host_ranking`, and the LLM read by :func:`~.llm_calls.llm_task`.
+``label_with_judge`` and its async twin are :class:`~conformal_rag_plugins.labelling.host_judge.HostJudge`'s;
+this module reads the host (an index, as ``as_retriever(similarity_top_k=pool_size)``, or a
+retriever, with ``aretrieve``) and the LLM (:func:`~.llm_calls.llm_task`).
 
 Examples
 --------
->>> from conformal_rag_plugins.labelling.options import JudgeOptions
->>> labelled, report = label_with_judge(index, examples, llm, budget=5,
-...                                     options=JudgeOptions(max_concurrency=1))  # doctest: +SKIP
->>> calibration = calibrate_retriever(index, labelled, confidence_level=0.9)  # doctest: +SKIP
+>>> labelled, report = label_with_judge(index, examples, llm, budget=5)  # doctest: +SKIP
 """
 
 from __future__ import annotations

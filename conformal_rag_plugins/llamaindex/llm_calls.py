@@ -1,9 +1,7 @@
-"""Turn a LlamaIndex LLM and its prompt templates into ``render`` / ``complete`` callables (an ``LLMTask``).
+"""A LlamaIndex LLM and its prompt templates as ``render`` / ``complete`` callables (an ``LLMTask``).
 
-The framework-neutral calibration code (question generation, the judge) works on a prompt
-*string* and an async ``complete(prompt) -> str``. A base model gets the completion
-``PromptTemplate`` and ``acomplete(prompt, formatted=True)``; a chat model
-(``llm.metadata.is_chat_model``) gets the ``ChatPromptTemplate``, whose formatted messages
+A base model gets the completion ``PromptTemplate`` and ``acomplete(prompt, formatted=True)``; a
+chat model (``llm.metadata.is_chat_model``) the ``ChatPromptTemplate``, whose formatted messages
 travel as a JSON string (also the cache key) and are rebuilt for ``achat``.
 """
 
@@ -25,8 +23,6 @@ from ..labelling.prompts import PromptSet
 def is_chat(llm: Any) -> bool:
     """Whether the LLM is a chat model (``llm.metadata.is_chat_model``).
 
-    Examples
-    --------
     >>> from llama_index.core.llms import MockLLM
     >>> is_chat(MockLLM())
     False
@@ -35,14 +31,12 @@ def is_chat(llm: Any) -> bool:
 
 
 def completion_template(prompt: PromptTemplate | str | None, default: str) -> PromptTemplate:
-    """The user's completion prompt, or ``default`` as a ``PromptTemplate``."""
     if prompt is None:
         return PromptTemplate(default)
     return PromptTemplate(prompt) if isinstance(prompt, str) else prompt
 
 
 def chat_template(prompt: ChatPromptTemplate | None, system: str, user: str) -> ChatPromptTemplate:
-    """The user's chat prompt, or a system + user ``ChatPromptTemplate``."""
     if prompt is not None:
         return prompt
     return ChatPromptTemplate(
@@ -58,15 +52,11 @@ def prompt_caller(
 ) -> tuple[RenderFn, CompleteFn]:
     """``render(values) -> prompt text`` and ``complete(prompt text) -> output`` for ``llm``.
 
-    Examples
-    --------
     >>> import asyncio
     >>> from llama_index.core.llms import MockLLM
     >>> render, complete = prompt_caller(MockLLM(), PromptTemplate("Q: {question}"), chat_template(None, "", ""),
     ...                                  ["question"])
-    >>> render({"question": "Who?"})
-    'Q: Who?'
-    >>> asyncio.run(complete("Q: Who?"))
+    >>> asyncio.run(complete(render({"question": "Who?"})))
     'Q: Who?'
     """
     if not (hasattr(llm, "acomplete") and hasattr(llm, "achat")):
@@ -102,11 +92,8 @@ def llm_task(
     completion_prompt: PromptTemplate | str | None = None,
     chat_prompt: ChatPromptTemplate | None = None,
 ) -> LLMTask:
-    """The user's LLM and prompts (or the task's defaults) as an :class:`LLMTask`: the adapter's
-    :class:`~conformal_rag_plugins.labelling.llm.LLMReader`.
+    """The LLM and prompts (or the task's defaults) as the adapter's :class:`LLMTask`.
 
-    Examples
-    --------
     >>> from llama_index.core.llms import MockLLM
     >>> from conformal_rag_plugins.labelling.prompts import JUDGE_PROMPTS
     >>> llm_task(MockLLM(), JUDGE_PROMPTS).model

@@ -1,11 +1,8 @@
 """Generate calibration questions from LlamaIndex nodes with a LlamaIndex LLM (CONFLARE step 1).
 
-``generate_calibration_questions(nodes, llm, n_questions, *, seed=0, topic=None, cache=True,
-options=None)`` and its async twin are written once in
-:class:`~conformal_rag_plugins.labelling.question_writer.QuestionWriter`; this module supplies what
-is LlamaIndex's: the nodes read by :func:`chunks_from_nodes`, and the LLM read by
-:func:`~.llm_calls.llm_task` (a base model gets the completion prompt via ``acomplete``, a chat
-model, ``metadata.is_chat_model``, the chat prompt via ``achat``).
+``generate_calibration_questions`` and its async twin are
+:class:`~conformal_rag_plugins.labelling.question_writer.QuestionWriter`'s; this module reads the
+nodes (:func:`chunks_from_nodes`) and the LLM (:func:`~.llm_calls.llm_task`).
 
 Examples
 --------
@@ -31,13 +28,10 @@ from .llm_calls import llm_task
 
 
 def chunks_from_nodes(items: Iterable[BaseNode | NodeWithScore | CorpusEntry]) -> list[CorpusEntry]:
-    """Nodes (or corpus entries / chunks, kept as they are) as chunks with their document.
+    """Nodes as chunks (corpus entries kept as they are).
 
-    A node's document is its ``ref_doc_id`` (the source document), else ``metadata["parent_id"]``,
-    else the node itself.
+    A node's document is its ``ref_doc_id``, else ``metadata["parent_id"]``, else the node itself.
 
-    Examples
-    --------
     >>> from llama_index.core.schema import TextNode
     >>> chunks_from_nodes([TextNode(id_="n1", text="Rollo led the Normans.", metadata={"parent_id": "doc"})])
     [Chunk(id='n1', text='Rollo led the Normans.', title=None, parent_id='doc')]

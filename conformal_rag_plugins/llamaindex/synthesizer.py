@@ -35,51 +35,39 @@ def _chunks(nodes: Sequence[NodeWithScore], calibration: AnswerSetCalibration) -
 class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthesizer):
     """Sample answers per retrieved chunk, cluster them, and keep a calibrated answer set.
 
-    The returned ``Response.response`` is the best-supported answer or "I don't know";
-    ``Response.metadata["answer_set"]`` lists every kept answer with its confidence and
-    supporting chunk ids, plus ``alpha``, ``abstained``, ``guaranteed`` and token counts.
-    An empty retrieval set gives an explicit abstention, never "Empty Response".
-    ``synthesize``/``asynthesize`` are traced like the base class's (span, synthesize events,
-    ``SYNTHESIZE`` callback event); ``streaming=True`` returns a ``StreamingResponse`` that
-    yields the final answer in one piece (see :class:`TracedSynthesis`).
+    ``Response.response`` is the best-supported answer or "I don't know";
+    ``Response.metadata["answer_set"]`` lists every kept answer with its confidence and supporting
+    chunk ids, plus ``alpha``, ``abstained``, ``guaranteed`` and token counts. An empty retrieval set
+    abstains explicitly, never "Empty Response". Traced like ``BaseSynthesizer`` (span, events,
+    ``SYNTHESIZE`` callback); ``streaming=True`` yields the final answer in one piece.
 
-    Every query first compares the LLM (class, name, a local model's file digest), its sampling
-    settings, the prompt and, for embedding clustering, ``embed_model`` with the ones the
-    calibration recorded, and raises :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`
-    naming each field that differs.
+    Every query first checks the LLM (class, name, a local model's file digest), its sampling
+    settings, the prompt and, for embedding clustering, ``embed_model`` against the calibration's
+    record, raising :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError` naming each difference.
 
     Parameters
     ----------
     llm : LlamaIndex LLM
-        Base models get a few-shot completion prompt, chat models a chat prompt
-        (override with ``update_prompts({"completion_prompt": ..., "chat_prompt": ...})``).
+        Base models get a few-shot completion prompt, chat models a chat prompt.
     calibration : AnswerSetCalibration
-        End-to-end calibration (both stages), e.g. from ``calibrate_answer_sets``.
+        End-to-end calibration, e.g. from ``calibrate_answer_sets``.
     sampling : SamplingOptions, optional
-        The LLM calls' :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`;
-        ``n_samples`` must equal the calibration's M (default: taken from it); separate
-        keywords (``max_concurrency=1``) raise a ``TypeError`` naming it.
+        :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`; ``n_samples`` must equal
+        the calibration's M (default: taken from it); separate keywords raise a ``TypeError``.
     equivalence : str, optional
-        Must equal the calibrated clustering method (another rule changes the cluster
-        confidences the threshold was calibrated on, so it is refused); calibrate with
-        ``clustering={"method": ...}`` instead.
+        Must equal the calibrated clustering method: another rule changes the cluster confidences
+        the threshold was calibrated on (calibrate with ``clustering={"method": ...}`` instead).
     embed_model : BaseEmbedding, optional
-        Required when the calibration clusters by embedding cosine (``clustering={"method": "embedding"}``).
+        Required when the calibration clusters by embedding cosine.
     completion_prompt, chat_prompt : optional
-        Replace the default prompts (variables ``{context}`` and ``{question}``).
+        Replace the default prompts (variables ``{context}``, ``{question}``), as ``update_prompts`` does.
     **kwargs
-        ``callback_manager``, ``streaming`` and the rest of ``BaseSynthesizer``'s keywords.
+        ``BaseSynthesizer``'s keywords (``callback_manager``, ``streaming``, ...).
 
     Examples
     --------
-    >>> engine = RetrieverQueryEngine(  # doctest: +SKIP
-    ...     retriever=ConformalRetriever(index=index, calibration=cal),
-    ...     response_synthesizer=ConformalAnswerSetSynthesizer(llm=llm, calibration=cal),
-    ... )
-    >>> local = ConformalAnswerSetSynthesizer(  # doctest: +SKIP
-    ...     llm=llm, calibration=cal, sampling=SamplingOptions(n_samples=cal.n_samples_, max_concurrency=1)
-    ... )
-    >>> engine.query("Who was the Norse leader?").metadata["answer_set"]  # doctest: +SKIP
+    >>> synth = ConformalAnswerSetSynthesizer(llm=llm, calibration=cal)  # doctest: +SKIP
+    >>> RetrieverQueryEngine(retriever, response_synthesizer=synth).query("Who?").metadata  # doctest: +SKIP
     """
 
     def __init__(
@@ -107,7 +95,6 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
         )
 
     async def _aresult(self, query_str: str, chunks: list[ChunkInput], cut_reason: str = "") -> AnswerSetResult:
-        """The answer set (:func:`~conformal_rag_plugins.answer_sets.synthesis.asynthesize_answer_set`)."""
         return await asynthesize_answer_set(
             self.calibration, self.sampler, query_str, chunks, cut_reason=cut_reason, equivalence=self.equivalence,
             embedder=ClusteringEmbedder(
@@ -123,7 +110,6 @@ class ConformalAnswerSetSynthesizer(TracedSynthesis, SamplerPrompts, BaseSynthes
     async def _abuild(
         self, query_str: str, nodes: list[NodeWithScore], additional_source_nodes: list[NodeWithScore]
     ) -> Response:
-        """The answer set for ``query_str`` from the retrieved ``nodes`` (empty -> abstain)."""
         chunks, cut_reason = _chunks(nodes, self.calibration)
         result = await self._aresult(query_str, chunks, cut_reason)
         return self._response(result, nodes + additional_source_nodes)

@@ -1,10 +1,7 @@
-"""What LlamaIndex's ``BaseSynthesizer`` traces, for synthesizers that build their own ``Response``.
+"""``BaseSynthesizer``'s tracing for synthesizers that build their own ``Response``.
 
-``BaseSynthesizer.synthesize`` opens an instrumentation span, dispatches
-``SynthesizeStartEvent``/``SynthesizeEndEvent`` and wraps the work in a ``SYNTHESIZE``
-callback event. The conformal synthesizers replace ``synthesize`` (they need the nodes'
-scores and metadata, not only their texts), so :class:`TracedSynthesis` does the same
-around their ``_abuild`` coroutine, and honours ``streaming=True``.
+The conformal synthesizers replace ``synthesize`` (they need the nodes' scores and metadata, not
+only their texts), so :class:`TracedSynthesis` redoes its span, events and callback event.
 """
 
 from __future__ import annotations
@@ -37,22 +34,15 @@ async def _aone_piece(text: str) -> AsyncIterator[str]:
 
 
 class TracedSynthesis:
-    """Mixin (before ``BaseSynthesizer``): ``synthesize``/``asynthesize`` with the base class's tracing.
+    """Mixin (before ``BaseSynthesizer``): ``synthesize``/``asynthesize`` around ``_abuild``, traced as the base class.
 
-    Subclasses implement ``async def _abuild(query_str, nodes, additional_source_nodes) -> Response``.
-    Both entry points run inside an instrumentation span, dispatch the synthesize start and end
-    events, and report a ``CBEventType.SYNTHESIZE`` callback event with the query and response,
-    so LlamaIndex handlers (``LlamaDebugHandler``, Arize/Langfuse integrations) see the
-    synthesizer and the LLM calls nested under it. The sync path runs the coroutine with
-    :func:`~conformal_rag_plugins.runtime.run_sync.run_sync`, so it also works in Jupyter.
+    Instrumentation span, ``SynthesizeStartEvent``/``SynthesizeEndEvent`` and a ``CBEventType.SYNTHESIZE``
+    callback event, so handlers (``LlamaDebugHandler``, Arize/Langfuse) nest the LLM calls under the
+    synthesizer; the sync path uses :func:`~conformal_rag_plugins.runtime.run_sync.run_sync` (works in
+    Jupyter). With ``streaming=True`` a ``StreamingResponse`` (``AsyncStreamingResponse`` from
+    ``asynthesize``) yields the final answer in one piece, since an answer set is decided only after
+    every sample; its ``metadata`` is the ``Response``'s.
 
-    With ``streaming=True`` the result is a ``StreamingResponse`` (``AsyncStreamingResponse``
-    from ``asynthesize``) whose generator yields the final answer in one piece: an answer set
-    is decided only after every sample is drawn, so there are no earlier tokens to stream.
-    Its ``metadata`` is the same as the non-streaming ``Response``'s.
-
-    Examples
-    --------
     >>> from conformal_rag_plugins.llamaindex import AdaptiveContextSynthesizer
     >>> issubclass(AdaptiveContextSynthesizer, TracedSynthesis)
     True
@@ -67,7 +57,6 @@ class TracedSynthesis:
         raise NotImplementedError
 
     def get_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any) -> str:
-        """Sync ``aget_response``."""
         return run_sync(self.aget_response(query_str, text_chunks, **response_kwargs))  # type: ignore[attr-defined]
 
     def _streamed(self, response: Response, *, use_async: bool) -> Any:
@@ -79,10 +68,7 @@ class TracedSynthesis:
 
     @contextmanager
     def _traced(self, query: QueryType, *, use_async: bool) -> Iterator[list[Any]]:
-        """Start/end events around a ``SYNTHESIZE`` callback event; the caller appends its ``Response``.
-
-        On exit the box holds the (possibly streaming) output the entry point returns.
-        """
+        """Start/end events around a ``SYNTHESIZE`` callback event; on exit the box's last item is the output."""
         dispatcher.event(SynthesizeStartEvent(query=query))
         box: list[Any] = [_bundle(query).query_str]
         with self._callback_manager.event(CBEventType.SYNTHESIZE, payload={EventPayload.QUERY_STR: box[0]}) as event:
@@ -99,7 +85,6 @@ class TracedSynthesis:
         additional_source_nodes: Sequence[NodeWithScore] | None = None,
         **response_kwargs: Any,
     ) -> Any:
-        """Build the response for ``query`` from the retrieved ``nodes`` (traced like the base class)."""
         with self._traced(query, use_async=False) as box:
             box.append(run_sync(self._abuild(box[0], list(nodes), list(additional_source_nodes or []))))
         return box[-1]
@@ -112,7 +97,6 @@ class TracedSynthesis:
         additional_source_nodes: Sequence[NodeWithScore] | None = None,
         **response_kwargs: Any,
     ) -> Any:
-        """Async :meth:`synthesize`."""
         with self._traced(query, use_async=True) as box:
             box.append(await self._abuild(box[0], list(nodes), list(additional_source_nodes or [])))
         return box[-1]

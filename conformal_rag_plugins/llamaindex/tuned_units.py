@@ -1,8 +1,4 @@
-"""The candidates of :func:`~.hybrid_tuning.calibrate_hybrid_retriever`: unit x fusion setting x pool size.
-
-:class:`~conformal_rag_plugins.tuning.unit_search.UnitSearch` searches them; this file reads LlamaIndex:
-one :class:`~.fusion_fanout.FusionFanout` search per question, and the chosen ``QueryFusionRetriever``.
-"""
+"""The candidates of :func:`~.hybrid_tuning.calibrate_hybrid_retriever`: unit x fusion setting x pool size."""
 
 from __future__ import annotations
 
@@ -33,20 +29,18 @@ from .parent_retrieval import ParentLevel, chunk_parent_id, resolve_parent_level
 
 @dataclass
 class UnitCandidates(UnitSearch):
-    """The LlamaIndex candidates: one ``QueryFusionRetriever`` per (fusion setting, pool), built when needed."""
+    """The :class:`~conformal_rag_plugins.tuning.unit_search.UnitSearch` over ``QueryFusionRetriever`` hosts."""
 
     index: VectorStoreIndex | None = None
     nodes: Sequence[BaseNode] = ()
     level: ParentLevel | None = None
 
     def build_host(self, fusion: FusionConfig, pool_size: int) -> QueryFusionRetriever:
-        """A ``QueryFusionRetriever`` with its own BM25 at ``pool_size``."""
         return build_hybrid_retriever(
             self.index, self.nodes, pool_size=pool_size, dense_weight=fusion.weight, mode=fusion.method
         )
 
     def fetcher(self, cand: TunedCandidate) -> Callable[[str], CandidatePool]:
-        """``fetch(question)`` through the candidate's real host (parent level through :class:`ParentLevel`)."""
         if cand.unit == "chunk":
             return lambda q: pool_from_nodes(self.host(cand).retrieve(q))[0]
         level = self.level
@@ -54,16 +48,13 @@ class UnitCandidates(UnitSearch):
         return lambda q: level.parent_pool(self.host(cand).retrieve(q))
 
     def fingerprint(self, cand: TunedCandidate) -> Fingerprint:
-        """The candidate host's fingerprint (``>parent:max`` appended at parent level)."""
         host = self.host(cand)
         return fingerprint_of(host) if cand.unit == "chunk" else self.level.fingerprint(host)  # type: ignore[union-attr]
 
     def all_ids(self, host: Any) -> list[str] | None:
-        """Every chunk id of the fusion host."""
         return all_ids(host)
 
     def parent_text(self, pid: str) -> str | None:
-        """The parent's text from the parents' store."""
         assert self.level is not None
         return self.level._text(pid)
 
@@ -79,15 +70,9 @@ def unit_candidates(
 ) -> UnitCandidates:
     """Build the candidates and check the gold ids (chunk ids; with ``parents``, chunk, parent or document ids).
 
-    ``parents``: the parents' store or a :class:`~conformal_rag_plugins.retrieval.host.Parents`; chunk-level
-    gold then comes from :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`,
-    parent-level gold from :meth:`ParentLevel.lift_gold`.
-
-    Examples
-    --------
-    >>> found = unit_candidates(index, nodes, examples, DEFAULT_FUSION_GRID, (50, 100))  # doctest: +SKIP
-    >>> found.candidates[0].label(50)  # doctest: +SKIP
-    'zscore:0.3'
+    With ``parents``, chunk-level gold comes from
+    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`, parent-level gold from
+    :meth:`ParentLevel.lift_gold`.
     """
     from ..local.tokens import count_tokens
 
