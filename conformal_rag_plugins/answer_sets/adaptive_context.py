@@ -1,10 +1,8 @@
 """Framework-neutral adaptive RAG inside a conformal set (geometric context growth).
 
-Each round prompts the LLM with the top ``schedule[r]`` chunks of the conformal set (best
-first, every round sees the top chunks so far: Pathway's "overlapping prompts") and stops at
-the first answer that is not a "no answer" (:func:`~conformal_rag_plugins.core.adaptive_schedule.is_no_answer`).
-When every round declines, the result abstains after the LLM has seen the whole set.
-Adapters supply ``complete(context) -> awaitable Sample``: one greedy call on the joined context.
+Each round prompts with the top ``schedule[r]`` chunks of the set (overlapping prompts) and stops
+at the first answer that is not a "no answer"; if every round declines, the result abstains after
+the LLM has seen the whole set.
 """
 
 from __future__ import annotations
@@ -32,8 +30,6 @@ CHARS_PER_TOKEN = 4.0
 def join_chunks(chunks: Sequence[str], separator: str = DEFAULT_SEPARATOR) -> str:
     """The context string of one round: the chunks in score order, joined.
 
-    Examples
-    --------
     >>> join_chunks(["Rollo led the Norse.", "Paris is in France."])
     'Rollo led the Norse.\\nParis is in France.'
     """
@@ -41,13 +37,8 @@ def join_chunks(chunks: Sequence[str], separator: str = DEFAULT_SEPARATOR) -> st
 
 
 def approx_token_count(text: str) -> int:
-    """Approximate token count, ``ceil(len(text) / 4)`` (0 for empty text).
+    """Approximate token count, ``ceil(len(text) / 4)``: the last resort, close for English BPE, off for other scripts.
 
-    Used only when neither the provider nor the model's own tokenizer gives a count; it is
-    close for English text and BPE tokenizers, and off for other scripts.
-
-    Examples
-    --------
     >>> approx_token_count("Rollo led the Norse.")
     5
     """
@@ -56,11 +47,9 @@ def approx_token_count(text: str) -> int:
 
 @dataclass(frozen=True)
 class AdaptiveRound:
-    """One round: context size, answer, whether it declined, and what it cost.
+    """One round: context size, answer, whether it declined, its tokens and their ``token_source``.
 
-    ``token_source`` is ``"reported"`` (the provider's usage), the estimator's label (e.g.
-    ``"tokenizer"`` or ``"approximate"``) when the provider reported nothing, or ``"none"``
-    for a failed call.
+    ``token_source``: ``"reported"`` (provider), the estimator's label, or ``"none"`` for a failed call.
     """
 
     size: int
@@ -74,13 +63,9 @@ class AdaptiveRound:
 
 @dataclass
 class AdaptiveResult:
-    """Outcome of adaptive answering over one conformal set.
+    """Outcome of adaptive answering over one conformal set (tokens summed over rounds).
 
-    ``answer`` is the first answer that did not decline, else "I don't know"
-    (``abstained=True``, after a round that showed the whole set). ``chunks_used`` is the
-    final context size, ``chunk_ids`` the ids of those chunks (when given). Tokens are summed
-    over rounds; ``token_source`` says where the counts come from (``"reported"``, an
-    estimator label, ``"mixed"`` or ``"none"`` when no call was made).
+    ``abstained`` only after a round that showed the whole set; ``token_source`` may be ``"mixed"``.
     """
 
     question: str
@@ -131,32 +116,11 @@ async def aadaptive_answer(
     chunk_ids: Sequence[str] | None = None,
     estimate: EstimateFn | None = None,
 ) -> AdaptiveResult:
-    """Answer with a geometrically growing context over the conformal set ``chunks``.
+    """Answer with a geometrically growing context over the conformal set ``chunks`` (best first).
 
-    Parameters
-    ----------
-    question : str
-        Recorded in the result (``complete`` already knows it).
-    chunks : sequence of str
-        The conformal set's chunk texts, best first.
-    complete : async callable ``(context: str) -> Sample``
-        One LLM call on the joined context of a round (:func:`join_chunks`).
-    schedule : AdaptiveSchedule, optional
-        ``initial``, ``factor``, ``max_rounds`` of the
-        :func:`~conformal_rag_plugins.core.adaptive_schedule.geometric_schedule`, and the
-        ``separator`` that joins the chunks of a round's context (default ``AdaptiveSchedule()``).
-    chunk_ids : sequence of str, optional
-        Ids aligned with ``chunks``; the result lists those of the final context.
-    estimate : callable ``(context, sample) -> (prompt_tokens, completion_tokens, source)``, optional
-        Token counts for a sample whose provider reported none (both counts zero).
+    ``complete(context) -> Sample`` is one LLM call per round; ``estimate(context, sample)`` gives
+    token counts when the provider reported none. An empty ``chunks`` abstains with no call.
 
-    Returns
-    -------
-    AdaptiveResult
-        An empty ``chunks`` abstains at once with no call.
-
-    Examples
-    --------
     >>> import asyncio
     >>> async def complete(context):
     ...     return Sample("Rollo" if "Rollo" in context else "I don't know", 10, 1)

@@ -1,10 +1,4 @@
-"""The end-to-end answer-set calibration: both stages, one JSON file.
-
-It keeps the retrieval-stage calibration (scores, family, pool and fingerprint)
-and the generator-stage scores, and computes the two thresholds for the chosen
-combination of the stages (Bonferroni or PAC split; the HMP rule uses the scores
-themselves through p-values).
-"""
+"""The end-to-end answer-set calibration: both stages' scores and thresholds, one JSON file."""
 
 from __future__ import annotations
 
@@ -79,17 +73,13 @@ def min_answer_set_questions(
     delta_retrieval: float | None = None,
     hmp_weight: float | None = None,
 ) -> int | None:
-    """Fewest calibration questions for which the rule can be guaranteed at all (no misses at all).
+    """Fewest calibration questions for which the rule can be guaranteed at all (no misses).
 
-    Bonferroni: both stage ranks ``ceil((n+1)(1-alpha_i))`` must be ``<= n``; PAC: both
-    PAC ranks must exist; HMP: a miss p-value ``1/(n+1)`` must be rejected in each stage.
+    Bonferroni: both ranks ``ceil((n+1)(1-alpha_i)) <= n``; PAC: both PAC ranks exist; HMP: a miss
+    p-value ``1/(n+1)`` is rejected in each stage.
 
-    Examples
-    --------
-    >>> min_answer_set_questions(0.2)
-    9
-    >>> min_answer_set_questions(0.2, method="hmp")  # 1/(n+1) <= 0.1 / (2 - 0.1)
-    18
+    >>> min_answer_set_questions(0.2), min_answer_set_questions(0.2, method="hmp")  # 1/(n+1) <= 0.1 / (2 - 0.1)
+    (9, 18)
     """
     alpha = check_alpha(alpha)
     if method == "hmp":
@@ -116,10 +106,8 @@ def check_answer_set_request(
     n_samples: int,
     n_questions: int | None = None,
 ) -> None:
-    """Refuse, with a clear error, an answer-set calibration request that cannot work (before any LLM call).
+    """Refuse an answer-set calibration request that cannot work, before any LLM call.
 
-    Examples
-    --------
     >>> check_answer_set_request(0.2, method="bonferroni", alpha_retrieval=0.25, delta=None, hmp_weight=None,
     ...                          n_samples=6)
     Traceback (most recent call last):
@@ -159,15 +147,8 @@ def check_answer_set_request(
 
 @dataclass(frozen=True)
 class StageProvenance:
-    """Where an answer-set calibration's scores came from (kept in the file, not used by the thresholds).
+    """Where the scores came from (question digests, optimisation split, generator record); not used by thresholds.
 
-    ``question_ids``: the digest of each calibration question, in the order of the scores;
-    ``optimisation``: the record of the split chosen by Bayesian optimisation, if any;
-    ``generator``: the record of the LLM, sampling settings and embedder
-    (:func:`~conformal_rag_plugins.answer_sets.identity.generator_record`).
-
-    Examples
-    --------
     >>> StageProvenance(question_ids=("q1", "q2")).generator is None
     True
     """
@@ -181,19 +162,13 @@ class StageProvenance:
 class AnswerSetCalibration:
     """End-to-end calibration (fitted attributes end in ``_``).
 
-    The answer set contains a correct answer with probability >= ``1 - alpha_``
-    (Bonferroni: ``alpha_retrieval_ + alpha_generation_ = alpha_``; PAC: the same for
-    epsilon, and ``delta_retrieval_ + delta_generation_ = delta_``; HMP: the
-    finite-sample weighted harmonic-mean rule with weight ``hmp_weight_``).
-
-    Use :meth:`retrieval_stage` to drive a ``ConformalRetriever`` with the retrieval
-    threshold of this split.
-
-    ``generator_`` records what the generator threshold is tied to (the LLM, its sampling
-    settings and prompt, and the clustering embedding model; see
-    :mod:`conformal_rag_plugins.answer_sets.identity`); every query compares it with the
-    LLM in use. ``None`` for files saved before it was recorded (they load with an
-    :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning`).
+    The answer set contains a correct answer with probability >= ``1 - alpha_`` (Bonferroni:
+    ``alpha_retrieval_ + alpha_generation_ = alpha_``; PAC: the same for epsilon and
+    ``delta_retrieval_ + delta_generation_ = delta_``; HMP: the finite-sample weighted harmonic-mean
+    rule with ``hmp_weight_``). :meth:`retrieval_stage` drives a ``ConformalRetriever``.
+    ``generator_`` records the LLM, sampling, prompt and embedder the generator threshold is tied to
+    (checked at every query); ``None`` for older files, which load with an
+    :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning`.
     """
 
     retrieval_: RetrievalCalibration
@@ -268,9 +243,8 @@ class AnswerSetCalibration:
     def guaranteed_(self) -> bool:
         """Whether the end-to-end guarantee holds: the rule rejects a pair missed in either stage.
 
-        Bonferroni and PAC: both stage thresholds are finite. HMP: a retrieval miss and a
-        generator miss (p-value ``(1 + m) / (n + 1)``) would each be rejected even with the
-        other stage's p-value at 1 (:attr:`HarmonicMeanRule.guaranteed`).
+        Bonferroni/PAC: both thresholds finite. HMP: a miss in either stage (p-value ``(1 + m) / (n + 1)``)
+        is rejected even with the other stage's p-value at 1.
         """
         return bool(self.rule().guaranteed)
 
@@ -281,22 +255,14 @@ class AnswerSetCalibration:
 
     @property
     def generator_reachable_(self) -> bool:
-        """Whether the generator stage can be calibrated at its level with this LLM.
-
-        Bonferroni/PAC: the generator threshold is finite. HMP: a generator miss is
-        rejected. A coverage ceiling above ``1 - alpha_generation`` is necessary, not enough.
-        """
+        """Whether the generator stage can be calibrated at its level (finite threshold; HMP: a miss is rejected)."""
         rule = self.rule()
         if isinstance(rule, HarmonicMeanRule):
             return not bool(rule.include_pvalues(1.0, rule.miss_pvalues[1]))
         return math.isfinite(rule.q_gen)
 
     def retrieval_stage(self) -> RetrievalCalibration:
-        """The retrieval calibration with this split's retrieval threshold.
-
-        For HMP the retrieval prefilter is the conformal set at ``alpha * w_ret / 2``,
-        a superset of every chunk the combined rule can keep.
-        """
+        """The retrieval calibration with this split's threshold (HMP: superset prefilter at ``alpha * w_ret / 2``)."""
         pac = self.method_ == "pac"
         return replace(
             self.retrieval_,
@@ -340,16 +306,9 @@ class AnswerSetCalibration:
         clustering: dict[str, Any],
         provenance: StageProvenance | None = None,
     ) -> AnswerSetCalibration:
-        """Combine the two stages' calibration scores.
+        """Combine the two stages' calibration scores under ``split``'s rule (its optimisation settings unused).
 
-        ``split`` gives the rule (:class:`~.options.SplitOptions`: ``method``,
-        ``alpha_retrieval``, ``delta``, ``delta_retrieval``, ``hmp_weight``; its optimisation
-        settings are not used here). ``alpha_retrieval`` defaults to ``alpha / 2`` (the equal
-        split); PAC splits ``delta`` equally unless ``delta_retrieval`` is given; HMP uses
-        ``hmp_weight`` (default 0.5) and a retrieval prefilter at ``alpha * w / 2``, a
-        superset of the chunks the pair rule can keep. ``provenance`` records the questions,
-        the optimisation split and the generator the scores came from.
-
+        Defaults: ``alpha_retrieval = alpha / 2``; PAC splits ``delta`` equally; HMP ``hmp_weight`` 0.5.
         """
         split = split or SplitOptions()
         method, alpha_retrieval, delta, hmp_weight = split.method, split.alpha_retrieval, split.delta, split.hmp_weight
@@ -447,14 +406,11 @@ class AnswerSetCalibration:
     def from_dict(cls, data: dict[str, Any], *, signing_key: str | bytes | None = None) -> AnswerSetCalibration:
         """Validate, rebuild, and check the stored thresholds against the stored scores.
 
-        Checks kind, schema version, checksum, the signature (with an explicit
-        ``signing_key``), every field of both stages, and both stage thresholds.
-
         Raises
         ------
         CalibrationIntegrityError
-            A field is missing or mangled, or the stored thresholds disagree with
-            those recomputed from the stored scores, level and method.
+            A field is missing or mangled (kind, version, checksum, signature with an explicit key), or
+            the stored thresholds disagree with those recomputed from the scores, level and method.
         """
         verify_signed(data, _KIND, SCHEMA_VERSION, signing_key)
         check_fields(AnswerSetFile, data, "answer-set calibration")
@@ -541,8 +497,7 @@ class AnswerSetCalibration:
     def load(cls, path: str | Path, *, signing_key: str | bytes | None = None) -> AnswerSetCalibration:
         """Read and verify a file written by :meth:`save`.
 
-        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) a file without a valid
-        signature is refused.
+        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) a file without a valid signature is refused.
 
         Raises
         ------

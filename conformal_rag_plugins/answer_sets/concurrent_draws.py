@@ -14,13 +14,8 @@ from .sample_record import Sample
 class ConcurrencyLimit:
     """At most ``max_concurrency`` LLM calls at once, shared by every draw of one sampler.
 
-    A sampler draws the samples of several chunks (and questions) concurrently; one limit per
-    sampler keeps the total number of calls in flight at ``max_concurrency``, which matters for a
-    local model that is not thread-safe. ``asyncio.Semaphore`` binds to one event loop, so one
-    semaphore is kept per running loop.
+    ``asyncio.Semaphore`` binds to one event loop, so one semaphore is kept per running loop.
 
-    Examples
-    --------
     >>> limit = ConcurrencyLimit(1)
     >>> async def two_semaphores():
     ...     return limit.semaphore() is limit.semaphore()
@@ -57,14 +52,9 @@ async def draw_samples(
 ) -> list[Sample]:
     """Run ``call_once`` ``n`` times (at most ``max_concurrency`` at once); failures become empty samples.
 
-    Pass the sampler's ``limit`` to share the bound with its other draws. The timeout covers each
-    call, not the wait for a free slot.
+    The timeout covers each call, not the wait for a slot. A cache hit skips the LLM; a fresh draw
+    is stored unless every call failed.
 
-    With a ``cache`` and ``key``, a hit returns the stored samples without calling the LLM, and a
-    fresh draw is stored unless every call failed.
-
-    Examples
-    --------
     >>> async def once():
     ...     return Sample("Rollo")
     >>> [s.text for s in asyncio.run(draw_samples(once, n=2, max_concurrency=1, retries=0, timeout=None))]

@@ -1,9 +1,7 @@
 """MAPIE-style estimator of end-to-end answer sets, written once against :class:`~.host.AnswerSetHost`.
 
-Both stages are calibrated on the same questions, and the generator of each question on
-the gold chunk that defines its retrieval score (see :mod:`~.stages`). Each framework
-adapter supplies only a reader of its host and LLM (``calibrate_answers.py``) and a
-short ``calibrate_answer_sets`` convenience on top of :class:`AnswerSetConformalizer`.
+Both stages use the same questions; each question's generator is sampled on the gold chunk that
+defines its retrieval score (see :mod:`~.stages`).
 """
 
 from __future__ import annotations
@@ -43,30 +41,25 @@ class AnswerSetConformalizer:
     """Calibrate end-to-end answer sets (retrieval stage + generator stage) on a host and its LLM.
 
     The answer set of a new question contains a correct answer with probability at least
-    ``confidence_level`` (Bonferroni or PAC split of ``alpha = 1 - confidence_level``, or the
-    harmonic-mean rule), provided the calibration is guaranteed (``calibration_.guaranteed_``).
-    The retrieval stage is calibrated on the host (or given in ``retrieval``); the generator
-    stage samples ``n_samples`` answers per example from its gold chunk, clusters them and
-    scores the cluster matching a reference, ``+inf`` when none does (kept).
+    ``confidence_level`` when ``calibration_.guaranteed_``. The generator stage samples
+    ``n_samples`` answers per example from its gold chunk and scores the cluster matching a
+    reference, ``+inf`` when none does (kept).
 
     Parameters
     ----------
     confidence_level : float, default 0.9
         The end-to-end target ``1 - alpha``.
     sampling : SamplingOptions, optional
-        M, concurrency, timeout, retries, sample cache, progress bars.
     split : SplitOptions, optional
-        The combination rule and the split of alpha (or a split chosen by Bayesian optimisation
-        on a seeded optimisation share of the examples, never used for the final thresholds).
+        The combination rule and the split of alpha.
     clustering : ClusteringOptions, optional
-        Answer clustering, the generator score (``"frequency"`` or ``"likelihood"``) and the match threshold.
     retrieval : RetrievalStageOptions, optional
         A retrieval calibration to reuse, or the score family to calibrate one with.
 
     Attributes
     ----------
     calibration_ : AnswerSetCalibration
-        The fitted calibration (set by :meth:`conformalize`); before that, reading it raises
+        Set by :meth:`conformalize`; reading it before raises
         :class:`~conformal_rag_plugins.core.errors.NotFittedError`.
 
     Examples
@@ -77,7 +70,6 @@ class AnswerSetConformalizer:
     ...
     conformal_rag_plugins.core.errors.NotFittedError: This AnswerSetConformalizer is not fitted yet: ...
     >>> cal = conformalizer.conformalize(host, examples)  # doctest: +SKIP
-    >>> cal.save("answer_sets.json")  # doctest: +SKIP
     """
 
     def __init__(

@@ -30,11 +30,7 @@ SampleFn = Callable[[str, str], Awaitable[list[Sample]]]
 
 @dataclass(frozen=True)
 class ChunkInput:
-    """A retrieved chunk: id, text, its retrieval nonconformity, and whether its retriever kept the guarantee.
-
-    ``guaranteed`` is False when the retriever cut its conformal set (``max_k``/``k``) or
-    the chunk did not come from a conformal retriever at all.
-    """
+    """A retrieved chunk: id, text, nonconformity, and whether its retriever kept the guarantee (not cut, conformal)."""
 
     chunk_id: str
     text: str
@@ -45,14 +41,11 @@ class ChunkInput:
 def chunks_from_metadata(
     items: Sequence[tuple[str, str, Mapping[str, Any]]], calibration: AnswerSetCalibration
 ) -> tuple[list[ChunkInput], str]:
-    """Turn ``(id, text, metadata)`` of retrieved nodes/documents into chunk inputs, best first.
+    """Turn ``(id, text, metadata)`` of retrieved items into chunk inputs (best first) and why the guarantee is lost.
 
-    Every item must carry the metadata a ``ConformalRetriever`` writes
-    (``conformal_nonconformity``, ``conformal_score_family``, ``conformal_threshold``,
-    ``conformal_guaranteed``); an item without it came from another retriever and raises,
-    since re-scoring it would give a number on another scale. Returns the chunks and the
-    reason the guarantee is lost, if it is: a cut set, or a retriever calibrated at a
-    smaller threshold than this calibration's retrieval stage.
+    Every item must carry a ``ConformalRetriever``'s ``conformal_*`` metadata (re-scoring another
+    retriever's item would use another scale). The guarantee is lost by a cut set or a retriever
+    calibrated at a smaller threshold than this calibration's retrieval stage.
     """
     family = calibration.retrieval_.score_family_
     need = calibration.retrieval_threshold_
@@ -98,8 +91,6 @@ def check_synthesizer_calibration(calibration: Any) -> None:
 def calibrated_samples(calibration: AnswerSetCalibration, n_samples: int | None) -> int:
     """The M a synthesizer samples with: the calibration's, or ``n_samples`` when it is the same.
 
-    Examples
-    --------
     >>> from types import SimpleNamespace
     >>> calibrated_samples(SimpleNamespace(n_samples_=5), None)
     5
@@ -118,12 +109,9 @@ def calibrated_samples(calibration: AnswerSetCalibration, n_samples: int | None)
 def query_sampling(calibration: AnswerSetCalibration, sampling: SamplingOptions | None) -> SamplingOptions:
     """The sampling options a synthesizer queries with: the calibration's M, and ``sampling``'s other settings.
 
-    Without ``sampling`` the defaults of :class:`SamplingOptions` apply with ``n_samples``
-    set to the calibrated M. A given ``sampling.n_samples`` must equal that M (another M puts the
-    confidences on another scale), so ``SamplingOptions()`` (M = 10) only fits an M = 10 calibration.
+    A given ``sampling.n_samples`` must equal the calibrated M (another M changes the confidence
+    scale), so ``SamplingOptions()`` (M = 10) only fits an M = 10 calibration.
 
-    Examples
-    --------
     >>> from types import SimpleNamespace
     >>> query_sampling(SimpleNamespace(n_samples_=5), None).n_samples
     5
@@ -143,11 +131,7 @@ def query_sampling(calibration: AnswerSetCalibration, sampling: SamplingOptions 
 
 
 def check_equivalence(calibration: AnswerSetCalibration, equivalence: Any) -> None:
-    """Refuse a query-time clustering rule that differs from the calibrated one.
-
-    The generator score is the confidence of a cluster, so another equivalence (or
-    threshold) changes the scores the threshold was calibrated on.
-    """
+    """Refuse a query-time clustering rule that differs from the calibrated one (it changes the scores)."""
     if equivalence is None:
         return
     calibrated = calibration.clustering_.get("method", "rougeL")
@@ -163,11 +147,7 @@ def check_equivalence(calibration: AnswerSetCalibration, equivalence: Any) -> No
 
 @dataclass
 class AnswerSetResult:
-    """The answer set of one question.
-
-    ``response`` is the best-supported answer, or "I don't know" when the set abstains.
-    ``answers`` lists every kept answer with its confidence and supporting chunk ids.
-    """
+    """The answer set of one question: best-supported ``response`` (or "I don't know"), kept ``answers``."""
 
     question: str
     response: str
@@ -195,11 +175,6 @@ EmbedFn = Callable[[list[str]], Any]
 class GeneratorStage:
     """How the generator stage is scored: the sampler call, M, the clustering record and the match.
 
-    ``model`` and ``generator`` describe the LLM behind ``sample`` (the calibration's ``model_``
-    and ``generator_`` record, :func:`~.identity.generator_record`).
-
-    Examples
-    --------
     >>> async def sample(question, context):
     ...     return []
     >>> GeneratorStage(sample, n_samples=4, clustering={"method": "exact"}).match_threshold
@@ -235,10 +210,7 @@ def cluster_samples(
 
 
 def clustering_kwargs(clustering: dict[str, Any], equivalence: Any = None, embed: EmbedFn | None = None) -> dict:
-    """Keyword arguments for :func:`cluster_answers` from a calibration's clustering record.
-
-    ``method="embedding"`` needs ``embed`` (the host embedding model's batch call).
-    """
+    """Keyword arguments for :func:`cluster_answers` from a clustering record (``"embedding"`` needs ``embed``)."""
     method = equivalence or clustering.get("method", "rougeL")
     if method == "embedding" and embed is None:
         raise CalibrationError(
@@ -264,16 +236,10 @@ async def abuild_answer_set(
 ) -> AnswerSetResult:
     """Sample every chunk the rule can keep, cluster, and apply the end-to-end rule.
 
-    The result is ``guaranteed`` only if the rule is (:attr:`AnswerSetCalibration.guaranteed_`)
-    and every chunk's retriever kept its set (``ChunkInput.guaranteed``); ``cut_reason``
-    says why a chunk did not.
-
-    ``generator`` is the record of the LLM, sampler and embedder behind ``sample``
-    (:func:`~.identity.generator_record`); before any LLM call it is compared with the
-    calibration's (:func:`~.identity.check_generator`), and a difference raises
-    :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`. Without a record on
-    either side the answer set is built with an ``UncheckedGeneratorWarning`` and
-    ``extra["generator_checked"]`` is False.
+    ``guaranteed`` only if the rule is and every chunk's retriever kept its set. ``generator`` is
+    compared with the calibration's before any LLM call (mismatch:
+    :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`); a missing record on either
+    side warns ``UncheckedGeneratorWarning`` and sets ``extra["generator_checked"]`` False.
     """
     check_equivalence(calibration, equivalence)
     kwargs = clustering_kwargs(calibration.clustering_, equivalence, embed)
@@ -343,14 +309,10 @@ async def acalibrate_generation(
     match: str = "rouge1",
     references: Callable[[CalibrationExample], Sequence[str]] | None = None,
 ) -> list[float]:
-    """Generator-stage scores: ``-confidence`` of the cluster matching a reference, ``+inf`` if none.
+    """Generator-stage scores: ``-confidence`` of the cluster matching a reference, ``+inf`` if none (kept).
 
-    Misses are kept. ``stage`` gives the sampler, M, the clustering and the match threshold;
-    ``references(example)`` the reference answers (default: the example's answers); an
-    example without any raises.
+    An example without reference answers raises.
 
-    Examples
-    --------
     >>> import asyncio
     >>> async def sample(question, context):
     ...     return [Sample("Rollo")] * 3
@@ -385,13 +347,9 @@ async def acalibrate_generation(
 def coverage_report(scores: Sequence[float], alpha_generation: float, *, threshold_finite: bool | None = None) -> str:
     """One line on the generator's coverage ceiling (share of finite scores) and whether the target is reachable.
 
-    Reachable means the generator stage can be calibrated at ``1 - alpha_generation``:
-    its threshold is finite (for the harmonic-mean rule, a generator miss is rejected).
-    A ceiling above the target is not enough: the finite-sample rank also needs at most
-    ``n - ceil((n+1)(1-alpha))`` misses. ``threshold_finite`` defaults to that check.
+    Reachable: the generator threshold is finite (HMP: a miss is rejected). A ceiling above the
+    target is not enough: the rank also needs at most ``n - ceil((n+1)(1-alpha))`` misses.
 
-    Examples
-    --------
     >>> coverage_report([-1.0] * 9 + [float("inf")], 0.1)
     'coverage ceiling 0.90; target 1-alpha_gen = 0.90 is UNREACHABLE with this LLM and prompt (threshold +inf)'
     """

@@ -21,13 +21,11 @@ class GoldChunk:
 
 
 def defining_gold(example: CalibrationExample, pool: Any, texts: Callable[[list[str]], dict[str, str]]) -> GoldChunk:
-    """The best-ranked gold chunk of ``example`` in ``pool`` (a ``CandidatePool``), else its first gold chunk.
+    """The best-ranked gold chunk of ``example`` in ``pool``, else its first gold chunk.
 
-    The retrieval score of a question is that of its best-ranked gold chunk, so the
-    generator must be calibrated on that chunk for both stages to score the same pair.
+    The retrieval score is that of the best-ranked gold chunk, so the generator is calibrated on it
+    and both stages score the same pair.
 
-    Examples
-    --------
     >>> from types import SimpleNamespace
     >>> ex = CalibrationExample("q", gold_ids=("a", "b"))
     >>> pool = SimpleNamespace(ids=("x", "b", "a"), texts=("X", "B", "A"))

@@ -1,11 +1,5 @@
-"""What answer-set calibration needs from a framework's host and LLM: a small protocol.
+"""What answer-set calibration needs from a framework's host and LLM: a small protocol each adapter implements once.
 
-Each adapter implements :class:`AnswerSetHost` once, in a reader over its own host
-(an index or retriever, a vector store) and LLM; :class:`~.conformalizer.AnswerSetConformalizer`
-is written against the protocol only.
-
-Examples
---------
 >>> from types import SimpleNamespace
 >>> isinstance(SimpleNamespace(), AnswerSetHost)
 False
@@ -30,11 +24,7 @@ EmbedFn = Callable[[list[str]], Any]
 
 @dataclass(frozen=True)
 class Embedding:
-    """A framework embedding model as answer sets use it: a batch call and, lazily, its description.
-
-    ``identity()`` (name and dimension) is asked only when answers are clustered by
-    embedding cosine, and is recorded in the calibration's ``generator_``.
-    """
+    """A framework embedding model: a batch call and, asked only when clustering by embedding, ``identity()``."""
 
     embed: EmbedFn
     identity: Callable[[], dict[str, Any] | None]
@@ -42,10 +32,7 @@ class Embedding:
 
 @runtime_checkable
 class GeneratorSampler(Protocol):
-    """Draws the answers of one (question, context), with token log-probabilities when the LLM reports them.
-
-    :class:`~.sampler.AnswerSampler` implements it.
-    """
+    """Draws the answers of one (question, context), with token log-probabilities when the LLM reports them."""
 
     async def asample(self, question: str, context: str) -> list[Sample]:
         """``n_samples`` answers for ``question`` given ``context``."""
@@ -64,11 +51,7 @@ class GeneratorSampler(Protocol):
 class AnswerSetHost(Protocol):
     """A host (retriever or store) and an LLM, seen by answer-set calibration.
 
-    ``fetch`` returns the scored candidate pool of a question (a
-    :class:`~conformal_rag_plugins.retrieval.pool_calibration.CandidatePool`, best first),
-    ``texts_for`` the texts of chunk ids, ``calibrate_retrieval`` the host's retrieval
-    stage on examples, ``sampler`` the LLM's answer sampler for sampling options and
-    ``embedding`` the batch call of a framework embedding model (``None`` for none).
+    ``fetch`` returns a question's scored candidate pool (best first); ``embedding`` is ``None`` for none.
     """
 
     def fetch(self, question: str) -> Any:
@@ -95,15 +78,8 @@ class AnswerSetHost(Protocol):
 
 
 class LLMReader:
-    """The framework-neutral half of an adapter's :class:`AnswerSetHost`, over its ``host`` and ``llm``.
+    """The framework-neutral half of an adapter's :class:`AnswerSetHost`; the adapter adds ``fetch`` and its hooks.
 
-    An adapter's host reader subclasses it, names its :attr:`sampler_class`, the batch
-    method of its embedding models (:attr:`embed_method`), how to describe one
-    (:meth:`describe_embedder`), its :attr:`read_texts` and :attr:`calibrate_host`
-    functions, and adds ``fetch``.
-
-    Examples
-    --------
     >>> from types import SimpleNamespace
     >>> class Reader(LLMReader):
     ...     embed_method = "embed_documents"

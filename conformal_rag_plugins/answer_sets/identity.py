@@ -1,14 +1,8 @@
 """What a generator threshold is tied to: the LLM, its sampling settings and the clustering embedding model.
 
-The generator scores are cluster confidences of samples from one LLM, drawn with one prompt
-and one set of sampling settings, clustered (for ``method="embedding"``) with one embedding
-model. Another LLM, temperature, stop sequence, prompt or embedder gives scores on another
-scale, so the calibrated threshold does not transfer. An answer-set calibration records a
-*generator record* (:func:`generator_record`) and every query compares it with the live one
-(:func:`check_generator`, called by :func:`~conformal_rag_plugins.answer_sets.engine.abuild_answer_set`);
-framework adapters only describe their LLM, sampler and embedder.
-
-A record is JSON::
+Another LLM, temperature, stop sequence, prompt or embedder puts the scores on another scale, so
+a calibration records a generator record (:func:`generator_record`) and every query compares it
+with the live one (:func:`check_generator`). A record is JSON::
 
     {"llm": {"class": ..., "name": ..., "logprobs": ..., ...},
      "sampling": {"temperature": ..., "stop": [...], "n_samples": ..., "prompt": ..., "prompt_sha256": ...},
@@ -72,14 +66,11 @@ def _json_value(value: Any) -> tuple[bool, Any]:
 
 
 def json_settings(source: Any, attrs: Iterable[str] = SAMPLING_ATTRS, kwargs_attrs: Iterable[str] = ()) -> dict:
-    """The JSON-storable sampling settings of an LLM client: ``attrs`` that are set, then its call kwargs.
+    """The JSON-storable sampling settings of an LLM client (object or mapping): set ``attrs``, then call kwargs.
 
-    ``source`` is an object (its attributes are read) or a mapping. Values JSON cannot hold
-    (callables, grammars) and keys that never change the distribution (``seed``,
-    ``stream``) are left out; dict-valued ``kwargs_attrs`` are merged under their own keys.
+    Values JSON cannot hold and keys that never change the distribution (``seed``, ``stream``) are
+    left out; dict-valued ``kwargs_attrs`` are merged under their own keys.
 
-    Examples
-    --------
     >>> from types import SimpleNamespace
     >>> llm = SimpleNamespace(temperature=1.0, stop=("\\n",), generate_kwargs={"top_k": 40, "seed": 3})
     >>> json_settings(llm, kwargs_attrs=["generate_kwargs"])
@@ -112,8 +103,6 @@ def json_settings(source: Any, attrs: Iterable[str] = SAMPLING_ATTRS, kwargs_att
 def prompt_digest(text: str) -> str:
     """SHA-256 of a prompt template's text (the record keeps the digest, not the prompt).
 
-    Examples
-    --------
     >>> prompt_digest("Q: {question}")[:12]
     'd9748eab8f5b'
     """
@@ -123,8 +112,6 @@ def prompt_digest(text: str) -> str:
 def embedding_identity(name: str | None, dim: int | None) -> dict[str, Any]:
     """The embedding part of a record: model name and dimension.
 
-    Examples
-    --------
     >>> embedding_identity("all-MiniLM-L6-v2", 384)
     {'model': 'all-MiniLM-L6-v2', 'dim': 384}
     """
@@ -139,13 +126,8 @@ def uses_embedding(clustering: Mapping[str, Any]) -> bool:
 def generator_record(
     sampler: Mapping[str, Any] | None, embedding: Mapping[str, Any] | None = None
 ) -> dict[str, Any] | None:
-    """The record of one generator: ``sampler`` (``{"llm": ..., "sampling": ...}``) and the clustering embedder.
+    """The record of one generator (``None`` when the sampler is not described), normalised as JSON stores it.
 
-    ``None`` when the sampler is not described. Values are normalised as JSON stores them
-    (tuples become lists), so a record compares equal to itself after a save and a load.
-
-    Examples
-    --------
     >>> generator_record({"llm": {"class": "X", "name": "m"}, "sampling": {"stop": ("\\n",)}})
     {'llm': {'class': 'X', 'name': 'm'}, 'sampling': {'stop': ['\\n']}, 'embedding': None}
     """
@@ -166,8 +148,6 @@ def live_generator(
 ) -> dict[str, Any] | None:
     """The generator record for ``clustering``: ``embedding()`` is asked only when it clusters by embedding cosine.
 
-    Examples
-    --------
     >>> live_generator({"llm": {"name": "m"}, "sampling": {}}, {"method": "rougeL"}, lambda: 1 / 0)["embedding"] is None
     True
     """
@@ -194,33 +174,10 @@ def check_generator(
 ) -> bool:
     """Refuse a live generator that differs from the calibrated one; return whether the check was made.
 
-    Compares the ``llm`` and ``sampling`` sections, and the ``embedding`` section when the
-    calibration clusters by embedding cosine, key by key.
+    Compares ``llm``, ``sampling`` and (when clustering by embedding) ``embedding`` key by key;
+    :class:`GeneratorMismatchError` names every differing field. Returns ``False`` with an
+    :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning` when either record is ``None``.
 
-    Parameters
-    ----------
-    recorded : mapping or None
-        The calibration's record (``AnswerSetCalibration.generator_``); ``None`` for a file
-        saved before records existed.
-    live : mapping or None
-        :func:`generator_record` of the LLM, sampler and embedder in use; ``None`` when the
-        caller cannot describe them.
-    clustering : mapping
-        The calibration's clustering record.
-
-    Returns
-    -------
-    bool
-        ``False`` (with an :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning`)
-        when a side is missing, so the comparison could not be made.
-
-    Raises
-    ------
-    GeneratorMismatchError
-        Naming every differing field with its calibrated and its live value.
-
-    Examples
-    --------
     >>> rec = {"llm": {"name": "gemma"}, "sampling": {"temperature": 1.0}, "embedding": None}
     >>> check_generator(rec, rec, {"method": "rougeL"})
     True

@@ -1,15 +1,10 @@
 """Frozen option objects of answer-set calibration, passed whole instead of threaded as keywords.
 
-:class:`~.conformalizer.AnswerSetConformalizer` and both adapters' ``calibrate_answer_sets``
-take them; every default is the value the keyword had before the options were grouped.
+Every default is the value the keyword had before the options were grouped.
 
-Examples
---------
 >>> split = SplitOptions(alpha_retrieval=0.1)
 >>> split.method, split.alpha_retrieval, split.optimise
 ('bonferroni', 0.1, False)
->>> ClusteringOptions().record()
-{'method': 'rougeL', 'tau': 0.7, 'score': 'frequency'}
 """
 
 from __future__ import annotations
@@ -30,8 +25,6 @@ DEFAULT_CLUSTERING: dict[str, Any] = {"method": "rougeL", "tau": 0.7}
 def with_generator_score(clustering: dict[str, Any] | None, generator_score: str | None) -> dict[str, Any]:
     """The clustering record with its generator score (``"frequency"`` unless set), checked.
 
-    Examples
-    --------
     >>> with_generator_score(None, "likelihood")
     {'method': 'rougeL', 'tau': 0.7, 'score': 'likelihood'}
     """
@@ -47,12 +40,14 @@ def with_generator_score(clustering: dict[str, Any] | None, generator_score: str
 class SamplingOptions:
     """How answers are drawn from the LLM: ``n_samples`` per (question, chunk), concurrently, cached.
 
+    The LLM's own decoding settings are read from the client and recorded in ``generator_``.
+
     Parameters
     ----------
     n_samples : int, default 10
         M, the answers drawn per (question, chunk); queries must use the same M.
     max_concurrency : int, default 4
-        LLM calls in flight at once (1 for a local model that is not thread-safe).
+        LLM calls in flight (1 for a local model that is not thread-safe).
     timeout : float or None, default 120.0
         Seconds before one call is abandoned (then retried).
     retries : int, default 2
@@ -60,10 +55,6 @@ class SamplingOptions:
     cache : SampleCache, optional
         Stores samples per (question, context, model, prompt, temperature, n).
     progress : bool, default True
-        Show progress bars while pools are fetched and answers sampled.
-
-    The LLM's own decoding settings (temperature, max tokens, seed) are read from the LLM
-    client and recorded in the calibration's ``generator_``; they are not options here.
 
     Examples
     --------
@@ -86,25 +77,22 @@ class SplitOptions:
     Parameters
     ----------
     method : {"bonferroni", "pac", "hmp"}, default "bonferroni"
-        The combination rule of the two stages.
     alpha_retrieval : float, optional
-        Retrieval's share of ``alpha = 1 - confidence_level`` (Bonferroni/PAC; default the equal split).
+        Retrieval's share of ``alpha`` (Bonferroni/PAC; default the equal split).
     delta : float, optional
         PAC's failure probability (required for ``method="pac"``).
     delta_retrieval : float, optional
-        Retrieval's share of ``delta`` (PAC; default the equal split).
+        Retrieval's share of ``delta`` (default the equal split).
     hmp_weight : float, optional
         The retrieval weight of the harmonic-mean rule (default 0.5).
     optimise : bool, default False
         Choose ``alpha_retrieval`` (or ``hmp_weight``) by Bayesian optimisation on a seeded
-        ``optimisation_fraction`` of the examples (their top chunks are sampled), then calibrate
-        both stages on the disjoint rest.
+        ``optimisation_fraction`` of the examples, then calibrate on the disjoint rest.
     optimisation_fraction : float, default 0.3
-        The share of the examples used only to choose the split.
     bo_calls : int, default 15
-        Objective evaluations of the Bayesian optimisation.
+        Objective evaluations of the optimisation.
     random_state : int, default 0
-        Seed of the optimisation split and of the optimiser.
+        Seed of the optimisation split and the optimiser.
 
     Examples
     --------
@@ -132,17 +120,15 @@ class ClusteringOptions:
     method : str, default "rougeL"
         The equivalence of two answers (``"rougeL"``, ``"exact"``, ``"embedding"``, ...).
     tau : float or None, default 0.7
-        Its threshold (``None``: the method's own default, not recorded).
+        Its threshold (``None``: the method's default, not recorded).
     generator_score : {"frequency", "likelihood"}, optional
-        The cluster confidence: sample frequency (default), or frequency with ties broken by
-        the LLM's own token likelihood (smaller sets; the LLM must report logprobs, e.g.
-        ``local_llm(logprobs=True)``). Recorded in the calibration's ``clustering_["score"]``
-        and used at query time.
+        The cluster confidence: sample frequency (default), or frequency with ties broken by token
+        likelihood (smaller sets; needs logprobs, e.g. ``local_llm(logprobs=True)``). Recorded in
+        ``clustering_["score"]`` and used at query time.
     match_threshold : float, default 0.3
         A cluster matches a reference when its ROUGE-1 F1 exceeds this.
     embedder : optional
-        The framework's embedding model (LlamaIndex ``embed_model``, LangChain ``embeddings``),
-        required for ``method="embedding"``; the adapter's host reader turns it into a batch call.
+        The framework's embedding model, required for ``method="embedding"``.
 
     Examples
     --------
@@ -171,14 +157,12 @@ class RetrievalStageOptions:
     Parameters
     ----------
     calibration : RetrievalCalibration, optional
-        Use this retrieval calibration (made on the same questions, with ``control="coverage"``)
-        instead of calibrating the host's retrieval on the examples; it must not include the
-        questions of ``SplitOptions(optimise=True)``.
+        Use this retrieval calibration (same questions, ``control="coverage"``, none of the
+        ``SplitOptions(optimise=True)`` questions) instead of calibrating the host here.
     score : str, default "relative"
         The nonconformity family when the retrieval stage is calibrated here.
     pool_size : int, optional
-        How many candidates the host returns per question (default: what the host is
-        configured with); read by the adapter's host reader.
+        Candidates per question (default: the host's setting).
 
     Examples
     --------
@@ -198,9 +182,7 @@ class AdaptiveSchedule:
     Parameters
     ----------
     initial : int, default 1
-        Chunks in the first round.
     factor : float, default 2.0
-        Growth per round.
     max_rounds : int, optional
         At most this many rounds (the last one always shows the whole set).
     separator : str, default "\\n"
@@ -209,7 +191,7 @@ class AdaptiveSchedule:
     Raises
     ------
     ConformalError
-        On ``initial < 1``, ``factor <= 1`` or ``max_rounds < 1`` (checked when it is made).
+        On ``initial < 1``, ``factor <= 1`` or ``max_rounds < 1``.
 
     Examples
     --------
@@ -236,11 +218,8 @@ MOVED_KEYWORDS: dict[str, str] = {
 def reject_moved_keywords(owner: str, given: Mapping[str, Any]) -> None:
     """Raise :class:`~conformal_rag_plugins.core.errors.MovedOptionError` if ``given`` has a moved keyword.
 
-    A synthesizer calls it on its keyword arguments, so that ``max_concurrency=1`` passed
-    directly is refused with the option object to use instead of being ignored.
+    So that e.g. ``max_concurrency=1`` passed to a synthesizer is refused, not ignored.
 
-    Examples
-    --------
     >>> reject_moved_keywords("Synth", {"streaming": True})
     >>> try:
     ...     reject_moved_keywords("Synth", {"max_concurrency": 1, "initial": 2})

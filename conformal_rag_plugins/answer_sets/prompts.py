@@ -1,9 +1,4 @@
-"""Default prompts: a few-shot completion prompt for base models and a chat prompt.
-
-Both ask for a short answer taken from the context, or "I don't know" when the
-context does not hold it. Each framework's adapter exposes them through its own
-prompt mechanism so users can override them.
-"""
+"""Default prompts: short answer from the context, or "I don't know"; adapters let users override them."""
 
 from __future__ import annotations
 

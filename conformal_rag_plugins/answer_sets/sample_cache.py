@@ -1,9 +1,7 @@
-"""SQLite cache of sampled answers, so a crash or a re-run loses no paid work.
+"""SQLite cache of sampled answers (JSON values, never pickle), so a crash or a re-run loses no paid work.
 
-Keys hash (question, chunk text, model id, prompt template, temperature, n).
-Values are JSON (never pickle). Safe to share between threads and processes: WAL journal,
-short autocommit transactions, bounded retries of "database is locked", and a write that
-still fails only logs a warning (see :mod:`conformal_rag_plugins.runtime.kv_cache`).
+Keys hash (question, chunk text, model id, prompt template, temperature, n); concurrency as in
+:mod:`conformal_rag_plugins.runtime.kv_cache` (a failing write only logs a warning).
 """
 
 from __future__ import annotations
@@ -17,17 +15,8 @@ from .sample_record import Sample
 
 
 class SampleCache(SqliteStore):
-    """Persistent ``key -> list[Sample]`` store.
+    """Persistent ``key -> list[Sample]`` store in a SQLite file (folder created) or ``":memory:"``.
 
-    Parameters
-    ----------
-    path : path or ":memory:"
-        SQLite file (its folder is created), or ``":memory:"``.
-    busy_timeout, retries, backoff
-        See :class:`~conformal_rag_plugins.runtime.kv_cache.SqliteStore`.
-
-    Examples
-    --------
     >>> cache = SampleCache(":memory:")
     >>> key = SampleCache.key("q", "ctx", "model", "tmpl", 1.0, 2)
     >>> cache.put(key, [Sample("a"), Sample("b")])
@@ -50,11 +39,5 @@ class SampleCache(SqliteStore):
         return None if text is None else [Sample.from_dict(d) for d in json.loads(text)]
 
     def put(self, key: str, samples: Sequence[Sample]) -> bool:
-        """Store samples (committed at once).
-
-        Returns
-        -------
-        bool
-            ``False`` when they could not be stored (a warning is logged); never raises for that.
-        """
+        """Store samples (committed at once); ``False`` with a logged warning when they could not be, never raises."""
         return self.put_text(key, json.dumps([s.to_dict() for s in samples], ensure_ascii=False))

@@ -31,13 +31,8 @@ def _token_values(logprobs: Any) -> list[float] | None:
 
 
 def reports_logprobs(model: Any) -> bool:
-    """Whether an LLM client is set up to report token logprobs (for cache keys and model ids).
+    """Whether an LLM client is set up to report token logprobs (llama.cpp wrappers, OpenAI ``logprobs=True``).
 
-    True for the project's llama.cpp wrappers (``reports_logprobs``), OpenAI clients with
-    ``logprobs=True`` and llama.cpp ``generate_kwargs={"logprobs": ...}``.
-
-    Examples
-    --------
     >>> from types import SimpleNamespace
     >>> reports_logprobs(SimpleNamespace(logprobs=True)), reports_logprobs(SimpleNamespace())
     (True, False)
@@ -51,15 +46,8 @@ def reports_logprobs(model: Any) -> bool:
 
 
 def mean_logprob(response: Any) -> float | None:
-    """Mean token log-probability of a completion, from whatever the LLM client returned.
+    """Mean token log-probability of a completion from llama.cpp/OpenAI completion or chat payloads (``None`` if none).
 
-    Understands llama.cpp / OpenAI completion payloads (``choices[0].logprobs.token_logprobs``),
-    OpenAI chat payloads (``choices[0].logprobs.content[*].logprob``) and a bare ``logprobs``
-    object of either shape (LangChain's ``generation_info`` / ``response_metadata``). Returns
-    ``None`` when the model reported none.
-
-    Examples
-    --------
     >>> mean_logprob({"choices": [{"text": " 1889", "logprobs": {"token_logprobs": [-0.5, -0.1]}}]})
     -0.3
     >>> mean_logprob({"content": [{"token": "1889", "logprob": -0.2}]})
@@ -81,14 +69,8 @@ def mean_logprob(response: Any) -> float | None:
 
 @dataclass(frozen=True)
 class Sample:
-    """A sampled answer (first line, stripped), the tokens it cost, and its likelihood when known.
+    """A sampled answer (first line, stripped), its token cost, and its mean token ``logprob`` (``None`` if unreported).
 
-    ``logprob`` is the mean token log-probability of the completion as the model
-    reported it (llama.cpp and OpenAI ``logprobs``), or ``None`` when the model does
-    not report one.
-
-    Examples
-    --------
     >>> Sample.clean(" Rollo\\nQuestion: x", 10, 2).text
     'Rollo'
     """

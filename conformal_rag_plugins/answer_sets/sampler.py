@@ -1,9 +1,4 @@
-"""What every answer sampler does, whatever the framework: cache key, concurrency, retries.
-
-A framework adapter subclasses :class:`AnswerSampler` and supplies only the call that
-turns (question, context) into one :class:`Sample`, and the text of its prompt for the
-cache key.
-"""
+"""What every answer sampler does, whatever the framework: cache key, concurrency, retries."""
 
 from __future__ import annotations
 
@@ -23,8 +18,6 @@ NAME_ATTRS = ("model", "model_path", "model_name")
 def model_name(model: Any, name_attrs: Sequence[str] = NAME_ATTRS) -> str | None:
     """The first of ``name_attrs`` that is set on an LLM client (``None`` when none is).
 
-    Examples
-    --------
     >>> from types import SimpleNamespace
     >>> model_name(SimpleNamespace(model_path="/models/gemma.gguf"))
     '/models/gemma.gguf'
@@ -34,14 +27,10 @@ def model_name(model: Any, name_attrs: Sequence[str] = NAME_ATTRS) -> str | None
 
 
 def model_id(model: Any, name_attrs: Sequence[str] = NAME_ATTRS) -> str:
-    """A stable identifier of an LLM client for cache keys and calibration records.
+    """A stable id of an LLM client for cache keys and records: class, name, ``+logprobs`` if it reports them.
 
-    The class name and the first of ``name_attrs`` that is set; ``+logprobs`` when the
-    client reports token logprobs, so that such samples never share cache entries with
-    samples without a likelihood.
+    ``+logprobs`` keeps samples with a likelihood from sharing cache entries with those without.
 
-    Examples
-    --------
     >>> from types import SimpleNamespace
     >>> model_id(SimpleNamespace(model="gemma", logprobs=True))
     'SimpleNamespace:gemma+logprobs'
@@ -53,15 +42,9 @@ def model_id(model: Any, name_attrs: Sequence[str] = NAME_ATTRS) -> str:
 class AnswerSampler(ABC):
     """Draw ``n_samples`` answers per (question, context), concurrently, with retries and a cache.
 
-    Calls run under ``max_concurrency``, time out after ``timeout`` seconds and retry with
-    backoff; a call that still fails becomes an empty (abstaining) sample. With a cache,
-    samples are stored per (question, context, model, prompt, temperature, n).
-
-    Subclasses implement :meth:`_call` (one answer) and :meth:`_prompt_text` (the prompt,
-    as text, for the cache key), set :attr:`default_completion_prompt` and
-    :attr:`default_chat_prompt` (used when no prompt is given), and may override
-    :meth:`_model_id`, :meth:`_llm_identity`, :meth:`_sampling_settings` and
-    :meth:`_prompt_kind`, which :meth:`identity` reports.
+    A call that still fails after retries becomes an empty (abstaining) sample. Subclasses implement
+    :meth:`_call` and :meth:`_prompt_text`, set the default prompts, and may override the hooks
+    :meth:`identity` reports.
     """
 
     name_attrs: tuple[str, ...] = NAME_ATTRS
@@ -109,8 +92,6 @@ class AnswerSampler(ABC):
     ) -> AnswerSampler:
         """A sampler of ``model`` with the sampling options (``n_samples`` overrides the options' M).
 
-        Examples
-        --------
         >>> from types import SimpleNamespace
         >>> class Echo(AnswerSampler):
         ...     async def _call(self, question, context, config=None): return Sample(context)
@@ -163,12 +144,6 @@ class AnswerSampler(ABC):
     def identity(self) -> dict[str, Any]:
         """The LLM and sampling part of a generator record (:func:`~.identity.generator_record`).
 
-        ``llm``: class, name (a local model file's name, with its SHA-256 when an adapter
-        knows the file), whether it reports logprobs. ``sampling``: the client's sampling
-        settings, ``n_samples``, which prompt is in use and the SHA-256 of its template.
-
-        Examples
-        --------
         >>> from types import SimpleNamespace
         >>> class Echo(AnswerSampler):
         ...     async def _call(self, question, context, config=None): return Sample(context)
@@ -191,9 +166,8 @@ class AnswerSampler(ABC):
     async def asample(self, question: str, context: str, *, config: Any = None) -> list[Sample]:
         """``n_samples`` answers, from the cache when present.
 
-        ``config`` is handed to every model call (LangChain's ``RunnableConfig`` with the
-        caller's child callbacks, so that the LLM runs nest under the caller's run); it is not
-        part of the cache key.
+        ``config`` (e.g. LangChain's ``RunnableConfig``, so LLM runs nest under the caller's) goes to
+        every model call and is not part of the cache key.
         """
         key = SampleCache.key(
             question,

@@ -1,14 +1,9 @@
 """Choose the split of alpha (or the HMP weight) by Bayesian optimisation on an optimisation split.
 
-The objective is the mean number of semantic clusters of the end-to-end answer sets of the
-optimisation questions, computed exactly as the shipped synthesizer computes them: with the
-calibration's own score family, pool and clustering, and with answers sampled for *every*
-chunk of each question's retrieval set (chosen by the threshold, never by looking at the gold).
-Chunks are sampled lazily, the first time a candidate split's retrieval set needs them.
-
-A candidate whose rule is not guaranteed (a +inf threshold, or an HMP rule that would accept a
-missed stage) gets the worst possible size, ``pool * M`` clusters, so BO never prefers a split
-that cannot keep the promise; if no split can, the equal split is returned.
+The objective is the mean number of semantic clusters of the optimisation questions' answer sets,
+computed as the shipped synthesizer does, sampling every chunk of each retrieval set (chosen by the
+threshold, never the gold; lazily). A candidate whose rule is not guaranteed scores the worst size
+``pool * M``; if no split can keep the promise, the equal split is returned.
 """
 
 from __future__ import annotations
@@ -58,10 +53,7 @@ class PoolReader(Protocol):
 
 @dataclass
 class SplitQuestion:
-    """One question's pool (best first), both stages' scores and its per-chunk answer clusters.
-
-    ``clusters`` may start partial: the ``clusters_for`` callable of the objective fills it.
-    """
+    """One question's pool (best first), both stages' scores and its per-chunk answer clusters (filled lazily)."""
 
     id: str
     question: str
@@ -87,8 +79,6 @@ def make_rule(
 ) -> Rule:
     """The combination rule of ``method`` (``bonferroni``, ``pac``/``*-pac``, ``hmp*``) on calibration scores.
 
-    Examples
-    --------
     >>> make_rule("bonferroni", [0.1] * 20, [-0.5] * 20, 0.2).q_gen
     -0.5
     """
@@ -154,12 +144,8 @@ def choose_split(
 ) -> dict[str, Any]:
     """BO of the split of alpha (Bonferroni/PAC) or of the HMP weight on ``questions`` only.
 
-    ``split`` (default :class:`~.options.SplitOptions`) gives the rule (``method``, ``bonferroni-pac``
-    and ``hmp-*`` included), PAC's
-    ``delta`` (0.1 when unset), ``bo_calls`` and ``random_state``. Returns
-    ``{"alpha_retrieval": ...}`` or ``{"hmp_weight": ...}`` with the objective at the
-    choice and at the equal split, and where the choice came from.
-
+    PAC's ``delta`` is 0.1 when unset. Returns the choice, the objective at it and at the equal
+    split, and where the choice came from.
     """
     split = split or SplitOptions()
     method, delta = split.method, 0.1 if split.delta is None else split.delta
@@ -205,11 +191,8 @@ def optimise_split_on_host(
 ) -> dict[str, Any]:
     """Score the optimisation questions on the host and choose the split by BO on them only.
 
-    Uses the ``retrieval`` calibration's score family and pool size, the host pool
-    (``host.fetch``/``host.texts_for``) and ``stage``'s sampler and clustering; the generator
-    score of each question comes from the gold chunk that defines its retrieval score.
-    Samples are drawn synchronously (:func:`~conformal_rag_plugins.runtime.run_sync.run_sync`):
-    the BO objective is a plain function.
+    Each generator score comes from the gold chunk defining its retrieval score; sampling is
+    synchronous (:func:`~conformal_rag_plugins.runtime.run_sync.run_sync`) as the objective is plain.
     """
     from tqdm.auto import tqdm
 

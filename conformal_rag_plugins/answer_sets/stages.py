@@ -1,9 +1,8 @@
 """Framework-neutral end-to-end calibration: retrieval scores + generator scores -> AnswerSetCalibration.
 
-Both stages are calibrated on the same questions, and the generator of each question on
-the gold chunk that defines its retrieval score (the best-ranked gold chunk in the pool;
-the first gold chunk for a miss). That is what the union bound (Bonferroni, PAC) and the
-harmonic-mean proof need: one true (chunk, answer) pair per question, scored by both stages.
+Each question's generator is calibrated on the gold chunk defining its retrieval score (best-ranked
+in the pool; first gold for a miss): the union bound and the HMP proof need one true
+(chunk, answer) pair per question, scored by both stages.
 """
 
 from __future__ import annotations
@@ -30,12 +29,7 @@ logger = logging.getLogger("conformal_rag_plugins")
 def align_stages(
     retrieval: RetrievalCalibration, examples: Sequence[CalibrationExample]
 ) -> tuple[RetrievalCalibration, list[CalibrationExample]]:
-    """Restrict the retrieval stage and the examples to the questions they share, in the same order.
-
-    The retrieval calibration records a digest of each of its questions
-    (``question_ids_``); the generator is then scored on exactly those questions
-    found among ``examples``, and the retrieval stage keeps only their scores.
-    """
+    """Restrict the retrieval stage (by ``question_ids_``) and the examples to their shared questions, same order."""
     if retrieval.risk_ != "miscoverage":
         raise CalibrationError(
             "Answer sets need a retrieval stage that controls miscoverage, but this one controls "
@@ -97,13 +91,7 @@ async def acalibrate_end_to_end(
 ) -> AnswerSetCalibration:
     """Score the generator on each example (aligned with ``retrieval``) and combine the stages.
 
-    ``examples`` must be the retrieval calibration's questions in its order (see
-    :func:`align_stages`); ``gold_text(example)`` gives the text of the chunk that
-    defines the example's retrieval score. ``stage`` holds the sampler, M, the clustering
-    record and the generator record (kept in the calibration and compared at query time);
-    ``split`` the combination rule; ``optimisation`` the record of a split chosen by BO.
-    A calibration that is not guaranteed warns (:class:`CoverageCeilingWarning`) at the
-    caller's line.
+    A calibration that is not guaranteed warns (:class:`CoverageCeilingWarning`) at the caller's line.
     """
     alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
     stage = replace(stage, clustering=dict(stage.clustering or DEFAULT_CLUSTERING))

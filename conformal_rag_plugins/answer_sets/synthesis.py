@@ -1,7 +1,4 @@
-"""What both frameworks' answer-set and adaptive synthesizers decide, written once over their sampler.
-
-The adapters keep the framework subclass, its callbacks/spans and the LLM call (:class:`~.sampler.AnswerSampler`).
-"""
+"""What both frameworks' answer-set and adaptive synthesizers decide, written once over their sampler."""
 
 from __future__ import annotations
 
@@ -27,13 +24,8 @@ def _sample_fn(sampler: AnswerSampler, config: Any) -> Callable[..., Any]:
 
 @dataclass(frozen=True)
 class ClusteringEmbedder:
-    """The framework's embedding model as answer clustering uses it, described once.
+    """The framework's embedding model for clustering; described (one probe call) on the first query only.
 
-    ``method`` is its batch method; ``describe`` makes its record for the generator check, on the
-    first query only (one probe call), kept in the synthesizer's list ``described``.
-
-    Examples
-    --------
     >>> probe = ClusteringEmbedder(None, "embed", lambda m: {"name": "none"}, [])
     >>> probe.embed is None, probe.identity(), probe.described
     (True, {'name': 'none'}, [{'name': 'none'}])
@@ -67,10 +59,7 @@ async def asynthesize_answer_set(
     equivalence: Any = None,
     config: Any = None,
 ) -> AnswerSetResult:
-    """The answer set of ``question`` over ``chunks``, checked against the calibrated generator.
-
-    ``config`` (the framework's run config) is handed to every sampler call.
-    """
+    """The answer set of ``question`` over ``chunks``, checked against the calibrated generator."""
     return await abuild_answer_set(
         calibration,
         question,
@@ -98,8 +87,6 @@ def single_call_sampler(
 def best_first(items: Sequence[T], has_score: Callable[[T], bool], score: Callable[[T], Any]) -> list[T]:
     """A stable sort by ``score`` (highest first) when every item has one, else the input order.
 
-    Examples
-    --------
     >>> best_first([("a", 0.1), ("b", 0.9)], lambda x: True, lambda x: x[1]), best_first([1, 2], lambda x: False, str)
     ([('b', 0.9), ('a', 0.1)], [1, 2])
     """

@@ -1,23 +1,14 @@
-"""Move document-level gold labels onto chunks.
+"""Move document-level gold labels onto chunks (``metadata["gold_rule"]`` says how).
 
-SQuAD-style questions name the *document* (paragraph) that answers them. Once a
-long document is split (:mod:`conformal_rag_plugins.labelling.chunk_records`), the
-gold becomes the chunks of that document that contain a reference answer:
+* ``"answer-in-chunk"``: the chunks containing a reference answer (normalised both sides,
+  substring match on word boundaries, so "art" does not match "party"); with overlapping
+  chunks all that hold it are gold (any one suffices).
+* ``"all-chunks-fallback"``: no chunk contains an answer, or there is none: every chunk of the document.
+* ``"unsplit"``: the gold id is already a chunk id (returned unchanged); a document held whole
+  in one chunk under another id maps to that chunk.
 
-* ``"answer-in-chunk"``: the chunks whose normalised text contains a normalised
-  reference answer (:func:`~conformal_rag_plugins.core.normalize.normalize_answer`
-  on both sides; the match is a substring match aligned on word boundaries, so
-  "art" does not match inside "party"). With overlapping chunks an answer can
-  sit in several, and all of them are gold (any one suffices).
-* ``"all-chunks-fallback"``: no chunk contains an answer, or the example has none
-  (e.g. unanswerable questions): every chunk of the document is gold.
-* ``"unsplit"``: the gold id is already a chunk id (the document was not split, or
-  the label is chunk-level already); the example is returned unchanged. A document held
-  whole in one chunk under another id (a framework's node id for a short document) maps
-  to that chunk under the same rule.
-
-Gold ids that match neither a chunk nor a split document are kept as they are
-and counted in :attr:`GoldReport.n_unknown_ids`.
+Gold ids matching neither a chunk nor a split document are kept and counted in
+:attr:`GoldReport.n_unknown_ids`.
 """
 
 from __future__ import annotations
@@ -36,19 +27,9 @@ RULE_UNSPLIT = "unsplit"
 
 @dataclass(frozen=True)
 class GoldReport:
-    """How the gold of each example was mapped.
+    """How the gold of each example was mapped: counts per ``gold_rule`` and unknown gold ids (kept as they were).
 
-    Attributes
-    ----------
-    n_examples : int
-    n_answer_in_chunk : int
-        Examples whose gold chunks were found by the answer string.
-    n_fallback : int
-        Examples where some gold document fell back to all of its chunks.
-    n_unsplit : int
-        Examples returned unchanged (gold ids already chunk ids).
-    n_unknown_ids : int
-        Gold ids matching neither a chunk nor a split document (kept as they were).
+    ``n_fallback`` counts examples where *some* gold document fell back to all of its chunks.
     """
 
     n_examples: int = 0
@@ -65,12 +46,8 @@ class GoldReport:
 
 
 def answer_in_text(answers: Iterable[str], text: str) -> bool:
-    """Whether a normalised answer occurs in the normalised text, on word boundaries.
+    """Whether a normalised answer occurs in the normalised text, on word boundaries (empty answers never match).
 
-    Empty answers (after normalisation) never match.
-
-    Examples
-    --------
     >>> answer_in_text(["The Normans!"], "...gave their name to the normans of France.")
     True
     >>> answer_in_text(["art"], "a party")
@@ -88,33 +65,16 @@ def map_gold_to_chunks(
     examples: Iterable[CalibrationExample],
     chunks: Sequence[Chunk],
 ) -> tuple[list[CalibrationExample], GoldReport]:
-    """Replace document-level gold ids by the chunk ids that carry the answer.
+    """Replace document-level gold ids by the chunk ids that carry the answer (same order).
 
-    Parameters
-    ----------
-    examples : iterable of CalibrationExample
-        Gold ids are document (parent) ids or chunk ids.
-    chunks : sequence of Chunk
-        The chunked corpus, e.g. from ``llamaindex.text_splitting.chunk_entries``.
+    Mapped examples get chunk ``gold_ids``, ``metadata["gold_rule"]`` and
+    ``metadata["parent_gold_ids"]`` (the original ids).
 
-    Returns
-    -------
-    examples : list of CalibrationExample
-        Same order. Mapped examples get chunk ``gold_ids``,
-        ``metadata["gold_rule"]`` (``"answer-in-chunk"``, ``"all-chunks-fallback"`` or
-        ``"unsplit"``) and ``metadata["parent_gold_ids"]`` (the original ids).
-    report : GoldReport
-
-    Examples
-    --------
     >>> chunks = [Chunk("d::chunk0", "Rollo led them.", parent_id="d"), Chunk("d::chunk1", "In 911.", parent_id="d")]
     >>> ex = CalibrationExample("When?", gold_ids=("d",), answers=("911",))
     >>> mapped, report = map_gold_to_chunks([ex], chunks)
     >>> mapped[0].gold_ids, mapped[0].metadata["gold_rule"], report.n_answer_in_chunk
     (('d::chunk1',), 'answer-in-chunk', 1)
-
-    A document kept whole in one chunk with another id maps to that chunk:
-
     >>> whole, _ = map_gold_to_chunks([replace(ex, gold_ids=("e",))], [Chunk("node-7", "In 911.", parent_id="e")])
     >>> whole[0].gold_ids, whole[0].metadata["gold_rule"]
     (('node-7',), 'unsplit')

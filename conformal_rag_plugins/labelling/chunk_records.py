@@ -1,16 +1,9 @@
 """Framework-neutral chunking pieces: the ``Chunk`` record, chunk ids, parents, the token-window check.
 
-The LlamaIndex and LangChain adapters (``llamaindex/text_splitting.py``,
-``langchain/text_splitting.py``) only provide a ``split(text) -> list[str]`` function
-from their own text splitter; :func:`chunk_with` does the rest:
-
-* an entry that fits the window stays one chunk and keeps its id;
-* a longer entry becomes chunks ``f"{entry.id}::chunk{i}"`` (``i`` from 0), each
-  recording ``parent_id=entry.id`` and the entry's title;
-* every chunk is checked against the window with the caller's token counter, and a
-  chunk the splitter left too long is cut again at word (and, failing that,
-  character) boundaries by :func:`enforce_max_tokens`, so the guarantee
-  "no chunk exceeds ``chunk_size`` tokens" always holds.
+The adapters supply only ``split(text) -> list[str]``; :func:`chunk_with` keeps a fitting entry
+whole (same id), names the pieces of a longer one ``f"{entry.id}::chunk{i}"`` with its
+``parent_id`` and title, and re-cuts any piece still too long (:func:`enforce_max_tokens`), so no
+chunk ever exceeds ``chunk_size`` tokens.
 """
 
 from __future__ import annotations
@@ -27,28 +20,11 @@ CHUNK_SEPARATOR = "::chunk"
 
 @dataclass(frozen=True)
 class Chunk(CorpusEntry):
-    """A corpus entry cut from a (possibly longer) parent document.
+    """A :class:`CorpusEntry` cut from a parent document; ``parent_id`` defaults to ``id`` (unsplit).
 
-    A ``Chunk`` *is* a :class:`CorpusEntry`, so chunks can be indexed wherever
-    entries are. ``parent_id`` defaults to ``id`` (an entry that was not split is its own parent).
-
-    Parameters
-    ----------
-    id : str
-        ``parent_id`` for an unsplit entry, else ``f"{parent_id}::chunk{i}"``.
-    text : str
-    title : str, optional
-        The parent's title.
-    parent_id : str, optional
-        Id of the entry the chunk comes from.
-
-    Examples
-    --------
     >>> c = Chunk("Normans#0::chunk1", "text", title="Normans", parent_id="Normans#0")
-    >>> c.parent_id, c.is_split
-    ('Normans#0', True)
-    >>> Chunk("doc", "short").parent_id
-    'doc'
+    >>> c.parent_id, c.is_split, Chunk("doc", "short").parent_id
+    ('Normans#0', True, 'doc')
     """
 
     parent_id: str | None = None
@@ -70,8 +46,6 @@ class Chunk(CorpusEntry):
 def chunk_id(parent_id: str, index: int) -> str:
     """Id of chunk ``index`` of a split entry.
 
-    Examples
-    --------
     >>> chunk_id("Normans#0", 2)
     'Normans#0::chunk2'
     """
@@ -81,8 +55,6 @@ def chunk_id(parent_id: str, index: int) -> str:
 def parent_of(chunks: Iterable[Chunk]) -> dict[str, str]:
     """Map every chunk id to its parent's id.
 
-    Examples
-    --------
     >>> parent_of([Chunk("a::chunk0", "x", parent_id="a"), Chunk("b", "y")])
     {'a::chunk0': 'a', 'b': 'b'}
     """
@@ -92,8 +64,6 @@ def parent_of(chunks: Iterable[Chunk]) -> dict[str, str]:
 def chunks_by_parent(chunks: Iterable[Chunk]) -> dict[str, list[Chunk]]:
     """Group chunks under their parent id, keeping their order.
 
-    Examples
-    --------
     >>> groups = chunks_by_parent([Chunk("a::chunk0", "x", parent_id="a"), Chunk("a::chunk1", "y", parent_id="a")])
     >>> [c.id for c in groups["a"]]
     ['a::chunk0', 'a::chunk1']
@@ -125,21 +95,10 @@ def _cut_word(word: str, max_tokens: int, count: Callable[[str], int]) -> list[s
 
 
 def enforce_max_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> list[str]:
-    """Cut ``text`` into pieces of at most ``max_tokens`` tokens (greedy, at word boundaries).
+    """Cut ``text`` greedily at word boundaries into pieces of at most ``max_tokens`` (``[text]`` if it fits).
 
-    Returns ``[text]`` untouched when it already fits. Words are joined with one
-    space; a single word longer than the window is cut by characters.
+    Words are joined with one space; a single word longer than the window is cut by characters.
 
-    Parameters
-    ----------
-    text : str
-    max_tokens : int
-        Positive window.
-    count : callable
-        ``count(text) -> int`` token counter.
-
-    Examples
-    --------
     >>> enforce_max_tokens("a b c d e", 2, lambda t: len(t.split()))
     ['a b', 'c d', 'e']
     >>> enforce_max_tokens("abcdef", 2, len)
@@ -171,8 +130,6 @@ def enforce_max_tokens(text: str, max_tokens: int, count: Callable[[str], int]) 
 def check_max_tokens(chunks: Iterable[Chunk], max_tokens: int, count: Callable[[str], int]) -> int:
     """Raise if any chunk exceeds ``max_tokens``; return the largest count.
 
-    Examples
-    --------
     >>> check_max_tokens([Chunk("a", "x y"), Chunk("b", "z")], 2, lambda t: len(t.split()))
     2
     """
@@ -192,26 +149,8 @@ def chunk_with(
     chunk_size: int,
     count: Callable[[str], int],
 ) -> list[Chunk]:
-    """Chunk entries with a text splitter, enforcing the token window.
+    """Chunk entries in order with ``split`` (called only on entries over ``chunk_size``), enforcing the window.
 
-    Parameters
-    ----------
-    entries : iterable of CorpusEntry
-    split : callable
-        ``split(text) -> list of str`` (a framework's text splitter); only called on
-        entries longer than ``chunk_size`` tokens.
-    chunk_size : int
-        Maximum tokens per chunk.
-    count : callable
-        Token counter, the same the splitter was configured with.
-
-    Returns
-    -------
-    list of Chunk
-        In entry order; an entry that fits is one chunk with its own id.
-
-    Examples
-    --------
     >>> words = lambda t: len(t.split())
     >>> halves = lambda t: [" ".join(t.split()[:3]), " ".join(t.split()[3:])]
     >>> chunks = chunk_with([CorpusEntry("d", "a b c d e f"), CorpusEntry("s", "g")], halves, chunk_size=3, count=words)

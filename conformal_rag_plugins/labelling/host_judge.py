@@ -1,10 +1,8 @@
 """Label calibration questions with an LLM judge over a framework host's ranking, written once.
 
-Both adapters' public ``label_with_judge`` / ``alabel_with_judge`` are the methods of a
-:class:`HostJudge` built from two readers the adapter supplies: ``read_llm`` (its LLM and prompt
-templates as an :class:`~conformal_rag_plugins.labelling.llm.LLMTask`) and ``read_host`` (its
-host and pool size as an async ``rank(question) -> [(chunk id, text), ...]``). The walk down the
-ranking is :func:`~conformal_rag_plugins.labelling.llm_judge.alabel_examples`.
+Both adapters' ``label_with_judge`` / ``alabel_with_judge`` are methods of a :class:`HostJudge`
+built from the adapter's ``read_llm`` and ``read_host``; the walk is
+:func:`~conformal_rag_plugins.labelling.llm_judge.alabel_examples`.
 """
 
 from __future__ import annotations
@@ -28,19 +26,10 @@ HostReader = Callable[[Any, int | None], RankFn]
 
 @dataclass(frozen=True)
 class HostJudge:
-    """The LLM-judge labelling of one framework: its host reader and its LLM reader.
+    """The LLM-judge labelling of one framework: its LLM reader and its host reader.
 
-    Attributes
-    ----------
-    read_llm : LLMReader
-        The adapter's ``llm_task(llm, prompts, completion_prompt, chat_prompt)``.
-    read_host : callable
-        ``read_host(host, pool_size) -> rank``, ``rank(question)`` the host's ranking best
-        first as ``(chunk id, text)`` pairs; it checks the host and pool size when called.
-
-    Examples
-    --------
-    Any ranking and any async ``complete(prompt)`` will do; here a list is the host:
+    ``read_host(host, pool_size)`` checks the host when called and returns an async
+    ``rank(question) -> [(chunk id, text), ...]``, best first.
 
     >>> from conformal_rag_plugins.labelling.llm import LLMTask
     >>> plain = HostJudge(
@@ -98,38 +87,30 @@ class HostJudge:
     ) -> tuple[list[CalibrationExample], LabelReport]:
         """Find each question's first gold chunk in the host ranking with an LLM judge.
 
-        The host's ranking is walked from the top; the question's source chunk ends the walk
-        without a judge call, any other chunk is judged, and at most ``budget`` chunks are
-        judged per question. Questions not resolved within the budget are kept with their
-        source chunk as gold (a conservative label), never dropped. See
-        :mod:`conformal_rag_plugins.labelling.llm_judge`. The result goes straight to the
-        framework's ``calibrate_retriever`` with the same host.
+        The ranking is walked from the top: the question's source chunk ends the walk without a judge
+        call, other chunks are judged, at most ``budget`` per question. Questions not resolved within the
+        budget are kept with their source chunk as gold (a conservative label), never dropped. The result
+        goes straight to ``calibrate_retriever`` with the same host.
 
         Parameters
         ----------
         host : the framework's host
-            LlamaIndex: a ``VectorStoreIndex`` (queried as
-            ``as_retriever(similarity_top_k=pool_size)``) or a ``BaseRetriever`` (``aretrieve``).
-            LangChain: a ``VectorStore`` (``similarity_search_with_relevance_scores``) or a
+            LlamaIndex: a ``VectorStoreIndex`` or a ``BaseRetriever``. LangChain: a ``VectorStore`` or a
             retriever setting ``metadata["score"]`` (e.g. ``ScoredFusionRetriever``).
         examples : sequence of CalibrationExample
             E.g. from ``generate_calibration_questions``.
         llm : the framework's LLM
-            A LlamaIndex LLM, or a LangChain ``BaseLLM`` / ``BaseChatModel``. Base models get
-            the yes/no few-shot completion prompt, chat models the chat prompt (variables
-            ``{question}``, ``{answer}``, ``{context}``; see :class:`JudgeOptions`). Use temperature 0.
+            Base models get the yes/no few-shot completion prompt, chat models the chat prompt (see
+            :class:`JudgeOptions`). Use temperature 0.
         budget : int
             Chunks judged per question at most.
         pool_size : int, optional
-            Candidates per query. LlamaIndex: as in ``calibrate_retriever`` (an index: 50; a
-            retriever: its ``similarity_top_k``, which must agree); LangChain: the host's
-            ``k``, else 50.
+            Candidates per query, as in ``calibrate_retriever`` (default 50, or the retriever's own
+            ``similarity_top_k`` / ``k``, which must agree).
         cache : JsonCache, path or bool
-            Judge decisions; ``True`` (default) uses
-            ``~/.cache/conformal-rag/calibration_llm.sqlite``, ``False`` none.
+            Judge decisions; ``True`` (default) uses ``~/.cache/conformal-rag/calibration_llm.sqlite``, ``False`` none.
         options : JudgeOptions, optional
-            Prompts, concurrency, timeout and retries per call, progress bar
-            (:class:`~conformal_rag_plugins.labelling.options.JudgeOptions`).
+            Prompts, concurrency, timeout, retries, progress bar.
 
         Returns
         -------

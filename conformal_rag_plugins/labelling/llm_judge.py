@@ -1,29 +1,15 @@
 """Label calibration questions with an LLM judge over the host ranking (CONFLARE step 2).
 
-For each question the host retriever's ranking is walked from the top, and the first
-chunk that holds the answer becomes the gold chunk:
-
-* the question's source chunk (``metadata["source_chunk_id"]``, set by question
-  generation) is known to hold the answer: reaching it ends the walk without a judge call
-  (``label_rule="source"``);
-* any other chunk is shown to the judge; the first "yes" ends the walk (``"judge"``);
-* at most ``budget`` chunks are judged per question. A question whose answer is not found
-  within the budget is **kept**, never dropped (dropping the hard questions, as CONFLARE
-  does, biases the calibration towards easy ones and breaks the guarantee): its gold is the
-  source chunk (``"budget-exhausted"``). If that chunk ranks beyond the judged ones, an
-  unjudged chunk above it may also hold the answer, so its rank gives a larger
-  nonconformity score than the true one: a conservative label. Without a source chunk such
-  a question keeps the gold it came with (hand-labelled ``gold_ids``/``gold_texts``, so
-  ``budget=0`` leaves them as they are); with none it stays unlabelled (``gold_ids=()``) and
-  is counted in :attr:`LabelReport.n_unlabelled`.
-
-The judge is any ``judge(question, answer, chunk_text) -> awaitable bool | None``; ``None``
-(an output that says neither yes nor no) counts as "no" and is counted. :class:`LLMJudge`
-builds one from an async ``complete(prompt) -> str`` LLM call (or an
-:class:`~conformal_rag_plugins.labelling.llm.LLMTask`), with a
-:class:`~conformal_rag_plugins.runtime.kv_cache.JsonCache` of its decisions.
-:class:`~conformal_rag_plugins.labelling.host_judge.HostJudge` walks a framework host's ranking
-with it: the public ``label_with_judge`` of both adapters.
+Walk the host ranking from the top; the first chunk holding the answer is the gold chunk: the
+question's source chunk (``metadata["source_chunk_id"]``) without a judge call (``"source"``), or
+the first chunk the judge says "yes" to (``"judge"``). At most ``budget`` chunks are judged. A
+question not resolved within the budget is **kept**, never dropped (dropping hard questions, as
+CONFLARE does, biases calibration and breaks the guarantee): its gold is the source chunk
+(``"budget-exhausted"``), a conservative label (an unjudged chunk above it may hold the answer).
+Without a source chunk it keeps its hand-labelled gold (so ``budget=0`` changes nothing), else
+stays unlabelled (``gold_ids=()``, counted in :attr:`LabelReport.n_unlabelled`). A judge output
+of ``None`` (neither yes nor no) counts as "no" and is counted.
+:class:`~conformal_rag_plugins.labelling.host_judge.HostJudge` (``label_with_judge`` of both adapters) uses it.
 """
 
 from __future__ import annotations
@@ -59,8 +45,6 @@ _CACHE_NAMESPACE = "judge/v1"
 def parse_yes_no(text: str | None) -> bool | None:
     """The first ``yes`` or ``no`` word of ``text`` (case-insensitive), or ``None`` when there is none.
 
-    Examples
-    --------
     >>> parse_yes_no(" Yes, it does."), parse_yes_no("**No**"), parse_yes_no("The answer is yes")
     (True, False, True)
     >>> parse_yes_no("Not sure") is None
@@ -75,27 +59,13 @@ def parse_yes_no(text: str | None) -> bool | None:
 
 
 class LLMJudge:
-    """A cached yes/no judge over an async LLM call.
+    """A cached yes/no judge over an async ``complete(prompt) -> str`` LLM call.
 
-    Parameters
-    ----------
-    complete : async callable
-        ``complete(prompt) -> str``.
-    model : str
-        Model id (part of the cache key).
-    prompt : str or callable, optional
-        Template with ``{question}``, ``{answer}``, ``{context}``, or ``render(variables) -> str``;
-        default :data:`~conformal_rag_plugins.labelling.prompts.JUDGE_FEW_SHOT_TEMPLATE`.
-    temperature : float, optional
-        Part of the cache key only.
-    cache : JsonCache, optional
-        Raw outputs keyed by (model, prompt, question, answer, chunk text).
-    timeout, call_retries
-        Per call (:func:`~conformal_rag_plugins.runtime.retry.call_with_retries`); a call that
-        still fails returns ``None`` and counts in ``failed_calls``.
+    ``prompt`` is a template with ``{question}``, ``{answer}``, ``{context}`` or a render function
+    (default :data:`~conformal_rag_plugins.labelling.prompts.JUDGE_FEW_SHOT_TEMPLATE`); ``model`` and
+    ``temperature`` are part of the cache key. A call that still fails after ``call_retries``
+    returns ``None`` and counts in ``failed_calls``.
 
-    Examples
-    --------
     >>> async def fake(prompt):
     ...     return " yes"
     >>> judge = LLMJudge(fake, model="fake")
@@ -129,13 +99,8 @@ class LLMJudge:
     def for_task(
         cls, task: LLMTask, *, cache: JsonCache | None = None, options: JudgeOptions | None = None
     ) -> LLMJudge:
-        """A judge over an :class:`~conformal_rag_plugins.labelling.llm.LLMTask` (e.g. a framework adapter's).
+        """A judge over an :class:`~conformal_rag_plugins.labelling.llm.LLMTask`, timeout and retries from ``options``.
 
-        ``options`` gives the timeout and retries per call
-        (:class:`~conformal_rag_plugins.labelling.options.JudgeOptions`).
-
-        Examples
-        --------
         >>> async def fake(prompt):
         ...     return "no"
         >>> judge = LLMJudge.for_task(LLMTask.plain(fake, JUDGE_FEW_SHOT_TEMPLATE, model="fake"))
@@ -174,22 +139,10 @@ class LLMJudge:
 
 @dataclass
 class LabelReport:
-    """How the calibration questions were labelled.
+    """How the calibration questions were labelled (counts per ``label_rule``, judge calls, unparseable outputs).
 
-    Attributes
-    ----------
-    n : int
-    by_judge, by_source, budget_exhausted : int
-        Examples per ``label_rule``.
-    n_unlabelled : int
-        Budget-exhausted examples without a source chunk (left with no gold).
-    judge_calls : int
-        Chunks shown to the judge.
-    unparseable : int
-        Judge outputs that said neither yes nor no (counted as "no"), failed calls included.
-    budget : int
-    llm_calls, cache_hits : int
-        From an :class:`LLMJudge` (0 for other judges).
+    ``n_unlabelled``: budget-exhausted examples without a source chunk; ``unparseable`` includes
+    failed calls; ``llm_calls``/``cache_hits`` are 0 for judges other than :class:`LLMJudge`.
     """
 
     n: int = 0
@@ -206,8 +159,6 @@ class LabelReport:
     def summary(self) -> str:
         """A few lines for the console.
 
-        Examples
-        --------
         >>> print(LabelReport(4, 2, 1, 1, 0, 7, 1, budget=5).summary())
         labelled 4 questions: 2 by the judge, 1 at their source chunk, 1 with the budget exhausted (kept, \
 gold = source chunk)
@@ -244,45 +195,20 @@ async def alabel_examples(
     judge_model: str | None = None,
     progress: bool = False,
 ) -> tuple[list[CalibrationExample], LabelReport]:
-    """Label examples by walking the host ranking with a judge (see the module docs).
+    """Label examples by walking the host ranking with a judge (see the module docstring); none dropped.
 
-    Parameters
-    ----------
-    examples : sequence of CalibrationExample
-        Questions with an answer (``answers[0]`` is shown to the judge) and, for generated
-        questions, ``metadata["source_chunk_id"]``.
-    rank : callable
-        ``rank(question) -> [(chunk_id, text), ...]`` best first, sync or async (the host retriever).
-    judge : async callable
-        ``judge(question, answer, chunk_text) -> bool | None``.
-    budget : int
-        Chunks judged per question at most.
-    max_concurrency : int
-        Questions labelled at once (each walk is sequential).
-    judge_model : str, optional
-        Recorded in ``metadata["judge_model"]``.
-    progress : bool
+    ``rank(question)`` gives ``[(chunk_id, text), ...]`` best first (sync or async); the judge sees
+    ``answers[0]``. Metadata gains ``label_rule``, ``gold_rank`` (1-based, ``None`` outside the
+    ranking), ``judge_calls``, ``judge_budget`` and ``judge_model``.
 
-    Returns
-    -------
-    examples : list of CalibrationExample
-        Same order, none dropped. ``gold_ids`` is the gold chunk; metadata gains ``label_rule``,
-        ``gold_rank`` (1-based position in the host ranking, ``None`` if outside it),
-        ``judge_calls`` and ``judge_budget``.
-    report : LabelReport
-
-    Examples
-    --------
     >>> ranking = [("c1", "Vikings raided France."), ("c2", "Rollo led the Normans."), ("src", "...")]
     >>> async def judge(question, answer, text):
     ...     return answer in text
     >>> ex = CalibrationExample("Who led the Normans?", gold_ids=("src",), answers=("Rollo",),
     ...                         metadata={"source_chunk_id": "src"})
     >>> labelled, report = label_examples([ex], lambda q: ranking, judge)
-    >>> labelled[0].gold_ids, labelled[0].metadata["label_rule"], labelled[0].metadata["gold_rank"]
-    (('c2',), 'judge', 2)
-    >>> report.judge_calls
-    2
+    >>> labelled[0].gold_ids, labelled[0].metadata["label_rule"], labelled[0].metadata["gold_rank"], report.judge_calls
+    (('c2',), 'judge', 2, 2)
     """
     if budget < 0:
         raise CalibrationError(f"The judge budget must be >= 0, got {budget}.")

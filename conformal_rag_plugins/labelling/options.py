@@ -1,9 +1,4 @@
-"""How the calibration LLM is asked and called: the option objects of the judge and of question generation.
-
-Passed whole (``options=JudgeOptions(max_concurrency=1)``) to ``label_with_judge`` and
-``generate_calibration_questions`` of either framework and to the framework-neutral engines.
-The defaults are the library's defaults.
-"""
+"""Option objects of the calibration LLM: how the judge and question generation are asked and called."""
 
 from __future__ import annotations
 
@@ -21,10 +16,8 @@ class JudgeOptions:
     Attributes
     ----------
     completion_prompt : framework prompt template or str, optional
-        For base models: the framework's completion template (LlamaIndex ``PromptTemplate``,
-        LangChain f-string ``PromptTemplate``, or a string in that form) with ``{question}``,
-        ``{answer}``, ``{context}``; default the yes/no few-shot
-        :data:`~conformal_rag_plugins.labelling.prompts.JUDGE_FEW_SHOT_TEMPLATE`.
+        For base models, with ``{question}``, ``{answer}``, ``{context}``; default
+        :data:`~conformal_rag_plugins.labelling.prompts.JUDGE_FEW_SHOT_TEMPLATE` (yes/no few-shot).
     chat_prompt : framework chat prompt template, optional
         For chat models, same variables; default system + user messages.
     max_concurrency : int
@@ -32,9 +25,8 @@ class JudgeOptions:
     timeout : float, optional
         Seconds per LLM call.
     call_retries : int
-        Further attempts of a failed or timed-out call; a call that still fails counts as "no".
+        Further attempts of a failed call; a call that still fails counts as "no".
     progress : bool
-        Show a progress bar.
 
     Examples
     --------
@@ -57,12 +49,10 @@ class QuestionOptions:
     Attributes
     ----------
     completion_prompt : framework prompt template or str, optional
-        For base models: variables ``{context}``, ``{topic}``, ``{topic_instruction}``; must
-        ask for a ``{"question", "answer"}`` JSON object (LangChain's f-string templates double
-        the literal braces). Default: three worked examples,
-        :data:`~conformal_rag_plugins.labelling.prompts.QUESTION_FEW_SHOT_TEMPLATE`. Read when
-        the framework's LLM is turned into an :class:`~conformal_rag_plugins.labelling.llm.LLMTask`;
-        a task given directly carries its own prompt.
+        For base models, with ``{context}``, ``{topic}``, ``{topic_instruction}``; must ask for a
+        ``{"question", "answer"}`` JSON object (LangChain f-string templates double literal braces).
+        Default :data:`~conformal_rag_plugins.labelling.prompts.QUESTION_FEW_SHOT_TEMPLATE`. Not read
+        for an :class:`~conformal_rag_plugins.labelling.llm.LLMTask` given directly.
     chat_prompt : framework chat prompt template, optional
         For chat models, same variables.
     max_retries : int
@@ -72,11 +62,10 @@ class QuestionOptions:
     timeout : float, optional
         Seconds per LLM call.
     call_retries : int
-        Further attempts of a failed or timed-out call.
+        Further attempts of a failed call.
     min_words : int
         Chunks with fewer words are not used.
     progress : bool
-        Show a progress bar.
 
     Examples
     --------

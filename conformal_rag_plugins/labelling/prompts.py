@@ -1,18 +1,9 @@
 """Default prompts for calibration without labelled data (CONFLARE steps 1-2).
 
-Templates use single-brace placeholders (``{context}``) and literal JSON braces, the
-LlamaIndex ``PromptTemplate`` convention; :func:`fill` fills only the named
-placeholders, and :func:`to_fstring` escapes the rest for f-string templates
-(LangChain's ``PromptTemplate``).
-
-* Question generation, variables ``context``, ``topic`` and ``topic_instruction``
-  (``""``, or "The question must be about <topic>. " when a topic is given):
-  :data:`QUESTION_FEW_SHOT_TEMPLATE` for base models (three worked examples, one JSON
-  object per line, so a completion that stops at a newline holds exactly one object),
-  and :data:`QUESTION_CHAT_SYSTEM` / :data:`QUESTION_CHAT_USER_TEMPLATE` for chat models.
-* The judge, variables ``question``, ``answer`` and ``context``:
-  :data:`JUDGE_FEW_SHOT_TEMPLATE` (yes/no few-shot) and :data:`JUDGE_CHAT_SYSTEM` /
-  :data:`JUDGE_CHAT_USER_TEMPLATE`.
+Templates use single-brace placeholders and literal JSON braces (LlamaIndex convention):
+:func:`fill` fills only named placeholders, :func:`to_fstring` escapes the rest for LangChain.
+The few-shot question template asks for one JSON object per line, so a completion that stops at
+a newline holds exactly one.
 """
 
 from __future__ import annotations
@@ -102,12 +93,8 @@ JUDGE_PROMPTS = PromptSet(JUDGE_FEW_SHOT_TEMPLATE, JUDGE_CHAT_SYSTEM, JUDGE_CHAT
 def topic_instruction(topic: str | None) -> str:
     """The sentence inserted for a topic of interest (empty without one).
 
-    Examples
-    --------
-    >>> topic_instruction("medication dosage")
-    'The question must be about medication dosage. '
-    >>> topic_instruction(None)
-    ''
+    >>> topic_instruction("medication dosage"), topic_instruction(None)
+    ('The question must be about medication dosage. ', '')
     """
     topic = (topic or "").strip()
     return f"The question must be about {topic}. " if topic else ""
@@ -120,8 +107,6 @@ def _placeholder(names: Collection[str]) -> re.Pattern[str]:
 def fill(template: str, values: Mapping[str, str]) -> str:
     """Replace ``{name}`` for each ``name`` in ``values``; every other brace stays as it is.
 
-    Examples
-    --------
     >>> fill('JSON: {"q": 1} {context}', {"context": "C {x}"})
     'JSON: {"q": 1} C {x}'
     """
@@ -133,8 +118,6 @@ def fill(template: str, values: Mapping[str, str]) -> str:
 def to_fstring(template: str, variables: Collection[str]) -> str:
     """Escape literal braces for f-string formatting, keeping ``{name}`` for ``variables``.
 
-    Examples
-    --------
     >>> to_fstring('{"q": 1} {context}', ["context"])
     '{{"q": 1}} {context}'
     """

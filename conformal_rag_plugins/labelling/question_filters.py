@@ -1,33 +1,8 @@
 """Quality filters for LLM-generated calibration questions (dependency-free heuristics).
 
-Each generated ``{"question", "answer"}`` object is checked against its source chunk,
-in this order; the first failing check names the rejection reason:
-
-``not_json``
-    No JSON object in the output (:func:`~conformal_rag_plugins.runtime.json_output.parse_json_object`).
-``empty_question``
-    The object has no non-empty string ``question``.
-``wrong_language``
-    :func:`looks_wrong_language`: the question is written in another script than the chunk
-    (share of ASCII letters among letters differs by more than 0.5), or the chunk reads as
-    English (at least 15% of its words are common English function words) and a question of
-    three or more words holds none of them. The rule only separates scripts and catches
-    Latin-script questions without any English function word; it cannot tell apart two
-    non-English languages written in the same script.
-``copies_chunk``
-    :func:`copies_chunk`: a sentence lifted from the passage, not a question about it. The
-    normalised question is a word-aligned substring of the normalised chunk and either has at
-    least :data:`COPY_MIN_WORDS` (6) words or does not end with "?"; or question and chunk share
-    a run of :data:`COPY_RUN_WORDS` (10) consecutive normalised words. (A short real question
-    such as "Who founded the duchy?" may well appear inside a chunk that says "the leader who
-    founded the duchy of Normandy"; it is kept.)
-``answer_not_in_chunk``
-    The answer is empty or does not occur in the chunk
-    (:func:`~conformal_rag_plugins.labelling.chunk_labels.answer_in_text`, normalised and
-    word-aligned).
-
-Duplicates (``duplicate``, same normalised question) are found by the generation loop,
-which sees all questions.
+Checks in order; the first failure is the rejection reason: ``not_json``, ``empty_question``,
+``wrong_language`` (:func:`looks_wrong_language`), ``copies_chunk`` (:func:`copies_chunk`),
+``answer_not_in_chunk`` (normalised, word-aligned). ``duplicate`` is found by the generation loop.
 """
 
 from __future__ import annotations
@@ -76,12 +51,8 @@ _SCRIPT_GAP = 0.5
 def ascii_letter_share(text: str) -> float | None:
     """Share of ASCII letters among the letters of ``text`` (``None`` without letters).
 
-    Examples
-    --------
-    >>> ascii_letter_share("Rollo, 911!")
-    1.0
-    >>> ascii_letter_share("诺曼人") , ascii_letter_share("123") is None
-    (0.0, True)
+    >>> ascii_letter_share("Rollo, 911!"), ascii_letter_share("诺曼人") , ascii_letter_share("123") is None
+    (1.0, 0.0, True)
     """
     letters = [c for c in text if c.isalpha()]
     if not letters:
@@ -94,10 +65,12 @@ def _words(text: str) -> list[str]:
 
 
 def looks_wrong_language(question: str, chunk_text: str) -> bool:
-    """Whether the question seems written in another language than the chunk (see the module docs).
+    """Whether the question seems written in another language than the chunk.
 
-    Examples
-    --------
+    Another script (ASCII-letter shares differ by more than 0.5), or an English chunk (>= 15% common
+    function words) and a question of 3+ words with none. It cannot tell apart two non-English
+    languages in the same script.
+
     >>> chunk = "The Normans were the people who in the 10th and 11th centuries gave their name to Normandy."
     >>> looks_wrong_language("Who gave their name to Normandy?", chunk)
     False
@@ -118,10 +91,12 @@ def looks_wrong_language(question: str, chunk_text: str) -> bool:
 
 
 def copies_chunk(question: str, chunk_text: str, *, run_words: int = COPY_RUN_WORDS) -> bool:
-    """Whether the question copies the chunk (see the module docs for the rule).
+    """Whether the question is a sentence lifted from the chunk rather than a question about it.
 
-    Examples
-    --------
+    Yes if the normalised question is a word-aligned substring of the chunk and has at least
+    :data:`COPY_MIN_WORDS` words or no "?", or they share :data:`COPY_RUN_WORDS` consecutive words.
+    A short real question inside the chunk ("Who founded the duchy?") is kept.
+
     >>> chunk = "Rollo agreed to defend the lower Seine valley against other Viking raiders in 911."
     >>> copies_chunk("Rollo agreed to defend the lower Seine valley?", chunk)
     True
@@ -144,17 +119,8 @@ def copies_chunk(question: str, chunk_text: str, *, run_words: int = COPY_RUN_WO
 
 
 def check_generated(output: str | None, chunk_text: str) -> tuple[str | None, dict[str, Any] | None]:
-    """Check one LLM output against its chunk.
+    """Check one LLM output against its chunk: ``(first failing reason or None, stripped record or None)``.
 
-    Returns
-    -------
-    reason : str or None
-        The first failing check (``None`` when the output passes).
-    record : dict or None
-        ``{"question", "answer"}`` (stripped) when it passes.
-
-    Examples
-    --------
     >>> chunk = "Rollo agreed to defend the lower Seine valley in 911."
     >>> check_generated('{"question": "When did Rollo agree?", "answer": "911"}', chunk)
     (None, {'question': 'When did Rollo agree?', 'answer': '911'})

@@ -1,31 +1,12 @@
 """Generate calibration questions from the user's own chunks with the user's LLM (CONFLARE step 1).
 
-Framework-neutral: the LLM is an :class:`~conformal_rag_plugins.labelling.llm.LLMTask`
-(render a prompt from values, complete it asynchronously, a model id), or a plain async
-``complete(prompt: str) -> str`` callable with the default template. The LlamaIndex and
-LangChain adapters build the task from the host LLM and the host's prompt templates, and
-:class:`~conformal_rag_plugins.labelling.question_writer.QuestionWriter` is their public
-``generate_calibration_questions``.
-
-How it works
-------------
-1. :func:`stratified_order` orders the usable chunks (at least ``min_words`` words) so that
-   documents are covered evenly: documents in a seeded shuffled order, chunks shuffled
-   within each document, then round-robin (every document gives one chunk before any gives
-   a second). :func:`sample_chunks` is the first ``n`` of that order. A corpus with fewer
-   usable chunks than requested questions raises :class:`~conformal_rag_plugins.core.errors.CalibrationError`
-   naming the achievable number (one question per chunk).
-2. Each sampled chunk gets one question: the output is parsed and filtered
-   (:mod:`~conformal_rag_plugins.labelling.question_filters`); a rejected output is retried
-   up to ``max_retries`` times, then the chunk is skipped. Every rejected output and every
-   skipped chunk is counted by reason in the :class:`GenerationReport`.
-3. Duplicates (same normalised question) are removed in sampling order after each batch;
-   skipped chunks are replaced by the next chunks of the order until ``n_questions`` questions
-   are kept or the corpus is exhausted.
-
-Every LLM output is cached in a :class:`~conformal_rag_plugins.runtime.kv_cache.JsonCache`
-under (model id, prompt text, attempt index, temperature), so an interrupted run resumes
-without repeating LLM calls, and a re-run with the same settings makes none.
+:func:`stratified_order` orders usable chunks (>= ``min_words`` words) to cover documents evenly
+(seeded document shuffle, chunks shuffled within, round-robin); too few usable chunks raises
+:class:`~conformal_rag_plugins.core.errors.CalibrationError` naming the achievable number. Each
+chunk gets one question, parsed and filtered (:mod:`~conformal_rag_plugins.labelling.question_filters`)
+and retried up to ``max_retries`` times; duplicates are removed in sampling order and skipped
+chunks replaced by the next ones. Every rejection and skip is counted by reason. LLM outputs are
+cached under (model, prompt, attempt, temperature), so a re-run makes no repeated calls.
 """
 
 from __future__ import annotations
@@ -52,8 +33,6 @@ _CACHE_NAMESPACE = "question-gen/v1"
 def document_of(entry: CorpusEntry) -> str:
     """The document a chunk comes from: ``Chunk.parent_id``, else the entry's own id.
 
-    Examples
-    --------
     >>> from conformal_rag_plugins.labelling.chunk_records import Chunk
     >>> document_of(Chunk("d::chunk1", "x", parent_id="d")), document_of(CorpusEntry("e", "y"))
     ('d', 'e')
@@ -65,18 +44,8 @@ def document_of(entry: CorpusEntry) -> str:
 def stratified_order(
     chunks: Sequence[CorpusEntry], seed: int = 0, *, min_words: int = DEFAULT_MIN_WORDS
 ) -> list[CorpusEntry]:
-    """Usable chunks in a seeded order that covers documents evenly (round-robin).
+    """Usable chunks (>= ``min_words`` words, unique ids) in a seeded order covering documents round-robin.
 
-    Parameters
-    ----------
-    chunks : sequence of CorpusEntry or Chunk
-        Chunk ids must be unique.
-    seed : int
-    min_words : int
-        Chunks with fewer whitespace-separated words are left out.
-
-    Examples
-    --------
     >>> from conformal_rag_plugins.labelling.chunk_records import Chunk
     >>> chunks = [Chunk(f"{d}::chunk{i}", "one two three four five", parent_id=d) for d in "ab" for i in range(2)]
     >>> [document_of(c) for c in stratified_order(chunks, seed=0)]
@@ -112,18 +81,9 @@ def _too_small(n: int, usable: int, total: int, min_words: int) -> CalibrationEr
 def sample_chunks(
     chunks: Sequence[CorpusEntry], n: int, seed: int = 0, *, min_words: int = DEFAULT_MIN_WORDS
 ) -> list[CorpusEntry]:
-    """A seeded sample of ``n`` chunks, stratified by document (first ``n`` of :func:`stratified_order`).
+    """The first ``n`` of :func:`stratified_order`; :class:`CalibrationError` (with the achievable number) if fewer.
 
-    Raises
-    ------
-    CalibrationError
-        When fewer than ``n`` chunks are usable; the message states the achievable number.
-
-    Examples
-    --------
     >>> chunks = [CorpusEntry(f"doc{i}", "a passage of six words here") for i in range(3)]
-    >>> len(sample_chunks(chunks, 2, seed=1))
-    2
     >>> sample_chunks(chunks, 5)
     Traceback (most recent call last):
     ...
@@ -141,22 +101,8 @@ def sample_chunks(
 class GenerationReport:
     """What happened while generating questions.
 
-    Attributes
-    ----------
-    n_requested : int
-    n_usable_chunks : int
-        Chunks long enough to be sampled.
-    n_chunks_tried : int
-        Chunks an LLM was asked about (sampled ones plus replacements for skipped ones).
-    n_generated : int
-        Questions kept.
-    llm_calls, cache_hits : int
-        LLM calls made, and outputs reused from the cache.
-    rejected : dict
-        Rejected outputs by reason (every attempt counts).
-    skipped : dict
-        Chunks that gave no question, by the reason of their last attempt (or ``duplicate``).
-    model : str
+    ``n_chunks_tried`` counts sampled chunks plus replacements; ``rejected`` counts every rejected
+    attempt by reason; ``skipped`` counts chunks without a question by their last reason (or ``duplicate``).
     """
 
     n_requested: int
@@ -172,8 +118,6 @@ class GenerationReport:
     def summary(self) -> str:
         """A few lines for the console.
 
-        Examples
-        --------
         >>> r = GenerationReport(3, 10, "m", n_chunks_tried=4, n_generated=3, llm_calls=6, rejected={"not_json": 3})
         >>> print(r.summary())
         generated 3 of 3 requested questions from 4 chunks (10 usable), model m
@@ -211,46 +155,20 @@ async def agenerate_questions(
 ) -> tuple[list[CalibrationExample], GenerationReport]:
     """Generate up to ``n_questions`` calibration questions, one per sampled chunk.
 
-    Parameters
-    ----------
-    chunks : sequence of CorpusEntry or Chunk
-        The indexed chunks (ids as in the host store). ``Chunk.parent_id`` names the document.
-    llm : LLMTask or async callable
-        The LLM as an :class:`~conformal_rag_plugins.labelling.llm.LLMTask` (a framework
-        adapter's ``llm_task``, or ``LLMTask.plain(complete, template, model=...)``), or a
-        plain async ``complete(prompt) -> str`` with the default
-        :data:`~conformal_rag_plugins.labelling.prompts.QUESTION_FEW_SHOT_TEMPLATE`. Its
-        ``model`` is recorded in ``metadata["generated_by"]``; ``model`` and ``temperature``
-        are part of the cache key. The chunk text is passed with its white space collapsed.
-    n_questions : int
-    seed : int
-        Seeds the chunk sample.
-    topic : str, optional
-        A topic of interest, inserted into the prompt.
-    cache : JsonCache, optional
-    options : QuestionOptions, optional
-        Retries, concurrency, timeout, minimum chunk length, progress bar
-        (:class:`~conformal_rag_plugins.labelling.options.QuestionOptions`; its prompt fields
-        are not read here: the task carries its prompt).
+    ``llm`` is an :class:`~conformal_rag_plugins.labelling.llm.LLMTask` or a plain async
+    ``complete(prompt)`` (default :data:`~conformal_rag_plugins.labelling.prompts.QUESTION_FEW_SHOT_TEMPLATE`);
+    chunk text is passed with white space collapsed. ``options`` prompt fields are not read (the
+    task carries its prompt). Examples come back in sampling order with ``answers=(answer,)``,
+    ``gold_ids=(chunk id,)`` and metadata ``source_chunk_id``, ``source_document_id``,
+    ``generated_by``, ``topic``, ``generation_attempt``.
 
-    Returns
-    -------
-    examples : list of CalibrationExample
-        In sampling order: ``answers=(answer,)``, ``gold_ids=(chunk id,)``, metadata
-        ``source_chunk_id``, ``source_document_id``, ``generated_by``, ``topic``, ``generation_attempt``.
-    report : GenerationReport
-
-    Examples
-    --------
     >>> async def fake_llm(prompt):
     ...     return '{"question": "Who led the Normans?", "answer": "Rollo"} Passage: ...'
     >>> chunks = [CorpusEntry("Normans#0", "The Normans were led by Rollo, a Viking chief.")]
     >>> task = LLMTask.plain(fake_llm, QUESTION_FEW_SHOT_TEMPLATE, model="fake")
     >>> examples, report = asyncio.run(agenerate_questions(chunks, task, 1))
-    >>> examples[0].question, examples[0].answers, examples[0].gold_ids
-    ('Who led the Normans?', ('Rollo',), ('Normans#0',))
-    >>> report.n_generated, report.llm_calls
-    (1, 1)
+    >>> examples[0].question, examples[0].answers, examples[0].gold_ids, report.n_generated, report.llm_calls
+    ('Who led the Normans?', ('Rollo',), ('Normans#0',), 1, 1)
     """
     options = options or QuestionOptions()
     task = llm if isinstance(llm, LLMTask) else LLMTask.plain(llm, QUESTION_FEW_SHOT_TEMPLATE)

@@ -1,11 +1,7 @@
 """Generate calibration questions from a framework's chunks with its LLM, written once.
 
-Both adapters' public ``generate_calibration_questions`` / ``agenerate_calibration_questions``
-are the methods of a :class:`QuestionWriter` built from two readers the adapter supplies:
-``read_llm`` (its LLM and prompt templates as an
-:class:`~conformal_rag_plugins.labelling.llm.LLMTask`) and ``read_chunks`` (its nodes or
-documents as :class:`~conformal_rag_plugins.labelling.chunk_records.Chunk` records). The
-sampling, filtering, retries and cache are
+Both adapters' ``generate_calibration_questions`` / ``agenerate_calibration_questions`` are methods
+of a :class:`QuestionWriter` built from the adapter's ``read_llm`` and ``read_chunks``; the work is
 :func:`~conformal_rag_plugins.labelling.question_gen.agenerate_questions`.
 """
 
@@ -30,19 +26,7 @@ ChunkReader = Callable[[Iterable[Any]], list[CorpusEntry]]
 
 @dataclass(frozen=True)
 class QuestionWriter:
-    """The question generation of one framework: its chunk reader and its LLM reader.
-
-    Attributes
-    ----------
-    read_llm : LLMReader
-        The adapter's ``llm_task(llm, prompts, completion_prompt, chat_prompt)``.
-    read_chunks : callable
-        ``read_chunks(items) -> list of CorpusEntry``: nodes or documents as chunks with
-        their document (``Chunk.parent_id``), ids as in the host store.
-
-    Examples
-    --------
-    Any async ``complete(prompt)`` will do; here corpus entries are the chunks:
+    """The question generation of one framework: its LLM reader and its chunk reader (ids as in the host store).
 
     >>> from conformal_rag_plugins.labelling.llm import LLMTask
     >>> plain = QuestionWriter(
@@ -97,34 +81,27 @@ class QuestionWriter:
     ) -> tuple[list[CalibrationExample], GenerationReport]:
         """Generate calibration questions from your chunks with your LLM, one per sampled chunk.
 
-        Chunks are sampled evenly across documents (seeded); each output is parsed, filtered
-        and retried up to ``options.max_retries`` times (see
-        :mod:`conformal_rag_plugins.labelling.question_gen`). The examples carry the chunk id
-        as gold and go to ``label_with_judge``, or straight to ``calibrate_retriever``.
+        Chunks are sampled evenly across documents (seeded); each output is parsed, filtered and retried
+        up to ``options.max_retries`` times. The examples carry the chunk id as gold and go to
+        ``label_with_judge`` or straight to ``calibrate_retriever``.
 
         Parameters
         ----------
         chunks : iterable of the framework's chunks, CorpusEntry or Chunk
-            The indexed chunks, their ids the gold ids. LlamaIndex: ``BaseNode`` or
-            ``NodeWithScore`` (document: ``ref_doc_id``, else ``metadata["parent_id"]``).
-            LangChain: ``Document`` with the id the vector store uses (document:
-            ``metadata["parent_id"]``, else ``metadata["source"]``).
+            The indexed chunks, their ids the gold ids. LlamaIndex: ``BaseNode`` or ``NodeWithScore``
+            (document: ``ref_doc_id``, else ``metadata["parent_id"]``). LangChain: ``Document`` with the
+            vector store's id (document: ``metadata["parent_id"]``, else ``metadata["source"]``).
         llm : the framework's LLM
-            LlamaIndex: a base model gets the completion prompt via ``acomplete``, a chat
-            model (``metadata.is_chat_model``) the chat prompt via ``achat``. LangChain: a
-            ``BaseLLM`` gets the completion prompt via ``ainvoke(str)``, a ``BaseChatModel``
-            the chat prompt via ``ainvoke(messages)``. Prompts: see :class:`QuestionOptions`.
+            Base models get the completion prompt, chat models the chat prompt (see :class:`QuestionOptions`).
         n_questions : int
         seed : int
             Seeds the chunk sample.
         topic : str, optional
             Topic of interest, inserted into the prompt.
         cache : JsonCache, path or bool
-            ``True`` (default): ``~/.cache/conformal-rag/calibration_llm.sqlite``; ``False``:
-            none. A re-run reuses every cached output.
+            ``True`` (default): ``~/.cache/conformal-rag/calibration_llm.sqlite``; ``False``: none.
         options : QuestionOptions, optional
-            Prompts, retries, concurrency, timeout, minimum chunk length, progress bar
-            (:class:`~conformal_rag_plugins.labelling.options.QuestionOptions`).
+            Prompts, retries, concurrency, timeout, minimum chunk length, progress bar.
 
         Returns
         -------

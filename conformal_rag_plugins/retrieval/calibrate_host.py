@@ -1,8 +1,6 @@
 """Calibrate any host that speaks :class:`~.host.RetrievalHost`: the one retrieval calibration flow.
 
-Both adapters' ``calibrate_retriever`` (and LangChain's ``calibrate_compressor``) build their
-reader and call :func:`calibrate_host`: gold prepared on the host's unit, one pool per question,
-per-group labels, the conformal threshold, the corpus record.
+Both adapters' ``calibrate_retriever`` (and LangChain's ``calibrate_compressor``) build their reader and call it.
 """
 
 from __future__ import annotations
@@ -38,8 +36,7 @@ def calibrate_host(
     Returns
     -------
     RetrievalCalibration
-        With the host's fingerprint, ``pool_size_ = host.pool_size`` and the corpus record of
-        ``host.all_ids()``.
+        With the host's fingerprint, ``pool_size_ = host.pool_size`` and the corpus record of ``host.all_ids()``.
 
     Raises
     ------
@@ -49,8 +46,6 @@ def calibrate_host(
     Examples
     --------
     >>> cal = calibrate_host(LlamaIndexHost(index), examples, RetrievalOptions(0.9))  # doctest: +SKIP
-    >>> cal.pool_size_  # doctest: +SKIP
-    50
     """
     opts = options if options is not None else RetrievalOptions()
     key = opts.chunk_group_key

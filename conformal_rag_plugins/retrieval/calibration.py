@@ -50,19 +50,16 @@ class RetrievalCalibration:
     threshold_ : float
         q-hat on the nonconformity scale of ``score_family_`` (``inf`` = keep all).
     alpha_ : float
-        Target miscoverage (``1 - confidence_level``); for PAC this is epsilon. For
-        ``risk_ == "recall"`` the target mean miss rate ``1 - recall``.
+        Target miscoverage (``1 - confidence_level``; epsilon for PAC; ``1 - recall`` for ``risk_ == "recall"``).
     method_ : {"split", "pac", "crc", "ltt"}
-        ``split``/``pac`` control miscoverage; ``crc`` (conformal risk control) and ``ltt``
-        (Learn-then-Test) control ``1 - recall`` of the gold chunks.
+        ``split``/``pac`` control miscoverage; ``crc`` and ``ltt`` (Learn-then-Test) control ``1 - recall``.
     delta_ : float or None
         PAC or Learn-then-Test confidence parameter.
     score_family_ : {"similarity", "rank", "relative"}
     pool_size_ : int
         Candidates requested from the host per query, at calibration and query time.
-    n_calibration_ : int
-    n_misses_ : int
-        Calibration questions whose gold chunk was outside the pool (kept, scored +inf).
+    n_calibration_, n_misses_ : int
+        Calibration questions, and those whose gold chunk was outside the pool (kept, scored +inf).
     scores_ : tuple of float
         The calibration nonconformity scores (for p-values).
     fingerprint_ : Fingerprint
@@ -70,47 +67,36 @@ class RetrievalCalibration:
     selection_ : dict
         How ``auto`` or a tuned host chose the family (and host configuration), if they did.
     question_ids_ : tuple of str
-        :func:`~conformal_rag_plugins.datasets.examples.question_digest` of each
-        calibration question, aligned with ``scores_`` (empty for calibrations built from
-        bare observations or saved before this field existed).
+        :func:`~conformal_rag_plugins.datasets.examples.question_digest` of each question, aligned
+        with ``scores_`` (empty for bare observations or older files).
     labels_ : dict
-        How the calibration labels were made: counts of ``metadata["gold_rule"]``
-        (chunk-level gold: ``answer-in-chunk``, ``all-chunks-fallback``, ``unsplit``) and of
-        ``metadata["label_rule"]`` (LLM-judge labels), when the examples carry them.
+        Counts of ``metadata["gold_rule"]`` and ``metadata["label_rule"]`` of the examples.
     corpus_ : dict
-        Digest of the host's collection at calibration time (``size``, ``ids_sha256``),
-        when the host can list its ids; a retriever built on a changed collection warns.
+        Digest of the host's collection (``size``, ``ids_sha256``), when it can list its ids; a
+        retriever built on a changed collection warns.
     group_by_ : str or None
-        Per-group (Mondrian) calibration: the metadata key grouped by, or
-        ``callable:<name>`` (see :mod:`~conformal_rag_plugins.retrieval.groups`).
+        Per-group (Mondrian) calibration: the metadata key, or ``callable:<name>``.
     groups_ : dict
-        Per group ``{"n", "threshold", "source"}`` (source ``group``, ``keep-all-small-group``
-        or ``pooled-small-group``).
+        Per group ``{"n", "threshold", "source"}``.
     group_labels_ : tuple of str
-        The group of each calibration score, aligned with ``scores_`` (empty when ungrouped).
+        The group of each calibration score (empty when ungrouped).
     group_fallback_ : {"keep_all", "pooled"}
-        What a group too small for its own threshold, or a group not seen at calibration, gets:
-        every candidate (``+inf``), or the pooled threshold (marked not guaranteed). Files saved
-        before this field existed load as ``"pooled"``, the rule they were calibrated with.
+        What a too-small or unseen group gets: ``+inf``, or the pooled threshold (not guaranteed).
+        Files saved before this field existed load as ``"pooled"``, the rule they were calibrated with.
     chunk_group_key_ : str or None
-        Label-conditional calibration: ``groups_`` are groups of the *gold chunk*, read from
-        this metadata key of every candidate chunk at query time (each chunk gets its own
-        group's threshold); ``None`` for a pooled or per-query-group calibration.
+        Label-conditional calibration: the chunk metadata key whose group's threshold each
+        candidate gets at query time.
     risk_ : {"miscoverage", "recall"}
-        What the threshold controls: the chance that no gold chunk is kept, or the mean share
-        of gold chunks left out (``1 - recall``, for questions with several gold chunks).
+        The chance that no gold chunk is kept, or the mean share of gold chunks left out.
     gold_scores_ : tuple of tuple of float
-        With ``risk_ == "recall"``: per calibration question, the sorted nonconformity of each
-        of its gold chunks (``+inf`` outside the pool), aligned with ``scores_`` (whose entry is
-        their minimum). The recall threshold is recomputed from them on load.
+        With ``risk_ == "recall"``: each question's sorted gold-chunk nonconformities (``+inf``
+        outside the pool; ``scores_`` holds their minimum); the threshold is recomputed from them on load.
     gold_ranks_ : tuple of int or None
-        Per calibration question, the 1-based position of its best gold candidate in the
-        host's pool (``None`` for a miss), aligned with ``scores_``; empty when not recorded
-        (calibrations built without observations, files saved before this field existed).
-        Every rank is at most ``pool_size_``, which is how a loaded file's pool is checked.
+        1-based pool position of each question's best gold chunk (``None`` for a miss; empty when
+        not recorded); each is at most ``pool_size_``, which is how a loaded file's pool is checked.
     schema_version_ : int
-        The file format :meth:`to_dict` writes: the current one, or that of the file this
-        calibration was loaded from (so a re-saved old file keeps its checksum).
+        The format :meth:`to_dict` writes: the current one, or the loaded file's (so a re-saved
+        old file keeps its checksum).
     """
 
     threshold_: float
@@ -241,16 +227,11 @@ class RetrievalCalibration:
     def from_dict(cls, data: dict[str, Any], *, signing_key: str | bytes | None = None) -> RetrievalCalibration:
         """Verify and rebuild a dict written by :meth:`to_dict`.
 
-        Checks kind, schema version, checksum, the signature (only with an explicit
-        ``signing_key``), every field's type and range, that the fields agree with each
-        other (gold ranks with ``pool_size``, ``selection`` with ``score_family``, the pool
-        and the fingerprint, distinct question ids, one per score), that a version-2 file
-        has its ``corpus`` and ``gold_ranks`` fields, and that the stored threshold is the one
-        the stored scores give.
-
-        The checksum only catches accidents: whoever edits a file can recompute it, and
-        can also change every field that records the same fact. Only a signature
-        (``signing_key`` or ``$CONFORMAL_RAG_SIGNING_KEY``) proves that a file is unchanged.
+        Checks kind, schema version, checksum, the signature (only with an explicit ``signing_key``),
+        every field's type and range, that the fields agree (gold ranks with ``pool_size``,
+        ``selection`` with ``score_family``, the pool and the fingerprint, one distinct question id per
+        score), that a version-2 file has ``corpus`` and ``gold_ranks``, and that the stored threshold
+        is the one the stored scores give. Only a signature proves a file unchanged (see the module).
 
         Raises
         ------
@@ -309,10 +290,8 @@ class RetrievalCalibration:
     ) -> RetrievalCalibration:
         """Read and verify a file written by :meth:`save`; optionally check its fingerprint.
 
-        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) a file without a valid
-        signature is refused. Without one, the checks of :meth:`from_dict` refuse a file
-        edited by accident or in one field, but whoever edits a file can recompute its
-        checksum: only a signature proves that the file is unchanged.
+        With ``signing_key`` (or ``$CONFORMAL_RAG_SIGNING_KEY``) a file without a valid signature is
+        refused; without one, :meth:`from_dict`'s checks catch accidental or one-field edits only.
 
         Raises
         ------

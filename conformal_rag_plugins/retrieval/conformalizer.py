@@ -33,14 +33,8 @@ def _question_ids(obs: Sequence[PoolObservation]) -> tuple[str, ...]:
 
 
 def optimisation_ids(opt: Sequence[Any], cal: Sequence[Any]) -> list[str]:
-    """The distinct question ids of the optimisation split that are not calibration questions.
+    """The distinct optimisation-split question ids (``question_id`` or ``digest``) not in the calibration split.
 
-    Works on observations (``question_id``) and examples (``digest``) alike. A question
-    that is also in the calibration split is already recorded there, so the two saved lists
-    stay disjoint.
-
-    Examples
-    --------
     >>> from conformal_rag_plugins.evaluation.retrieval_trials import PoolObservation
     >>> obs = [PoolObservation([0.5], (0,), question_id=q) for q in "aab"]
     >>> optimisation_ids(obs[:2], obs[2:]), optimisation_ids(obs, obs[2:])
@@ -55,13 +49,10 @@ def optimisation_ids(opt: Sequence[Any], cal: Sequence[Any]) -> list[str]:
 
 
 def _gold_ranks(obs: Sequence[PoolObservation], pool_size: int) -> tuple[int | None, ...]:
-    """The 1-based position of each observation's best gold candidate in its pool, ``None`` for a miss.
+    """The 1-based pool position of each observation's best gold candidate (``None`` for a miss).
 
-    Raises
-    ------
-    CalibrationError
-        A gold candidate ranked beyond ``pool_size``: the host returned a larger pool than the
-        calibration says it queries with.
+    A rank beyond ``pool_size`` raises :class:`CalibrationError`: the host returned a larger pool
+    than the calibration says it queries with.
     """
     ranks = tuple(min(o.gold_positions) + 1 if o.gold_positions else None for o in obs)
     worst = max((r for r in ranks if r is not None), default=0)
@@ -89,18 +80,13 @@ class RetrievalConformalizer:
     delta : float, optional
         Required for ``pac``.
     strict : bool, default False
-        What to do when misses (gold outside the pool, score ``+inf``) push the rank
-        onto ``+inf``, or no PAC rank exists: ``False`` returns ``+inf`` (keep the whole
-        pool) with an :class:`InfiniteThresholdWarning`; ``True`` raises
-        :class:`CalibrationError`. Too few calibration points for any finite threshold
-        (``n < min_calibration_size(alpha)``) always raise, whatever ``strict`` says:
-        there is nothing to calibrate.
+        When misses (score ``+inf``) push the rank onto ``+inf`` or no PAC rank exists: ``False``
+        returns ``+inf`` (keep the pool) with an :class:`InfiniteThresholdWarning`, ``True`` raises
+        :class:`CalibrationError`. ``n < min_calibration_size(alpha)`` always raises.
     control : {"coverage", "recall"}, default "coverage"
-        ``recall`` controls the mean share of a question's gold chunks left out of the set,
-        ``E[1 - recall] <= alpha``, by conformal risk control (``method="split"`` or ``"crc"``),
-        or its tail, ``P(E[1 - recall] <= alpha) >= 1 - delta``, by Learn-then-Test
-        (``method="pac"`` or ``"ltt"``, with ``delta``). Every gold chunk of an observation
-        counts (``PoolObservation.n_gold`` includes those outside the pool).
+        ``recall`` controls ``E[1 - recall] <= alpha`` by conformal risk control (``method="split"``
+        or ``"crc"``), or ``P(E[1 - recall] <= alpha) >= 1 - delta`` by Learn-then-Test
+        (``"pac"`` or ``"ltt"``). Every gold chunk counts, in the pool or not (``PoolObservation.n_gold``).
 
     Examples
     --------
@@ -168,18 +154,14 @@ class RetrievalConformalizer:
     ) -> RetrievalConformalizer:
         """Compute the threshold; the result is in ``calibration_``.
 
-        With ``groups`` (the group of each observation) the calibration also holds one
-        threshold per group (Mondrian, see :mod:`~conformal_rag_plugins.retrieval.groups`);
-        ``group_by`` is recorded as how the groups were made. ``group_fallback`` is what a
-        group too small for its own threshold, or one unseen at calibration, gets:
-        ``"keep_all"`` (every candidate) or ``"pooled"`` (the pooled threshold, marked not
-        guaranteed).
+        With ``groups`` (each observation's group) it also holds per-group (Mondrian) thresholds;
+        ``group_by`` records how they were made; ``group_fallback`` (``"keep_all"`` or ``"pooled"``,
+        not guaranteed) is what a too-small or unseen group gets.
 
         Raises
         ------
         CalibrationError
-            No observations, or fewer than the finite-sample rank needs; with ``strict``, a
-            group too small for its own threshold.
+            No observations, fewer than the finite-sample rank needs, or (``strict``) a too-small group.
         """
         alpha = self._check_params()
         obs = list(observations)

@@ -1,11 +1,8 @@
 """A compact record of a collection's chunk ids, to tell at query time whether a chunk is new.
 
-The calibration stores the digest of its collection (:func:`~.fingerprint.corpus_digest`:
-size and a SHA-256 of the sorted ids), which says whether two *whole* collections are the same.
-A postprocessor sees only the chunks of one query, so the calibration also stores a Bloom filter
-of the ids (about 10 bits an id, 7 hashes; at most 1 MiB): an id the filter does not hold was
-certainly not in the calibrated collection, while a new id passes unnoticed with a chance of
-about 1% per id (near 0 over a pool of 50 new ids).
+Besides the whole-collection digest, the calibration stores a Bloom filter of the ids (~10 bits
+an id, 7 hashes, at most 1 MiB): an id it lacks was certainly not calibrated on; a new id passes
+unnoticed with a chance of about 1% per id (near 0 over a pool of 50 new ids).
 """
 
 from __future__ import annotations
@@ -29,8 +26,6 @@ def _positions(item: str, bits: int, hashes: int) -> list[int]:
 def ids_filter(ids: Iterable[str]) -> dict[str, Any]:
     """A Bloom filter of ``ids``: ``{"bits", "hashes", "data"}`` (``data`` base64), JSON-ready.
 
-    Examples
-    --------
     >>> f = ids_filter(["a", "b"])
     >>> unknown_ids(f, ["a", "b"]), f["bits"] % 8
     ([], 0)
@@ -47,8 +42,6 @@ def ids_filter(ids: Iterable[str]) -> dict[str, Any]:
 def unknown_ids(record: dict[str, Any], ids: Sequence[str | None]) -> list[str]:
     """The ids of ``ids`` that were certainly not in the filtered collection (``None`` ids are skipped).
 
-    Examples
-    --------
     >>> unknown_ids(ids_filter(["Normans#0"]), ["Normans#0", "new-chunk"])
     ['new-chunk']
     """
@@ -64,12 +57,8 @@ def unknown_ids(record: dict[str, Any], ids: Sequence[str | None]) -> list[str]:
 def corpus_record(ids: Iterable[str] | None) -> dict[str, Any]:
     """The ``corpus_`` a calibration stores: the digest and the Bloom filter of the ids (``{}`` when unknown).
 
-    Examples
-    --------
-    >>> sorted(corpus_record(["a"]))
-    ['ids_filter', 'ids_sha256', 'size']
-    >>> corpus_record(None)
-    {}
+    >>> sorted(corpus_record(["a"])), corpus_record(None)
+    (['ids_filter', 'ids_sha256', 'size'], {})
     """
     from .fingerprint import corpus_digest
 

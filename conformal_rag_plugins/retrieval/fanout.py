@@ -1,12 +1,8 @@
 """The framework-free frame of both adapters' ``FusionFanout``: one search per question, every pool from it.
 
-Tuning compares hosts that differ only in the fusion setting and the pool size. A fan-out runs
-one dense and one lexical search per question at the largest pool and cuts every
-``(setting, pool size)`` pool from them (``llamaindex/fusion_fanout.py`` with the arithmetic of
-``QueryFusionRetriever``, ``langchain/fusion_fanout.py`` with ``ScoredFusionRetriever.fuse``).
-What does not depend on the framework is here: the checks of the kind and the pool sizes, and
-the loop of :meth:`Fanout.many` over blocks of questions whose searches are batched, and the
-score arithmetic of ``QueryFusionRetriever`` (:func:`fuse_ranked`) on plain ``(id, score)`` lists.
+Tuning compares hosts differing only in fusion setting and pool size: one dense and one lexical
+search at the largest pool give every ``(setting, pool size)`` pool. Here: the checks, the
+batched loop of :meth:`Fanout.many`, and ``QueryFusionRetriever``'s arithmetic (:func:`fuse_ranked`).
 """
 
 from __future__ import annotations
@@ -54,8 +50,7 @@ def fuse_ranked(
 ) -> list[tuple[str, float, int]]:
     """``(id, fused score, list of its first occurrence)`` best first, as ``QueryFusionRetriever`` fuses ``lists``.
 
-    ``hashes`` maps an id to its content hash: ids with the same hash are one candidate, scored by
-    the sum of their scaled scores (:func:`scaled_scores`); a missing score counts as 0.
+    Ids with the same content hash are one candidate scored by the sum of scaled scores (missing = 0).
 
     >>> fuse_ranked([[("a", 2.0), ("b", 1.0), ("c", 0.0)], [("b", 1.0)]], {i: i for i in "abc"}, [0.5, 0.5], False)
     [('b', 0.75, 0), ('a', 0.5, 0), ('c', 0.0, 0)]
@@ -76,8 +71,6 @@ def fuse_ranked(
 def block_size(batch_size: int | None, top: int, max_rows: int) -> int:
     """Questions per block: ``batch_size``, or as many as one query of ``max_rows`` rows returns at ``top`` each.
 
-    Examples
-    --------
     >>> block_size(None, 100, 40_000), block_size(7, 100, 40_000), block_size(None, 10**6, 40_000)
     (400, 7, 1)
     """
@@ -87,19 +80,9 @@ def block_size(batch_size: int | None, top: int, max_rows: int) -> int:
 class Fanout:
     """Every ``(fusion setting, pool size)`` pool of a question from one dense and one lexical search.
 
-    A subclass gives the searches: :meth:`_search` for one question, :meth:`_search_many` for a
-    block (batched), and :meth:`_pools` to cut the pools from them.
+    Subclasses give :meth:`_search`, :meth:`_search_many` (batched) and :meth:`_pools`; ``pool_sizes``
+    are kept sorted without repeats; ``max_rows`` bounds one batched query.
 
-    Parameters
-    ----------
-    kind : {"dense", "bm25", "hybrid"}
-    pool_sizes : sequence of int
-        Kept sorted and without repeats in ``pool_sizes``.
-    max_rows : int
-        Rows one batched query may return (bounds the memory of a block).
-
-    Examples
-    --------
     >>> class Toy(Fanout):
     ...     def _search(self, question):
     ...         return [question], []
@@ -126,11 +109,7 @@ class Fanout:
     def many(
         self, questions: Sequence[str], *, batch_size: int | None = None
     ) -> Iterator[dict[FanoutKey, CandidatePool]]:
-        """The pools of every question in order, as calling the fan-out on each gives them, from batched searches.
-
-        ``batch_size`` questions (default: as many as one batched query returns,
-        ``max_rows // largest pool``) are searched together.
-        """
+        """Every question's pools in order, from batched searches (default block ``max_rows // largest pool``)."""
         questions = list(questions)
         step = block_size(batch_size, self.pool_sizes[-1], self.max_rows)
         for start in range(0, len(questions), step):

@@ -17,12 +17,8 @@ DIGEST_KEYS = ("size", "ids_sha256")
 def corpus_digest(ids: Iterable[str] | None) -> dict[str, Any]:
     """Identity of a collection: its size and a SHA-256 of its sorted chunk ids (``{}`` when unknown).
 
-    Examples
-    --------
-    >>> corpus_digest(["b", "a"]) == corpus_digest(["a", "b"])
-    True
-    >>> corpus_digest(["a", "b"])["size"]
-    2
+    >>> corpus_digest(["b", "a"]) == corpus_digest(["a", "b"]), corpus_digest(["a", "b"])["size"]
+    (True, 2)
     """
     if ids is None:
         return {}
@@ -33,8 +29,6 @@ def corpus_digest(ids: Iterable[str] | None) -> dict[str, Any]:
 def same_corpus(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether two corpus digests name the same collection (size and id hash; other keys are ignored).
 
-    Examples
-    --------
     >>> same_corpus(corpus_digest(["a"]), corpus_digest(["a"]) | {"ids_filter": {}})
     True
     """
@@ -42,14 +36,11 @@ def same_corpus(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def score_range(fingerprint: Fingerprint) -> tuple[float, float] | None:
-    """The interval every score on the fingerprint's scale lies in, when the scale bounds it.
+    """The interval the fingerprint's scale bounds scores to, else ``None``.
 
-    Cosine similarities (LlamaIndex's ``SimpleVectorStore``, LangChain's ``InMemoryVectorStore``,
-    the compressor's own scoring, LangChain's Chroma ``1-distance`` in cosine space) lie in
-    [-1, 1]; LlamaIndex's Chroma ``exp(-distance)`` in (0, 1]. ``None`` for other scales.
+    Cosine similarities (incl. LangChain Chroma ``1-distance``) lie in [-1, 1]; LlamaIndex Chroma
+    ``exp(-distance)`` in (0, 1].
 
-    Examples
-    --------
     >>> score_range(Fingerprint("llamaindex", "SimpleVectorStore", "cosine", "m", 384, "cosine"))
     (-1.0, 1.0)
     >>> score_range(Fingerprint("llamaindex", "BM25Retriever", "bm25", "none", None, "bm25")) is None
@@ -64,13 +55,7 @@ def score_range(fingerprint: Fingerprint) -> tuple[float, float] | None:
 
 
 def check_corpus(calibrated: dict[str, Any], current: dict[str, Any], *, stacklevel: int = 3) -> bool:
-    """Warn with :class:`CorpusChangedWarning` when both digests are known and differ; return whether they agree.
-
-    Examples
-    --------
-    >>> check_corpus(corpus_digest(["a"]), corpus_digest(["a"]))
-    True
-    """
+    """Warn with :class:`CorpusChangedWarning` when both digests are known and differ; return whether they agree."""
     if not calibrated or not current or same_corpus(calibrated, current):
         return True
     warnings.warn(
@@ -87,9 +72,8 @@ def check_corpus(calibrated: dict[str, Any], current: dict[str, Any], *, stackle
 class Fingerprint:
     """Identity of the scoring pipeline a threshold was calibrated on.
 
-    A threshold transfers only to the same framework call, store class,
-    distance space, embedding model and score scale (for example LlamaIndex's
-    Chroma store reports ``exp(-distance)`` and LangChain's ``1 - distance``).
+    A threshold transfers only to the same framework call, store class, distance space, embedding
+    model and score scale (LlamaIndex's Chroma reports ``exp(-distance)``, LangChain's ``1 - distance``).
 
     Examples
     --------

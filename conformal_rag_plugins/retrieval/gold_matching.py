@@ -12,10 +12,7 @@ def gold_positions(
 ) -> tuple[int, ...]:
     """0-based positions of the example's gold chunks among the candidates.
 
-    Examples
-    --------
-    >>> ex = CalibrationExample("q", gold_ids=("b",))
-    >>> gold_positions(ex, ["a", "b"], ["x", "y"])
+    >>> gold_positions(CalibrationExample("q", gold_ids=("b",)), ["a", "b"], ["x", "y"])
     (1,)
     """
     ids = set(example.gold_ids)

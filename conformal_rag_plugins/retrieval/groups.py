@@ -1,21 +1,11 @@
 """Per-group (Mondrian) thresholds of a :class:`RetrievalCalibration`: labels, recomputation, query-time choice.
 
-A grouped calibration stores the group of every calibration score (``group_labels_``,
-aligned with ``scores_``) and the threshold of every group (``groups_``). Loading a file
-recomputes every group threshold from the stored scores and labels and refuses a file whose
-stored ones disagree. At query time :func:`threshold_for` picks the group's threshold. A group
-too small for its own rank, or one the calibration never saw, gets the calibration's
-``group_fallback_``: by default ``+inf`` (keep every candidate, valid within any group), or
-with ``"pooled"`` the pooled threshold, whose sets :func:`mark_group_fallback` marks not guaranteed
-(it holds over all groups together, not within the query's). A query without a group gets the
-pooled threshold and its ordinary marginal guarantee. The source says which.
-
-Label-conditional form (:func:`with_chunk_groups`): the group is a property of the *chunk*
-(a metadata key such as ``collection``), and each calibration question counts in the group
-of its gold chunk. The same per-group thresholds then apply chunk by chunk
-(:func:`chunk_set`): chunk ``c`` is kept iff its nonconformity is within the threshold of
-``c``'s own group, so a gold chunk of group ``g`` is kept with probability at least
-``1 - alpha`` given that it lies in ``g``, with no group needed at query time.
+Loading a file recomputes every group threshold and refuses one that disagrees. A group too small
+for its rank, or never seen, gets ``group_fallback_``: ``+inf`` (keep all; valid within any group)
+or the pooled threshold (marked not guaranteed: it holds only over all groups together). A query
+without a group gets the pooled threshold and its marginal guarantee. Label-conditional form
+(:func:`with_chunk_groups`): the group is the gold chunk's metadata key, applied chunk by chunk, so
+a gold chunk of group ``g`` is kept with probability >= ``1 - alpha`` given it lies in ``g``.
 
 Examples
 --------
@@ -55,8 +45,6 @@ C = TypeVar("C")
 def describe_group_by(group_by: GroupBy) -> str:
     """How a calibration records its grouping: the metadata key, or ``callable:<qualified name>``.
 
-    Examples
-    --------
     >>> describe_group_by("tenant"), describe_group_by(len)
     ('tenant', 'callable:len')
     """
@@ -89,14 +77,8 @@ def _label_of(group_by: GroupBy, example: CalibrationExample) -> str:
 def group_labels(examples: Sequence[CalibrationExample], group_by: GroupBy) -> tuple[str, ...]:
     """The group of every example: ``example.metadata[group_by]`` or ``group_by(example.question)``.
 
-    Raises
-    ------
-    ConformalError
-        A missing key, a function that raises, or a label that is empty or not a string/int,
-        naming the question.
+    Raises :class:`ConformalError` naming the question (missing key, raising function, bad label).
 
-    Examples
-    --------
     >>> group_labels([CalibrationExample("Who?", gold_ids=("a",), metadata={"t": "x"})], "t")
     ('x',)
     """
@@ -109,19 +91,9 @@ def chunk_group_labels(
 ) -> tuple[str, ...]:
     """The group of every example's gold chunk, for a label-conditional calibration.
 
-    ``example.metadata[chunk_group_key]`` when the example carries it, else the
-    ``metadata[chunk_group_key]`` of its gold chunk as the host returned it (``seen``: chunk
-    id -> that value, over every pool the calibration fetched). Both present must agree, and
-    gold chunks of one question must share a group.
+    From ``example.metadata[chunk_group_key]``, else from the gold chunk's metadata as the host
+    returned it (``seen``). Both present must agree; gold chunks of one question must share a group.
 
-    Raises
-    ------
-    ConformalError
-        A question whose gold chunk's group is unknown (not in its metadata, and the gold chunk
-        never came back from the host or lacks the key), or disagreeing groups.
-
-    Examples
-    --------
     >>> ex = [CalibrationExample("Who?", gold_ids=("c1",)), CalibrationExample("When?", gold_ids=("c9",),
     ...       metadata={"collection": "faq"})]
     >>> chunk_group_labels(ex, "collection", {"c1": "wiki", "c9": "faq"})
@@ -182,11 +154,8 @@ def with_groups(
 ) -> C:
     """A copy of ``cal`` with per-group thresholds for ``labels`` (aligned with its scores).
 
-    A too-small group warns :class:`SmallGroupWarning` and keeps every candidate
-    (``fallback="keep_all"``) or uses the pooled threshold (``fallback="pooled"``, marked not
-    guaranteed at query time), or raises
-    :class:`~conformal_rag_plugins.core.errors.CalibrationError` with ``strict``. ``fallback``
-    also decides what a group not seen at calibration gets.
+    A too-small group warns :class:`SmallGroupWarning` and gets ``fallback`` (also used for unseen
+    groups), or raises :class:`~conformal_rag_plugins.core.errors.CalibrationError` with ``strict``.
     """
     fallback = check_fallback(fallback)
     labels = tuple(check_group_label(g, f" (calibration question {i})") for i, g in enumerate(labels))
@@ -204,15 +173,9 @@ def with_chunk_groups(
 ) -> C:
     """A copy of ``cal`` with label-conditional thresholds: one per group of the *gold chunk*.
 
-    ``labels`` is the group of each calibration question's gold chunk (its
-    ``metadata[chunk_group_key]``), aligned with ``cal.scores_``. Each group's threshold is the
-    one :func:`with_groups` computes (rank ``ceil((n_g + 1)(1 - alpha))`` of that group's scores,
-    ``+inf`` with a :class:`SmallGroupWarning` when the rank exceeds ``n_g``). At query time the
-    retrievers read ``metadata[chunk_group_key]`` of every candidate chunk and apply its group's
-    threshold (:func:`chunk_set`).
+    Each group's threshold is rank ``ceil((n_g + 1)(1 - alpha))`` of its scores (``+inf`` with a
+    :class:`SmallGroupWarning` when the rank exceeds ``n_g``); see :func:`chunk_set`.
 
-    Examples
-    --------
     >>> from conformal_rag_plugins import Fingerprint, RetrievalCalibration
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
     >>> scores = tuple(i / 20 for i in range(20)) + tuple(i / 100 for i in range(20))
@@ -229,11 +192,8 @@ def with_chunk_groups(
 def chunk_thresholds(cal: Any, labels: Sequence[Any]) -> tuple[list[float], list[str]]:
     """The threshold and its source for every candidate chunk of group ``labels[i]``.
 
-    A chunk whose group the calibration never saw, or without the key (``None``), gets the
-    calibration's ``group_fallback_`` like an unknown query group (``+inf`` by default).
+    An unseen group or a missing key (``None``) gets ``group_fallback_`` (``+inf`` by default).
 
-    Examples
-    --------
     >>> from conformal_rag_plugins import Fingerprint, RetrievalCalibration
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
     >>> cal = RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
@@ -261,14 +221,9 @@ def chunk_set(
 ) -> tuple[SetDecision, list[float], list[dict[str, Any]]]:
     """The label-conditional set of one query: its decision, every candidate's threshold and group metadata.
 
-    ``scores`` are the pool's host scores, best first (checked unless ``validate``); ``labels`` each candidate's
-    ``metadata[cal.chunk_group_key_]`` (``None`` when missing). The set is marked not guaranteed
-    when a candidate got a pooled fallback threshold (valid only over all groups together) or
-    ``+inf`` (a group kept whole: the pool may not hold its gold chunk), and when a calibrated
-    group's threshold is ``+inf``: a gold chunk of that group is covered only if it is in the pool.
+    Not guaranteed when a candidate got a pooled fallback (valid only over all groups) or ``+inf``
+    (the pool may lack the gold chunk), or a calibrated group's threshold is ``+inf``.
 
-    Examples
-    --------
     >>> import numpy as np
     >>> from conformal_rag_plugins import Fingerprint, RetrievalCalibration
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
@@ -351,11 +306,8 @@ def groups_payload(cal: Any, encode: Callable[[float], Any]) -> dict[str, Any]:
 def threshold_for(cal: Any, group: str | None) -> tuple[float, str]:
     """``(threshold, source)`` for a query of ``group``; source is one of ``GROUP_SOURCES``.
 
-    A group the calibration saw gets its stored threshold (its own, or the fallback of a
-    too-small group). A group it never saw gets the calibration's ``group_fallback_``:
-    ``+inf`` (``"keep-all-unknown-group"``) or the pooled threshold
-    (``"pooled-unknown-group"``). ``None`` (no group) gets the pooled threshold
-    (``"pooled-no-group"``), which holds marginally over the calibration's population.
+    Unseen group: ``group_fallback_`` (``"keep-all-unknown-group"`` +inf, or
+    ``"pooled-unknown-group"``). ``None``: pooled (``"pooled-no-group"``, marginal guarantee).
     """
     if group is None:
         return float(cal.threshold_), "pooled-no-group"
@@ -370,19 +322,12 @@ def threshold_for(cal: Any, group: str | None) -> tuple[float, str]:
 def mark_group_fallback(decision: SetDecision, group_meta: Mapping[str, Any]) -> SetDecision:
     """``decision`` marked not guaranteed when its threshold was the pooled fallback of a group.
 
-    The pooled threshold used for a group (``fallback="pooled"``) holds only over all groups
-    together: a hard group can sit far below the target. Any other source is returned as it
-    is (a ``+inf`` keep-all threshold is valid within any group, and ``decide_set`` already
-    says that the pool covers only when the gold chunk is in it).
+    The pooled threshold holds only over all groups together; ``+inf`` keep-all is valid within any group.
 
-    Examples
-    --------
     >>> d = SetDecision((0, 1), 2, True, "")
-    >>> mark_group_fallback(d, {"conformal_threshold_source": "group"}) is d
-    True
     >>> marked = mark_group_fallback(d, {"conformal_threshold_source": "pooled-small-group"})
-    >>> marked.guaranteed, marked.reason[:40]
-    (False, 'The pooled threshold was used for a grou')
+    >>> marked.guaranteed, marked.reason[:40], mark_group_fallback(d, {"conformal_threshold_source": "group"}) is d
+    (False, 'The pooled threshold was used for a grou', True)
     """
     source = group_meta.get("conformal_threshold_source")
     if source not in ("pooled-small-group", "pooled-unknown-group"):
@@ -398,13 +343,6 @@ def mark_group_fallback(decision: SetDecision, group_meta: Mapping[str, Any]) ->
 def query_group(group: Any, group_by: Callable[[str], Any] | None, query: str) -> str | None:
     """The group of one query: the explicit ``group``, else ``group_by(query)``, else ``None``.
 
-    Raises
-    ------
-    ConformalError
-        ``group_by`` raised or returned an empty or non-string label (naming the query).
-
-    Examples
-    --------
     >>> query_group(None, lambda q: q.split(":")[0], "acme: who?"), query_group("x", None, "q")
     ('acme', 'x')
     """
@@ -449,8 +387,6 @@ def query_threshold(
 ) -> tuple[float, dict[str, Any]]:
     """The threshold of one query and the metadata saying which (empty for an ungrouped calibration).
 
-    Examples
-    --------
     >>> from conformal_rag_plugins import Fingerprint, RetrievalCalibration
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
     >>> cal = RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)

@@ -1,8 +1,7 @@
 """What retrieval calibration needs from a host, whatever its framework: :class:`RetrievalHost`.
 
-Each adapter has one reader (``llamaindex/host.py``'s ``LlamaIndexHost``, ``langchain/host.py``'s
-``LangChainHost``) that turns its framework's index, vector store, retriever or parent setup into
-this protocol; :func:`~.calibrate_host.calibrate_host` is written once against it.
+Each adapter's reader (``LlamaIndexHost``, ``LangChainHost``) implements it;
+:func:`~.calibrate_host.calibrate_host` is written once against it.
 """
 
 from __future__ import annotations
@@ -45,11 +44,7 @@ class RetrievalHost(Protocol):
     pool_size: int
 
     def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
-        """The host's pool for ``question``, scores on its own scale, best first.
-
-        With ``group_key`` the pool's ``groups`` hold each candidate's ``metadata[group_key]``
-        (a parent-level pool may leave them out).
-        """
+        """The host's pool for ``question``, best first, scores on its own scale (``groups`` from ``group_key``)."""
         ...
 
     def existing_ids(self, ids: Sequence[str]) -> set[str] | None:
@@ -70,13 +65,7 @@ class RetrievalHost(Protocol):
 
 
 def check_gold_on_host(host: RetrievalHost, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
-    """The examples, after checking their gold ids against the store (when the host can tell).
-
-    Raises
-    ------
-    CalibrationError
-        A gold id the store does not hold (a typo would otherwise look like a miss).
-    """
+    """The examples, after checking their gold ids against the store when the host can (a typo is not a miss)."""
     return check_known_gold(examples, host.existing_ids)
 
 
@@ -115,8 +104,7 @@ class Parents:
     ----------
     store : Any, optional
         The parents' store (LlamaIndex docstore, storage context, mapping or nodes; LangChain
-        ``BaseStore`` or mapping). ``None``: the host's own (an ``AutoMergingRetriever``, a
-        ``MultiVectorRetriever``).
+        ``BaseStore`` or mapping). ``None``: the host's own (``AutoMergingRetriever``, ``MultiVectorRetriever``).
     aggregation : {"max", "sum"}, default "max"
         A parent's score from its chunks' scores.
     id_key : str, optional
@@ -124,10 +112,8 @@ class Parents:
 
     Examples
     --------
-    >>> as_parents({"A": "text"}).aggregation
-    'max'
-    >>> as_parents(Parents({"A": "text"}, aggregation="sum")).aggregation
-    'sum'
+    >>> as_parents(Parents({"A": "text"}, aggregation="sum")).aggregation, as_parents({"A": "text"}).aggregation
+    ('sum', 'max')
     >>> as_parents(None) is None
     True
     """

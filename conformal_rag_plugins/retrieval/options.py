@@ -20,19 +20,18 @@ class RetrievalOptions:
     confidence_level : float, default 0.9
         Target probability that a gold chunk is in the returned set (``1 - alpha``).
     score : {"relative", "similarity", "rank", "auto"}, optional
-        Nonconformity family; ``None`` is ``"relative"`` for a host, ``"auto"`` (tuned with the
-        configuration) for the tuned calibrations.
+        Nonconformity family; ``None`` is ``"relative"`` for a host, ``"auto"`` for tuned calibrations.
     method : {"split", "pac"}, default "split"
         ``pac`` (``ltt`` with ``control="recall"``) holds with probability ``1 - delta``.
     delta : float, optional
         Required for ``pac``.
     random_state : int, default 0
-        Seed of every split the calibration makes (``score="auto"``, tuning).
+        Seed of every split the calibration makes.
     strict : bool, default False
-        Raise instead of returning a ``+inf`` threshold (see ``RetrievalConformalizer``).
+        Raise instead of returning a ``+inf`` threshold.
     group_by : str or callable, optional
-        Per-group (Mondrian) thresholds: a key of ``CalibrationExample.metadata`` or a function
-        of the question text (give the same to the conformal retriever).
+        Per-group (Mondrian) thresholds: a metadata key or a function of the question (give the
+        same to the conformal retriever).
     group_fallback : {"keep_all", "pooled"}, default "keep_all"
         What a group too small for its own threshold, or unseen at calibration, gets.
     chunk_group_key : str, optional
@@ -40,15 +39,12 @@ class RetrievalOptions:
     control : {"coverage", "recall"}, default "coverage"
         ``recall`` controls ``E[1 - recall]`` instead of the chance of missing every gold chunk.
     progress : bool, default True
-        Show a progress bar while the host is queried.
 
     Examples
     --------
     >>> opts = RetrievalOptions(score="similarity", group_by="tenant")
-    >>> opts.family(), opts.confidence_level
-    ('similarity', 0.9)
-    >>> RetrievalOptions().family("auto")
-    'auto'
+    >>> opts.family(), opts.confidence_level, RetrievalOptions().family("auto")
+    ('similarity', 0.9, 'auto')
     """
 
     confidence_level: float = DEFAULT_CONFIDENCE_LEVEL
@@ -69,12 +65,8 @@ class RetrievalOptions:
 
 
 def with_level(options: RetrievalOptions | None, confidence_level: float | None) -> RetrievalOptions:
-    """``options`` (default :class:`RetrievalOptions`) with the ``confidence_level=`` keyword applied.
+    """``options`` (default :class:`RetrievalOptions`) with the ``confidence_level=`` keyword (wins; a conflict raises).
 
-    The keyword wins over the options' default level; a level set in both that disagrees raises.
-
-    Examples
-    --------
     >>> with_level(None, 0.8).confidence_level
     0.8
     >>> with_level(RetrievalOptions(confidence_level=0.7), None).confidence_level

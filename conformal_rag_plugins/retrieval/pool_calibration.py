@@ -1,8 +1,4 @@
-"""Framework-neutral calibration loop: host pools -> nonconformity -> threshold.
-
-Adapters supply ``fetch_pool(question) -> CandidatePool`` built from the host
-retriever's own results and scores; this module never recomputes a score.
-"""
+"""Framework-neutral calibration loop: host pools -> nonconformity -> threshold (never recomputing a host score)."""
 
 from __future__ import annotations
 
@@ -34,13 +30,8 @@ logger = logging.getLogger("conformal_rag_plugins")
 
 @dataclass(frozen=True)
 class CandidatePool:
-    """One query's candidates exactly as the host returned them, sorted best first.
+    """One query's candidates exactly as the host returned them, best first (``groups``: a chunk metadata value each).
 
-    ``groups`` holds each candidate's value of a chunk metadata key (``None`` where it has none)
-    when the host was asked for one (a label-conditional calibration, ``chunk_group_key``).
-
-    Examples
-    --------
     >>> CandidatePool.from_unsorted(["a", "b"], ["x", "y"], [0.1, 0.9], groups=["g", None]).groups
     (None, 'g')
     """
@@ -85,8 +76,6 @@ def check_gold_ids(examples: Sequence[CalibrationExample], known_ids: Collection
 def label_counts(examples: Sequence[CalibrationExample]) -> dict[str, dict[str, int]]:
     """Count how the gold labels were made (``metadata["gold_rule"]`` / ``["label_rule"]``).
 
-    Examples
-    --------
     >>> ex = [CalibrationExample("q", gold_ids=("a",), metadata={"gold_rule": "answer-in-chunk"})] * 2
     >>> label_counts(ex)
     {'gold_rule': {'answer-in-chunk': 2}}
@@ -102,8 +91,6 @@ def label_counts(examples: Sequence[CalibrationExample]) -> dict[str, dict[str, 
 def check_labelled(examples: Sequence[CalibrationExample]) -> None:
     """Raise unless there are examples and each has gold ids or gold texts (before any query).
 
-    Examples
-    --------
     >>> check_labelled([CalibrationExample("q", gold_ids=("a",))])
     """
     if not examples:
@@ -135,13 +122,8 @@ def collect_observations(
 def observe(
     example: CalibrationExample, pool: CandidatePool, costs: Mapping[str, float] | None = None
 ) -> PoolObservation:
-    """One question's observation: its pool's scores, where its gold candidates are, and (optionally) their costs.
+    """One question's observation: pool scores, gold positions, and optional per-candidate ``costs`` (missing raises).
 
-    ``costs`` maps a candidate id to what it costs the LLM to read (context tokens); a
-    candidate missing from it raises.
-
-    Examples
-    --------
     >>> pool = CandidatePool(("a", "b"), ("x", "y"), np.array([0.9, 0.5]))
     >>> obs = observe(CalibrationExample("q", gold_ids=("b",)), pool, {"a": 10, "b": 30})
     >>> obs.gold_positions, obs.costs.tolist()
@@ -171,29 +153,10 @@ def calibrate_from_pools(
 ) -> RetrievalCalibration:
     """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses.
 
-    Parameters
-    ----------
-    observations : sequence of PoolObservation
-        One per calibration question (see :func:`collect_observations`).
-    fingerprint : Fingerprint
-        The host's, saved with the threshold.
-    pool_size : int
-        Candidates per query.
-    options : RetrievalOptions, optional
-        Level, score family (default ``"relative"``), method, groups, control.
-    labels : dict, optional
-        How the gold was made (:func:`label_counts`).
-    group_labels : sequence of str, optional
-        The group of each observation (:func:`~.groups.group_labels`), or with
-        ``options.chunk_group_key`` the groups of the gold chunks
-        (:func:`~.groups.chunk_group_labels`): the calibration is then label-conditional and the
-        retrievers apply each chunk's own group threshold (see :func:`~.groups.with_chunk_groups`).
+    ``group_labels`` are the observations' groups (:func:`~.groups.group_labels`) or, with
+    ``options.chunk_group_key``, their gold chunks' groups (label-conditional, see
+    :func:`~.groups.with_chunk_groups`).
 
-    ``options.control="recall"`` controls the mean share of gold chunks left out (see
-    :class:`~conformal_rag_plugins.retrieval.conformalizer.RetrievalConformalizer`).
-
-    Examples
-    --------
     >>> from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
     >>> obs = [PoolObservation(np.array([1.0, 0.5 - i / 100]), (1,)) for i in range(20)]
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")

@@ -1,10 +1,7 @@
 """The recall-controlling side of a retrieval calibration: which threshold rule, and its consistency checks.
 
-A :class:`~conformal_rag_plugins.retrieval.calibration.RetrievalCalibration` with ``risk_ ==
-"recall"`` stores every calibration question's gold nonconformities
-(``gold_scores_``); its threshold is conformal risk control (``method_ == "crc"``) or
-Learn-then-Test (``"ltt"``) on them, both computed in
-:mod:`conformal_rag_plugins.core.quantile`, and is recomputed from them on load.
+With ``risk_ == "recall"`` the threshold is conformal risk control (``"crc"``) or Learn-then-Test
+(``"ltt"``) on ``gold_scores_`` (:mod:`conformal_rag_plugins.core.quantile`), recomputed on load.
 """
 
 from __future__ import annotations
@@ -27,8 +24,6 @@ RECALL_METHODS = ("crc", "ltt")
 def recall_method(method: str) -> str:
     """Map a driver's ``method`` to the recall rule: ``split``/``crc`` -> ``crc``, ``pac``/``ltt`` -> ``ltt``.
 
-    Examples
-    --------
     >>> recall_method("split"), recall_method("ltt")
     ('crc', 'ltt')
     """
@@ -45,8 +40,6 @@ def recall_threshold(
 ) -> float:
     """The recall threshold of ``method`` (``crc`` or ``ltt``, which needs ``delta``).
 
-    Examples
-    --------
     >>> recall_threshold([[i / 10] for i in range(1, 10)], 0.1, "crc", None)
     0.9
     """
@@ -62,8 +55,7 @@ def recall_threshold(
 def check_risk_fields(cal: Any) -> None:
     """Raise :class:`CalibrationIntegrityError` unless ``risk_``, ``method_`` and ``gold_scores_`` agree.
 
-    ``cal`` is a :class:`~conformal_rag_plugins.retrieval.calibration.RetrievalCalibration`; for recall, each
-    question's ``scores_`` entry must be the minimum of its gold nonconformities.
+    For recall, each ``scores_`` entry must be the minimum of its question's gold nonconformities.
     """
     if cal.risk_ not in RISKS:
         raise CalibrationIntegrityError(f"risk must be one of {RISKS}, got {cal.risk_!r}.")
