@@ -47,8 +47,8 @@ def _host_scores(docs: Sequence[Document]) -> np.ndarray:
 def score_documents(query: str, docs: Sequence[Document], embeddings: Embeddings | None) -> np.ndarray:
     """The score the compressor keeps documents by: cosine to the query, or the host's ``metadata['score']``.
 
-    One function for calibration (:func:`~conformal_rag_plugins.langchain.calibrate_compressor`)
-    and query time, so the calibrated score is the one used.
+    The one function for calibration (:func:`~conformal_rag_plugins.langchain.calibrate_compressor`)
+    and query time.
 
     Examples
     --------
@@ -95,22 +95,18 @@ _NO_SCORE = "A document score is missing or NaN (a zero embedding?): cannot appl
 class ConformalDocumentCompressor(ServingMixin, BaseDocumentCompressor):
     """Keep the calibrated conformal set of the base retriever's documents (replaces ``EmbeddingsFilter``).
 
-    Use it as ``base_compressor`` of a ``ContextualCompressionRetriever`` whose base retriever
-    returns the calibration's pool (``search_kwargs={"k": calibration.pool_size_}``). Like
-    ``EmbeddingsFilter`` it scores documents with ``embeddings`` (cosine to the query); without
-    embeddings it uses the base retriever's ``metadata['score']``. Calibrate it with
-    :func:`~conformal_rag_plugins.langchain.calibrate_compressor` on the same base retriever and
-    embeddings; the gold chunk is then in the kept documents with probability >=
+    Use it as ``base_compressor`` of a ``ContextualCompressionRetriever`` whose base retriever returns
+    the calibration's pool (``search_kwargs={"k": calibration.pool_size_}``). Like ``EmbeddingsFilter``
+    it scores with ``embeddings`` (cosine to the query), else with the base retriever's
+    ``metadata['score']``. Calibrated with :func:`~conformal_rag_plugins.langchain.calibrate_compressor`
+    on the same base retriever and embeddings, it keeps the gold chunk with probability >=
     ``calibration.confidence_level_``.
 
-    Each call checks the pool: more documents than the calibrated pool, or fewer (a smaller
-    ``k``, or a filter before this compressor in a pipeline), raise :class:`ConformalError`; so do
-    embeddings other than the calibrated ones (:class:`FingerprintMismatchError`, when built) and a
-    score outside the calibrated scale's range; documents whose ids the calibrated collection did not
-    hold warn with :class:`CorpusChangedWarning` (once), as ``ConformalRetriever`` does.
-    ``options`` (:class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`: ``min_k``/``max_k``,
-    ``group``/``group_by`` of a per-group calibration, a drift ``monitor``, ``check_fingerprint``)
-    work as in :class:`~conformal_rag_plugins.langchain.ConformalRetriever`.
+    Each call checks the pool: more or fewer documents than the pool (a smaller ``k``, an earlier
+    filter) raise :class:`ConformalError`; other embeddings (when built) or a score off the calibrated
+    scale raise :class:`FingerprintMismatchError`; ids new to the calibrated collection warn
+    :class:`CorpusChangedWarning` once. ``options``: see
+    :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
 
     Examples
     --------
@@ -118,7 +114,6 @@ class ConformalDocumentCompressor(ServingMixin, BaseDocumentCompressor):
     ...     base_compressor=ConformalDocumentCompressor(calibration=cal, embeddings=embeddings),  # was EmbeddingsFilter
     ...     base_retriever=store.as_retriever(search_kwargs={"k": cal.pool_size_}),
     ... )
-    >>> ConformalDocumentCompressor(calibration=cal, options=ServingOptions(max_k=8))  # doctest: +SKIP
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

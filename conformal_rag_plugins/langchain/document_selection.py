@@ -1,7 +1,5 @@
-"""The conformal set of one query's scored documents, as both LangChain drop-ins return it.
-
-The decision is :func:`~conformal_rag_plugins.retrieval.serving.serve_set`; this module turns
-its kept candidates back into document copies.
+"""One query's conformal set of scored documents, for both LangChain drop-ins: the kept candidates
+of :func:`~conformal_rag_plugins.retrieval.serving.serve_set` as document copies.
 """
 
 from __future__ import annotations
@@ -29,9 +27,7 @@ def select_documents(
 ) -> list[Document]:
     """Keep the documents inside the calibrated threshold, with ``metadata['score']`` and the conformal metadata.
 
-    ``docs`` and ``scores`` are best first (``checked=True``: already known NaN-free and sorted);
-    the decision (groups, ``min_k``/``max_k``, warning, monitor) is
-    :func:`~conformal_rag_plugins.retrieval.serving.serve_set`.
+    ``docs`` and ``scores`` best first (``checked=True``: already NaN-free and sorted).
 
     Examples
     --------
@@ -41,8 +37,6 @@ def select_documents(
     >>> docs = [Document(page_content=t) for t in ("a", "b", "c")]
     >>> [d.page_content for d in select_documents(docs, [0.9, 0.85, 0.5], cal)]
     ['a', 'b']
-    >>> [d.page_content for d in select_documents(docs, [0.9, 0.85, 0.5], cal, ServingOptions(min_k=3))]
-    ['a', 'b', 'c']
     """
     metadata = [d.metadata for d in docs]
     served = serve_set(calibration, scores, metadata, options, query=query, checked=checked, stacklevel=stacklevel)
@@ -67,28 +61,8 @@ def validated_init(init: Callable[..., None], data: dict[str, Any], what: str) -
 def raise_conformal_cause(exc: ValidationError) -> None:
     """Raise the :class:`ConformalError` a drop-in's validator raised inside pydantic's ``ValidationError``.
 
-    Pydantic wraps a ``ValueError`` raised by a validator; the drop-ins surface theirs
-    (``FingerprintMismatchError``, crossed ``min_k``/``max_k``, the host count) unwrapped, as the
-    LlamaIndex adapter raises them. Returns when the error is pydantic's own (the caller re-raises it).
-
-    Examples
-    --------
-    >>> from pydantic import BaseModel, field_validator
-    >>> class Knob(BaseModel):
-    ...     k: int
-    ...     @field_validator("k")
-    ...     @classmethod
-    ...     def _positive(cls, k):
-    ...         if k < 1:
-    ...             raise ConformalError("k must be >= 1")
-    ...         return k
-    >>> try:
-    ...     Knob(k=0)
-    ... except ValidationError as exc:
-    ...     raise_conformal_cause(exc)
-    Traceback (most recent call last):
-    ...
-    conformal_rag_plugins.core.errors.ConformalError: k must be >= 1
+    So the drop-ins raise theirs unwrapped, as the LlamaIndex adapter does; returns when the error is
+    pydantic's own (the caller re-raises it).
     """
     for err in exc.errors():
         cause = (err.get("ctx") or {}).get("error")

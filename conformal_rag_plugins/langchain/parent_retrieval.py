@@ -1,17 +1,11 @@
 """Small-to-big retrieval in LangChain: score chunks, return their parent documents.
 
-LangChain's own pattern is the ``MultiVectorRetriever`` (and its subclass
-``ParentDocumentRetriever``, both in ``langchain_classic.retrievers``): small chunks live in
-its ``vectorstore`` with the parent's id in ``metadata[id_key]``, and the parents live in
-its ``docstore``. :func:`parent_host` reads those three attributes (no import of
-``langchain_classic``, which is not a base dependency), or takes any scored host (a vector
-store, :class:`~conformal_rag_plugins.langchain.ScoredFusionRetriever`) with ``parents=``
-(a ``BaseStore`` such as ``InMemoryStore``, or a mapping) and ``id_key=``.
-
-The chunk scores are the vector store's relevance scores (or the retriever's
-``metadata['score']``), the same scale as a chunk-level host; each parent is scored from
-its chunks with :func:`~conformal_rag_plugins.retrieval.parent_pools.to_parent_pool`,
-at calibration and at query time alike.
+LangChain's pattern is the ``MultiVectorRetriever`` (and ``ParentDocumentRetriever``): chunks in
+its ``vectorstore`` with the parent id in ``metadata[id_key]``, parents in its ``docstore``.
+:func:`parent_host` reads those attributes (without importing ``langchain_classic``, not a base
+dependency), or takes any scored host with ``parents=`` (a ``BaseStore`` or mapping) and
+``id_key=``. Chunk scores are the host's own scale; parents are scored by
+:func:`~conformal_rag_plugins.retrieval.parent_pools.to_parent_pool` at calibration and query time alike.
 """
 
 from __future__ import annotations
@@ -49,13 +43,7 @@ DEFAULT_ID_KEY = "doc_id"
 
 
 def is_multi_vector(host: Any) -> bool:
-    """Whether ``host`` looks like a ``MultiVectorRetriever`` (``vectorstore``, ``docstore``, ``id_key``).
-
-    Examples
-    --------
-    >>> is_multi_vector(object())
-    False
-    """
+    """Whether ``host`` looks like a ``MultiVectorRetriever`` (``vectorstore``, ``docstore``, ``id_key``)."""
     return (
         isinstance(host, BaseRetriever)
         and isinstance(getattr(host, "vectorstore", None), VectorStore)
@@ -98,24 +86,13 @@ def _relevance_warnings() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class ParentHost:
-    """A scored chunk host, the store of its parents and the metadata key that links them.
+    """A scored chunk host (``chunks``), the ``docstore`` of its parents and the ``id_key`` that links them.
 
-    Attributes
-    ----------
-    chunks : VectorStore or BaseRetriever
-        Scores the chunks (a ``MultiVectorRetriever``'s ``vectorstore``, or the host itself).
-    docstore : BaseStore or Mapping
-        Parent id -> parent ``Document`` (or text); read with ``mget`` / ``amget`` when it has them.
-    id_key : str
-        The chunk metadata key holding the parent id.
-    how : {"max", "sum"}
-        How a parent is scored from its chunks.
-    k : int, optional
-        The host's own chunk top-k (``search_kwargs['k']`` or ``k``), checked against the pool size.
-    search_kwargs : dict
-        A ``MultiVectorRetriever``'s other search arguments (e.g. ``filter``), passed to the
-        vector store's relevance search; ``k`` is the pool size, and ``score_threshold`` and the
-        MMR arguments are left out (the conformal threshold decides; scores are relevance scores).
+    ``docstore`` maps parent id -> ``Document`` or text (``mget``/``amget`` when it has them); ``k`` is
+    the host's own chunk top-k, checked against the pool size. ``search_kwargs``: a
+    ``MultiVectorRetriever``'s other search arguments (e.g. ``filter``) for the relevance search;
+    ``k`` is the pool size, and ``score_threshold`` and the MMR arguments are left out (the conformal
+    threshold decides; scores are relevance scores).
     """
 
     chunks: Host
@@ -196,7 +173,7 @@ class ParentHost:
         return cands, [with_chunks(stored[pid], str(pid), c) for pid, c in zip(cands.pool.ids, lists, strict=True)]
 
     def candidates(self, pool: CandidatePool, docs: Sequence[Document]) -> tuple[ParentCandidates, list[Document]]:
-        """Parent pool of one chunk pool (best first) and the parent documents with their chunks."""
+        """Parent pool of one best-first chunk pool, and the parent documents with their chunks."""
         keyed, parent_of = self._prepare(pool, docs)
         return self._finish(keyed, parent_of, docs, self.lookup(dict.fromkeys(parent_of.values())))
 
@@ -263,31 +240,17 @@ def parent_host(
 ) -> ParentHost | None:
     """The parent-level view of ``host``, or ``None`` for a chunk-level host.
 
-    Parameters
-    ----------
-    host : VectorStore or BaseRetriever
-        A ``MultiVectorRetriever`` / ``ParentDocumentRetriever`` (its ``vectorstore`` scores the
-        chunks, its ``docstore`` and ``id_key`` give the parents), or any scored host.
-    parents : BaseStore or Mapping, optional
-        Parent id -> parent ``Document``; required for a plain scored host, and overrides a
-        ``MultiVectorRetriever``'s ``docstore``.
-    id_key : str, optional
-        Chunk metadata key of the parent id (default: the retriever's ``id_key``, else ``"doc_id"``).
-    how : {"max", "sum"}, default "max"
-        ``max`` ranks a parent where its best chunk ranks, as ``MultiVectorRetriever`` does.
-
-    Raises
-    ------
-    ConformalError
-        An unknown ``how``, a ``parents`` that is neither a store nor a mapping, or ``id_key`` /
-        a non-default ``how`` without parents.
+    A ``MultiVectorRetriever`` / ``ParentDocumentRetriever`` gives its ``vectorstore``, ``docstore``
+    and ``id_key``; any other scored host needs ``parents`` (parent id -> ``Document``, also
+    overriding the docstore). ``id_key`` defaults to the retriever's, else ``"doc_id"``; ``how="max"``
+    ranks a parent where its best chunk ranks, as ``MultiVectorRetriever`` does. An unknown ``how``,
+    ``parents`` neither a store nor a mapping, or ``id_key``/non-default ``how`` without parents
+    raise :class:`ConformalError`.
 
     Examples
     --------
     >>> parent_host(object(), parents=None) is None
     True
-    >>> parent_host(vectorstore, parents=InMemoryStore(), id_key="doc_id").how  # doctest: +SKIP
-    'max'
     """
     check_parent_aggregation(how)
     if parents is not None and not (hasattr(parents, "mget") or isinstance(parents, Mapping)):
@@ -316,13 +279,7 @@ def parent_host(
 
 
 def parent_examples(source: ParentHost, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
-    """Lift gold chunk ids to their parents and check that every gold id is a stored parent.
-
-    Raises
-    ------
-    CalibrationError
-        A gold id that is neither a chunk of the vector store nor a parent in the docstore.
-    """
+    """Lift gold chunk ids to parents; a gold id neither a chunk nor a stored parent raises ``CalibrationError``."""
     lifted = source.lift_gold(examples)
     gold = sorted({g for ex in lifted for g in ex.gold_ids})
     missing = sorted(set(gold) - source.known_parents(gold)) if gold else []

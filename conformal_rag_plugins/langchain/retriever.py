@@ -37,31 +37,27 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
     Parameters
     ----------
     calibration : RetrievalCalibration or AnswerSetCalibration
-        From :func:`calibrate_retriever` on the same host (checked by fingerprint); an
-        end-to-end calibration uses its retrieval stage's threshold.
+        From :func:`calibrate_retriever` on the same host (checked by fingerprint); an end-to-end
+        calibration serves its retrieval stage.
     vectorstore : VectorStore, optional
         Host with relevance scores; or
     retriever : BaseRetriever, optional
         A host that sets ``metadata['score']``.
     k : int, optional
-        Cap the set (LangChain's usual name; ``invoke(q, k=...)`` per call). It cuts the guarantee when it bites.
+        Cap the set (also ``invoke(q, k=...)``); it cuts the guarantee when it bites.
     options : ServingOptions, optional
-        ``min_k``/``max_k``, the query's ``group`` (``retriever.invoke(q, group="x")`` per call) or
-        ``group_by``, a drift ``monitor`` (``retriever.monitor = ...`` attaches one later) and
-        ``check_fingerprint``: see :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
+        See :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`; ``invoke(q, group="x")``
+        sets the group per call, ``retriever.monitor = ...`` attaches a monitor later.
     parents, id_key, parent_aggregation : optional
-        Small-to-big, as in :func:`calibrate_retriever`: return the *parent* documents (copies) with
-        the aggregated score and ``metadata['conformal_chunks']`` (``id``, ``score``, ``text`` of the
-        chunks that scored them, best first). A ``MultiVectorRetriever`` / ``ParentDocumentRetriever``
-        host is parent-level by itself. The calibration must be parent-level too (fingerprint).
+        Small-to-big, as in :func:`calibrate_retriever`: return copies of the *parent* documents with
+        the aggregated score and ``metadata['conformal_chunks']`` (``id``, ``score``, ``text`` of their
+        chunks, best first). A ``MultiVectorRetriever`` / ``ParentDocumentRetriever`` host is
+        parent-level by itself; the calibration must be parent-level too.
 
     Examples
     --------
     >>> retriever = ConformalRetriever(vectorstore=store, calibration=cal)  # doctest: +SKIP
     >>> chain = retriever | format_docs | prompt | llm  # doctest: +SKIP
-    >>> parents = ConformalRetriever(retriever=parent_document_retriever, calibration=parent_cal)  # doctest: +SKIP
-    >>> acme = ServingOptions(group="acme")
-    >>> tenant = ConformalRetriever(vectorstore=store, calibration=cal, options=acme)  # doctest: +SKIP
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -130,7 +126,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         query: str = "",
         group: Any = None,
     ) -> list[Document]:
-        """The conformal set of one query (the pool checked first); ``checked=True``: scores NaN-free, best first."""
+        """One query's conformal set, pool checked first; ``checked=True``: scores NaN-free, best first."""
         if self._served is not None:  # stacklevel 5: one frame below _get_relevant_documents
             self._served([doc_id(d) for d in docs], scores, stacklevel=5)
         check_group_options(self.calibration, group, None)
@@ -141,7 +137,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         return select_documents(docs, scores, self.calibration, options, checked=checked, query=query)
 
     def _fetch(self, query: str, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
-        """The host's top ``pool_size`` documents best first and their scores, as :func:`fetch_pool` orders them."""
+        """The host's top ``pool_size`` documents best first and their scores."""
         if self._parent is not None:
             return self._parent.fetch(query, self.calibration.pool_size_, callbacks=callbacks)
         pairs = fetch_pairs(self._host, query, self.calibration.pool_size_, callbacks=callbacks)
@@ -151,7 +147,6 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
     def pool_scores(self, query: str, *, group: str | None = None) -> ServedScores:
         """The host's pool scores for ``query`` (parents for small-to-big), best first, as the monitor sees them.
 
-        As the LlamaIndex :meth:`~conformal_rag_plugins.llamaindex.ConformalRetriever.pool_scores`;
         ``group`` as in ``invoke(query, group=...)``.
 
         Examples

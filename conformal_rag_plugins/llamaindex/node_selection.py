@@ -1,7 +1,5 @@
-"""The conformal set of one query's scored nodes, as both LlamaIndex drop-ins return it.
-
-The decision is :func:`~conformal_rag_plugins.retrieval.serving.serve_set`; this module turns
-nodes into its best-first scores and metadata, and its kept candidates back into node copies.
+"""One query's conformal set of scored nodes, for both LlamaIndex drop-ins: nodes to best-first
+scores and metadata for :func:`~conformal_rag_plugins.retrieval.serving.serve_set`, and back.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ _EXCLUDED_ATTRS = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
 
 
 def served_dims(nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> list[int]:
-    """The dimensions of the embeddings a query carries: the query's (set by a vector retriever) and the nodes'."""
+    """The dimensions of the query's embedding (set by a vector retriever) and the nodes'."""
     dims = [len(n.node.embedding) for n in nodes if getattr(n.node, "embedding", None)]
     embedding = getattr(query_bundle, "embedding", None)
     return dims + ([len(embedding)] if embedding else [])
@@ -44,14 +42,15 @@ def check_served(check: ServedPoolCheck | None, nodes: list[NodeWithScore], quer
 def host_check(
     calibration: RetrievalCalibration, host: Any, what: str, fingerprint: Fingerprint | None = None
 ) -> ServedPoolCheck:
-    """:func:`~conformal_rag_plugins.retrieval.served_checks.check_host` of a resolved host (its fingerprint unless
-    ``fingerprint`` is given, its ids), warning at the caller's caller (the drop-in's ``__init__`` line)."""
+    """:func:`~conformal_rag_plugins.retrieval.served_checks.check_host` of a resolved host, warning at the
+    drop-in's ``__init__`` line (``fingerprint``: instead of the host's own).
+    """
     fp = fingerprint_of(host) if fingerprint is None else fingerprint
     return check_host(calibration, fp, lambda: all_ids(host), what, stacklevel=2)
 
 
 def hidden_copy(node: Any, metadata: dict[str, Any], hidden: Sequence[str]) -> Any:
-    """A copy of ``node`` with ``metadata``, and ``hidden`` keys excluded from what the LLM and embedder see."""
+    """A copy of ``node`` with ``metadata``, the ``hidden`` keys excluded from what the LLM and embedder see."""
     update: dict[str, Any] = {"metadata": metadata}
     for attr in _EXCLUDED_ATTRS:
         keys = list(getattr(node, attr, []) or [])
@@ -68,11 +67,7 @@ def select_nodes(
     query: str = "",
     stacklevel: int = 5,
 ) -> list[NodeWithScore]:
-    """Keep the nodes inside the calibrated threshold, best first, with the conformal metadata.
-
-    The decision (groups, ``min_k``/``max_k``, warning, monitor) is
-    :func:`~conformal_rag_plugins.retrieval.serving.serve_set`; the metadata keys it returns are
-    excluded from what the LLM and the embedding model see.
+    """Keep the nodes inside the calibrated threshold, best first, with the conformal metadata (hidden from the LLM).
 
     Examples
     --------
@@ -83,8 +78,6 @@ def select_nodes(
     >>> nodes = [NodeWithScore(node=TextNode(id_=i, text=i), score=s) for i, s in [("a", 0.5), ("b", 0.9), ("c", 0.85)]]
     >>> [n.node.node_id for n in select_nodes(nodes, cal)]
     ['b', 'c']
-    >>> [n.node.node_id for n in select_nodes(nodes, cal, ServingOptions(min_k=3))]
-    ['b', 'c', 'a']
     """
     ordered, scores = ordered_nodes(nodes)
     # the scores are checked (no NaN) and sorted best first by ordered_nodes: skip re-validating them

@@ -1,19 +1,10 @@
 """Small-to-big retrieval in LlamaIndex: retrieve chunks, calibrate and return their parents.
 
-A chunk's parent comes from LlamaIndex's own node relationships, in this order:
-
-1. an ``IndexNode``'s ``index_id`` (the ``RecursiveRetriever`` pattern: the chunk points to the
-   node it stands for);
-2. the ``PARENT`` relationship (``HierarchicalNodeParser``, the ``AutoMergingRetriever``
-   pattern: the level just above the leaves);
-3. the ``SOURCE`` relationship (any node parser run on ``Document`` objects: the document);
-4. ``metadata["parent_id"]`` (the library's own chunk nodes,
-   :func:`~conformal_rag_plugins.local.llamaindex_stack.nodes_from_entries`).
-
-The parents are looked up in a docstore (``StorageContext.docstore``), a mapping id -> node,
-or a list of nodes. An ``AutoMergingRetriever`` host brings both its vector retriever and its
-storage context's docstore; a ``RecursiveRetriever`` brings its root retriever and ``node_dict``.
-The statistics are the framework-free :func:`~conformal_rag_plugins.retrieval.parent_pools.to_parent_pool`.
+A chunk's parent is, first found: an ``IndexNode``'s ``index_id`` (``RecursiveRetriever``), the
+``PARENT`` relationship (``HierarchicalNodeParser``, ``AutoMergingRetriever``), the ``SOURCE``
+relationship (the document), ``metadata["parent_id"]`` (this library's ``nodes_from_entries``).
+Parents come from a docstore, ``StorageContext``, mapping or list of nodes, or the host's own
+(``AutoMergingRetriever``: its docstore; ``RecursiveRetriever``: its ``node_dict``).
 """
 
 from __future__ import annotations
@@ -51,10 +42,10 @@ def chunk_parent_id(node: BaseNode) -> str | None:
     --------
     >>> from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
     >>> leaf = TextNode(id_="c1", text="x", relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id="doc")})
-    >>> chunk_parent_id(leaf)
-    'doc'
-    >>> chunk_parent_id(IndexNode(id_="c2", text="x", index_id="big")), chunk_parent_id(TextNode(id_="c3", text="x"))
-    ('big', None)
+    >>> chunk_parent_id(leaf), chunk_parent_id(IndexNode(id_="c2", text="x", index_id="big"))
+    ('doc', 'big')
+    >>> chunk_parent_id(TextNode(id_="c3", text="x")) is None
+    True
     """
     if isinstance(node, IndexNode) and node.index_id:
         return str(node.index_id)
@@ -103,19 +94,10 @@ def _host_parts(host: Any) -> tuple[Any, Any]:
 
 @dataclass(frozen=True)
 class ParentLevel:
-    """A chunk retriever with the store its chunks' parents are read from.
+    """A chunk retriever (what the user passed, or the host's vector/root retriever) and its parent store.
 
-    Attributes
-    ----------
-    retriever : BaseRetriever or index
-        The chunk-level host (an ``AutoMergingRetriever``'s vector retriever, a
-        ``RecursiveRetriever``'s root retriever, or what the user passed).
-    how : {"max", "sum"}
-        How a parent's score is made from its chunks' scores.
-    get : callable
-        Parent id -> parent node, or ``None`` when the store does not hold it.
-    every_parent : callable or None
-        All nodes of the store (to map document ids to hierarchical parents), when it can list them.
+    ``get``: parent id -> node or ``None``; ``every_parent``: all stored nodes (to map document ids to
+    hierarchical parents), when the store can list them; ``how``: "max" or "sum".
     """
 
     retriever: Any
@@ -145,8 +127,7 @@ class ParentLevel:
     def parent_nodes(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
         """Copies of the parents, best first, scored from their chunks, with ``conformal_chunks``.
 
-        ``conformal_chunks`` is hidden from the LLM and the embedding model, so the prompt is
-        the parent's text and metadata as stored. The store's nodes are never modified.
+        ``conformal_chunks`` is hidden from the LLM and the embedding model; the store's nodes are never modified.
         """
         found, chunks = self.candidates(nodes)
         out = []
@@ -160,9 +141,11 @@ class ParentLevel:
     def lift_gold(
         self, examples: Sequence[CalibrationExample], chunk_retriever: BaseRetriever
     ) -> list[CalibrationExample]:
-        """Gold ids as parent ids: a chunk id becomes its parent's id, a parent id stays, a node above the
-        parent level (a ``HierarchicalNodeParser`` root) or a document id (the ``SOURCE`` of the parents)
-        becomes the ids of the parents under it; an id found nowhere raises :class:`CalibrationError`."""
+        """Gold ids as parent ids; an id found nowhere raises :class:`CalibrationError`.
+
+        A chunk id becomes its parent's, a parent id stays, and a node above the parent level (a
+        ``HierarchicalNodeParser`` root) or a document id (the parents' ``SOURCE``) becomes the parents under it.
+        """
         gold = sorted({g for ex in examples for g in ex.gold_ids})
         if not gold:
             return list(examples)
@@ -235,16 +218,13 @@ def _nodes_by_id(
 def resolve_parent_level(host: Any, parents: Any = None, how: str = "max") -> ParentLevel | None:
     """The parent level of a host, or ``None`` for plain chunk-level retrieval.
 
-    Parent level is on when ``parents`` is given or the host is an ``AutoMergingRetriever``
-    (its storage context's docstore) or a ``RecursiveRetriever`` (its ``node_dict``).
+    On when ``parents`` is given or the host is an ``AutoMergingRetriever`` or ``RecursiveRetriever``.
 
     Examples
     --------
     >>> from llama_index.core.schema import TextNode
-    >>> resolve_parent_level(object()) is None
-    True
-    >>> resolve_parent_level(object(), [TextNode(id_="doc", text="x")], "sum").how
-    'sum'
+    >>> resolve_parent_level(object()) is None, resolve_parent_level(object(), [TextNode(id_="d", text="x")], "sum").how
+    (True, 'sum')
     """
     check_parent_aggregation(how)
     chunk_host, own = _host_parts(host)

@@ -32,29 +32,23 @@ class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
     """Keep the calibrated conformal set of the retriever's scored nodes (replaces ``SimilarityPostprocessor``).
 
     Put it first in ``node_postprocessors`` of a query engine whose retriever returns the
-    calibration's pool (``similarity_top_k == calibration.pool_size_``); the gold chunk is
-    then in the kept nodes with probability >= ``calibration.confidence_level_``. Calibrate
-    with :func:`~conformal_rag_plugins.llamaindex.calibrate_retriever` on the same index
-    (or retriever) and pool size, so the scores it was calibrated on are the ones it sees.
+    calibration's pool (``similarity_top_k == calibration.pool_size_``), calibrated with
+    :func:`~conformal_rag_plugins.llamaindex.calibrate_retriever` on the same index or retriever:
+    the gold chunk is then kept with probability >= ``calibration.confidence_level_``.
 
-    The pool it receives is checked on every query: more nodes than the pool, fewer nodes
-    than the pool (a smaller ``similarity_top_k``, or an earlier postprocessor that already
-    removed nodes), and nodes without a score raise :class:`ConformalError` naming the cause.
-    It also checks what the nodes tell (all it can without ``index=``/``retriever=``): a score outside the
-    calibrated scale's range (another store or retriever), a query or node embedding of another
-    dimension, or ``Settings.embed_model`` set to another model than the calibrated one raise
-    :class:`FingerprintMismatchError`; node ids the calibrated collection did not hold warn with
-    :class:`CorpusChangedWarning` (once), as ``ConformalRetriever`` on a changed collection does.
+    Every query's pool is checked: more or fewer nodes than the pool (a smaller ``similarity_top_k``,
+    an earlier postprocessor) or a node without a score raise :class:`ConformalError`; a score off
+    the calibrated scale, an embedding of another dimension, or ``Settings.embed_model`` set to
+    another model raise :class:`FingerprintMismatchError`; node ids new to the calibrated collection
+    warn :class:`CorpusChangedWarning` once.
 
     Parameters
     ----------
     calibration : RetrievalCalibration or AnswerSetCalibration
     index, retriever : optional
-        The host, to check the calibration's fingerprint and collection (and, for a retriever,
-        its top-k) when the postprocessor is built rather than at the first query.
+        The host, to check the fingerprint and collection (and a retriever's top-k) when built.
     options : ServingOptions, optional
-        ``min_k``/``max_k``, ``group``/``group_by``, a drift ``monitor``, ``check_fingerprint``: see
-        :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
+        See :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
 
     Examples
     --------
@@ -62,7 +56,6 @@ class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
     ...     similarity_top_k=cal.pool_size_,
     ...     node_postprocessors=[ConformalNodePostprocessor(calibration=cal)],  # was SimilarityPostprocessor(...)
     ... )
-    >>> ConformalNodePostprocessor(calibration=cal, options=ServingOptions(min_k=2))  # doctest: +SKIP
     """
 
     calibration: Any = Field(description="RetrievalCalibration (or an end-to-end calibration's retrieval stage).")
@@ -126,7 +119,7 @@ class ConformalNodePostprocessor(ServingMixin, BaseNodePostprocessor):
 
 
 def _check_settings_model(calibration: RetrievalCalibration) -> None:
-    """Refuse ``Settings.embed_model`` when it is set to another model than the calibrated one."""
+    """Refuse ``Settings.embed_model`` set to another model than the calibrated one."""
     from llama_index.core import Settings
 
     model = getattr(Settings, "_embed_model", None)  # the private field: reading the property resolves a default

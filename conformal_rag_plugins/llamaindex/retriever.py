@@ -21,32 +21,28 @@ from .parent_retrieval import ParentLevel, check_level, resolve_parent_level
 class ConformalRetriever(ServingMixin, BaseRetriever):
     """Return every node whose score passes the calibrated threshold.
 
-    The gold chunk is in the result with probability >= ``calibration.confidence_level_``,
-    unless ``max_k`` cuts the set (then the nodes say so and a warning is raised).
+    The gold chunk is in the result with probability >= ``calibration.confidence_level_``, unless
+    ``options.max_k`` cuts the set (the nodes then say so and a warning is raised).
 
     Parameters
     ----------
     calibration : RetrievalCalibration or AnswerSetCalibration
-        From :func:`calibrate_retriever` on the same host (checked by fingerprint); an
-        end-to-end calibration uses its retrieval stage's threshold.
-    index : VectorStoreIndex, optional
-    retriever : BaseRetriever, optional
-        The host (e.g. a ``QueryFusionRetriever``); pass ``index`` or ``retriever``.
+        From :func:`calibrate_retriever` on the same host (checked by fingerprint); an end-to-end
+        calibration serves its retrieval stage.
+    index, retriever : VectorStoreIndex or BaseRetriever
+        The host (e.g. a ``QueryFusionRetriever``): pass exactly one.
     options : ServingOptions, optional
-        ``min_k``/``max_k``, the query's ``group`` or ``group_by``, a drift ``monitor``
-        (``retriever.monitor = ...`` attaches one later) and ``check_fingerprint``: see
-        :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`.
+        See :class:`~conformal_rag_plugins.retrieval.serving.ServingOptions`
+        (``retriever.monitor = ...`` attaches a monitor later).
     parents : docstore, StorageContext, mapping or list of nodes, optional
-        Small-to-big: return copies of the chunks' parents (as in ``calibrate_retriever``), each
-        scored from its chunks, with ``metadata["conformal_chunks"]`` (``{"id", "score", "text"}``
-        of the chunks that scored it, best first; hidden from the LLM). An ``AutoMergingRetriever``
-        or ``RecursiveRetriever`` host brings its own parents.
+        Small-to-big: return copies of the chunks' parents, scored from their chunks, with
+        ``metadata["conformal_chunks"]`` (``{"id", "score", "text"}`` of those chunks, best first;
+        hidden from the LLM). An ``AutoMergingRetriever`` or ``RecursiveRetriever`` host brings its own.
     parent_aggregation : {"max", "sum"}, default "max"
 
     Examples
     --------
     >>> retriever = ConformalRetriever(index=index, calibration=cal)  # doctest: +SKIP
-    >>> capped = ConformalRetriever(index=index, calibration=cal, options=ServingOptions(max_k=5))  # doctest: +SKIP
     >>> engine = RetrieverQueryEngine.from_args(retriever)  # doctest: +SKIP
     """
 
@@ -94,8 +90,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
     def pool_scores(self, query: str | QueryBundle) -> ServedScores:
         """The host's pool scores for ``query`` (parents for small-to-big), best first, as the monitor sees them.
 
-        A :class:`~conformal_rag_plugins.monitor.monitor.ServedScores` (with the unit and the query's group):
-        the reference of :meth:`~conformal_rag_plugins.monitor.monitor.ConformalMonitor.from_observations`.
+        The reference of :meth:`~conformal_rag_plugins.monitor.monitor.ConformalMonitor.from_observations`.
 
         Examples
         --------

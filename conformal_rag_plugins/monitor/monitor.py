@@ -1,15 +1,10 @@
 """``ConformalMonitor``: label-free drift alarm on live queries, tied to one calibration.
 
-A query's statistic (``top1``: best host score; ``gap``: best minus second; ``set_size``) gets a
-smoothed conformal p-value against the reference plus earlier queries, fed to a Simple Jumper test
-martingale: if reference and stream are exchangeable, P(ever ``M_t >= 1/delta``) <= ``delta``
-(Ville), over the whole stream; after a drift the martingale grows. Restart ``k`` tests at
-``delta / 2**k``, so all runs together stay below ``delta``. Labels add an anytime-valid coverage
-sequence and ACI (Gibbs and Candès, 2021). Reference and stream go through one function,
-:func:`monitor_statistic`, at the unit and threshold the retriever serves (other combinations are
-refused). Updates hold a lock (concurrent queries are fine). The state is checked, optionally
-signed JSON, replayed on load; only a signature proves it was not cut before an alarm.
-See docs/production/monitor.md.
+Each query's statistic gets a smoothed conformal p-value against the reference plus earlier
+queries, fed to a Simple Jumper test martingale: under exchangeability P(ever ``M_t >= 1/delta``)
+<= ``delta`` (Ville); restart ``k`` tests at ``delta / 2**k``, so all runs together stay below
+``delta``. Labels add an anytime-valid coverage sequence and ACI (Gibbs and Candès, 2021). The
+state is checked, optionally signed JSON, replayed on load. See docs/production/monitor.md.
 """
 
 from __future__ import annotations
@@ -66,16 +61,7 @@ _FROM_CALIBRATION = "calibration"
 
 
 def calibration_identity(calibration: RetrievalCalibration) -> dict[str, Any]:
-    """What ties a monitor to a calibration: fingerprint, threshold, alpha, family and file checksum.
-
-    Examples
-    --------
-    >>> from conformal_rag_plugins import Fingerprint
-    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
-    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
-    >>> sorted(calibration_identity(cal))
-    ['alpha', 'checksum', 'fingerprint', 'score_family', 'threshold']
-    """
+    """What ties a monitor to a calibration: fingerprint, threshold, alpha, family and file checksum."""
     if hasattr(calibration, "retrieval_stage"):
         calibration = calibration.retrieval_stage()
     return {
@@ -88,16 +74,7 @@ def calibration_identity(calibration: RetrievalCalibration) -> dict[str, Any]:
 
 
 def calibration_unit(calibration: RetrievalCalibration | Any) -> str:
-    """The unit a calibration's retriever serves (from its fingerprint): ``"chunk"``, ``"parent:max"``/``"parent:sum"``.
-
-    Examples
-    --------
-    >>> from conformal_rag_plugins import Fingerprint
-    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine", retriever="dense>parent:max")
-    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
-    >>> calibration_unit(cal)
-    'parent:max'
-    """
+    """The unit a calibration's retriever serves, from its fingerprint: ``"chunk"`` or ``"parent:<how>"``."""
     if hasattr(calibration, "retrieval_stage"):
         calibration = calibration.retrieval_stage()
     retriever = str(calibration.fingerprint_.retriever)
@@ -106,16 +83,7 @@ def calibration_unit(calibration: RetrievalCalibration | Any) -> str:
 
 
 def served_threshold(calibration: RetrievalCalibration | Any, group: str | None) -> float:
-    """The threshold served to a query of ``group``: its group's (or the fallback) if per-group, else the pooled one.
-
-    Examples
-    --------
-    >>> from conformal_rag_plugins import Fingerprint
-    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
-    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
-    >>> served_threshold(cal, None)
-    0.9
-    """
+    """The threshold served to a query of ``group``: its group's (or the fallback) if per-group, else the pooled one."""
     if getattr(calibration, "groups_", None):
         return threshold_for(calibration, group)[0]
     return float(calibration.threshold_)
@@ -124,18 +92,8 @@ def served_threshold(calibration: RetrievalCalibration | Any, group: str | None)
 def monitor_statistic(
     statistic: str, scores: Sequence[float] | np.ndarray, calibration: RetrievalCalibration | Any, group: str | None
 ) -> float:
-    """One query's raw drift statistic: the one function for the reference and the stream alike.
-
-    ``scores`` are best first at the served unit; ``set_size`` is taken at :func:`served_threshold`
-    for ``group`` (before ``min_k``/``max_k``); ``top1`` and ``gap`` ignore the threshold.
-
-    Examples
-    --------
-    >>> from conformal_rag_plugins import Fingerprint
-    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
-    >>> cal = RetrievalCalibration(0.25, 0.1, "split", "relative", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
-    >>> monitor_statistic("set_size", [0.9, 0.7, 0.5], cal, None), monitor_statistic("top1", [0.9, 0.7], cal, None)
-    (2.0, 0.9)
+    """One query's raw drift statistic for reference and stream alike (``scores`` best first, at the served
+    unit); ``set_size`` is taken at :func:`served_threshold` before ``min_k``/``max_k``.
     """
     size = None
     if statistic == "set_size":
@@ -147,17 +105,22 @@ def monitor_statistic(
 class ServedScores:
     """One query's candidate scores as a ``ConformalRetriever`` serves them: the monitor's input.
 
-    Returned by ``ConformalRetriever.pool_scores(question)`` (both frameworks); built for every
-    calibration question, they give a reference computed exactly like the stream.
+    Returned by ``ConformalRetriever.pool_scores(question)`` (both frameworks), so a reference built
+    from the calibration questions is computed exactly like the stream.
 
     Attributes
     ----------
     scores : tuple of float
-        Best first, after the parent aggregation of a small-to-big retriever.
+        Best first, after a small-to-big retriever's parent aggregation.
     unit : str
         ``"chunk"`` or ``"parent:<aggregation>"``.
     group : str or None
         The query's group for a per-group calibration (``None``: the pooled threshold).
+
+    Examples
+    --------
+    >>> ServedScores((0.9, 0.7)).unit
+    'chunk'
     """
 
     scores: tuple[float, ...]
@@ -175,7 +138,7 @@ class ServedScores:
         group_by: Any,
         parent_how: str | None,
     ) -> ServedScores:
-        """A retriever's pool scores for ``query``, unit (``parent_how``: small-to-big aggregation) and served group."""
+        """A pool's scores with its unit (``parent_how``: small-to-big aggregation) and served group."""
         _, meta = query_threshold(calibration, group, group_by, query)
         unit = "chunk" if parent_how is None else parent_unit_name(parent_how)
         return cls(tuple(float(s) for s in scores), unit, meta.get("conformal_group"))
@@ -184,8 +147,7 @@ class ServedScores:
     def of_drop_in(
         cls, drop_in: Any, scores: Iterable[float], query: str, parent: Any = None, group: str | None = None
     ) -> ServedScores:
-        """:meth:`of_query` with a retriever drop-in's calibration and options, its parent level (or ``None``) and
-        a per-call ``group`` overriding ``options.group``."""
+        """:meth:`of_query` with a retriever drop-in's calibration, options and parent level; ``group`` overrides."""
         opts, how = drop_in.options, None if parent is None else parent.how
         group = opts.group if group is None else group
         return cls.of_query(drop_in.calibration, scores, query, group=group, group_by=opts.group_by, parent_how=how)
@@ -193,10 +155,8 @@ class ServedScores:
 
 @dataclass(frozen=True)
 class MonitorUpdate:
-    """What one query did to the monitor.
-
-    ``index`` is 0-based over every run; ``martingale`` is the current run's ``M_t`` (``inf`` past float
-    range; the log is kept); ``alarm`` is whether the current run has alarmed, now or earlier.
+    """What one query did: ``index`` (0-based over every run), the current run's ``martingale`` ``M_t``
+    (``inf`` past float range; the log is kept), ``alarm`` (the current run has alarmed, now or earlier).
     """
 
     index: int
@@ -208,11 +168,7 @@ class MonitorUpdate:
 
 @dataclass(frozen=True)
 class CoverageTracking:
-    """How a :class:`ConformalMonitor` follows labelled queries.
-
-    ``coverage_delta``: error of the anytime-valid coverage sequence (default: the monitor's ``delta``);
-    ``aci_gamma``: the ACI step size.
-    """
+    """Labelled-query settings: ``coverage_delta`` (default: the monitor's ``delta``) and the ACI step ``aci_gamma``."""
 
     coverage_delta: float | None = None
     aci_gamma: float = 0.005
@@ -243,25 +199,23 @@ class ConformalMonitor:
     calibration : RetrievalCalibration or AnswerSetCalibration
         The calibration the monitored retriever uses.
     reference : iterable of float
-        Each reference question's raw statistic, computed like the stream's (:func:`monitor_statistic`;
-        :meth:`from_observations` does it). Draw it from the live query population: every question,
-        answerable or not, asked of the same retriever.
+        Each reference question's raw statistic, computed like the stream's (:meth:`from_observations`),
+        from the live query population: every question, answerable or not.
     statistic : {"top1", "gap", "set_size"}, default "top1"
-        ``top1`` and ``gap`` are fixed functions of the host scores, exchangeable when the questions
-        are. ``set_size`` uses the fitted threshold, which slightly favours the calibration questions;
+        ``top1`` (best score) and ``gap`` (best minus second) are exchangeable when the questions are;
+        ``set_size`` uses the fitted threshold, which slightly favours the calibration questions:
         prefer a reference of questions not used for the threshold.
     delta : float, default 0.01
         False-alarm probability of the first run (alarm at ``M_t >= 1/delta``); restart ``k`` uses ``delta / 2**k``.
     jump : float, default 0.01
         Simple Jumper switching rate.
     seed : int, default 0
-        Seed of the p-values' tie-breaking uniforms, saved; query ``i`` draws the ``i``-th uniform in
-        every run and replay.
+        Seed of the p-values' tie-breaking uniforms (saved; query ``i`` draws the ``i``-th in every run and replay).
     coverage : CoverageTracking, optional
         ``coverage_delta`` (default ``delta``) and ``aci_gamma`` (default 0.005) for labelled queries.
     grouped : bool, optional
-        Per-group calibration: whether the retriever serves each query its group's threshold (the
-        default) or the pooled one (``False``). Set sizes or labels served the other way are refused.
+        Per-group calibration: the retriever serves each query its group's threshold (default) or the
+        pooled one (``False``); set sizes or labels served the other way are refused.
 
     Examples
     --------
@@ -271,8 +225,6 @@ class ConformalMonitor:
     >>> mon = ConformalMonitor(cal, reference=[0.8, 0.7, 0.9, 0.85, 0.75], delta=0.05)
     >>> mon.observe([0.8, 0.6]).p_value > 0, mon.alarm
     (True, False)
-    >>> mon.observe_label(True).coverage_interval() == (0.0, 1.0)
-    False
     """
 
     def __init__(
@@ -335,22 +287,22 @@ class ConformalMonitor:
         unit: str | None = None,
         **kwargs: Any,
     ) -> ConformalMonitor:
-        """Build the monitor with a reference computed from the reference questions' pools by :func:`monitor_statistic`.
+        """Build the monitor from the reference questions' pools (statistics by :func:`monitor_statistic`).
 
         Parameters
         ----------
         calibration : RetrievalCalibration or AnswerSetCalibration
         observations : sequence
-            Per question: a :class:`ServedScores` from ``ConformalRetriever.pool_scores(question)`` (scores,
-            unit and group as served), a ``PoolObservation`` of the calibration, or a list of host scores
-            (any order). Use every question of the live population, answerable or not.
+            Per question (every question of the live population): a :class:`ServedScores` from
+            ``ConformalRetriever.pool_scores(question)``, a ``PoolObservation`` of the calibration, or a
+            list of host scores (any order).
         groups : sequence of str, None or "calibration", default "calibration"
-            Per-group calibrations only: each observation's group (its set size is taken at that group's
-            threshold). ``"calibration"`` reads it from each :class:`ServedScores` or the calibration's record
-            of a ``PoolObservation``'s question; ``None``: a retriever without groups (pooled threshold).
+            Per-group calibrations: each observation's group (its set size is taken at that group's
+            threshold). ``"calibration"`` reads it from each :class:`ServedScores` or the calibration's
+            record of the question; ``None``: a retriever without groups (pooled threshold).
         unit : str, optional
-            Unit of plain score lists: ``"chunk"`` (default), or ``"parent:max"``/``"parent:sum"`` to confirm
-            parent scores for a parent-level calibration.
+            Unit of plain score lists: ``"chunk"`` (default), or ``"parent:max"``/``"parent:sum"`` to
+            confirm parent scores for a parent-level calibration.
         **kwargs
             The other arguments of :class:`ConformalMonitor`.
 
@@ -465,10 +417,8 @@ class ConformalMonitor:
 
     # ------------------------------------------------------------------ updates
     def check_calibration(self, calibration: RetrievalCalibration | Any) -> None:
-        """Raise unless ``calibration`` is this monitor's.
-
-        ``FingerprintMismatchError`` for another pipeline, :class:`CalibrationError` for another
-        calibration of the same pipeline.
+        """Raise unless ``calibration`` is this monitor's: ``FingerprintMismatchError`` for another pipeline,
+        :class:`CalibrationError` for another calibration of the same pipeline.
         """
         if any(calibration is c for c in self._verified):
             return
@@ -490,7 +440,7 @@ class ConformalMonitor:
             self._verified.append(calibration)
 
     def _served_group(self, group: Any, what: str) -> str | None:
-        """The query's group, checked against how the reference was served (``what`` names the value in errors)."""
+        """The query's group, checked against how the reference was served (``what`` names it in errors)."""
         has_groups = bool(getattr(self.calibration, "groups_", None))
         if group is not None:
             if not has_groups:
@@ -520,9 +470,8 @@ class ConformalMonitor:
     ) -> MonitorUpdate:
         """Update with one query's candidate scores (best first).
 
-        The statistic is :func:`monitor_statistic` for ``group`` (the group whose threshold was served;
-        ``None`` without groups). ``set_size`` must agree with it, and ``calibration`` must be the
-        monitor's own (the retrievers pass both).
+        The statistic is :func:`monitor_statistic` for ``group`` (the group whose threshold was served).
+        ``set_size`` must agree with it and ``calibration`` must be the monitor's (the retrievers pass both).
         """
         if calibration is not None:
             self.check_calibration(calibration)
@@ -541,7 +490,7 @@ class ConformalMonitor:
         return self.observe_statistic(value)
 
     def observe_statistic(self, value: float) -> MonitorUpdate:
-        """Update with one query's raw statistic (for a stream computed elsewhere with :func:`monitor_statistic`)."""
+        """Update with one query's raw statistic (computed elsewhere with :func:`monitor_statistic`)."""
         value = check_statistics([value])[0]
         with self._lock:
             run = self._runs[-1]
@@ -550,16 +499,10 @@ class ConformalMonitor:
             return MonitorUpdate(len(self.stream) - 1, value, p, _exp(run.test.log_path[-1]), self.alarm)
 
     def restart(self) -> ConformalMonitor:
-        """Begin a new run after an alarm, testing at ``delta / 2**k`` for the ``k``-th restart.
+        """Begin a new run after an alarm (else :class:`ConformalError`), testing at ``delta / 2**k`` for restart ``k``.
 
-        The new run's martingale starts at 1 and its p-values use the reference plus its own queries only.
-        The seed stays the creation one, the uniforms continue from the stream position, and the restart
-        is recorded in :attr:`runs`. Halving ``delta`` keeps all runs together below ``delta``.
-
-        Raises
-        ------
-        ConformalError
-            The current run has not raised an alarm.
+        Its martingale starts at 1, its p-values use the reference plus its own queries, the uniforms continue
+        from the stream position; halving ``delta`` keeps all runs together below ``delta``.
         """
         with self._lock:
             if not self.alarm:
@@ -595,8 +538,8 @@ class ConformalMonitor:
         nonconformity : float, optional
             The gold chunk's nonconformity (``+inf``: not in the pool). It sets ``covered`` (finite and
             ``<=`` the threshold served for ``group``) and drives ACI (``err_t``: the set at the current
-            :attr:`aci_alpha` missed; a gold outside the pool misses even at a ``+inf`` threshold). Without
-            it only the coverage sequence moves.
+            :attr:`aci_alpha` missed; a gold outside the pool misses even at a ``+inf`` threshold).
+            Without it only the coverage sequence moves.
         group : str, optional
             Per-group calibration: the query's group, whose threshold judges the hit (``None``: pooled).
         """
@@ -631,10 +574,8 @@ class ConformalMonitor:
 
     @property
     def aci_miss_rate(self) -> float:
-        """Share of labels with a nonconformity whose ACI set missed (``nan`` before any).
-
-        A gold outside the pool misses even at ``alpha_t <= 0`` (keep all), so this is the served sets'
-        real miss rate; staying above ``alpha`` means the pool itself is too small.
+        """Share of labels with a nonconformity whose ACI set missed (``nan`` before any); a gold outside the
+        pool misses even at ``alpha_t <= 0``, so staying above ``alpha`` means the pool itself is too small.
         """
         with self._lock:
             return sum(self.aci_errors) / len(self.aci_errors) if self.aci_errors else math.nan
@@ -662,10 +603,7 @@ class ConformalMonitor:
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self, *, signing_key: str | bytes | None = None) -> dict[str, Any]:
-        """JSON-ready state with schema version and SHA-256 checksum; HMAC-signed only with an explicit ``signing_key``.
-
-        :meth:`save` also reads ``$CONFORMAL_RAG_SIGNING_KEY``.
-        """
+        """JSON-ready state with version and SHA-256 checksum; HMAC-signed only with an explicit ``signing_key``."""
         with self._lock:
             payload = {
                 "kind": _KIND,
@@ -700,9 +638,9 @@ class ConformalMonitor:
     ) -> ConformalMonitor:
         """Verify a :meth:`to_dict` state for ``calibration``, replay it and check every stored value.
 
-        With ``signing_key`` an unsigned or wrongly signed state is refused (a checksum anybody can
-        recompute after cutting the stream or changing ``delta``). A schema 1 state loads with a
-        :class:`UserWarning`, and is refused when a key is given.
+        With ``signing_key`` an unsigned or wrongly signed state is refused (anybody can recompute a
+        checksum after cutting the stream or changing ``delta``); so is a schema 1 state, which otherwise
+        loads with a :class:`UserWarning`.
 
         Raises
         ------
@@ -770,11 +708,10 @@ class ConformalMonitor:
         return mon
 
     def save(self, path: str | Path, *, signing_key: str | bytes | None = None) -> Path:
-        """Write the state as JSON (never pickle), atomically.
+        """Write the state as JSON (never pickle), atomically; signed if a key or ``$CONFORMAL_RAG_SIGNING_KEY`` is set.
 
-        Signed (HMAC) with ``signing_key`` or ``$CONFORMAL_RAG_SIGNING_KEY``: only a signature, checked by
-        :meth:`load` with the key, proves the state unedited (no stream cut before its alarm, no other
-        ``delta``, no erased alarm); the checksum anybody can recompute.
+        Only an HMAC signature, checked by :meth:`load` with the key, proves the state unedited (no stream cut
+        before its alarm, no other ``delta``, no erased alarm).
         """
         return write_json(path, self.to_dict(signing_key=resolve_signing_key(signing_key)))
 

@@ -1,10 +1,8 @@
-"""Turn a host's chunk pool into a parent-level pool (small-to-big retrieval), framework-free.
+"""Framework-free small-to-big bookkeeping: a host's chunk pool to a parent-level pool.
 
-The adapters (``llamaindex/parent_retrieval.py``, ``langchain/parent_retrieval.py``) find each
-chunk's parent with their framework's own pattern and look the parents up in their own
-store; this module only does the bookkeeping shared by calibration and query time, so
-both score a parent with the same function
-(:func:`~conformal_rag_plugins.core.parent_scores.aggregate_to_parents`).
+The adapters' ``parent_retrieval.py`` find each chunk's parent and look it up in their own store;
+calibration and query time then score parents with the same
+:func:`~conformal_rag_plugins.core.parent_scores.aggregate_to_parents`.
 """
 
 from __future__ import annotations
@@ -25,14 +23,8 @@ PARENT_MARK = ">"
 
 @dataclass(frozen=True)
 class ParentCandidates:
-    """A parent-level pool and, for every parent, the chunk-pool positions that scored it.
-
-    Attributes
-    ----------
-    pool : CandidatePool
-        Parent ids, parent texts and aggregated scores, best first.
-    members : tuple of tuple of int
-        Positions in the chunk pool of each parent's chunks, best first.
+    """A parent-level pool (ids, texts, aggregated scores, best first) and, per parent, the chunk-pool
+    positions that scored it, best first (``members``).
     """
 
     pool: CandidatePool
@@ -41,14 +33,7 @@ class ParentCandidates:
     def chunk_lists(self, chunks: CandidatePool, ids: Sequence[Any] | None = None) -> list[list[dict[str, Any]]]:
         """What each parent lists under ``conformal_chunks``: ``{"id", "score", "text"}`` of its chunks, best first.
 
-        ``chunks``: the chunk pool the parents were made from; ``ids``: its chunk ids, if not ``chunks.ids``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> chunks = CandidatePool(("a1", "b1", "a2"), ("x", "y", "z"), np.array([0.9, 0.8, 0.7]))
-        >>> to_parent_pool(chunks, {"a1": "A", "a2": "A", "b1": "B"}, {"A": "xz", "B": "y"}).chunk_lists(chunks)[0]
-        [{'id': 'a1', 'score': 0.9, 'text': 'x'}, {'id': 'a2', 'score': 0.7, 'text': 'z'}]
+        ``ids``: the chunk pool's ids, if not ``chunks.ids``.
         """
         ids = chunks.ids if ids is None else ids
         return [
@@ -58,26 +43,14 @@ class ParentCandidates:
 
 
 def check_parent_aggregation(how: str) -> str:
-    """Return ``how`` when it is a known aggregation, else raise :class:`CalibrationError`.
-
-    Examples
-    --------
-    >>> check_parent_aggregation("max")
-    'max'
-    """
+    """Return ``how`` when it is a known aggregation, else raise :class:`CalibrationError`."""
     if how not in PARENT_AGGREGATIONS:
         raise CalibrationError(f"parent aggregation must be one of {PARENT_AGGREGATIONS}, got {how!r}.")
     return how
 
 
 def parent_unit_name(how: str) -> str:
-    """The unit name recorded in fingerprints and reports, e.g. ``"parent:max"``.
-
-    Examples
-    --------
-    >>> parent_unit_name("sum")
-    'parent:sum'
-    """
+    """The unit name recorded in fingerprints and reports, e.g. ``"parent:max"``."""
     return f"parent:{check_parent_aggregation(how)}"
 
 
@@ -88,22 +61,11 @@ def to_parent_pool(
     *,
     how: str = "max",
 ) -> ParentCandidates:
-    """Aggregate a chunk pool into parents and attach each parent's text.
+    """Aggregate a chunk pool into parents (``how``: "max" or "sum") and attach each parent's text.
 
-    Parameters
-    ----------
-    chunks : CandidatePool
-        The host's chunk pool, best first.
-    parent_of : mapping or callable
-        Chunk id -> parent id (``None``/missing raises).
-    parent_text : mapping or callable
-        Parent id -> the parent's full text (``None``/missing raises: the parent is not in the store).
-    how : {"max", "sum"}
-
-    Raises
-    ------
-    ConformalError
-        A chunk without a parent, or a parent missing from the store.
+    ``parent_of`` maps chunk id -> parent id and ``parent_text`` parent id -> full text (mappings or
+    callables); a chunk without a parent or a parent missing from the store raises
+    :class:`CalibrationError`.
 
     Examples
     --------
@@ -112,6 +74,8 @@ def to_parent_pool(
     >>> out = to_parent_pool(pool, {"a1": "A", "a2": "A", "b1": "B"}, {"A": "x z", "B": "y"})
     >>> out.pool.ids, out.pool.texts, out.members
     (('A', 'B'), ('x z', 'y'), ((0, 2), (1,)))
+    >>> out.chunk_lists(pool)[0]
+    [{'id': 'a1', 'score': 0.9, 'text': 'x'}, {'id': 'a2', 'score': 0.7, 'text': 'z'}]
     """
     agg = aggregate_to_parents(chunks.ids, chunks.scores, parent_of, how=check_parent_aggregation(how))
     lookup = parent_text.get if isinstance(parent_text, Mapping) else parent_text
@@ -128,10 +92,9 @@ def to_parent_pool(
 
 
 def parent_fingerprint(chunk_host: Fingerprint, how: str) -> Fingerprint:
-    """The fingerprint of a parent-level host: the chunk host's, with the unit appended to ``retriever``.
+    """The chunk host's fingerprint with the parent unit appended to ``retriever``.
 
-    A chunk-level calibration then refuses a parent-level retriever and the other way round,
-    and ``max`` refuses ``sum``.
+    So chunk and parent levels refuse each other, and ``max`` refuses ``sum``.
 
     Examples
     --------
@@ -147,7 +110,7 @@ def lift_gold_to_parents(
     parent_of: Mapping[str, str | None] | Callable[[str], str | None],
     expand: Mapping[str, Sequence[str]] | None = None,
 ) -> list[CalibrationExample]:
-    """Replace chunk gold ids by their parents' ids (ids that are not chunks are kept, e.g. parent ids).
+    """Replace chunk gold ids by their parents' ids (other ids are kept, e.g. parent ids).
 
     ``expand`` maps an id above the parent level (a document, a hierarchy's root) to the parents under it.
 

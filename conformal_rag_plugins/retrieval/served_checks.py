@@ -1,16 +1,8 @@
-"""Checks of what a drop-in receives at query time against what its calibration was made on.
+"""Query-time checks of a drop-in's pool against its calibration, for drop-ins not given the host.
 
-A postprocessor or compressor is not given the host, so it checks what the pool itself tells:
-
-* a score outside the interval of the calibrated scale (:func:`~.fingerprint.score_range`: a
-  cosine score above 1, an ``exp(-distance)`` score at or below 0): the pool comes from another
-  store or retriever, raise :class:`~conformal_rag_plugins.core.errors.FingerprintMismatchError`;
-* an embedding (the query's, or a node's) of another dimension than the calibrated model's:
-  another embedding model, raise :class:`~conformal_rag_plugins.core.errors.FingerprintMismatchError`;
-* a chunk id that the calibrated collection did not hold (its Bloom filter,
-  :mod:`~.corpus_filter`): the collection changed, warn with
-  :class:`~conformal_rag_plugins.core.errors.CorpusChangedWarning`, once, as a retriever built on
-  a changed collection does.
+A score off the calibrated scale (:func:`~.fingerprint.score_range`: another store or retriever) or
+an embedding of another dimension (another model) raises ``FingerprintMismatchError``; a chunk id
+the calibrated collection did not hold (:mod:`~.corpus_filter`) warns ``CorpusChangedWarning`` once.
 """
 
 from __future__ import annotations
@@ -28,15 +20,9 @@ _TOLERANCE = 1e-4  # float32 rounding of normalised embeddings
 
 
 class ServedPoolCheck:
-    """Check each query's pool against a calibration (one per drop-in instance).
+    """Check each query's pool against a calibration (one per drop-in; ``what`` names it in messages).
 
-    Parameters
-    ----------
-    calibration : RetrievalCalibration
-    what : str
-        The drop-in's name, for the messages.
-    corpus_warned : bool, default False
-        The host was already found on a changed collection (the corpus warning was given).
+    ``corpus_warned=True``: the host was already found on a changed collection (warned once).
 
     Examples
     --------
@@ -102,21 +88,11 @@ def check_host(
     *,
     stacklevel: int = 2,
 ) -> ServedPoolCheck:
-    """Check a drop-in's host against the calibration, and return the check of every query's pool.
+    """Check a drop-in's host against the calibration; return the check of every query's pool.
 
-    The host's ``fingerprint`` must be compatible (else
-    :class:`~conformal_rag_plugins.core.errors.FingerprintMismatchError`); when the calibration
-    recorded its collection, the host's ids (``ids()``, read only then) are compared with it and
-    a changed collection warns with :class:`~conformal_rag_plugins.core.errors.CorpusChangedWarning`
-    at ``stacklevel`` (counted from the caller: 1 is the caller's line), once: the returned
-    per-query check then does not warn again.
-
-    Examples
-    --------
-    >>> fp = Fingerprint("llamaindex", "SimpleVectorStore", "cosine", "m", 2, "cosine")
-    >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 3, 9, 0, (0.1,) * 9, fp)
-    >>> check_host(cal, fp, lambda: ["a", "b"], "retriever").corpus_warned
-    False
+    An incompatible ``fingerprint`` raises ``FingerprintMismatchError``. If the calibration recorded its
+    collection, a change in the host's ``ids()`` (read only then) warns ``CorpusChangedWarning`` once, at
+    ``stacklevel`` (1: the caller's line); the returned per-query check does not warn again.
     """
     calibration.fingerprint_.check_compatible(fingerprint)
     same = True

@@ -1,22 +1,8 @@
-"""The query-time decision of every drop-in, written once for both frameworks.
+"""The framework-free query-time decision of every drop-in (both frameworks' retrievers,
+postprocessor and compressor): :class:`ServingOptions`, :func:`serve_set` and the pool checks.
 
-A drop-in (LlamaIndex ``ConformalRetriever`` / ``ConformalNodePostprocessor``, LangChain
-``ConformalRetriever`` / ``ConformalDocumentCompressor``) turns one query's scored pool into
-the calibrated set. Everything that does not depend on the framework is here:
-
-* :class:`ServingOptions`, the knobs besides the calibration and the host (``min_k``,
-  ``max_k``, the query's group, a drift monitor, the fingerprint checks), one frozen object
-  passed whole;
-* :func:`serve_set`: pick the threshold (the query's group, or each chunk's own group for a
-  label-conditional calibration), keep the candidates within it with ``min_k``/``max_k``,
-  warn when the guarantee is cut, feed the monitor, and say what to write on each kept
-  candidate (:data:`CONFORMAL_METADATA_KEYS` and the group keys);
-* :func:`serving_calibration` and :func:`expected_pool_size`, the calibration a drop-in
-  serves and the pool it must receive.
-
-The adapters only convert their nodes or documents to and from the best-first score list and
-the metadata mappings, and copy :attr:`ServedSet.kept` onto them (the score under their own
-key: LlamaIndex ``conformal_score``, LangChain ``score``).
+The adapters only convert their nodes or documents to and from best-first scores and metadata,
+and copy :attr:`ServedSet.kept` onto them (score key: LlamaIndex ``conformal_score``, LangChain ``score``).
 """
 
 from __future__ import annotations
@@ -54,28 +40,26 @@ T = TypeVar("T")
 class ServingOptions:
     """How a drop-in serves the calibrated set: every knob besides the calibration and the host.
 
-    Passed whole as ``options=`` to both frameworks' ``ConformalRetriever``,
-    ``ConformalNodePostprocessor`` and ``ConformalDocumentCompressor``. The defaults serve the
-    plain conformal set with every check on.
+    Passed whole as ``options=`` to every drop-in (both frameworks' ``ConformalRetriever``,
+    ``ConformalNodePostprocessor``, ``ConformalDocumentCompressor``). The defaults serve the plain
+    conformal set with every check on.
 
     Attributes
     ----------
     min_k : int, optional
         Pad a smaller set with the next best candidates (a superset: keeps the guarantee).
     max_k : int, optional
-        Cut a larger set to its best ``max_k`` candidates. This loses the guarantee for that
-        query: the candidates say so (``conformal_guaranteed``) and a
+        Cut a larger set to its best ``max_k``. This loses the guarantee for that query: the
+        candidates say so (``conformal_guaranteed``) and a
         :class:`~conformal_rag_plugins.core.errors.GuaranteeCutWarning` is raised.
     group : str, optional
-        With a per-group calibration (``calibrate_retriever(..., group_by=...)``): the group of
-        every query (one drop-in per tenant).
+        The group of every query, for a per-group calibration (``calibrate_retriever(..., group_by=...)``).
     group_by : callable, optional
-        Or a function of the query string giving its group (the one used at calibration;
-        functions are not saved). A group too small or unknown at calibration gets the
-        calibration's ``group_fallback_``; no group, the pooled threshold. The candidates say
-        which in ``conformal_group`` and ``conformal_threshold_source``.
+        Or a function of the query string giving its group (the calibration's; functions are not
+        saved). A group too small or unknown at calibration gets ``group_fallback_``; no group, the
+        pooled threshold. ``conformal_group`` and ``conformal_threshold_source`` say which.
     monitor : ConformalMonitor, optional
-        Updated with every query's statistic (drift alarm); it must belong to the calibration.
+        Updated with every query's statistic; it must belong to the calibration.
     check_fingerprint : bool, default True
         ``False`` skips the fingerprint and collection checks of the host and of every query's
         pool (the pool-size checks stay).
@@ -89,10 +73,6 @@ class ServingOptions:
     --------
     >>> ServingOptions(min_k=2, max_k=5).max_k
     5
-    >>> ServingOptions(min_k=5, max_k=2)
-    Traceback (most recent call last):
-    ...
-    conformal_rag_plugins.core.errors.ConformalError: max_k (2) must be >= min_k (5); lower min_k or raise max_k.
     """
 
     min_k: int | None = None
@@ -106,19 +86,7 @@ class ServingOptions:
         check_k_bounds(self.min_k, self.max_k)
 
     def check(self, calibration: Any) -> None:
-        """Refuse a group option the calibration cannot serve, or a monitor of another calibration.
-
-        Examples
-        --------
-        >>> from conformal_rag_plugins import Fingerprint, RetrievalCalibration
-        >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 3, 9, 0, (0.1,) * 9, Fingerprint(
-        ...     "none", "list", "cosine", "toy", 2, "cosine"))
-        >>> ServingOptions().check(cal)
-        >>> ServingOptions(group="acme").check(cal)
-        Traceback (most recent call last):
-        ...
-        conformal_rag_plugins.core.errors.ConformalError: group= or group_by= needs a per-group calibration: ...
-        """
+        """Refuse a group option the calibration cannot serve, or a monitor of another calibration."""
         check_group_options(calibration, self.group, self.group_by)
         if self.monitor is not None:
             self.monitor.check_calibration(calibration)
@@ -130,19 +98,8 @@ DEFAULT_OPTIONS = ServingOptions()
 
 @dataclass(frozen=True)
 class ServedSet:
-    """One query's conformal set, framework-free: what the adapter copies onto its nodes or documents.
-
-    Attributes
-    ----------
-    kept : tuple of (int, float, dict)
-        For every returned candidate, best first: its position in the best-first pool, its
-        score, and the metadata to add after the score (nonconformity, threshold, alpha,
-        family, set size, guaranteed, and the group keys of a grouped calibration).
-    hidden : tuple of str
-        The keys to hide from the LLM and the embedding model (the conformal keys, and the
-        group keys of a grouped calibration).
-    decision : SetDecision
-        The set before the metadata: its positions, the conformal size, whether it is guaranteed.
+    """One query's set, framework-free: ``kept`` ``(pool position, score, metadata to add)`` best first,
+    the ``hidden`` keys (conformal and group) and the :class:`SetDecision` before the metadata.
     """
 
     kept: tuple[tuple[int, float, dict[str, Any]], ...]
@@ -160,26 +117,13 @@ def serve_set(
     checked: bool = False,
     stacklevel: int = 2,
 ) -> ServedSet:
-    """The calibrated set of one query's pool, with what to write on each kept candidate.
+    """The calibrated set of one query's best-first pool, with what to write on each kept candidate.
 
-    ``scores`` are the pool's host scores best first (``checked=True`` when they are already
-    known NaN-free and sorted); ``metadata`` the candidates' metadata, in the same order (read
-    only for a per-chunk-group calibration: each candidate's ``metadata[chunk_group_key_]``
-    picks its own threshold). With a per-group calibration the query's group
-    (``options.group``, or ``options.group_by(query)``) picks the threshold, and a pooled
-    fallback is marked not guaranteed. A set cut by ``max_k`` (or a ``+inf`` threshold) warns
-    with :class:`~conformal_rag_plugins.core.errors.GuaranteeCutWarning` at ``stacklevel``
-    (counted from the caller: 1 is the caller's line); ``options.monitor`` is updated with the
-    scores and the group whose threshold was served.
-
-    Examples
-    --------
-    >>> from conformal_rag_plugins import Fingerprint, RetrievalCalibration
-    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
-    >>> cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 3, 9, 0, (0.1,) * 9, fp)
-    >>> served = serve_set(cal, [0.9, 0.85, 0.5], [{}, {}, {}])
-    >>> [(i, score, meta["conformal_set_size"]) for i, score, meta in served.kept]
-    [(0, 0.9, 2), (1, 0.85, 2)]
+    ``checked=True``: ``scores`` already NaN-free and sorted. A per-chunk-group calibration reads each
+    candidate's threshold from ``metadata[chunk_group_key_]``; else the query's group (``options.group``
+    or ``options.group_by(query)``) picks it, a pooled fallback being marked not guaranteed. A set cut
+    by ``max_k`` or a ``+inf`` threshold warns :class:`~conformal_rag_plugins.core.errors.GuaranteeCutWarning`
+    at ``stacklevel`` (1: the caller's line); ``options.monitor`` observes the served group's statistic.
     """
     options = options or DEFAULT_OPTIONS
     arr = np.asarray(scores, dtype=float)
@@ -221,24 +165,13 @@ def serve_set(
 
 
 class ServingMixin:
-    """What every drop-in class has besides its framework's base: ``options`` and an attachable ``monitor``.
-
-    The class sets ``self.options`` (a :class:`ServingOptions`) and ``self.calibration``.
-    ``drop_in.monitor = monitor`` attaches a drift monitor after the drop-in is built (its
-    reference is usually computed with the drop-in's own ``pool_scores``); the monitor must
-    belong to the calibration.
-
-    Examples
-    --------
-    >>> class DropIn(ServingMixin):
-    ...     options, calibration = ServingOptions(max_k=3), None
-    >>> DropIn().monitor is None
-    True
+    """``options`` and an attachable ``monitor`` for every drop-in (which sets ``options`` and ``calibration``);
+    ``drop_in.monitor = m`` attaches a drift monitor later, checked against the calibration.
     """
 
     @property
     def monitor(self) -> Any:
-        """The drift monitor updated with every query, or ``None`` (``options.monitor``)."""
+        """The drift monitor updated with every query (``options.monitor``), or ``None``."""
         return self.options.monitor  # type: ignore[attr-defined]
 
     @monitor.setter
@@ -249,13 +182,7 @@ class ServingMixin:
 
 
 def serving_calibration(calibration: Any) -> Any:
-    """The retrieval calibration a drop-in serves: an end-to-end calibration's retrieval stage, else itself.
-
-    Examples
-    --------
-    >>> serving_calibration("cal")
-    'cal'
-    """
+    """The retrieval calibration a drop-in serves: an end-to-end calibration's retrieval stage, else itself."""
     return calibration.retrieval_stage() if hasattr(calibration, "retrieval_stage") else calibration
 
 
@@ -265,9 +192,8 @@ def expected_pool_size(calibration: Any) -> int:
     Examples
     --------
     >>> from types import SimpleNamespace
-    >>> expected_pool_size(SimpleNamespace(pool_size_=50, corpus_={"size": 12})), expected_pool_size(
-    ...     SimpleNamespace(pool_size_=50, corpus_=None))
-    (12, 50)
+    >>> expected_pool_size(SimpleNamespace(pool_size_=50, corpus_={"size": 12}))
+    12
     """
     size = (calibration.corpus_ or {}).get("size")
     pool = calibration.pool_size_
@@ -275,18 +201,7 @@ def expected_pool_size(calibration: Any) -> int:
 
 
 def refuse_loose_options(given: Mapping[str, Any], what: str) -> None:
-    """Refuse a :class:`ServingOptions` field passed to a drop-in as its own keyword (``min_k=...``).
-
-    A pydantic drop-in would otherwise ignore it silently.
-
-    Examples
-    --------
-    >>> refuse_loose_options({"calibration": None}, "ConformalDocumentCompressor")
-    >>> refuse_loose_options({"max_k": 3}, "ConformalDocumentCompressor")
-    Traceback (most recent call last):
-    ...
-    conformal_rag_plugins.core.errors.ConformalError: ConformalDocumentCompressor takes max_k= in its options: ...
-    """
+    """Refuse a :class:`ServingOptions` field passed as a drop-in's own keyword (pydantic would ignore it)."""
     loose = [f.name for f in fields(ServingOptions) if f.name in given]
     if loose:
         keywords = ", ".join(f"{name}=..." for name in loose)
@@ -299,14 +214,7 @@ def refuse_loose_options(given: Mapping[str, Any], what: str) -> None:
 def ordered_by_score(
     items: Sequence[T], scores: Sequence[float | None], refuse: Callable[[], object] | str
 ) -> tuple[list[T], np.ndarray]:
-    """``items`` best first (stable) and their scores; a missing/NaN score calls ``refuse()`` (the adapter's
-    error) or raises :class:`ConformalError` with the message ``refuse``.
-
-    Examples
-    --------
-    >>> ordered_by_score(["a", "b"], [0.5, 0.9], lambda: None)[0]
-    ['b', 'a']
-    """
+    """``items`` best first (stable) and their scores; a missing/NaN score calls ``refuse()`` or raises its message."""
     got = best_first(scores)
     if got is None:
         if isinstance(refuse, str):
@@ -318,10 +226,9 @@ def ordered_by_score(
 
 
 def check_pool_count(received: int, calibration: Any, unit: str, too_many: str, too_few: str) -> None:
-    """Refuse a postprocessor's or compressor's pool larger than the calibrated one, or smaller than expected.
+    """Refuse a pool larger than the calibrated one, or smaller than :func:`expected_pool_size`.
 
-    ``too_many``/``too_few`` end the message (``str.format`` with ``n`` and ``pool``), after
-    ``"Received {n} {unit} but the calibration used a pool of {pool}: "``.
+    ``too_many``/``too_few`` end the message (``str.format`` with ``n`` and ``pool``).
 
     Examples
     --------
@@ -339,7 +246,7 @@ def check_pool_count(received: int, calibration: Any, unit: str, too_many: str, 
 
 
 def check_scored(ids: Sequence[Any], scores: Sequence[float | None], message: str) -> None:
-    """Raise :class:`ConformalError` with ``message.format(id=..., score=...)`` at the first missing or NaN score.
+    """Raise ``ConformalError(message.format(id=..., score=...))`` at the first missing or NaN score.
 
     Examples
     --------
