@@ -53,8 +53,10 @@ def _code_lines(text: str, tree: ast.Module) -> int:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             first = node.body[0] if node.body else None
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
-                first.value.value, str
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
             ):
                 doc.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
     code: set[int] = set()
@@ -74,8 +76,7 @@ def _adapter_overlap(package: Path) -> dict[str, int]:
 
     names = sorted(
         {p.name for p in (package / "llamaindex").glob("*.py")}
-        & {p.name for p in (package / "langchain").glob("*.py")}
-        - {"__init__.py"}
+        & {p.name for p in (package / "langchain").glob("*.py")} - {"__init__.py"}
     )
     same = total = 0
     for name in names:
@@ -102,20 +103,18 @@ def measure(root: Path = ROOT) -> dict:
         entry["code_lines"] += _code_lines(text, tree)
         module = ".".join(("conformal_rag_plugins", *rel.with_suffix("").parts))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
-            ) and isinstance(node.value, (ast.List, ast.Tuple)):
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+                and isinstance(node.value, (ast.List, ast.Tuple))
+            ):
                 all_entries += len(node.value.elts)
         for parent in ast.walk(tree):
             for node in ast.iter_child_nodes(parent):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     n = _param_count(node)
                     if n > 8:
-                        qual = (
-                            f"{parent.name}.{node.name}"
-                            if isinstance(parent, ast.ClassDef)
-                            else node.name
-                        )
+                        qual = f"{parent.name}.{node.name}" if isinstance(parent, ast.ClassDef) else node.name
                         wide.append(
                             {
                                 "module": module,

@@ -132,9 +132,7 @@ class AnswerSetConformalizer:
         self._calibration = run_sync(self._acombine(plan))
         return self._calibration
 
-    async def aconformalize(
-        self, host: AnswerSetHost, examples: Sequence[CalibrationExample]
-    ) -> AnswerSetCalibration:
+    async def aconformalize(self, host: AnswerSetHost, examples: Sequence[CalibrationExample]) -> AnswerSetCalibration:
         """Async :meth:`conformalize`: the generator stage is sampled in the running event loop.
 
         The host's retrieval calibration, pool fetches and an optimisation split (when asked

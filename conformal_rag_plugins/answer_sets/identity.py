@@ -189,8 +189,7 @@ def check_generator(
     sections = _SECTIONS if uses_embedding(clustering) else _SECTIONS[:2]
     if recorded is None or live is None:
         what = (
-            "the calibration does not record them (saved by an older version, or calibrated without describing "
-            "the LLM)"
+            "the calibration does not record them (saved by an older version, or calibrated without describing the LLM)"
             if recorded is None
             else "the caller did not describe the LLM in use"
         )

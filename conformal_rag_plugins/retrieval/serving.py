@@ -143,9 +143,7 @@ def serve_set(
         threshold, group_meta = calibration.threshold_, dict.fromkeys(GROUP_METADATA_KEYS)  # the keys to hide
     else:
         threshold, group_meta = query_threshold(calibration, options.group, options.group_by, query)
-        decided = decide_set(
-            family, arr, threshold, min_k=options.min_k, max_k=options.max_k, validate=not checked
-        )
+        decided = decide_set(family, arr, threshold, min_k=options.min_k, max_k=options.max_k, validate=not checked)
         decision = mark_group_fallback(decided, group_meta)
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel + 1)
@@ -206,8 +204,7 @@ def refuse_loose_options(given: Mapping[str, Any], what: str) -> None:
     if loose:
         keywords = ", ".join(f"{name}=..." for name in loose)
         raise ConformalError(
-            f"{what} takes {', '.join(n + '=' for n in loose)} in its options: pass "
-            f"options=ServingOptions({keywords})."
+            f"{what} takes {', '.join(n + '=' for n in loose)} in its options: pass options=ServingOptions({keywords})."
         )
 
 

@@ -148,8 +148,20 @@ def test_framework_free_layers_import_no_framework():
 
 
 def test_core_imports_with_numpy_alone():
-    blocked = ["skopt", "rouge_score", "scipy", "sklearn", "pydantic", "tqdm", "llama_index", "langchain_core",
-               "chromadb", "torch", "sentence_transformers", "openai"]
+    blocked = [
+        "skopt",
+        "rouge_score",
+        "scipy",
+        "sklearn",
+        "pydantic",
+        "tqdm",
+        "llama_index",
+        "langchain_core",
+        "chromadb",
+        "torch",
+        "sentence_transformers",
+        "openai",
+    ]
     code = (
         "import sys, importlib.util, types\n"
         f"for m in {blocked!r}: sys.modules[m] = None\n"

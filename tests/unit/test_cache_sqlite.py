@@ -142,9 +142,7 @@ def test_paid_answers_survive_a_failing_cache_write(tmp_path: Path, caplog: pyte
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         judge = LLMJudge(llm, model="fake", cache=_FailingJsonCache(":memory:"))
         assert asyncio.run(judge("Who?", "Rollo", "Rollo led them.")) is True and judge.llm_calls == 1
-        examples, report = asyncio.run(
-            agenerate_questions(chunks, llm, 1, cache=_FailingJsonCache(":memory:"))
-        )
+        examples, report = asyncio.run(agenerate_questions(chunks, llm, 1, cache=_FailingJsonCache(":memory:")))
         assert [e.answers for e in examples] == [("Rollo",)] and report.llm_calls == 1
 
         locked = SampleCache(tmp_path / "samples.sqlite", **FAST)

@@ -41,9 +41,7 @@ def _grouped() -> RetrievalCalibration:
     labels = ("a",) * 20 + ("b",) * 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SmallGroupWarning)  # group "b" is too small on purpose
-        return with_groups(
-            RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 22, 0, scores, FP), labels, "tenant"
-        )
+        return with_groups(RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 22, 0, scores, FP), labels, "tenant")
 
 
 def _nodes() -> list[NodeWithScore]:
