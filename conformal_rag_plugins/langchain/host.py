@@ -17,6 +17,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from ..core.errors import ConformalError, FingerprintMismatchError
 from ..core.validation import check_pool_size
 from ..datasets.examples import CalibrationExample
+from ..local.chroma import stored_ids, stored_texts
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.host import Parents, check_gold_on_host
 from ..retrieval.pool_calibration import CandidatePool
@@ -183,7 +184,7 @@ def existing_ids(host: Host, ids: Sequence[str]) -> set[str] | None:
         return None
     collection = getattr(store, "_collection", None)
     if collection is not None:
-        return set(collection.get(ids=list(ids), include=[])["ids"])
+        return stored_ids(collection, ids)
     try:
         return {d.id for d in store.get_by_ids(list(ids)) if d.id}
     except NotImplementedError:
@@ -212,8 +213,7 @@ def texts_by_id(host: Host, ids: Sequence[str]) -> dict[str, str]:
         return {}
     collection = getattr(store, "_collection", None)
     if collection is not None:
-        got = collection.get(ids=list(ids), include=["documents"])
-        return {i: d for i, d in zip(got["ids"], got["documents"], strict=True) if d is not None}
+        return stored_texts(collection, ids)
     try:
         return {d.id: d.page_content for d in store.get_by_ids(list(ids)) if d.id}
     except NotImplementedError:

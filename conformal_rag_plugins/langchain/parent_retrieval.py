@@ -10,9 +10,7 @@ dependency), or takes any scored host with ``parents=`` (a ``BaseStore`` or mapp
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +32,7 @@ from ..retrieval.parent_pools import (
 from ..retrieval.pool_calibration import CandidatePool
 from ..retrieval.serving import CHUNKS_METADATA_KEY
 from .fingerprint import fingerprint_of
-from .host import Host, afetch_pool, doc_id, fetch_pairs, pool_from_pairs
+from .host import Host, afetch_pool, doc_id, fetch_pairs, pool_from_pairs, quiet_relevance
 
 #: Metadata key of a returned parent that lists the chunks which scored it.
 CHUNKS_KEY = CHUNKS_METADATA_KEY
@@ -74,14 +72,6 @@ def _text(value: Any) -> str | None:
     if value is None:
         return None
     return value.page_content if isinstance(value, Document) else str(value)
-
-
-@contextmanager
-def _relevance_warnings() -> Iterator[None]:
-    """Silence LangChain's "Relevance scores must be between 0 and 1" (the calibrated scale is the store's own)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Relevance scores must be between")
-        yield
 
 
 @dataclass(frozen=True)
@@ -181,7 +171,7 @@ class ParentHost:
         """The host's top chunks and scores (a ``MultiVectorRetriever``'s ``search_kwargs`` applied)."""
         if not self.search_kwargs or not isinstance(self.chunks, VectorStore):
             return fetch_pairs(self.chunks, query, pool_size, callbacks=callbacks)
-        with _relevance_warnings():
+        with quiet_relevance():
             return self.chunks.similarity_search_with_relevance_scores(query, k=pool_size, **self.search_kwargs)
 
     def fetch(self, query: str, pool_size: int, *, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
@@ -192,7 +182,7 @@ class ParentHost:
     async def afetch(self, query: str, pool_size: int, *, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:
         """Async :meth:`fetch` (async search and ``amget``)."""
         if self.search_kwargs:
-            with _relevance_warnings():
+            with quiet_relevance():
                 search = self.chunks.asimilarity_search_with_relevance_scores  # type: ignore[union-attr]
                 pairs = await search(query, k=pool_size, **self.search_kwargs)
             pool, docs = pool_from_pairs(pairs)

@@ -14,6 +14,7 @@ from ..core.validation import check_pool_size
 from ..datasets.examples import CalibrationExample
 from ..labelling.chunk_labels import map_gold_to_chunks
 from ..labelling.chunk_records import Chunk
+from ..local.chroma import stored_texts
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.host import Parents, agreed_pool_size, check_known_gold
 from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
@@ -90,8 +91,7 @@ def texts_by_id(retriever: BaseRetriever, ids: Sequence[str]) -> dict[str, str]:
     vs = index.vector_store
     collection = getattr(vs, "_collection", None)
     if collection is not None:
-        got = collection.get(ids=list(ids), include=["documents"])
-        return {i: d for i, d in zip(got["ids"], got["documents"], strict=True) if d is not None}
+        return stored_texts(collection, ids)
     try:
         nodes = vs.get_nodes(node_ids=list(ids))
     except (NotImplementedError, AttributeError, ValueError):

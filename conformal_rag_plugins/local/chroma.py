@@ -39,6 +39,12 @@ def stored_ids(collection: Any, ids: Sequence[str]) -> set[str]:
     return set(collection.get(ids=list(ids), include=[])["ids"])
 
 
+def stored_texts(collection: Any, ids: Sequence[str]) -> dict[str, str]:
+    """The texts of those of ``ids`` that ``collection`` holds, by id."""
+    got = collection.get(ids=list(ids), include=["documents"])
+    return {i: d for i, d in zip(got["ids"], got["documents"], strict=True) if d is not None}
+
+
 def chroma_space(collection: Any) -> str:
     """The distance space of a chromadb collection (``l2`` when unset)."""
     space = None

@@ -25,7 +25,7 @@ PUBLIC_MODULES = {
     "conformal_rag_plugins.langchain": ROOT / "conformal_rag_plugins" / "langchain" / "__init__.py",
 }
 #: benchmark results that are about the code base, not for users (not included in the docs)
-INTERNAL_RESULTS = re.compile(r"^(codebase_shape_.*|.*_before)\.md$")
+INTERNAL_RESULTS = re.compile(r"^(codebase_shape_.*|suite_times_.*|.*_before)\.md$")
 SNIPPET = re.compile(r'^--8<-- "([^"]+)"\s*$', re.MULTILINE)
 
 
