@@ -7,11 +7,13 @@ every exact-match comparison goes through it, as does :func:`is_abstention`.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections.abc import Iterable
 
 _PUNCTUATION = frozenset(string.punctuation) | frozenset("‘’“”–—…")  # typographic quotes and dashes too
+_DROP_PUNCTUATION = str.maketrans("", "", "".join(sorted(_PUNCTUATION)))
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 # Whole answers (after normalisation) that decline to answer.
@@ -113,6 +115,9 @@ ABSTENTION_PREFIXES: tuple[str, ...] = (
     "document doesnt",
 )
 
+_PREFIX_SET = frozenset(ABSTENTION_PREFIXES)
+_PREFIXES_AT_WORD_END = tuple(p + " " for p in ABSTENTION_PREFIXES)
+
 
 def normalize_answer(text: str | None) -> str:
     """Normalise an answer as the SQuAD evaluation script does.
@@ -126,10 +131,18 @@ def normalize_answer(text: str | None) -> str:
     """
     if text is None:
         return ""
-    lowered = str(text).lower()
-    no_punct = "".join(ch for ch in lowered if ch not in _PUNCTUATION)
-    no_articles = _ARTICLES.sub(" ", no_punct)
-    return " ".join(no_articles.split())
+    text = str(text)
+    # answer sets compare the same short sampled answers many times: those are cached, passages are not
+    return _normalized_short(text) if len(text) <= _CACHED_LENGTH else _normalized(text)
+
+
+def _normalized(text: str) -> str:
+    no_punct = text.lower().translate(_DROP_PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", no_punct).split())
+
+
+_CACHED_LENGTH = 200
+_normalized_short = functools.lru_cache(maxsize=1 << 14)(_normalized)
 
 
 def is_abstention(text: str | None, *, extra_phrases: Iterable[str] = ()) -> bool:
@@ -145,8 +158,6 @@ def is_abstention(text: str | None, *, extra_phrases: Iterable[str] = ()) -> boo
     (True, False)
     """
     norm = normalize_answer(text)
-    if norm in ABSTENTION_PHRASES:
+    if norm in ABSTENTION_PHRASES or norm in _PREFIX_SET or norm.startswith(_PREFIXES_AT_WORD_END):
         return True
-    if any(norm == normalize_answer(p) for p in extra_phrases):
-        return True
-    return any(norm == p or norm.startswith(p + " ") for p in ABSTENTION_PREFIXES)
+    return any(norm == normalize_answer(p) for p in extra_phrases)

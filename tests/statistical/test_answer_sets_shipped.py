@@ -219,10 +219,32 @@ class Harness:
             out.append(meta)
         return out
 
+    def retrieve(self, calibration, questions: list[str]) -> list[list[str]]:
+        """The ids ``ConformalRetriever`` returns with the answer-set calibration (the answer set's retrieval set)."""
+        if self.framework == "llamaindex":
+            from conformal_rag_plugins.llamaindex import ConformalRetriever
+
+            retriever = ConformalRetriever(index=self.host, calibration=calibration)
+            return [[n.node.node_id for n in retriever.retrieve(q)] for q in questions]
+        from conformal_rag_plugins.langchain import ConformalRetriever
+
+        retriever = ConformalRetriever(vectorstore=self.host, calibration=calibration)
+        return [[d.id for d in retriever.invoke(q)] for q in questions]
+
     def run(
-        self, trials: int = TRIALS, *, n_cal: int = N_CAL, n_test: int = N_TEST, answer: bool = True, seed: int = SEED
+        self,
+        trials: int = TRIALS,
+        *,
+        n_cal: int = N_CAL,
+        n_test: int = N_TEST,
+        stage: str = "answers",
+        seed: int = SEED,
     ) -> dict[str, float]:
-        """Mean over ``trials`` random splits; ``answer=False`` checks the generator claim from the calibration only."""
+        """Mean over ``trials`` random splits.
+
+        ``stage="answers"`` asks the answer-set pipeline (every claim); ``"retrieval"`` asks only the
+        ``ConformalRetriever`` (the retrieval claim); ``"generator"`` reads the generator claim off the calibration.
+        """
         rng = np.random.default_rng(seed)
         acc: dict[str, list[float]] = {}
         for _ in range(trials):
@@ -232,10 +254,15 @@ class Harness:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 calibration = self.calibrate([q.example for q in cal])
-                if not answer:
+                if stage == "generator":
                     # a generator miss (no correct sample) is never covered, even by a +inf threshold
                     covered = [math.isfinite(q.r_gen) and q.r_gen <= calibration.generation_threshold_ for q in test]
                     acc.setdefault("generator", []).append(float(np.mean(covered)))
+                    continue
+                if stage == "retrieval":
+                    kept = self.retrieve(calibration, [q.example.question for q in test])
+                    covered = [q.gold_id in ids for q, ids in zip(test, kept, strict=True)]
+                    acc.setdefault("retrieval", []).append(float(np.mean(covered)))
                     continue
                 metas = self.answer(calibration, [q.example.question for q in test])
             rows = {"retrieval": [], "generator": [], "pair": [], "any": [], "size": [], "everything": []}
@@ -302,11 +329,17 @@ def test_likelihood_keeps_fewer_answers_than_frequency(shipped, framework: str) 
     assert tie["size"] < 0.9 * freq["size"], (freq, tie)
 
 
+def test_retrieval_stage_alone_is_the_answer_sets_retrieval_set(shipped, harnesses) -> None:
+    """``stage="retrieval"`` (used by the control below) measures what the answer-set pipeline measures."""
+    alone = harnesses["llamaindex", "frequency"].run(stage="retrieval")
+    assert alone["retrieval"] == shipped["llamaindex", "frequency"]["retrieval"], alone
+
+
 def test_negative_control_without_the_n_plus_one_correction(harnesses, monkeypatch) -> None:
     from conformal_rag_plugins.core import quantile
 
     monkeypatch.setattr(quantile, "conformal_rank", lambda n, alpha: math.ceil(n * (1 - alpha)))
-    stats = harnesses["llamaindex", "frequency"].run(CONTROL_TRIALS)
+    stats = harnesses["llamaindex", "frequency"].run(CONTROL_TRIALS, stage="retrieval")
     failed = check(stats)
     assert any(f.startswith("retrieval") for f in failed), (stats, failed)
 
@@ -324,7 +357,7 @@ def test_generator_claim_and_negative_control_calibrated_on_another_chunk(
         monkeypatch.setattr(calibrate_module, "defining_gold", best_chunk_for_the_llm(replay_rows, "likelihood"))
     harness = harnesses["llamaindex", "likelihood"]
     n_test = len(harness.questions) - WRONG_CHUNK_N_CAL
-    stats = harness.run(CONTROL_TRIALS, n_cal=WRONG_CHUNK_N_CAL, n_test=n_test, answer=False)
+    stats = harness.run(CONTROL_TRIALS, n_cal=WRONG_CHUNK_N_CAL, n_test=n_test, stage="generator")
     failed = check(stats)
     if wrong:
         assert any(f.startswith("generator") for f in failed), (stats, failed)
