@@ -60,10 +60,16 @@ async def draw_samples(
     >>> [s.text for s in asyncio.run(draw_samples(once, n=2, max_concurrency=1, retries=0, timeout=None))]
     ['Rollo', 'Rollo']
     """
-    # cache reads and writes may wait on a lock held by another process: keep them off the event loop
-    if cache is not None and key is not None and (hit := await asyncio.to_thread(cache.get, key)) is not None:
-        return hit
     semaphore = (limit or ConcurrencyLimit(max_concurrency)).semaphore()
+    # The cache is read under the semaphore, so with max_concurrency=1 the draws of concurrent calls
+    # (one per chunk) reach the LLM in the order the calls were made, not in the order their cache
+    # threads finish: a seeded local model then gives the same samples on every run. Cache reads and
+    # writes may wait on another process's lock: off the event loop.
+    if cache is not None and key is not None:
+        async with semaphore:
+            hit = await asyncio.to_thread(cache.get, key)
+        if hit is not None:
+            return hit
 
     async def one() -> Sample:
         async with semaphore:

@@ -6,7 +6,9 @@
 chunk gets one question, parsed and filtered (:mod:`~conformal_rag_plugins.labelling.question_filters`)
 and retried up to ``max_retries`` times; duplicates are removed in sampling order and skipped
 chunks replaced by the next ones. Every rejection and skip is counted by reason. LLM outputs are
-cached under (model, prompt, attempt, temperature), so a re-run makes no repeated calls.
+cached under (model, prompt, attempt, temperature), so a re-run makes no repeated calls. With
+``max_concurrency=1`` the LLM is called in the same order on every run, so a seeded local model
+writes the same questions again.
 """
 
 from __future__ import annotations
@@ -188,17 +190,20 @@ async def agenerate_questions(
 
     async def ask(text: str, attempt: int) -> str | None:
         key = JsonCache.key(_CACHE_NAMESPACE, model, text, attempt, temperature)
-        # cache reads and writes may wait on a lock held by another process: keep them off the event loop
-        if cache is not None and (hit := await asyncio.to_thread(cache.get, key)) is not None:
-            report.cache_hits += 1
-            return str(hit["text"])
+        # The cache is read and written under the semaphore: otherwise the threads' finishing order
+        # would decide which chunk calls the LLM next, and a seeded local model (whose seed advances
+        # with every call) would write other questions on every run. With max_concurrency=1 the call
+        # order is fixed. Cache reads and writes may wait on another process's lock: off the event loop.
         async with semaphore:
+            if cache is not None and (hit := await asyncio.to_thread(cache.get, key)) is not None:
+                report.cache_hits += 1
+                return str(hit["text"])
             report.llm_calls += 1
             out = await call_with_retries(
                 lambda: task.complete(text), retries=options.call_retries, timeout=options.timeout
             )
-        if out is not None and cache is not None:
-            await asyncio.to_thread(cache.put, key, {"text": str(out)})  # a failed write only warns
+            if out is not None and cache is not None:
+                await asyncio.to_thread(cache.put, key, {"text": str(out)})  # a failed write only warns
         return None if out is None else str(out)
 
     async def one(chunk: CorpusEntry) -> tuple[dict[str, str], int] | None:

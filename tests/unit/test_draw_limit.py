@@ -66,3 +66,38 @@ def test_limit_is_reusable_across_event_loops() -> None:
 def test_limit_rejects_zero() -> None:
     with pytest.raises(ValueError, match="max_concurrency"):
         ConcurrencyLimit(0)
+
+
+def test_one_slot_with_a_cache_draws_in_the_order_of_the_calls(tmp_path) -> None:
+    """With one slot, concurrent draws (one per chunk) reach the LLM in call order, on every run.
+
+    A seeded local model's samples depend on the order of its calls; the cache's threads must not decide it.
+    """
+    from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
+
+    def one_run(path) -> list[str]:
+        order: list[str] = []
+        limit, cache = ConcurrencyLimit(1), SampleCache(path)
+
+        def caller(chunk: str):
+            async def call_once() -> Sample:
+                order.append(chunk)
+                await asyncio.sleep(0)
+                return Sample(chunk)
+
+            return call_once
+
+        async def chunks():
+            def draw(c: str):
+                return draw_samples(
+                    caller(c), n=2, max_concurrency=1, retries=0, timeout=None, cache=cache, key=c, limit=limit
+                )
+
+            await asyncio.gather(*(draw(c) for c in "abcdef"))
+
+        asyncio.run(chunks())
+        return order
+
+    orders = [one_run(tmp_path / f"run{i}.sqlite") for i in range(6)]
+    assert orders[0] == [c for c in "abcdef" for _ in range(2)]
+    assert all(o == orders[0] for o in orders[1:])

@@ -291,3 +291,29 @@ def test_concurrency_is_limited() -> None:
 
     examples, _ = run(docs_corpus({"a": 4, "b": 4}), slow, 8, max_concurrency=3)
     assert len(examples) == 8 and peak == 3
+
+
+def test_one_call_at_a_time_asks_in_the_same_order_on_every_run(tmp_path) -> None:
+    """A seeded local model's output depends on how many calls came before (its seed advances with each).
+
+    With ``max_concurrency=1`` and a cache, the calls must come in a fixed order, or such a model writes
+    other questions on every run (the cache threads used to decide the order).
+    """
+
+    class SeedChain(Scripted):  # valid on every third call: the outcome depends on the call order
+        async def __call__(self, prompt: str) -> str:
+            await super().__call__(prompt)
+            if len(self.prompts) % 3:
+                return "not json"
+            return f'{{"question": "What is in {self.passage(prompt)}?", "answer": "enough words"}}'
+
+    runs = []
+    for i in range(6):
+        model = SeedChain({}, default="")
+        examples, report = run(
+            docs_corpus({"a": 5, "b": 5, "c": 5}), model, 6, cache=JsonCache(tmp_path / f"run{i}.sqlite"),
+            max_concurrency=1, max_retries=2,
+        )  # fmt: skip
+        runs.append(([Scripted.passage(p) for p in model.prompts], [e.id for e in examples], report.llm_calls))
+    assert runs[0][2] > 6 and len(runs[0][1]) == 6
+    assert all(r == runs[0] for r in runs[1:])
