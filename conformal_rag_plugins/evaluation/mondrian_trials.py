@@ -178,22 +178,3 @@ def simulate_group_splits(
                 cov_g[t, j], size_g[t, j] = c_g[m].mean(), s_g[m].mean()
     counts = np.bincount(gidx, minlength=len(names))
     return GroupTrials(alpha, family, names, counts, cov_p, cov_g, size_p, size_g, fallback, n_test)
-
-
-def evaluate_group_splits(
-    observations: Sequence[PoolObservation],
-    groups: Sequence[str],
-    alpha: float,
-    *,
-    family: str = "relative",
-    splits: RandomSplits = DEFAULT_SPLITS,
-) -> dict[str, dict[str, object]]:
-    """:meth:`GroupTrials.report` of :func:`simulate_group_splits` (the ``groups`` block of ``evaluate``).
-
-    Examples
-    --------
-    >>> obs = [PoolObservation(np.array([1.0, 0.9 - i / 100]), (1,)) for i in range(40)]
-    >>> sorted(evaluate_group_splits(obs, ["a", "b"] * 20, 0.2, splits=RandomSplits(trials=3))["a"])
-    ['frac_trials_pooled_fallback', 'n', 'per_group', 'pooled']
-    """
-    return simulate_group_splits(observations, groups, alpha, family=family, splits=splits).report()

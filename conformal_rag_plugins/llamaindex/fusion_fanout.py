@@ -31,20 +31,6 @@ from ..tuning.tuned_calibration import FusionConfig
 _DENSE, _LEXICAL = 0, 1
 
 
-def fuse_lists(
-    lists: Sequence[Sequence[NodeWithScore]], hashes: dict[str, str], weights: Sequence[float], dist_based: bool
-) -> list[tuple[str, float, NodeWithScore]]:
-    """``(node id, fused score, first node)`` best first, as ``retrieval.fanout.fuse_ranked`` ranks them."""
-    first: dict[tuple[int, str], NodeWithScore] = {}
-    pairs = []
-    for source, nodes in enumerate(lists):
-        pairs.append([(n.node.node_id, n.score) for n in nodes])
-        for n in nodes:
-            first.setdefault((source, n.node.node_id), n)
-    fused = fuse_ranked(pairs, hashes, weights, dist_based)
-    return [(nid, score, first[(source, nid)]) for nid, score, source in fused]
-
-
 class FusionFanout(Fanout):
     """Every ``(fusion setting, pool size)`` pool of one question (or of a list, :meth:`many`, batched).
 
