@@ -52,8 +52,9 @@ from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.long_documents import bundled_long_documents
 from conformal_rag_plugins.monitor.monitor import ConformalMonitor, CoverageTracking
+from conformal_rag_plugins.retrieval.conformalizer import calibrate_from_pools
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
-from conformal_rag_plugins.retrieval.pool_calibration import calibrate_from_pools, collect_observations
+from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 from conformal_rag_plugins.retrieval.serving import ServingOptions
 
 OUT = Path(__file__).resolve().parent / "results"

@@ -34,6 +34,7 @@ OUT = Path(__file__).resolve().parent / "results"
 
 
 def _write_folder(folder: Path) -> None:
+    """The notebooks' folder (`local.corpus.write_bundled_articles`), copied here for older `--root` checkouts."""
     from conformal_rag_plugins.local.corpus import bundled_corpus
 
     articles: dict[str, list[str]] = {}

@@ -5,11 +5,12 @@ from __future__ import annotations
 from ..local.langchain_models import MiniLMEmbeddings
 from .adaptive_chain import AdaptiveContextSynthesizer
 from .calibrate import calibrate_retriever
-from .calibrate_answers import calibrate_answer_sets
+from .calibrate_answers import LangChainAnswerHost, calibrate_answer_sets
 from .calibrate_compressor import calibrate_compressor
 from .compressor import ConformalDocumentCompressor
 from .fingerprint import fingerprint_of
 from .fusion import ScoredFusionRetriever
+from .host import LangChainHost
 from .hybrid_tuning import calibrate_hybrid_retriever
 from .judge_labels import label_with_judge
 from .question_gen import generate_calibration_questions
@@ -21,6 +22,8 @@ __all__ = [
     "ConformalAnswerSetSynthesizer",
     "ConformalDocumentCompressor",
     "ConformalRetriever",
+    "LangChainAnswerHost",
+    "LangChainHost",
     "MiniLMEmbeddings",
     "ScoredFusionRetriever",
     "calibrate_answer_sets",

@@ -18,7 +18,16 @@ from .host import Host, fetch_pool, resolve_pool_size, texts_by_id
 
 
 class LangChainAnswerHost(LLMReader):
-    """A store or retriever and model as an :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost`."""
+    """A store or retriever and model as an :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost`.
+
+    What :func:`calibrate_answer_sets` builds; give it to :class:`~conformal_rag_plugins.AnswerSetConformalizer`.
+
+    Examples
+    --------
+    >>> reader = LangChainAnswerHost(vectorstore, llm, pool_size=20)  # doctest: +SKIP
+    >>> AnswerSetConformalizer(0.7).conformalize(reader, examples).guaranteed_  # doctest: +SKIP
+    True
+    """
 
     sampler_class = LangChainSampler
     embed_method = "embed_documents"

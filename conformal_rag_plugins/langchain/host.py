@@ -236,10 +236,16 @@ def resolve_pool_size(host: Any, pool_size: int | None) -> int:
 class LangChainHost:
     """A LangChain vector store or scored retriever (optionally at parent level) read as a ``RetrievalHost``.
 
+    What :func:`calibrate_retriever` builds; give it to
+    :class:`~conformal_rag_plugins.RetrievalConformalizer` to calibrate the MAPIE way. Build it with
+    :meth:`of` (pool: ``pool_size``, else the host's ``k``, else 50).
+
     Examples
     --------
     >>> LangChainHost.of(vectorstore, pool_size=50).fetch("Who founded Normandy?").ids[:2]  # doctest: +SKIP
     ('Normans#0', 'Normans#3')
+    >>> RetrievalConformalizer(0.9).conformalize(LangChainHost.of(vectorstore), examples).threshold_  # doctest: +SKIP
+    0.07...
     """
 
     host: Host

@@ -5,8 +5,9 @@ from __future__ import annotations
 from ..local.llamaindex_models import MiniLMEmbedding
 from .adaptive_synthesizer import AdaptiveContextSynthesizer
 from .calibrate import calibrate_retriever
-from .calibrate_answers import calibrate_answer_sets
+from .calibrate_answers import LlamaIndexAnswerHost, calibrate_answer_sets
 from .fingerprint import fingerprint_of
+from .host import LlamaIndexHost
 from .hybrid_tuning import calibrate_hybrid_retriever
 from .judge_labels import label_with_judge
 from .postprocessor import ConformalNodePostprocessor
@@ -19,6 +20,8 @@ __all__ = [
     "ConformalAnswerSetSynthesizer",
     "ConformalNodePostprocessor",
     "ConformalRetriever",
+    "LlamaIndexAnswerHost",
+    "LlamaIndexHost",
     "MiniLMEmbedding",
     "calibrate_answer_sets",
     "calibrate_hybrid_retriever",

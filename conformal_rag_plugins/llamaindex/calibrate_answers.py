@@ -19,7 +19,16 @@ from .host import pool_from_nodes, resolve_host, texts_by_id
 
 
 class LlamaIndexAnswerHost(LLMReader):
-    """An index or retriever and LLM as an :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost`."""
+    """An index or retriever and LLM as an :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost`.
+
+    What :func:`calibrate_answer_sets` builds; give it to :class:`~conformal_rag_plugins.AnswerSetConformalizer`.
+
+    Examples
+    --------
+    >>> reader = LlamaIndexAnswerHost(index, llm, pool_size=20)  # doctest: +SKIP
+    >>> AnswerSetConformalizer(0.7).conformalize(reader, examples).guaranteed_  # doctest: +SKIP
+    True
+    """
 
     sampler_class = LlamaIndexSampler
     embed_method = "get_text_embedding_batch"

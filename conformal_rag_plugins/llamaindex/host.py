@@ -178,10 +178,16 @@ def gold_on_chunks(retriever: BaseRetriever, examples: list[CalibrationExample])
 class LlamaIndexHost:
     """A LlamaIndex index or retriever (``level``: optionally at parent level) read as a ``RetrievalHost``.
 
+    What :func:`calibrate_retriever` builds; give it to
+    :class:`~conformal_rag_plugins.RetrievalConformalizer` to calibrate the MAPIE way. Build it with
+    :meth:`of` (an index is queried with ``as_retriever(similarity_top_k=pool_size)``, default 50).
+
     Examples
     --------
     >>> LlamaIndexHost.of(index, pool_size=50).fetch("Who founded Normandy?").ids[:2]  # doctest: +SKIP
     ('Normans#0', 'Normans#3')
+    >>> RetrievalConformalizer(0.9).conformalize(LlamaIndexHost.of(index), examples).threshold_  # doctest: +SKIP
+    0.07...
     """
 
     retriever: BaseRetriever

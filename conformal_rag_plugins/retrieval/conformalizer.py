@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from ..core.errors import CalibrationError, NotFittedError
+from ..core.errors import CalibrationError, NotFittedError, PoolMissWarning
+from ..core.pool_misses import pool_miss_advice
 from ..core.pools import PoolObservation, choose_family
 from ..core.quantile import conformal_quantile, min_calibration_size, pac_quantile
 from ..core.recall_pools import choose_recall_family
 from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.validation import check_alpha
-from ..datasets.examples import split_examples
+from ..datasets.examples import CalibrationExample, split_examples
+from ..runtime.caller_warning import warn_at_caller
 from .calibration import RetrievalCalibration
+from .corpus_filter import corpus_record
 from .fingerprint import Fingerprint
 from .groups import GroupBy, with_groups
+from .host import RetrievalHost, observe_host
+from .options import RetrievalOptions
 from .recall_calibration import CONTROLS, recall_method, recall_threshold
+
+logger = logging.getLogger("conformal_rag_plugins")
 
 
 def _question_ids(obs: Sequence[PoolObservation]) -> tuple[str, ...]:
@@ -98,6 +107,11 @@ class RetrievalConformalizer:
     >>> cal = RetrievalConformalizer(0.9).conformalize(obs, fingerprint=fp, pool_size=2).calibration_
     >>> round(cal.threshold_, 2)  # scores 0.50..0.69 (n = 20): the ceil(21 * 0.9) = 19th smallest
     0.68
+
+    On a host (an adapter's reader, or any :class:`~.host.RetrievalHost`) with labelled questions:
+
+    >>> conformalizer = RetrievalConformalizer(0.9, score="similarity")
+    >>> cal = conformalizer.conformalize(LlamaIndexHost.of(index), examples).calibration_  # doctest: +SKIP
     """
 
     def __init__(
@@ -120,6 +134,24 @@ class RetrievalConformalizer:
         self.optimisation_fraction = optimisation_fraction
         self.random_state = random_state
         self.strict = strict
+
+    @classmethod
+    def from_options(cls, options: RetrievalOptions) -> RetrievalConformalizer:
+        """The conformalizer that ``options`` describe (its group settings apply in :meth:`conformalize`).
+
+        >>> RetrievalConformalizer.from_options(RetrievalOptions(0.8, score="rank")).score
+        'rank'
+        """
+        return cls(
+            options.confidence_level,
+            score=options.family(),
+            method=options.method,
+            delta=options.delta,
+            optimisation_fraction=options.optimisation_fraction,
+            random_state=options.random_state,
+            strict=options.strict,
+            control=options.control,
+        )
 
     def _check_params(self) -> float:
         alpha = 1.0 - check_alpha(self.confidence_level, "confidence_level")
@@ -144,27 +176,74 @@ class RetrievalConformalizer:
 
     def conformalize(
         self,
-        observations: Sequence[PoolObservation],
+        source: RetrievalHost | Sequence[PoolObservation],
+        examples: Sequence[CalibrationExample] | None = None,
         *,
-        fingerprint: Fingerprint,
-        pool_size: int,
+        fingerprint: Fingerprint | None = None,
+        pool_size: int | None = None,
         groups: Sequence[str] | None = None,
-        group_by: GroupBy = "group",
+        group_by: GroupBy | None = None,
         group_fallback: str = "keep_all",
+        chunk_group_key: str | None = None,
     ) -> RetrievalConformalizer:
-        """Compute the threshold; the result is in ``calibration_``.
+        """Compute the threshold (from a host and labelled examples, or observed pools) into ``calibration_``.
 
-        With ``groups`` (each observation's group) it also holds per-group (Mondrian) thresholds;
-        ``group_by`` records how they were made; ``group_fallback`` (``"keep_all"`` or ``"pooled"``,
+        ``conformalize(host, examples)`` queries the host once per labelled example (as
+        :func:`~conformal_rag_plugins.calibrate_host` does, without a progress bar): the
+        fingerprint, pool size and corpus record come from the host, per-group thresholds from
+        ``group_by`` (a metadata key or a function of the question) or ``chunk_group_key``.
+        ``conformalize(observations, fingerprint=..., pool_size=...)`` takes pools already observed;
+        with ``groups`` (each observation's group) it also holds per-group (Mondrian) thresholds and
+        ``group_by`` records how they were made. ``group_fallback`` (``"keep_all"`` or ``"pooled"``,
         not guaranteed) is what a too-small or unseen group gets.
 
         Raises
         ------
         CalibrationError
-            No observations, fewer than the finite-sample rank needs, or (``strict``) a too-small group.
+            No observations, fewer than the finite-sample rank needs, (``strict``) a too-small group,
+            or arguments of the other form (a host without examples, observations with examples).
         """
+        self._check_params()  # bad settings are refused before the host is queried
+        if isinstance(source, RetrievalHost):
+            if examples is None or fingerprint is not None or pool_size is not None or groups is not None:
+                raise CalibrationError(
+                    "conformalize(host, examples) takes the labelled examples; the fingerprint, pool size and "
+                    "groups come from the host and from group_by / chunk_group_key."
+                )
+            options = RetrievalOptions(
+                confidence_level=self.confidence_level,
+                score=self.score,
+                method=self.method,
+                delta=self.delta,
+                random_state=self.random_state,
+                strict=self.strict,
+                group_by=group_by,
+                group_fallback=group_fallback,
+                chunk_group_key=chunk_group_key,
+                control=self.control,
+                progress=False,
+                optimisation_fraction=self.optimisation_fraction,
+            )
+            self.calibration_ = calibrate_on_host(source, examples, options)
+            return self
+        if examples is not None or fingerprint is None or pool_size is None or chunk_group_key is not None:
+            raise CalibrationError(
+                "conformalize(observations, fingerprint=..., pool_size=...) takes observed pools: give the host "
+                "itself to calibrate on labelled examples (chunk_group_key needs the host too)."
+            )
+        self._fit(list(source), fingerprint, pool_size, groups, group_by or "group", group_fallback)
+        return self
+
+    def _fit(
+        self,
+        obs: list[PoolObservation],
+        fingerprint: Fingerprint,
+        pool_size: int,
+        groups: Sequence[str] | None,
+        group_by: GroupBy,
+        group_fallback: str,
+    ) -> None:
         alpha = self._check_params()
-        obs = list(observations)
         if not obs:
             raise CalibrationError("No calibration examples were given; pass at least one labelled question.")
         if groups is not None and len(groups) != len(obs):
@@ -202,7 +281,7 @@ class RetrievalConformalizer:
             )
         if self.control == "recall":
             self.calibration_ = self._recall_calibration(obs, alpha, family, fingerprint, pool_size, selection)
-            return self
+            return
         scores = [o.score(family) for o in obs]
         if self.method == "split":
             q = conformal_quantile(scores, alpha, strict=self.strict)
@@ -229,7 +308,6 @@ class RetrievalConformalizer:
             self.calibration_ = with_groups(
                 self.calibration_, labels, group_by, strict=self.strict, fallback=group_fallback
             )
-        return self
 
     def _recall_calibration(
         self,
@@ -273,3 +351,87 @@ class RetrievalConformalizer:
         if not hasattr(self, "calibration_"):
             raise NotFittedError("This RetrievalConformalizer is not fitted yet: call conformalize(...) first.")
         return self.calibration_
+
+
+def calibrate_from_pools(
+    observations: Sequence[PoolObservation],
+    *,
+    fingerprint: Fingerprint,
+    pool_size: int,
+    options: RetrievalOptions | None = None,
+    labels: dict[str, Any] | None = None,
+    group_labels: Sequence[str] | None = None,
+) -> RetrievalCalibration:
+    """Run the conformalizer, record ``labels`` (see :func:`~.pool_calibration.label_counts`) and log kept misses.
+
+    ``group_labels`` are the observations' groups (:func:`~.groups.group_labels`) or, with
+    ``options.chunk_group_key``, their gold chunks' groups (label-conditional, see
+    :func:`~.groups.with_chunk_groups`).
+
+    >>> import numpy as np
+    >>> obs = [PoolObservation(np.array([1.0, 0.5 - i / 100]), (1,)) for i in range(20)]
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> cal = calibrate_from_pools(obs, fingerprint=fp, pool_size=2, options=RetrievalOptions(score="similarity"))
+    >>> cal.score_family_
+    'similarity'
+    """
+    opts = options if options is not None else RetrievalOptions()
+    confidence_level, control = opts.confidence_level, opts.control
+    group_by, chunk_group_key = opts.group_by, opts.chunk_group_key
+    cal = (
+        RetrievalConformalizer.from_options(opts)
+        .conformalize(
+            observations,
+            fingerprint=fingerprint,
+            pool_size=pool_size,
+            groups=group_labels,
+            group_by=chunk_group_key or group_by or "group",
+            group_fallback=opts.group_fallback,
+        )
+        .calibration_
+    )
+    if chunk_group_key is not None:
+        if group_labels is None or group_by is not None:
+            raise CalibrationError("chunk_group_key needs the gold chunks' group labels and no group_by.")
+        cal = replace(cal, chunk_group_key_=chunk_group_key)
+    if labels:
+        cal = replace(cal, labels_=dict(labels))
+        fallback = labels.get("gold_rule", {}).get("all-chunks-fallback", 0)
+        if fallback:
+            logger.warning(
+                "%d calibration question(s) had no chunk containing a reference answer; every chunk of "
+                "their document counts as gold (all-chunks-fallback).",
+                fallback,
+            )
+    if cal.n_misses_:
+        logger.warning(
+            "%d of %d calibration questions had no gold chunk in the top-%d pool; they are kept as misses "
+            "(score +inf), not dropped.",
+            cal.n_misses_,
+            cal.n_calibration_,
+            pool_size,
+        )
+    advice = pool_miss_advice(cal.n_misses_, cal.n_calibration_, 1.0 - confidence_level, pool_size)
+    if advice is not None and control == "coverage":
+        warn_at_caller(advice, PoolMissWarning)
+    if math.isinf(cal.threshold_):
+        logger.warning("The calibrated threshold is +inf: every candidate in the pool will be returned.")
+    return cal
+
+
+def calibrate_on_host(
+    host: RetrievalHost, examples: Sequence[CalibrationExample], options: RetrievalOptions
+) -> RetrievalCalibration:
+    """:func:`calibrate_from_pools` on the pools ``host`` returns for ``examples``, with the host's corpus record."""
+    seen = observe_host(
+        host, examples, group_by=options.group_by, chunk_group_key=options.chunk_group_key, progress=options.progress
+    )
+    cal = calibrate_from_pools(
+        seen.observations,
+        fingerprint=seen.fingerprint,
+        pool_size=seen.pool_size,
+        options=options,
+        labels=seen.labels,
+        group_labels=seen.group_labels,
+    )
+    return replace(cal, corpus_=corpus_record(seen.all_ids))

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..core.errors import ConformalError
+from ..core.pools import PoolObservation
 from ..core.validation import check_pool_size
 from ..datasets.examples import CalibrationExample
 from .fingerprint import Fingerprint
-from .pool_calibration import CandidatePool, check_gold_ids
+from .groups import GroupBy, chunk_group_labels, group_labels
+from .pool_calibration import CandidatePool, check_gold_ids, collect_observations, label_counts
 
 
 @runtime_checkable
@@ -94,6 +96,59 @@ def agreed_pool_size(own: int | None, pool_size: int | None, *, unknown: str, mi
     if own is not None and own != size:
         raise ConformalError(mismatch.format(own=own, size=size))
     return size
+
+
+@dataclass(frozen=True)
+class HostObservations:
+    """What calibration observes on a host: one pool observation per question, and what the calibration records.
+
+    ``group_labels``: each question's group (``group_by``) or its gold chunks' group (``chunk_group_key``);
+    ``labels``: :func:`~.pool_calibration.label_counts` of the examples; ``all_ids``: ``host.all_ids()``.
+    """
+
+    observations: list[PoolObservation]
+    fingerprint: Fingerprint
+    pool_size: int
+    labels: dict[str, Any]
+    group_labels: list[str] | None = None
+    all_ids: list[str] | None = None
+
+
+def observe_host(
+    host: RetrievalHost,
+    examples: Sequence[CalibrationExample],
+    *,
+    group_by: GroupBy | None = None,
+    chunk_group_key: str | None = None,
+    progress: bool = True,
+) -> HostObservations:
+    """Query ``host`` once per example (gold put on the host's unit first) and observe where the gold ranks.
+
+    Raises
+    ------
+    ConformalError
+        Both ``group_by`` and ``chunk_group_key``; a gold id the store does not hold.
+    """
+    if chunk_group_key is not None and group_by is not None:
+        raise ConformalError("Give group_by (a group of the query) or chunk_group_key (of the chunk), not both.")
+    examples = list(examples)
+    groups = group_labels(examples, group_by) if group_by is not None else None
+    examples = host.prepare_gold(examples)
+    seen: dict[str, Any] = {}  # chunk id -> metadata[chunk_group_key], from every pool fetched
+
+    def fetch(question: str) -> CandidatePool:
+        pool = host.fetch(question, chunk_group_key)
+        for ident, value in zip(pool.ids, pool.groups or (), strict=False):
+            if ident is not None and value is not None:
+                seen[ident] = value
+        return pool
+
+    observations = collect_observations(examples, fetch, progress=progress)
+    if chunk_group_key is not None:
+        groups = chunk_group_labels(examples, chunk_group_key, seen)
+    return HostObservations(
+        observations, host.fingerprint(), host.pool_size, label_counts(examples), groups, host.all_ids()
+    )
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,9 @@ class RetrievalOptions:
     control : {"coverage", "recall"}, default "coverage"
         ``recall`` controls ``E[1 - recall]`` instead of the chance of missing every gold chunk.
     progress : bool, default True
+    optimisation_fraction : float, default 0.3
+        With ``score="auto"``: the seeded share of the questions that chooses the family (not used
+        for the threshold).
 
     Examples
     --------
@@ -58,6 +61,7 @@ class RetrievalOptions:
     chunk_group_key: str | None = None
     control: str = "coverage"
     progress: bool = True
+    optimisation_fraction: float = 0.3
 
     def family(self, default: str = "relative") -> str:
         """The score family: ``score``, else ``default`` (``"relative"``, or ``"auto"`` when tuning)."""

@@ -1,31 +1,24 @@
-"""Framework-neutral calibration loop: host pools -> nonconformity -> threshold (never recomputing a host score)."""
+"""Candidate pools as a host returns them, and the observations calibration makes of them (never recomputing a score).
+
+:func:`~.conformalizer.calibrate_from_pools` turns the observations into a threshold.
+"""
 
 from __future__ import annotations
 
-import logging
-import math
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..core.errors import CalibrationError, PoolMissWarning
-from ..core.pool_misses import pool_miss_advice
+from ..core.errors import CalibrationError
 from ..core.pools import PoolObservation
 from ..datasets.examples import CalibrationExample
-from ..runtime.caller_warning import warn_at_caller
-from .calibration import RetrievalCalibration
-from .conformalizer import RetrievalConformalizer
-from .fingerprint import Fingerprint
 from .gold_matching import gold_positions
-from .options import RetrievalOptions
 
 #: Example metadata keys whose values are counted into ``RetrievalCalibration.labels_``.
 LABEL_KEYS = ("gold_rule", "label_rule")
-
-logger = logging.getLogger("conformal_rag_plugins")
 
 
 @dataclass(frozen=True)
@@ -140,77 +133,3 @@ def observe(
         except KeyError as exc:
             raise CalibrationError(f"No context-token count for candidate {exc.args[0]!r}.") from None
     return PoolObservation(pool.scores, positions, question_id=example.digest, n_gold=n_gold, costs=cost_array)
-
-
-def calibrate_from_pools(
-    observations: Sequence[PoolObservation],
-    *,
-    fingerprint: Fingerprint,
-    pool_size: int,
-    options: RetrievalOptions | None = None,
-    labels: dict[str, Any] | None = None,
-    group_labels: Sequence[str] | None = None,
-) -> RetrievalCalibration:
-    """Run the conformalizer, record ``labels`` (see :func:`label_counts`) and log kept misses.
-
-    ``group_labels`` are the observations' groups (:func:`~.groups.group_labels`) or, with
-    ``options.chunk_group_key``, their gold chunks' groups (label-conditional, see
-    :func:`~.groups.with_chunk_groups`).
-
-    >>> from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
-    >>> obs = [PoolObservation(np.array([1.0, 0.5 - i / 100]), (1,)) for i in range(20)]
-    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
-    >>> cal = calibrate_from_pools(obs, fingerprint=fp, pool_size=2, options=RetrievalOptions(score="similarity"))
-    >>> cal.score_family_
-    'similarity'
-    """
-    opts = options if options is not None else RetrievalOptions()
-    confidence_level, control = opts.confidence_level, opts.control
-    group_by, chunk_group_key = opts.group_by, opts.chunk_group_key
-    cal = (
-        RetrievalConformalizer(
-            confidence_level,
-            score=opts.family(),
-            method=opts.method,
-            delta=opts.delta,
-            random_state=opts.random_state,
-            strict=opts.strict,
-            control=control,
-        )
-        .conformalize(
-            observations,
-            fingerprint=fingerprint,
-            pool_size=pool_size,
-            groups=group_labels,
-            group_by=chunk_group_key or group_by or "group",
-            group_fallback=opts.group_fallback,
-        )
-        .calibration_
-    )
-    if chunk_group_key is not None:
-        if group_labels is None or group_by is not None:
-            raise CalibrationError("chunk_group_key needs the gold chunks' group labels and no group_by.")
-        cal = replace(cal, chunk_group_key_=chunk_group_key)
-    if labels:
-        cal = replace(cal, labels_=dict(labels))
-        fallback = labels.get("gold_rule", {}).get("all-chunks-fallback", 0)
-        if fallback:
-            logger.warning(
-                "%d calibration question(s) had no chunk containing a reference answer; every chunk of "
-                "their document counts as gold (all-chunks-fallback).",
-                fallback,
-            )
-    if cal.n_misses_:
-        logger.warning(
-            "%d of %d calibration questions had no gold chunk in the top-%d pool; they are kept as misses "
-            "(score +inf), not dropped.",
-            cal.n_misses_,
-            cal.n_calibration_,
-            pool_size,
-        )
-    advice = pool_miss_advice(cal.n_misses_, cal.n_calibration_, 1.0 - confidence_level, pool_size)
-    if advice is not None and control == "coverage":
-        warn_at_caller(advice, PoolMissWarning)
-    if math.isinf(cal.threshold_):
-        logger.warning("The calibrated threshold is +inf: every candidate in the pool will be returned.")
-    return cal

@@ -20,16 +20,11 @@ from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.validation import check_alpha
 from ..datasets.examples import CalibrationExample, split_examples
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.conformalizer import optimisation_ids
+from ..retrieval.conformalizer import calibrate_from_pools, optimisation_ids
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.groups import check_fallback, group_labels
 from ..retrieval.options import RetrievalOptions
-from ..retrieval.pool_calibration import (
-    CandidatePool,
-    calibrate_from_pools,
-    collect_observations,
-    label_counts,
-)
+from ..retrieval.pool_calibration import CandidatePool, collect_observations, label_counts
 from .candidates import CandidateSearch, TunedCandidate, as_candidate, observe_candidates
 from .fusion_config import FusionConfig
 from .options import TuningOptions

@@ -40,13 +40,10 @@ from conformal_rag_plugins.core.errors import (
 )
 from conformal_rag_plugins.core.quantile import coverage_bounds
 from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.retrieval.conformalizer import calibrate_from_pools
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
-from conformal_rag_plugins.retrieval.pool_calibration import (
-    CandidatePool,
-    calibrate_from_pools,
-    collect_observations,
-)
+from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, collect_observations
 from conformal_rag_plugins.runtime.run_sync import run_sync
 
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")

@@ -26,10 +26,11 @@ import pytest
 from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.mondrian_trials import simulate_group_splits
 from conformal_rag_plugins.local.groups import bundled_collection, question_type
+from conformal_rag_plugins.retrieval.conformalizer import calibrate_from_pools
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.groups import chunk_set
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
-from conformal_rag_plugins.retrieval.pool_calibration import calibrate_from_pools, observe
+from conformal_rag_plugins.retrieval.pool_calibration import observe
 
 ALPHA = 0.1
 TRIALS = 400

@@ -9,9 +9,10 @@ import pytest
 
 from conformal_rag_plugins.answer_sets.options import SamplingOptions
 from conformal_rag_plugins.answer_sets.sample_record import Sample
+from conformal_rag_plugins.retrieval.conformalizer import calibrate_from_pools
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
-from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, calibrate_from_pools, collect_observations
+from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, collect_observations
 
 FAKE_FINGERPRINT = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
 

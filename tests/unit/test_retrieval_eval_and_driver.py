@@ -15,14 +15,10 @@ from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.core.validation import check_alpha, check_scores
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
+from conformal_rag_plugins.retrieval.conformalizer import calibrate_from_pools
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
-from conformal_rag_plugins.retrieval.pool_calibration import (
-    CandidatePool,
-    calibrate_from_pools,
-    check_gold_ids,
-    collect_observations,
-)
+from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, check_gold_ids, collect_observations
 
 FP = Fingerprint("unit", "ListStore", "ip", "toy", None, "raw")
 

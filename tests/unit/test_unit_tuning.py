@@ -20,10 +20,11 @@ from conformal_rag_plugins.core.pool_misses import pool_miss_advice
 from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.retrieval_scores import SCORE_FAMILIES
 from conformal_rag_plugins.core.splits import RandomSplits
+from conformal_rag_plugins.retrieval.conformalizer import calibrate_from_pools
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.parent_pools import to_parent_pool
-from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, calibrate_from_pools
+from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool
 
 
 def _random_obs(rng, n=60, width=12, miss=0.1, cost=(20, 200)):
