@@ -49,9 +49,8 @@ from .datasets.text_folder import load_text_folder
 from .labelling.options import JudgeOptions, QuestionOptions
 from .monitor.monitor import ConformalMonitor, ServedScores
 from .report.notebook import answer_sets_figure, coverage_figure, scores_figure, set_sizes_figure
-from .retrieval.calibrate_host import calibrate_host
 from .retrieval.calibration import RetrievalCalibration
-from .retrieval.conformalizer import RetrievalConformalizer
+from .retrieval.conformalizer import RetrievalConformalizer, calibrate_host
 from .retrieval.fingerprint import Fingerprint
 from .retrieval.host import Parents, RetrievalHost
 from .retrieval.options import RetrievalOptions

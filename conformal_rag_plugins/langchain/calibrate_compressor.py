@@ -10,8 +10,8 @@ from langchain_core.retrievers import BaseRetriever
 
 from ..core.errors import ConformalError
 from ..datasets.examples import CalibrationExample
-from ..retrieval.calibrate_host import calibrate_host
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.conformalizer import calibrate_host
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.host import agreed_pool_size, check_gold_on_host
 from ..retrieval.options import RetrievalOptions, with_level

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..datasets.examples import CalibrationExample
-from ..retrieval.calibrate_host import calibrate_host
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.conformalizer import calibrate_host
 from ..retrieval.host import Parents
 from ..retrieval.options import RetrievalOptions, with_level
 from .host import LlamaIndexHost

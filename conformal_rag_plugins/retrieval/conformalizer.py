@@ -189,7 +189,7 @@ class RetrievalConformalizer:
         """Compute the threshold (from a host and labelled examples, or observed pools) into ``calibration_``.
 
         ``conformalize(host, examples)`` queries the host once per labelled example (as
-        :func:`~conformal_rag_plugins.calibrate_host` does, without a progress bar): the
+        :func:`calibrate_host` does, without a progress bar): the
         fingerprint, pool size and corpus record come from the host, per-group thresholds from
         ``group_by`` (a metadata key or a function of the question) or ``chunk_group_key``.
         ``conformalize(observations, fingerprint=..., pool_size=...)`` takes pools already observed;
@@ -224,7 +224,7 @@ class RetrievalConformalizer:
                 progress=False,
                 optimisation_fraction=self.optimisation_fraction,
             )
-            self.calibration_ = calibrate_on_host(source, examples, options)
+            self.calibration_ = calibrate_host(source, examples, options)
             return self
         if examples is not None or fingerprint is None or pool_size is None or chunk_group_key is not None:
             raise CalibrationError(
@@ -419,18 +419,47 @@ def calibrate_from_pools(
     return cal
 
 
-def calibrate_on_host(
-    host: RetrievalHost, examples: Sequence[CalibrationExample], options: RetrievalOptions
+def calibrate_host(
+    host: RetrievalHost, examples: Sequence[CalibrationExample], options: RetrievalOptions | None = None
 ) -> RetrievalCalibration:
-    """:func:`calibrate_from_pools` on the pools ``host`` returns for ``examples``, with the host's corpus record."""
+    """Calibrate the conformal retrieval threshold by querying ``host`` once per example.
+
+    The one retrieval calibration flow: both adapters' ``calibrate_retriever`` (and LangChain's
+    ``calibrate_compressor``) build their reader and call it, and so does
+    ``RetrievalConformalizer.conformalize(host, examples)``.
+
+    Parameters
+    ----------
+    host : RetrievalHost
+        An adapter's reader (``LlamaIndexHost``, ``LangChainHost``) or any object with the protocol.
+    examples : sequence of CalibrationExample
+        Labelled questions; ``host.prepare_gold`` puts their gold on the host's unit and checks it.
+    options : RetrievalOptions, optional
+        Level, score family (default ``"relative"``), method, groups, control, progress bar.
+
+    Returns
+    -------
+    RetrievalCalibration
+        With the host's fingerprint, ``pool_size_ = host.pool_size`` and the corpus record of ``host.all_ids()``.
+
+    Raises
+    ------
+    ConformalError
+        Both ``group_by`` and ``chunk_group_key``; a gold id the store does not hold.
+
+    Examples
+    --------
+    >>> cal = calibrate_host(LlamaIndexHost.of(index), examples, RetrievalOptions(0.9))  # doctest: +SKIP
+    """
+    opts = options if options is not None else RetrievalOptions()
     seen = observe_host(
-        host, examples, group_by=options.group_by, chunk_group_key=options.chunk_group_key, progress=options.progress
+        host, examples, group_by=opts.group_by, chunk_group_key=opts.chunk_group_key, progress=opts.progress
     )
     cal = calibrate_from_pools(
         seen.observations,
         fingerprint=seen.fingerprint,
         pool_size=seen.pool_size,
-        options=options,
+        options=opts,
         labels=seen.labels,
         group_labels=seen.group_labels,
     )
