@@ -7,8 +7,8 @@ modules are private: import from these three places.
 Examples
 --------
 >>> from conformal_rag_plugins import conformal_quantile
->>> conformal_quantile([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], 0.1)
-0.9
+>>> conformal_quantile([i / 20 for i in range(1, 21)], 0.1)  # 20 scores: rank 20, the pool may miss
+1.0
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from .core.errors import (
     GuaranteeCutWarning,
     NotFittedError,
     SmallGroupWarning,
+    UncheckedCorpusWarning,
     UncheckedGeneratorWarning,
 )
 from .core.quantile import conformal_quantile, pac_quantile
@@ -111,6 +112,7 @@ __all__ = [  # noqa: RUF022 (grouped by concept, listed once)
     "GuaranteeCutWarning",
     "NotFittedError",
     "SmallGroupWarning",
+    "UncheckedCorpusWarning",
     "UncheckedGeneratorWarning",
     "__version__",
 ]

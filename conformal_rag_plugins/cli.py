@@ -277,6 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         resolve_level(args, alpha_required=args.command == "evaluate")
+        from .commands.input_checks import check_chunking
+
+        check_chunking(getattr(args, "chunk_size", None), getattr(args, "chunk_overlap", None))
         if getattr(args, "handler", None) is not None:
             args.handler(args)
         elif args.command == "demo":

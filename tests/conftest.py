@@ -188,3 +188,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         _RUNNING.pop()
+
+
+@pytest.fixture
+def plain_rank_rule():
+    """Thresholds under the plain rank ``ceil((n+1)(1-alpha))`` (a pool that cannot miss), for tests of that arithmetic.
+
+    The default rule, which keeps ``guaranteed`` honest when the pool can miss, is tested in ``test_flagged_rank.py``.
+    """
+    from conformal_rag_plugins.core.quantile import PLAIN_RANK_RULE, threshold_rule
+
+    with threshold_rule(PLAIN_RANK_RULE):
+        yield

@@ -25,9 +25,16 @@ from ..core.errors import (
     InfiniteThresholdWarning,
     UncheckedGeneratorWarning,
 )
-from ..core.quantile import conformal_quantile, min_calibration_size, pac_rank
+from ..core.quantile import (
+    conformal_quantile,
+    default_miss_bound,
+    flagged_min_calibration_size,
+    pac_rank,
+    threshold_rule,
+)
 from ..core.validation import check_alpha
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.groups import recomputed_groups
 from ..storage.jsonio import (
     decode_float,
     encode_float,
@@ -75,11 +82,12 @@ def min_answer_set_questions(
 ) -> int | None:
     """Fewest calibration questions for which the rule can be guaranteed at all (no misses).
 
-    Bonferroni: both ranks ``ceil((n+1)(1-alpha_i)) <= n``; PAC: both PAC ranks exist; HMP: a miss
+    Bonferroni: both stages have a :func:`~conformal_rag_plugins.core.quantile.flagged_rank`; PAC: both
+    PAC ranks among the hits exist (:func:`~conformal_rag_plugins.core.quantile.pac_quantile`); HMP: a miss
     p-value ``1/(n+1)`` is rejected in each stage.
 
     >>> min_answer_set_questions(0.2), min_answer_set_questions(0.2, method="hmp")  # 1/(n+1) <= 0.1 / (2 - 0.1)
-    (9, 18)
+    (18, 18)
     """
     alpha = check_alpha(alpha)
     if method == "hmp":
@@ -92,8 +100,11 @@ def min_answer_set_questions(
     if method == "pac":
         d = float(delta or 0.1)
         d_ret = d / 2 if delta_retrieval is None else float(delta_retrieval)
-        return _smallest(lambda n: pac_rank(n, a_ret, d_ret) is not None and pac_rank(n, a_gen, d - d_ret) is not None)
-    return max(min_calibration_size(a_ret), min_calibration_size(a_gen))
+        e_ret, e_gen = (a_ret - default_miss_bound(a_ret)) / (1 - default_miss_bound(a_ret)), (
+            a_gen - default_miss_bound(a_gen)
+        ) / (1 - default_miss_bound(a_gen))
+        return _smallest(lambda n: pac_rank(n, e_ret, d_ret) is not None and pac_rank(n, e_gen, d - d_ret) is not None)
+    return max(flagged_min_calibration_size(a_ret), flagged_min_calibration_size(a_gen))
 
 
 def check_answer_set_request(
@@ -168,7 +179,8 @@ class AnswerSetCalibration:
     rule with ``hmp_weight_``). :meth:`retrieval_stage` drives a ``ConformalRetriever``.
     ``generator_`` records the LLM, sampling, prompt and embedder the generator threshold is tied to
     (checked at every query); ``None`` for older files, which load with an
-    :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning`.
+    :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning` and whose answer sets are
+    not guaranteed (the generator cannot be checked).
     """
 
     retrieval_: RetrievalCalibration
@@ -246,12 +258,12 @@ class AnswerSetCalibration:
         Bonferroni/PAC: both thresholds finite. HMP: a miss in either stage (p-value ``(1 + m) / (n + 1)``)
         is rejected even with the other stage's p-value at 1.
         """
-        return bool(self.rule().guaranteed)
+        return bool(self.rule().guaranteed) and not self.retrieval_.stale_rule_reason_
 
     @property
     def reason_(self) -> str:
         """Why the calibration is not guaranteed (empty when it is)."""
-        return str(self.rule().reason)
+        return " ".join(filter(None, (str(self.rule().reason), self.retrieval_.stale_rule_reason_)))
 
     @property
     def generator_reachable_(self) -> bool:
@@ -262,20 +274,29 @@ class AnswerSetCalibration:
         return math.isfinite(rule.q_gen)
 
     def retrieval_stage(self) -> RetrievalCalibration:
-        """The retrieval calibration with this split's threshold (HMP: superset prefilter at ``alpha * w_ret / 2``)."""
+        """The retrieval calibration with this split's threshold (HMP: superset prefilter at ``alpha * w_ret / 2``).
+
+        A grouped retrieval stage (``group_by`` or ``chunk_group_key``) gets its per-group thresholds
+        refitted from the stored scores and group labels at this split's level (``alpha_retrieval_``,
+        PAC: ``delta_retrieval_``): the thresholds ``retrieval_`` was saved with were fitted at its own
+        ``alpha_`` and would be served under the wrong level.
+        """
         pac = self.method_ == "pac"
-        return replace(
+        stage = replace(
             self.retrieval_,
             threshold_=self.retrieval_threshold_,
             alpha_=self.alpha_retrieval_,
             method_="pac" if pac else "split",
             delta_=self.delta_retrieval_ if pac else None,
         )
+        if stage.group_labels_:
+            stage = replace(stage, groups_=recomputed_groups(stage))
+        return stage
 
     def rule(self) -> BonferroniThresholds | PACThresholds | HarmonicMeanRule:
         """The combination rule of :mod:`conformal_rag_plugins.core.combination` for this calibration."""
         ret, gen = self.retrieval_.scores_, self.generation_scores_
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), threshold_rule(self.retrieval_.threshold_rule_):
             warnings.simplefilter("ignore", InfiniteThresholdWarning)
             if self.method_ == "hmp":
                 assert self.hmp_weight_ is not None
@@ -333,7 +354,7 @@ class AnswerSetCalibration:
         if method == "hmp":
             w = 0.5 if hmp_weight is None else float(hmp_weight)
             a_ret = alpha * w / 2
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), threshold_rule(retrieval.threshold_rule_):
                 warnings.simplefilter("ignore", InfiniteThresholdWarning)
                 q_ret = conformal_quantile(retrieval.scores_, a_ret)
             return cls(
@@ -429,8 +450,8 @@ class AnswerSetCalibration:
             warnings.warn(
                 "This answer-set calibration does not record the LLM, sampling settings and embedding model it was "
                 "made with (saved by an older version, or made without an adapter that describes its LLM), so "
-                "queries cannot check that they use the same ones; its generator threshold is used unchecked. "
-                "Re-calibrate with calibrate_answer_sets to record them.",
+                "queries cannot check that they use the same ones; its generator threshold is used unchecked and its "
+                "answer sets say guaranteed=False. Re-calibrate with calibrate_answer_sets to record them.",
                 UncheckedGeneratorWarning,
                 stacklevel=3,
             )
@@ -459,7 +480,9 @@ class AnswerSetCalibration:
     def _compare(cal: AnswerSetCalibration, fresh: AnswerSetCalibration) -> None:
         for name in ("retrieval_threshold_", "generation_threshold_", "alpha_generation_"):
             stored, again = getattr(cal, name), getattr(fresh, name)
-            if not (stored == again or (math.isfinite(stored) and abs(stored - again) <= 1e-9 * max(1.0, abs(again)))):
+            finite = math.isfinite(stored) and math.isfinite(again)
+            close = finite and abs(stored - again) <= 1e-9 * max(1.0, abs(again))
+            if not (stored == again or close):  # an infinity only equals itself (+inf -> 0.01 is an edit)
                 raise CalibrationIntegrityError(
                     f"The stored {name.rstrip('_')} {stored!r} disagrees with {again!r} recomputed from the stored "
                     "scores, level and method: the file was edited or corrupted."

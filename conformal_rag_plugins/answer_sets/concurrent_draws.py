@@ -67,7 +67,7 @@ async def draw_samples(
     # writes may wait on another process's lock: off the event loop.
     if cache is not None and key is not None:
         async with semaphore:
-            hit = await asyncio.to_thread(cache.get, key)
+            hit = await asyncio.to_thread(cache.get, key, n)  # a row of another length is a miss
         if hit is not None:
             return hit
 

@@ -14,6 +14,7 @@ from ..core.errors import CalibrationError, NotFittedError
 from ..core.validation import check_alpha
 from ..datasets.examples import CalibrationExample, split_examples
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.conformalizer import optimisation_ids
 from ..runtime.run_sync import run_sync
 from .calibration import AnswerSetCalibration, check_answer_set_request
 from .engine import GeneratorStage
@@ -118,8 +119,10 @@ class AnswerSetConformalizer:
 
         Every request is checked before any LLM call (:func:`~.calibration.check_answer_set_request`).
         With ``split.optimise`` a seeded ``optimisation_fraction`` of the examples chooses the
-        split of alpha (or the HMP weight) and is never used for the final thresholds; a
-        ``retrieval.calibration`` given by the user must not contain any of those questions.
+        split of alpha (or the HMP weight) and is never used for the final thresholds (their digests
+        are recorded in ``calibration_.optimisation_["optimisation_question_ids"]``, so a report leaves
+        them out of its held-out questions); a ``retrieval.calibration`` given by the user must not
+        contain any of those questions.
         A calibration that is not guaranteed warns with
         :class:`~conformal_rag_plugins.core.errors.CoverageCeilingWarning` at the caller's line.
 
@@ -216,6 +219,8 @@ class AnswerSetConformalizer:
             optimisation = optimise_split_on_host(
                 opt, host, stage, alpha=round(alpha, 12), retrieval=retrieval, split=split
             )
+            # recorded like the retrieval side's selection, so a report leaves them out of its held-out questions
+            optimisation["optimisation_question_ids"] = optimisation_ids(opt, aligned)
             split = replace(
                 split,
                 alpha_retrieval=optimisation.get("alpha_retrieval", split.alpha_retrieval),

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core.clustering import cluster_answers, merge_clusters
 from ..core.combination import decide_end_to_end
-from ..core.errors import CalibrationError, ConformalError
+from ..core.errors import CalibrationError, ConformalError, SamplingMismatchError
 from ..core.generation_scores import generation_score
 from ..datasets.examples import CalibrationExample
 from .calibration import AnswerSetCalibration
@@ -110,7 +110,9 @@ def query_sampling(calibration: AnswerSetCalibration, sampling: SamplingOptions 
     """The sampling options a synthesizer queries with: the calibration's M, and ``sampling``'s other settings.
 
     A given ``sampling.n_samples`` must equal the calibrated M (another M changes the confidence
-    scale), so ``SamplingOptions()`` (M = 10) only fits an M = 10 calibration.
+    scale), so ``SamplingOptions()`` (M = 10) only fits an M = 10 calibration; another M raises
+    :class:`~conformal_rag_plugins.core.errors.SamplingMismatchError` (a ``GeneratorMismatchError``
+    naming the field ``sampling.n_samples``, and a ``CalibrationError``).
 
     >>> from types import SimpleNamespace
     >>> query_sampling(SimpleNamespace(n_samples_=5), None).n_samples
@@ -123,9 +125,10 @@ def query_sampling(calibration: AnswerSetCalibration, sampling: SamplingOptions 
     try:
         calibrated_samples(calibration, sampling.n_samples)
     except CalibrationError as error:
-        raise CalibrationError(
+        raise SamplingMismatchError(
             f"sampling.{error} Pass SamplingOptions(n_samples={calibration.n_samples_}, ...): the synthesizer "
-            "samples with the calibrated M (SamplingOptions() means n_samples=10)."
+            "samples with the calibrated M (SamplingOptions() means n_samples=10).",
+            ("sampling.n_samples",),
         ) from None
     return sampling
 
@@ -236,14 +239,15 @@ async def abuild_answer_set(
 ) -> AnswerSetResult:
     """Sample every chunk the rule can keep, cluster, and apply the end-to-end rule.
 
-    ``guaranteed`` only if the rule is and every chunk's retriever kept its set. ``generator`` is
-    compared with the calibration's before any LLM call (mismatch:
+    ``guaranteed`` only if the rule is, every chunk's retriever kept its set and the generator was
+    checked. ``generator`` is compared with the calibration's before any LLM call (mismatch:
     :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`); a missing record on either
-    side warns ``UncheckedGeneratorWarning`` and sets ``extra["generator_checked"]`` False.
+    side warns ``UncheckedGeneratorWarning``, sets ``extra["generator_checked"]`` False and makes the
+    set not guaranteed, the ``reason`` naming the missing record.
     """
     check_equivalence(calibration, equivalence)
     kwargs = clustering_kwargs(calibration.clustering_, equivalence, embed)
-    checked = check_generator(calibration.generator_, generator, calibration.clustering_)
+    unchecked = check_generator(calibration.generator_, generator, calibration.clustering_)
     rule = calibration.rule()
     ids = [c.chunk_id for c in chunks]
     nonconf = np.array([c.nonconformity for c in chunks], dtype=float)
@@ -272,8 +276,12 @@ async def abuild_answer_set(
     reasons = []
     if not decision.guaranteed:
         reasons.append(f"{decision.reason} (generator coverage ceiling {calibration.coverage_ceiling_:.2f})")
+    if calibration.retrieval_.stale_rule_reason_:
+        reasons.append(calibration.retrieval_.stale_rule_reason_)
     if not all(c.guaranteed for c in chunks):
         reasons.append(f"Not every retrieved chunk kept the retrieval guarantee: {cut_reason or 'a chunk was cut'}.")
+    if unchecked:
+        reasons.append(unchecked)
     guaranteed = not reasons
     reason = " ".join(reasons)
     if not chunks:
@@ -292,7 +300,7 @@ async def abuild_answer_set(
         prompt_tokens=sum(s.prompt_tokens for s in all_samples),
         completion_tokens=sum(s.completion_tokens for s in all_samples),
         reason=reason,
-        extra={"sampled_clusters": sampled_clusters, "generator_checked": checked},
+        extra={"sampled_clusters": sampled_clusters, "generator_checked": not unchecked},
     )
 
 

@@ -7,6 +7,10 @@ with the live one (:func:`check_generator`). A record is JSON::
     {"llm": {"class": ..., "name": ..., "logprobs": ..., ...},
      "sampling": {"temperature": ..., "stop": [...], "n_samples": ..., "prompt": ..., "prompt_sha256": ...},
      "embedding": {"model": ..., "dim": ...} or null}
+
+Only what identifies a generator is recorded, by allow-list (:data:`IDENTIFYING_KEYS`): a client's
+headers, API keys, base URL and tokens never reach a record, even when nested in call kwargs
+(``additional_kwargs``, ``extra_body``, ``model_kwargs``) -- those keep only allow-listed scalars.
 """
 
 from __future__ import annotations
@@ -38,8 +42,33 @@ SAMPLING_ATTRS = (
 )
 """Attributes of an LLM client that change the distribution of its samples (read when set)."""
 
-CALL_KWARG_ATTRS = ("generate_kwargs", "additional_kwargs", "model_kwargs")
-"""Attributes holding keyword arguments an LLM client passes to every call."""
+CALL_KWARG_ATTRS = ("generate_kwargs", "additional_kwargs", "model_kwargs", "extra_body")
+"""Attributes (and nested keys) holding keyword arguments an LLM client passes to every call."""
+
+IDENTIFYING_KEYS = frozenset(
+    {
+        *SAMPLING_ATTRS,
+        "max_output_tokens",
+        "num_predict",
+        "repetition_penalty",
+        "repeat_last_n",
+        "mirostat",
+        "mirostat_eta",
+        "mirostat_tau",
+        "tfs_z",
+        "best_of",
+        "logprobs",
+        "top_logprobs",
+        "reasoning_effort",
+    }
+)
+"""The only sampling keys a generator record keeps (an allow-list: anything else, e.g. headers, is dropped)."""
+
+_LLM_KEYS = frozenset(
+    {"class", "name", "logprobs", "model", "model_name", "model_path", "file_sha256", "llama_cpp_python", "n_batch"}
+)
+_PROMPT_KEYS = frozenset({"n_samples", "prompt", "prompt_sha256"})
+_EMBEDDING_KEYS = frozenset({"model", "dim"})
 
 # Keys that never change the distribution of a sample (a seed only picks one draw of it).
 _IGNORED = frozenset({"seed", "stream", "streaming", "verbose"})
@@ -65,16 +94,47 @@ def _json_value(value: Any) -> tuple[bool, Any]:
     return False, None
 
 
+def _scalar(value: Any) -> bool:
+    """Whether ``value`` is a JSON scalar or a list of them (what an identifying setting may hold)."""
+    if isinstance(value, list):
+        return all(v is None or isinstance(v, bool | int | float | str) for v in value)
+    return value is None or isinstance(value, bool | int | float | str)
+
+
+def _identifying(settings: Mapping[str, Any], keys: frozenset[str] = IDENTIFYING_KEYS) -> dict[str, Any]:
+    """The allow-listed part of JSON-ready ``settings``: ``keys`` holding scalars (or lists of them), and the
+    call-kwargs mappings of :data:`CALL_KWARG_ATTRS` reduced the same way (dropped when nothing is left).
+
+    >>> _identifying({"temperature": 0.5, "api_key": "sk-x", "extra_body": {"top_k": 4, "Authorization": "x"}})
+    {'temperature': 0.5, 'extra_body': {'top_k': 4}}
+    """
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key in _IGNORED:
+            continue
+        if key in CALL_KWARG_ATTRS and isinstance(value, Mapping):
+            kept = _identifying(value)
+            if kept:
+                out[key] = kept
+        elif key in keys and _scalar(value):
+            out[key] = value
+    return out
+
+
 def json_settings(source: Any, attrs: Iterable[str] = SAMPLING_ATTRS, kwargs_attrs: Iterable[str] = ()) -> dict:
     """The JSON-storable sampling settings of an LLM client (object or mapping): set ``attrs``, then call kwargs.
 
-    Values JSON cannot hold and keys that never change the distribution (``seed``, ``stream``) are
-    left out; dict-valued ``kwargs_attrs`` are merged under their own keys.
+    Only :data:`IDENTIFYING_KEYS` are kept (so a client's headers and keys never reach a record);
+    values JSON cannot hold and keys that never change the distribution (``seed``, ``stream``) are
+    left out; dict-valued ``kwargs_attrs`` are merged under their own keys, keeping allow-listed scalars.
 
     >>> from types import SimpleNamespace
     >>> llm = SimpleNamespace(temperature=1.0, stop=("\\n",), generate_kwargs={"top_k": 40, "seed": 3})
     >>> json_settings(llm, kwargs_attrs=["generate_kwargs"])
     {'temperature': 1.0, 'stop': ['\\n'], 'generate_kwargs': {'top_k': 40}}
+    >>> json_settings(SimpleNamespace(additional_kwargs={"extra_headers": {"Authorization": "Bearer x"}}),
+    ...               kwargs_attrs=["additional_kwargs"])
+    {}
     """
 
     def get(name: str) -> Any:
@@ -91,11 +151,12 @@ def json_settings(source: Any, attrs: Iterable[str] = SAMPLING_ATTRS, kwargs_att
         ok, got = _json_value(value)
         if name not in _IGNORED and value is not None and ok:
             out[name] = got
+    out = _identifying(out)
     for name in kwargs_attrs:
         value = get(name)
         if isinstance(value, Mapping) and value:
-            ok, got = _json_value({k: v for k, v in value.items() if k not in _IGNORED})
-            if ok and got:
+            got = _identifying(_json_value(value)[1])
+            if got:
                 out[name] = got
     return out
 
@@ -128,17 +189,30 @@ def generator_record(
 ) -> dict[str, Any] | None:
     """The record of one generator (``None`` when the sampler is not described), normalised as JSON stores it.
 
+    Each section keeps only its allow-listed keys (what identifies the generator), so a record made
+    from any description -- or read from a file written by an older version -- holds no header, key
+    or token, and two records of one generator compare equal.
+
     >>> generator_record({"llm": {"class": "X", "name": "m"}, "sampling": {"stop": ("\\n",)}})
     {'llm': {'class': 'X', 'name': 'm'}, 'sampling': {'stop': ['\\n']}, 'embedding': None}
+    >>> generator_record({"llm": {"class": "X", "api_key": "sk-1"}, "sampling": {"default_headers": {"a": "b"}}})
+    {'llm': {'class': 'X'}, 'sampling': {}, 'embedding': None}
     """
     if sampler is None:
         return None
+    plain = _json_value(
+        {
+            "llm": dict(sampler.get("llm") or {}),
+            "sampling": dict(sampler.get("sampling") or {}),
+            "embedding": None if embedding is None else dict(embedding),
+        }
+    )[1]
     record = {
-        "llm": dict(sampler.get("llm") or {}),
-        "sampling": dict(sampler.get("sampling") or {}),
-        "embedding": None if embedding is None else dict(embedding),
+        "llm": _identifying(plain["llm"], _LLM_KEYS | IDENTIFYING_KEYS),
+        "sampling": _identifying(plain["sampling"], _PROMPT_KEYS | IDENTIFYING_KEYS),
+        "embedding": None if plain["embedding"] is None else _identifying(plain["embedding"], _EMBEDDING_KEYS),
     }
-    return json.loads(json.dumps(_json_value(record)[1], allow_nan=False))
+    return json.loads(json.dumps(record, allow_nan=False))
 
 
 def live_generator(
@@ -171,16 +245,18 @@ def check_generator(
     recorded: Mapping[str, Any] | None,
     live: Mapping[str, Any] | None,
     clustering: Mapping[str, Any],
-) -> bool:
-    """Refuse a live generator that differs from the calibrated one; return whether the check was made.
+) -> str:
+    """Refuse a live generator that differs from the calibrated one; return why it was not checked (``""``: checked).
 
     Compares ``llm``, ``sampling`` and (when clustering by embedding) ``embedding`` key by key;
-    :class:`GeneratorMismatchError` names every differing field. Returns ``False`` with an
-    :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning` when either record is ``None``.
+    :class:`GeneratorMismatchError` names every differing field. When either record (or one of its
+    sections) is missing, the comparison cannot be made: an
+    :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning` is raised and the returned
+    reason names the missing record, so that the answer set is reported as not guaranteed.
 
     >>> rec = {"llm": {"name": "gemma"}, "sampling": {"temperature": 1.0}, "embedding": None}
     >>> check_generator(rec, rec, {"method": "rougeL"})
-    True
+    ''
     >>> check_generator(rec, {**rec, "sampling": {"temperature": 0.7}}, {"method": "rougeL"})
     Traceback (most recent call last):
     ...
@@ -189,18 +265,28 @@ def check_generator(
     sections = _SECTIONS if uses_embedding(clustering) else _SECTIONS[:2]
     if recorded is None or live is None:
         what = (
-            "the calibration does not record them (saved by an older version, or calibrated without describing the LLM)"
+            "the calibration has no generator record (saved by an older version, or calibrated without describing "
+            "the LLM)"
             if recorded is None
-            else "the caller did not describe the LLM in use"
+            else "there is no generator record of the LLM in use (the caller did not describe the LLM)"
+        )
+        reason = (
+            f"The generator was not checked: {what}, so the LLM, sampling settings and embedding model in use "
+            "cannot be compared with the calibrated ones and the generator threshold may not apply. Re-calibrate "
+            "(and query through a synthesizer that describes its LLM) to get the check."
         )
         warn_at_caller(
             f"The answer-set calibration's LLM, sampling settings and embedding model cannot be compared with the "
-            f"ones in use: {what}. The generator threshold is used unchecked; re-calibrate to get the check.",
+            f"ones in use: {what}. The generator threshold is used unchecked and answer sets are not guaranteed; "
+            "re-calibrate to get the check.",
             UncheckedGeneratorWarning,
         )
-        return False
-    live = generator_record(live, live.get("embedding")) or {}
+        return reason
+    # a section missing on either side cannot be compared (before the allow-list below fills it with {})
     unchecked = [s for s in sections if recorded.get(s) is None or live.get(s) is None]
+    # both sides reduced to what identifies a generator (a record saved by an older version may hold more)
+    recorded = generator_record(recorded, recorded.get("embedding")) or {}
+    live = generator_record(live, live.get("embedding")) or {}
     diffs = []
     for section in sections:
         if section not in unchecked:
@@ -215,10 +301,14 @@ def check_generator(
             tuple(name for name, _ in diffs),
         )
     if unchecked:
+        missing = " and ".join(unchecked)
         warn_at_caller(
-            f"The answer-set calibration's {' and '.join(unchecked)} cannot be compared with the one in use (not "
-            "recorded on one side); it is used unchecked.",
+            f"The answer-set calibration's {missing} cannot be compared with the one in use (not "
+            "recorded on one side); it is used unchecked and answer sets are not guaranteed.",
             UncheckedGeneratorWarning,
         )
-        return False
-    return True
+        return (
+            f"The generator was not checked: its {missing} record is missing on the calibrated or the live side, "
+            "so the generator threshold may not apply."
+        )
+    return ""

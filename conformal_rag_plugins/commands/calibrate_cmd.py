@@ -16,7 +16,14 @@ from ..retrieval.options import RetrievalOptions
 from ..tuning.options import TuningOptions
 from . import calibration_inputs
 from .cli_help import command, request_from, warn_ignored
-from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_output_options, read_questions
+from .input_checks import (
+    announce_questions,
+    check_at_least,
+    check_gold_in_corpus,
+    check_output_options,
+    check_pool_option,
+    read_questions,
+)
 from .levels import GivenStore, add_confidence_level
 
 
@@ -74,7 +81,7 @@ def register(sub: Any) -> None:
         choices=["keep_all", "pooled"],
         default="keep_all",
         help="with --group-by: what a group too small for its own threshold, or unseen at calibration, gets: every "
-        "candidate (keep_all, valid within the group) or the pooled threshold (marked conformal_guaranteed=False)",
+        "candidate in the pool (keep_all) or the pooled threshold; either is marked conformal_guaranteed=False",
     )
     p.add_argument(
         "--pool-sizes",
@@ -162,10 +169,10 @@ def run_calibrate(request: CalibrateRequest) -> Any:
 
     r = request
     alpha = check_alpha(r.alpha)
-    check_at_least("pool_size", r.pool_size)
+    check_pool_option("pool_size", r.pool_size)
     check_at_least("seed", r.seed, 0)
     for size in r.pool_sizes or ():
-        check_at_least("pool_sizes", size)
+        check_pool_option("pool_sizes", size)
     inputs = calibration_inputs.request_inputs(r, r.questions)
     check_output_options({"--out": r.out}, {"--persist-dir": r.persist_dir}, inputs=inputs)
     if r.group_by is not None and r.chunk_group_key is not None:

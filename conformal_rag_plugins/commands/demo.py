@@ -20,7 +20,7 @@ from ..retrieval.pool_calibration import CandidatePool, collect_observations
 from ..runtime.atomic import atomic_path
 from .chunk_corpus import chunk_corpus
 from .hosts import corpus_key
-from .input_checks import check_at_least, check_outputs
+from .input_checks import check_at_least, check_outputs, check_pool_option
 from .tables import markdown_table
 
 
@@ -71,7 +71,7 @@ def run_demo(request: DemoRequest) -> dict[str, object]:
 
     r = request
     alpha = check_alpha(r.alpha)
-    check_at_least("pool_size", r.pool_size)
+    check_pool_option("pool_size", r.pool_size)
     check_at_least("samples", r.n_samples)
     check_at_least("seed", r.seed, 0)
     check_outputs(dirs=[r.out, r.persist_dir])

@@ -24,7 +24,14 @@ from ..tuning.fusion_config import DEFAULT_FUSION_GRID
 from ..tuning.tuned_calibration import FusionConfig
 from .chunk_corpus import chunk_corpus
 from .evaluate_groups import groups_block, question_groups
-from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
+from .input_checks import (
+    announce_questions,
+    check_at_least,
+    check_gold_in_corpus,
+    check_outputs,
+    check_pool_option,
+    read_questions,
+)
 from .levels import with_confidence_levels
 from .unit_candidates import Candidates, CandidateSpace, collect_candidates, resolve_units
 from .unit_report import describe_choice, fixed_settings_block, mean_unit_tokens, pool_miss_notes
@@ -126,7 +133,7 @@ def _pool_sizes(pool_size: int, pool_sizes: Sequence[int] | None, tuned: bool) -
         return [pool_size, 2 * pool_size, 4 * pool_size] if tuned else [pool_size]
     sizes = [int(p) for p in pool_sizes]
     for p in sizes:
-        check_at_least("pool size", p)
+        check_pool_option("pool size", p)
     return [pool_size, *sorted({p for p in sizes if p != pool_size})]
 
 
@@ -194,7 +201,7 @@ def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any
     trials, seed = r.trials, r.seed
     alphas = [check_alpha(a) for a in r.alphas]
     check_at_least("trials", trials)
-    check_at_least("pool_size", r.pool_size)
+    check_pool_option("pool_size", r.pool_size)
     check_at_least("seed", seed, 0)
     check_outputs(files=[r.json_out], inputs=[*r.corpus, r.qa])
     if r.control not in ("coverage", "recall"):

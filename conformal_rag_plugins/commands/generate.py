@@ -72,8 +72,11 @@ class GenerateRequest:
 def run_generate(request: GenerateRequest) -> Any:
     """Chunk the corpus, generate ``n`` questions with the framework's LLM, save them; return the report.
 
-    A corpus with fewer usable chunks than ``n`` fails before the LLM is loaded.
+    A corpus with fewer usable chunks than ``n`` fails before the LLM is loaded. An LLM that answers
+    no call (:class:`~conformal_rag_plugins.core.errors.LLMUnavailableError`) or a run that keeps no
+    question fails without writing ``out``.
     """
+    from ..core.errors import CalibrationError
     from ..datasets.examples import save_examples
     from ..frameworks import get_framework
     from ..labelling.options import QuestionOptions
@@ -102,6 +105,12 @@ def run_generate(request: GenerateRequest) -> Any:
             progress=request.progress,
         ),
     )
+    if report.n_generated == 0:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(report.rejected.items())) or "none"
+        raise CalibrationError(
+            f"No question was generated from {report.n_chunks_tried} chunks (rejected outputs: {reasons}); "
+            f"{request.out} was not written."
+        )
     with atomic_path(request.out) as tmp:
         save_examples(examples, tmp)
     return report

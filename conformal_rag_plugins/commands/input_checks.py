@@ -19,8 +19,8 @@ from ..datasets.question_file import QuestionFile
 from ..runtime.atomic import check_output_dir, check_output_file
 
 
-def check_at_least(name: str, value: int, minimum: int = 1) -> int:
-    """Refuse an integer option below ``minimum`` (``--trials 0``, a negative ``--pool-size``).
+def check_at_least(name: str, value: int, minimum: int = 1, maximum: int | None = None) -> int:
+    """Refuse an integer option below ``minimum`` (``--trials 0``, a negative ``--pool-size``) or above ``maximum``.
 
     Examples
     --------
@@ -33,7 +33,56 @@ def check_at_least(name: str, value: int, minimum: int = 1) -> int:
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConformalError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    if maximum is not None and value > maximum:
+        shown = str(value) if len(str(value)) <= 20 else f"{str(value)[:17]}... ({len(str(value))} digits)"
+        raise ConformalError(f"{name} must be an integer between {minimum} and {maximum}, got {shown}.")
     return value
+
+
+#: Largest ``--pool-size`` (candidates retrieved and scored per question): far above any useful pool,
+#: low enough that the pool matrices fit in memory and the stores accept it.
+MAX_POOL_SIZE = 100_000
+
+
+def check_pool_option(name: str, value: int) -> int:
+    """Refuse a pool size below 1 or above :data:`MAX_POOL_SIZE`, before anything is indexed.
+
+    Examples
+    --------
+    >>> check_pool_option("pool_size", 10**30)
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: pool_size must be an integer between 1 and 100000, got ...
+    """
+    return check_at_least(name, value, 1, MAX_POOL_SIZE)
+
+
+def check_chunking(chunk_size: int | None, chunk_overlap: int | None) -> None:
+    """Refuse ``--chunk-size`` below 1, a negative ``--chunk-overlap`` or one not below the chunk size.
+
+    ``None`` is the default (254 tokens, overlap 25 or at most half the chunk size).
+
+    Examples
+    --------
+    >>> check_chunking(100, 20)
+    >>> check_chunking(100, 100)
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: --chunk-overlap must be smaller than --chunk-size (100), got 100.
+    """
+    if chunk_size is not None:
+        check_at_least("--chunk-size", chunk_size)
+    if chunk_overlap is None:
+        return
+    check_at_least("--chunk-overlap", chunk_overlap, 0)
+    if chunk_size is None:
+        from ..local.tokens import default_chunk_size
+
+        size, shown = default_chunk_size(), f"the default {default_chunk_size()}"
+    else:
+        size, shown = chunk_size, str(chunk_size)
+    if chunk_overlap >= size:
+        raise ConformalError(f"--chunk-overlap must be smaller than --chunk-size ({shown}), got {chunk_overlap}.")
 
 
 def check_outputs(

@@ -84,11 +84,16 @@ def run_label(request: LabelRequest) -> Any:
     from ..labelling.options import JudgeOptions
     from ..runtime.atomic import atomic_path
     from .hosts import build_host
-    from .input_checks import announce_questions, check_at_least, check_output_options, read_questions
+    from .input_checks import (
+        announce_questions,
+        check_output_options,
+        check_pool_option,
+        read_questions,
+    )
 
     if request.budget < 0:
         raise CalibrationError(f"--budget must be >= 0, got {request.budget}.")
-    check_at_least("pool_size", request.pool_size)
+    check_pool_option("pool_size", request.pool_size)
     inputs = calibration_inputs.request_inputs(request, request.questions)
     check_output_options({"--out": request.out}, inputs=inputs, cache=request.cache)
     question_file = read_questions(request.questions)

@@ -21,7 +21,14 @@ from typing import Any
 from ..frameworks import FRAMEWORKS
 from ..retrieval.serving import ServingOptions
 from .cli_help import AS_CALIBRATE, add_chunk_options, command, request_from
-from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_output_options, read_questions
+from .input_checks import (
+    announce_questions,
+    check_at_least,
+    check_gold_in_corpus,
+    check_output_options,
+    check_pool_option,
+    read_questions,
+)
 from .levels import GivenStore, add_confidence_level
 from .monitor_calibration import DEFAULTS, Here, calibrate_here, deployed_options, refuse_disagreeing
 from .monitor_questions import read_stream
@@ -220,7 +227,7 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
     delta = None if r.delta is None else check_delta(r.delta)
     framework, seed, fusion, save_calibration = r.framework, r.seed, r.fusion, r.save_calibration
     if r.pool_size is not None:
-        check_at_least("pool_size", r.pool_size)
+        check_pool_option("pool_size", r.pool_size)
     if seed is not None:
         check_at_least("seed", seed, 0)
     if r.resume is not None and r.calibration is None:

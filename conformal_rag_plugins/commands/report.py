@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import CalibrationIntegrityError, InputFileError
+from ..core.errors import CalibrationError, CalibrationIntegrityError, InputFileError
 from .cli_help import AS_CALIBRATE, add_chunk_options, command
 
 
@@ -53,7 +53,8 @@ def _handle(args: argparse.Namespace) -> None:
     if report["n_unrecorded_optimisation_questions"]:
         print(
             f"note: this calibration file predates the record of the {report['n_unrecorded_optimisation_questions']} "
-            "questions that tuned the host, so they may be among the held-out ones: re-run calibrate to record them"
+            "questions that tuned the host (or chose the answer-set split), so they may be among the held-out ones: "
+            "re-run calibrate to record them"
         )
     print(
         f"{report['verdict']['text']} (n_test={grid['n_test']}, n_calibration={grid['n_calibration']}); "
@@ -79,6 +80,27 @@ def load_any_calibration(path: str | Path) -> Any:
     return RetrievalCalibration.load(path)
 
 
+def _unrecorded_optimisation_questions(retrieval: Any, answer_sets: Any = None) -> int:
+    """How many optimisation questions a calibration used without recording which (files saved before the record).
+
+    The host's (``selection_["n_optimisation"]`` without ``optimisation_question_ids``) plus, for an
+    answer-set calibration, those that chose its split of alpha (``optimisation_["n_optimisation"]``).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> old = SimpleNamespace(selection_={"rule": "auto", "n_optimisation": 45})
+    >>> split = SimpleNamespace(optimisation_={"n_optimisation": 24, "optimisation_question_ids": ["a"] * 24})
+    >>> _unrecorded_optimisation_questions(old), _unrecorded_optimisation_questions(old, split)
+    (45, 45)
+    """
+    n = 0
+    for record in (retrieval.selection_, {} if answer_sets is None else answer_sets.optimisation_):
+        if "optimisation_question_ids" not in record:
+            n += int(record.get("n_optimisation") or 0)
+    return n
+
+
 def _write(out: Path, name: str, data: bytes) -> None:
     from ..runtime.atomic import atomic_path
 
@@ -99,14 +121,16 @@ def run_report(
 ) -> dict[str, Any]:
     """Write ``out/index.html``, ``out/report.json`` and the PNGs; return the report dict.
 
-    ``qa`` questions the calibration used are left out; ``client`` defaults to in-memory Chroma.
+    ``qa`` questions the calibration used are left out, and so are the recorded optimisation questions
+    (those that tuned the host, and those that chose an answer-set calibration's split of alpha);
+    ``client`` defaults to in-memory Chroma.
 
     Raises
     ------
     ConformalError
-        Before indexing: a malformed or tampered calibration, an unrebuildable host, malformed
-        files, no held-out question. After: the rebuilt host or chunks differ
-        (``FingerprintMismatchError``).
+        Before indexing: a malformed or tampered calibration, one that does not record its questions
+        (no ``question_ids``), an unrebuildable host, malformed files, no held-out question. After:
+        the rebuilt host or chunks differ (``FingerprintMismatchError``).
     OSError
         A missing input file or an unwritable ``out``.
     """
@@ -131,17 +155,25 @@ def run_report(
         raise InputFileError("The corpus holds no entries.")
     question_file = read_questions(qa, "qa")
     questions = question_file.labelled()
+    if not retrieval.question_ids_:
+        raise CalibrationError(
+            f"{calibration}: the calibration does not record which questions it was calibrated on (question_ids is "
+            "empty: made from bare pools, or edited), so the report cannot leave them out of the held-out ones. "
+            "Re-run conformal-rag calibrate (or calibrate on a host with labelled examples), which records them."
+        )
     chunked = chunk_corpus(spec[0], entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     check_gold_in_corpus(chunked.questions, {c.id for c in chunked.chunks}, qa)
     used = set(retrieval.question_ids_)
     tuning = set(retrieval.selection_.get("optimisation_question_ids") or ())
-    heldout = [q for q in chunked.questions if q.digest not in used and q.digest not in tuning]
+    split_tuning = set(answer_cal.optimisation_.get("optimisation_question_ids") or ()) if answer_cal else set()
+    heldout = [q for q in chunked.questions if q.digest not in used | tuning | split_tuning]
     if not heldout:
         raise InputFileError(
-            f"{qa}: no held-out question: all {len(chunked.questions)} answerable questions were used to calibrate "
-            "or to tune the host."
+            f"{qa}: no held-out question: all {len(chunked.questions)} answerable questions were used to calibrate, "
+            "to tune the host or to choose the answer-set split."
         )
     n_calibration_left_out = sum(1 for q in chunked.questions if q.digest in used)
+    n_split_left_out = sum(1 for q in chunked.questions if q.digest in split_tuning - used - tuning)
     bundle = rebuild_host(retrieval, spec, chunked.chunks, client=client or chroma_client())
     announce_questions(question_file, f"{len(heldout)} answerable ones held out from the calibration")
     observations = collect_observations(heldout, bundle.fetch, progress=progress)
@@ -163,11 +195,11 @@ def run_report(
         "n_questions": len(chunked.questions),
         "n_heldout": len(heldout),
         "n_excluded_calibration_questions": n_calibration_left_out,
+        # every optimisation question left out: those that tuned the host and those that chose the answer-set split
         "n_excluded_optimisation_questions": len(chunked.questions) - len(heldout) - n_calibration_left_out,
+        "n_excluded_split_optimisation_questions": n_split_left_out,
         # files saved before the optimisation questions were recorded: they cannot be left out
-        "n_unrecorded_optimisation_questions": 0
-        if "optimisation_question_ids" in retrieval.selection_
-        else int(retrieval.selection_.get("n_optimisation") or 0),
+        "n_unrecorded_optimisation_questions": _unrecorded_optimisation_questions(retrieval, answer_cal),
         **numbers,
         "figures": [f.name for f in figures],
     }
@@ -177,15 +209,22 @@ def run_report(
     for fig in figures:
         _write(out, fig.name, fig.png)
     left_out = f"{n_calibration_left_out} calibration"
-    if report["n_excluded_optimisation_questions"]:
-        left_out += f" and {report['n_excluded_optimisation_questions']} host-tuning"
+    n_host_left_out = report["n_excluded_optimisation_questions"] - n_split_left_out
+    if n_host_left_out:
+        left_out += f", {n_host_left_out} host-tuning"
+    if n_split_left_out:
+        left_out += f", {n_split_left_out} split-choosing"
     summary = [
         ("calibration", report["summary"]),
         ("held-out questions", f"{len(heldout)} ({left_out} ones left out)"),
     ]
     if report["n_unrecorded_optimisation_questions"]:
         summary.append(
-            ("not recorded", f"{report['n_unrecorded_optimisation_questions']} host-tuning questions (older file)")
+            (
+                "not recorded",
+                f"{report['n_unrecorded_optimisation_questions']} optimisation questions (older file; they may be "
+                "among the held-out ones)",
+            )
         )
     verdict = (numbers["verdict"]["status"], numbers["verdict"]["text"])
     ties = [t["text"] for t in numbers["tie_levels"]]

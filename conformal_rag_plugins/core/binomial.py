@@ -13,6 +13,33 @@ import math
 import numpy as np
 
 
+def _log_pmf(n: int, p: float) -> np.ndarray:
+    """``log P(X = x)`` up to a constant for ``x in 0..n``, ``0 < p < 1``."""
+    i = np.arange(n + 1, dtype=float)
+    # log C(n, i) by a cumulative sum of log((n - j + 1) / j), j = 1..i
+    log_choose = np.concatenate(([0.0], np.cumsum(np.log((n - i[1:] + 1) / i[1:]))))
+    log_pmf = log_choose + i * math.log(p) + (n - i) * math.log1p(-p)
+    return log_pmf - log_pmf.max()
+
+
+def binom_pmf_all(n: int, p: float) -> np.ndarray:
+    """``[P(X = x) for x in 0..n]`` for ``X ~ Binomial(n, p)``, from log-space terms (tails keep their precision).
+
+    Examples
+    --------
+    >>> binom_pmf_all(2, 0.5).tolist()
+    [0.25, 0.5, 0.25]
+    """
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    if p <= 0.0 or p >= 1.0:
+        out = np.zeros(n + 1)
+        out[0 if p <= 0.0 else -1] = 1.0
+        return out
+    pmf = np.exp(_log_pmf(n, p))
+    return pmf / pmf.sum()
+
+
 def binom_cdf_all(n: int, p: float) -> np.ndarray:
     """``[P(X <= x) for x in 0..n]`` for ``X ~ Binomial(n, p)``, from log-space pmf terms.
 
@@ -29,12 +56,7 @@ def binom_cdf_all(n: int, p: float) -> np.ndarray:
         out = np.zeros(n + 1)
         out[-1] = 1.0
         return out
-    i = np.arange(n + 1, dtype=float)
-    # log C(n, i) by a cumulative sum of log((n - j + 1) / j), j = 1..i
-    log_choose = np.concatenate(([0.0], np.cumsum(np.log((n - i[1:] + 1) / i[1:]))))
-    log_pmf = log_choose + i * math.log(p) + (n - i) * math.log1p(-p)
-    top = log_pmf.max()
-    pmf = np.exp(log_pmf - top)
+    pmf = np.exp(_log_pmf(n, p))
     cdf = np.cumsum(pmf) / pmf.sum()
     cdf[-1] = 1.0
     return np.minimum(cdf, 1.0)

@@ -179,7 +179,7 @@ def bonferroni_thresholds(
     --------
     >>> t = bonferroni_thresholds([0.1 * i for i in range(1, 40)], [-0.1] * 39, 0.1)
     >>> round(t.q_ret, 1), t.q_gen, t.alpha_ret
-    (3.8, -0.1, 0.05)
+    (3.9, -0.1, 0.05)
     """
     a_ret, a_gen = split_budget(alpha, alpha_ret, alpha_gen, name="alpha")
     return BonferroniThresholds(
@@ -211,7 +211,7 @@ def pac_thresholds(
     --------
     >>> t = pac_thresholds([i / 400 for i in range(1, 401)], [-0.5] * 400, 0.1, 0.1)
     >>> (t.epsilon_ret, t.delta_gen), round(t.q_ret, 4)
-    ((0.05, 0.05), 0.97)
+    ((0.05, 0.05), 0.99)
     >>> round(pac_thresholds([0.5] * 400, [-0.5] * 400, 0.1, 0.1, epsilon_split=(0.04, None)).epsilon_gen, 9)
     0.06
     """

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .quantile import conformal_rank
+from .quantile import flagged_rank
 
 
 def beta_binomial_pmf(m: int, a: float, b: float) -> np.ndarray:
@@ -37,7 +37,8 @@ def beta_binomial_pmf(m: int, a: float, b: float) -> np.ndarray:
 def split_conformal_band(n_calibration: int, n_test: int, alpha: float, level: float = 0.95) -> tuple[float, float]:
     """Central ``level`` interval of held-out coverage for a split-conformal threshold.
 
-    ``(nan, nan)`` when the rank exceeds ``n`` (threshold ``+inf``): calibration says nothing then.
+    The rank is :func:`~.quantile.flagged_rank`'s, the one the threshold uses; ``(nan, nan)`` when there is
+    none (threshold ``+inf``): calibration says nothing then.
 
     Examples
     --------
@@ -49,9 +50,10 @@ def split_conformal_band(n_calibration: int, n_test: int, alpha: float, level: f
     """
     if n_test < 1 or n_calibration < 1:
         raise ValueError(f"need n_calibration >= 1 and n_test >= 1, got {n_calibration} and {n_test}.")
-    k = conformal_rank(n_calibration, alpha)
-    if k > n_calibration:
+    rank = flagged_rank(n_calibration, alpha)
+    if rank is None:
         return (math.nan, math.nan)
+    k = rank.rank
     cdf = np.cumsum(beta_binomial_pmf(n_test, k, n_calibration + 1 - k))
     tail = (1.0 - level) / 2
     low = int(np.searchsorted(cdf, tail, side="left"))

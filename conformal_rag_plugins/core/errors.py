@@ -31,6 +31,18 @@ class GeneratorMismatchError(FingerprintMismatchError):
         self.fields = tuple(fields)
 
 
+class LLMUnavailableError(ConformalError):
+    """The LLM answered none of the calls of a run (server down, wrong address, key or model name)."""
+
+
+class SamplingMismatchError(GeneratorMismatchError, CalibrationError):
+    """A synthesizer asked to sample another number of answers than the calibration's M.
+
+    A :class:`GeneratorMismatchError` with ``fields == ("sampling.n_samples",)``; also a
+    :class:`CalibrationError`, which was raised before, so ``except CalibrationError`` keeps working.
+    """
+
+
 class InputFileError(CalibrationError):
     """An input file (corpus, qa or questions JSONL, a folder of documents) is missing or malformed.
 
@@ -70,6 +82,14 @@ class CorpusChangedWarning(UserWarning):
 
     Adding or removing chunks changes the candidate pools, so the calibrated coverage
     may no longer hold; re-calibrate on the collection you query.
+    """
+
+
+class UncheckedCorpusWarning(UserWarning):
+    """A drop-in cannot check its host's collection: the calibration records none (``corpus: null``).
+
+    Calibrations made from bare pools, or on a host that cannot list its ids, do not record the
+    collection; a changed collection then goes unnoticed. Re-calibrate on the host to record it.
     """
 
 

@@ -200,13 +200,14 @@ def restart_delta(delta: float, restarts: int) -> float:
     """The false-alarm level of a monitor after ``restarts`` restarts: ``delta / 2**restarts``.
 
     Each restart starts a fresh martingale, so by Ville and the union bound all restarted runs
-    together false-alarm with probability at most ``delta/2 + delta/4 + ... < delta``.
+    together false-alarm with probability at most ``delta/2 + delta/4 + ... < delta``, and all runs
+    with the first one (at ``delta``) below ``2 * delta``.
 
     Examples
     --------
     >>> restart_delta(0.05, 0), restart_delta(0.05, 2)
     (0.05, 0.0125)
-    >>> sum(restart_delta(0.05, k) for k in range(1, 30)) < 0.05
+    >>> sum(restart_delta(0.05, k) for k in range(1, 30)) < 0.05 < sum(restart_delta(0.05, k) for k in range(2)) < 0.1
     True
     """
     delta = check_delta(delta)

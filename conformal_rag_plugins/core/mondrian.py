@@ -1,9 +1,11 @@
 """Per-group (Mondrian) thresholds: one split-conformal or PAC threshold per group of questions.
 
 Each group's threshold uses that group's scores only, so coverage ``>= 1 - alpha`` holds *within*
-each group. A group too small for a finite rank gets ``+inf`` by default (``fallback="keep_all"``,
-valid like any ``+inf``) or the pooled threshold (``"pooled"``: only marginal over all groups, so
-the sets are marked not guaranteed); ``strict=True`` raises. A rank on a miss keeps its ``+inf``.
+each group, and given the group's flag when its pool misses at most ``alpha / 2`` of its questions
+(:func:`~.quantile.flagged_rank`, with the group's own ``n``). A group too small for a flagged rank
+gets ``+inf`` by default (``fallback="keep_all"``: every candidate, and not flagged guaranteed, since
+the pool itself can miss) or the pooled threshold (``"pooled"``: only marginal over all groups, so
+the sets are marked not guaranteed); ``strict=True`` raises. Too many misses keep a group's ``+inf``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import CalibrationError, ConformalError, InfiniteThresholdWarning, SmallGroupWarning
-from .quantile import conformal_quantile, conformal_rank, min_calibration_size, pac_quantile, pac_rank
+from .quantile import conformal_quantile, flagged_min_calibration_size, flagged_rank, pac_quantile, pac_rank
 from .validation import check_alpha
 
 #: Where a query's threshold came from: its group's own; keep every candidate (``+inf``) for a group too
@@ -85,11 +87,11 @@ def check_group_label(label: object, where: str = "") -> str:
 
 
 def is_small_group(n: int, alpha: float, *, method: str = "split", delta: float | None = None) -> bool:
-    """True when ``n`` questions give no finite rank (split: ``conformal_rank(n, alpha) > n``; PAC: no rank).
+    """True when ``n`` questions give no finite rank (split: no :func:`~.quantile.flagged_rank`; PAC: no rank).
 
     Examples
     --------
-    >>> is_small_group(8, 0.1), is_small_group(9, 0.1)
+    >>> is_small_group(17, 0.1), is_small_group(18, 0.1)
     (True, False)
     """
     if n < 1:
@@ -98,7 +100,7 @@ def is_small_group(n: int, alpha: float, *, method: str = "split", delta: float 
         if delta is None:
             raise CalibrationError("method='pac' needs delta.")
         return pac_rank(n, alpha, delta) is None
-    return conformal_rank(n, alpha) > n
+    return flagged_rank(n, alpha) is None
 
 
 def group_thresholds(
@@ -124,7 +126,7 @@ def group_thresholds(
     >>> g = ["a"] * 20 + ["b"] * 2
     >>> out = group_thresholds(s, g, 0.1, pooled=0.9, errors="ignore")
     >>> out["a"].threshold, out["b"].source, out["b"].threshold
-    (0.9, 'keep-all-small-group', inf)
+    (0.95, 'keep-all-small-group', inf)
     >>> group_thresholds(s, g, 0.1, pooled=0.9, errors="ignore", fallback="pooled")["b"].threshold
     0.9
     """
@@ -152,12 +154,12 @@ def group_thresholds(
         g_scores = arr[by_group[g]]
         n = int(g_scores.size)
         if is_small_group(n, alpha, method=method, delta=delta):
-            need = f"at least {min_calibration_size(alpha)}" if method == "split" else "more"
+            need = f"at least {flagged_min_calibration_size(alpha)}" if method == "split" else "more"
             what = (
                 "it uses the pooled threshold, which covers only marginally over all groups, not within this "
                 "group (its sets are marked not guaranteed)"
                 if fallback == "pooled"
-                else "its queries keep every candidate (threshold +inf), the only threshold valid within the group"
+                else "its queries keep every candidate (threshold +inf, not flagged guaranteed)"
             )
             message = (
                 f"Group {g!r} has {n} calibration question(s), too few for a finite threshold at alpha={alpha} "

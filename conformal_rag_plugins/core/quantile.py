@@ -3,18 +3,35 @@
 The split-conformal threshold is the ``ceil((n+1)(1-alpha))``-th smallest score; keeping scores
 ``<=`` it (ties covered) gives marginal coverage ``>= 1-alpha``. A rank above ``n`` gives ``+inf``
 (keep everything), with a warning, or an error with ``strict=True``.
+
+When the candidate pool can miss the gold (a ``+inf`` score), a finite threshold is what a served set
+calls ``guaranteed``, and that flag must hold *given the flag*. The marginal theorem alone does not
+give it: it counts a miss as covered when the threshold is ``+inf``, so among calibrations with a
+finite threshold coverage falls below ``1-alpha`` (0.888 at n = 20 with 4% misses).
+:func:`flagged_rank` chooses the rank and the most misses a finite threshold may have so that
+
+``P(covered | finite threshold) >= 1 - alpha``
+
+whenever the pool misses at most a share ``miss_bound`` of questions (default ``alpha / 2``, where
+the library already warns about misses). The proof is in :func:`flagged_rank`; with
+``miss_bound=0`` (a pool that cannot miss) the rank is the usual ``ceil((n+1)(1-alpha))``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
-from .binomial import binom_cdf_all, binom_cdf_last_at_most
-from .errors import CalibrationError, InfiniteThresholdWarning
+from .binomial import binom_cdf_all, binom_cdf_last_at_most, binom_pmf_all
+from .errors import CalibrationError, ConformalError, InfiniteThresholdWarning
 from .recall_risk import risk_curve
 from .validation import check_alpha, check_scores
 
@@ -29,8 +46,6 @@ def conformal_rank(n: int, alpha: float) -> int:
     """
     alpha = check_alpha(alpha)
     # Exact rational arithmetic avoids 0.9 * 101 = 90.9000...01 style surprises.
-    from fractions import Fraction
-
     return math.ceil((n + 1) * (1 - Fraction(str(alpha))))
 
 
@@ -43,10 +58,183 @@ def min_calibration_size(alpha: float) -> int:
     9
     """
     alpha = check_alpha(alpha)
-    from fractions import Fraction
-
     # ceil((n+1)(1-alpha)) <= n  <=>  (n+1)(1-alpha) <= n  <=>  n >= 1/alpha - 1 (exact, no O(1/alpha) loop)
     return max(1, math.ceil(1 / Fraction(str(alpha))) - 1)
+
+
+#: The pool-miss share a guaranteed set assumes by default, as a fraction of alpha: the level at which
+#: :func:`~conformal_rag_plugins.core.pool_misses.pool_miss_advice` already warns.
+MISS_BOUND_SHARE = Fraction(1, 2)
+#: :func:`flagged_min_calibration_size` searches no further than this (it returns the plain minimum past it).
+_SEARCH_LIMIT = 10**6
+#: More calibration misses than this quantile of ``Binomial(n, miss_bound)`` contradict the bound: no flag.
+MISS_CAP_QUANTILE = 0.999
+
+
+#: The rule every threshold follows now, as saved files record it (``threshold_rule``).
+THRESHOLD_RULE = "pool-miss-1"
+#: The rule of files saved before ``threshold_rule`` existed: the plain rank, pool misses not accounted for.
+PLAIN_RANK_RULE = "plain-rank"
+THRESHOLD_RULES = (THRESHOLD_RULE, PLAIN_RANK_RULE)
+
+_PLAIN_RANK: ContextVar[bool] = ContextVar("conformal_rag_plain_rank", default=False)
+
+
+@contextlib.contextmanager
+def threshold_rule(rule: str) -> Iterator[None]:
+    """Compute thresholds under ``rule`` inside the block (a default ``miss_bound`` of 0 for :data:`PLAIN_RANK_RULE`).
+
+    What a calibration saved under the older rule uses to check its stored thresholds.
+
+    Examples
+    --------
+    >>> with threshold_rule(PLAIN_RANK_RULE):
+    ...     flagged_rank(100, 0.1).rank
+    91
+    """
+    if rule not in THRESHOLD_RULES:
+        raise ConformalError(f"Unknown threshold rule {rule!r}; known: {THRESHOLD_RULES}.")
+    token = _PLAIN_RANK.set(rule == PLAIN_RANK_RULE)
+    try:
+        yield
+    finally:
+        _PLAIN_RANK.reset(token)
+
+
+def current_threshold_rule() -> str:
+    """The rule thresholds follow here: :data:`THRESHOLD_RULE`, or the plain rank inside :func:`threshold_rule`.
+
+    Examples
+    --------
+    >>> current_threshold_rule()
+    'pool-miss-1'
+    """
+    return PLAIN_RANK_RULE if _PLAIN_RANK.get() else THRESHOLD_RULE
+
+
+def default_miss_bound(alpha: float) -> float:
+    """The pool-miss share a flagged set assumes when none is given: ``alpha / 2``.
+
+    Examples
+    --------
+    >>> default_miss_bound(0.1)
+    0.05
+    """
+    return float(Fraction(str(check_alpha(alpha))) * MISS_BOUND_SHARE)
+
+
+def check_miss_bound(miss_bound: float | None, alpha: float) -> float:
+    """``miss_bound`` as a float in ``[0, alpha)``, or :func:`default_miss_bound` for ``None``.
+
+    Examples
+    --------
+    >>> check_miss_bound(None, 0.2), check_miss_bound(0, 0.2)
+    (0.1, 0.0)
+    """
+    if miss_bound is None:
+        return 0.0 if _PLAIN_RANK.get() else default_miss_bound(alpha)
+    bound = float(miss_bound)
+    if not 0.0 <= bound < alpha:
+        raise ConformalError(
+            f"miss_bound must be in [0, alpha) = [0, {alpha}), got {miss_bound!r}: a pool that misses alpha or more "
+            "of the questions cannot reach 1 - alpha."
+        )
+    return bound
+
+
+@dataclass(frozen=True)
+class FlaggedRank:
+    """The rank a flagged threshold uses and the most calibration misses it may have (see :func:`flagged_rank`)."""
+
+    rank: int
+    max_misses: int
+    miss_bound: float
+
+
+def _miss_cap(n: int, bound: float) -> int:
+    """The :data:`MISS_CAP_QUANTILE` quantile of ``Binomial(n, bound)`` (``n`` when ``bound`` is 0: no cap)."""
+    if bound <= 0.0:
+        return n
+    return int(np.searchsorted(binom_cdf_all(n, bound), MISS_CAP_QUANTILE))
+
+
+@lru_cache(maxsize=4096)
+def _flagged_rank(n: int, k0: int, alpha: Fraction, bound: float) -> FlaggedRank | None:
+    if k0 > n:
+        return None
+    if bound == 0.0:
+        return FlaggedRank(k0, n - k0, 0.0)
+    pmf = binom_pmf_all(n + 1, bound)  # the law of M, the misses among the n + 1 questions
+    cdf = np.cumsum(pmf)
+    cap = _miss_cap(n, bound)
+    for k in range(k0, n + 1):
+        m_max = min(n - k, cap)
+        slack = float(k - (1 - alpha) * (n + 1))
+        if slack * float(cdf[m_max]) >= float(1 - alpha) * (m_max + 1) * float(pmf[m_max + 1]):
+            return FlaggedRank(k, m_max, bound)
+    return None
+
+
+def flagged_rank(n: int, alpha: float, miss_bound: float | None = None) -> FlaggedRank | None:
+    """The smallest rank ``k`` and the most misses ``m_max`` under which a finite threshold holds given the flag.
+
+    A calibration of ``n`` questions with ``m`` misses (gold outside the pool, score ``+inf``) gets
+    the ``k``-th smallest score as its threshold when ``m <= m_max`` (then it is a real score, and the
+    served sets say ``guaranteed``), else ``+inf``. ``None`` when no rank qualifies.
+
+    Theorem. Let the ``n`` calibration questions and the test question be exchangeable, ``M`` the
+    number of them whose gold is outside the pool, and ``F = {m <= m_max}`` the flag. Then
+
+    ``(n+1) [P(covered and F) - (1-alpha) P(F)] >= (k - (1-alpha)(n+1)) P(M <= m_max)
+    - (1-alpha)(m_max+1) P(M = m_max+1)``,
+
+    so ``P(covered | F) >= 1 - alpha`` whenever the right side is ``>= 0``. If questions miss
+    independently with probability ``pi <= miss_bound``, the ratio ``P(M = m_max+1) / P(M <= m_max)``
+    grows with ``pi`` (monotone likelihood ratio), so checking ``Binomial(n+1, miss_bound)`` -- which
+    is how ``k`` is chosen -- covers every such ``pi``.
+
+    Proof. Condition on the multiset of the ``n+1`` questions: ``M`` is fixed and the test is a
+    uniform draw. If the test is a hit (probability ``(n+1-M)/(n+1)``) the calibration has ``m = M``
+    misses, and when ``M <= m_max <= n-k`` the threshold is the ``k``-th smallest of the ``n+1-M``
+    hit scores but the test's, which covers the test with probability ``>= k/(n+1-M)`` (ties only
+    help). If the test is a miss, ``m = M-1`` and it is never covered. Hence
+    ``(n+1) P(covered and F) >= k 1{M <= m_max}`` and
+    ``(n+1) P(F) = (n+1-M) 1{M <= m_max} + M 1{M <= m_max+1}``; averaging over ``M``, the terms
+    ``(1-alpha) j P(M=j)`` cancel for ``j <= m_max`` and leave the bound. The flag is withdrawn
+    (``m_max`` lowered to the :data:`MISS_CAP_QUANTILE` quantile of ``Binomial(n, miss_bound)``)
+    when the misses contradict the bound; the bound holds for any ``m_max``. With
+    ``miss_bound=0`` the rank is :func:`conformal_rank` and ``m_max = n - k``. No rule can promise
+    ``1 - alpha`` given the flag when the pool misses more than ``alpha`` of questions.
+
+    Examples
+    --------
+    >>> flagged_rank(100, 0.1), conformal_rank(100, 0.1)
+    (FlaggedRank(rank=92, max_misses=8, miss_bound=0.05), 91)
+    >>> flagged_rank(1000, 0.1).rank, flagged_rank(12, 0.1), flagged_rank(12, 0.1, miss_bound=0).rank
+    (901, None, 12)
+    """
+    alpha = check_alpha(alpha)
+    if n < 1:
+        return None
+    return _flagged_rank(int(n), conformal_rank(n, alpha), Fraction(str(alpha)), check_miss_bound(miss_bound, alpha))
+
+
+def flagged_min_calibration_size(alpha: float, miss_bound: float | None = None) -> int:
+    """Smallest ``n`` for which :func:`flagged_rank` gives a rank (a threshold that can be flagged).
+
+    Examples
+    --------
+    >>> flagged_min_calibration_size(0.1), flagged_min_calibration_size(0.1, miss_bound=0)
+    (18, 9)
+    >>> flagged_min_calibration_size(1e-12) > 10**11  # a lower bound past a million, not searched
+    True
+    """
+    n = min_calibration_size(alpha)
+    if n > _SEARCH_LIMIT:  # an adaptive level can come close to 0 (ACI): do not build tables of that size
+        return n
+    while flagged_rank(n, alpha, miss_bound) is None:
+        n += 1
+    return n
 
 
 def _score_array(scores: Iterable[float]) -> np.ndarray:
@@ -66,7 +254,9 @@ def _infinite(message: str, strict: bool) -> float:
     return math.inf
 
 
-def conformal_quantile(scores: Iterable[float], alpha: float, *, strict: bool = False) -> float:
+def conformal_quantile(
+    scores: Iterable[float], alpha: float, *, strict: bool = False, miss_bound: float | None = None
+) -> float:
     """Split-conformal threshold on nonconformity scores (lower conforms better).
 
     Parameters
@@ -76,39 +266,55 @@ def conformal_quantile(scores: Iterable[float], alpha: float, *, strict: bool = 
     alpha : float
         Target miscoverage in (0, 1).
     strict : bool, default False
-        Raise :class:`CalibrationError` instead of returning ``+inf`` when the rank exceeds ``n``
-        or lands on a miss.
+        Raise :class:`CalibrationError` instead of returning ``+inf`` when no rank qualifies or the
+        misses are too many for a flagged threshold.
+    miss_bound : float or None, default None
+        The share of questions the candidate pool may miss (``None``: ``alpha / 2``; ``0``: a pool
+        that cannot miss, the plain ``ceil((n+1)(1-alpha))`` rank).
 
     Returns
     -------
     float
-        The ``ceil((n+1)(1-alpha))``-th smallest score, or ``inf``.
+        The ``k``-th smallest score of :func:`flagged_rank`, or ``inf``: a finite threshold covers with
+        probability ``>= 1 - alpha`` given that it is finite (see :func:`flagged_rank`).
 
     Examples
     --------
-    >>> conformal_quantile([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], 0.1)
+    >>> conformal_quantile([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], 0.1, miss_bound=0)
     0.9
+    >>> conformal_quantile([i / 20 for i in range(1, 21)], 0.1)  # rank 20 of 20: misses are possible
+    1.0
     """
     arr = _score_array(scores)
     n = arr.size
-    k = conformal_rank(n, alpha)
-    if k > n:
+    rank = flagged_rank(n, alpha, miss_bound)
+    if rank is None:
+        k = conformal_rank(n, alpha)
+        if k > n:
+            return _infinite(
+                f"Rank ceil((n+1)(1-alpha)) = {k} exceeds n = {n} calibration points at alpha={alpha}: "
+                f"the threshold is +inf and every candidate is included. Use at least "
+                f"{flagged_min_calibration_size(alpha, miss_bound)} calibration examples or a larger alpha.",
+                strict,
+            )
+        bound = check_miss_bound(miss_bound, alpha)
         return _infinite(
-            f"Rank ceil((n+1)(1-alpha)) = {k} exceeds n = {n} calibration points at alpha={alpha}: "
-            f"the threshold is +inf and every candidate is included. Use at least "
-            f"{min_calibration_size(alpha)} calibration examples or a larger alpha.",
+            f"{n} calibration points are too few at alpha={alpha} for a threshold that holds given its "
+            f"guaranteed flag when the pool may miss up to {bound:.3g} of questions: the threshold is +inf and "
+            f"every candidate is included. Use at least {flagged_min_calibration_size(alpha, miss_bound)} "
+            "calibration examples or a larger alpha.",
             strict,
         )
-    q = float(np.partition(arr, k - 1)[k - 1])
-    if math.isinf(q):
-        misses = int(np.isposinf(arr).sum())
+    misses = int(np.isposinf(arr).sum())
+    if misses > rank.max_misses:
         return _infinite(
-            f"{misses} of {n} calibration examples are misses (+inf), but at most n - ceil((n+1)(1-alpha)) "
-            f"= {n - k} (fewer than floor(alpha(n+1)) = {n - k + 1}) can be at alpha={alpha}: the threshold "
-            "is +inf and every candidate is included. Enlarge the candidate pool or raise alpha.",
+            f"{misses} of {n} calibration questions are misses (no gold candidate in the pool, +inf), but a threshold "
+            f"flagged guaranteed at alpha={alpha} allows at most {rank.max_misses} (rank {rank.rank}; the pool "
+            f"may miss up to {rank.miss_bound:.3g} of questions): the threshold is +inf and every candidate is "
+            "included. Enlarge the candidate pool or raise alpha.",
             strict,
         )
-    return q
+    return float(np.partition(arr, rank.rank - 1)[rank.rank - 1])
 
 
 def pac_rank(n: int, epsilon: float, delta: float) -> int | None:
@@ -129,8 +335,22 @@ def pac_rank(n: int, epsilon: float, delta: float) -> int | None:
     return None if x < 0 else n - x
 
 
-def pac_quantile(scores: Iterable[float], epsilon: float, delta: float, *, strict: bool = False) -> float:
-    """PAC (epsilon, delta) threshold: miscoverage <= epsilon with probability >= 1-delta.
+def pac_quantile(
+    scores: Iterable[float],
+    epsilon: float,
+    delta: float,
+    *,
+    strict: bool = False,
+    miss_bound: float | None = None,
+) -> float:
+    """PAC (epsilon, delta) threshold: miscoverage <= epsilon with probability >= 1-delta, given the flag.
+
+    With ``m`` misses among ``n`` scores the rank is :func:`pac_rank` of the ``h = n - m`` hits at
+    ``epsilon' = (epsilon - b) / (1 - b)``, ``b = miss_bound``. Given ``m``, the hit scores are
+    i.i.d. and the coverage of the threshold is ``(1 - pi) G(q)`` with ``G(q) ~ Beta(k, h + 1 - k)``,
+    so ``P((1 - pi) G(q) < 1 - epsilon) <= P(Binomial(h, 1 - epsilon') >= k) <= delta`` for every miss
+    rate ``pi <= b``: the guarantee holds given every ``m``, hence given the flag. More misses than
+    the :data:`MISS_CAP_QUANTILE` quantile of ``Binomial(n, b)`` give ``+inf``.
 
     Parameters
     ----------
@@ -140,26 +360,40 @@ def pac_quantile(scores: Iterable[float], epsilon: float, delta: float, *, stric
         Miscoverage bound and the probability, over the calibration draw, that it fails.
     strict : bool, default False
         Raise :class:`CalibrationError` instead of returning ``+inf`` when no rank qualifies or the
-        rank lands on a miss.
+        misses are too many.
+    miss_bound : float or None, default None
+        The share of questions the pool may miss (``None``: ``epsilon / 2``; ``0``: the plain
+        :func:`pac_rank` of all ``n`` scores, for a pool that cannot miss).
 
     Returns
     -------
     float
-        The k-th smallest score for the smallest k with ``BinomCDF(n-k; n, epsilon) <= delta``,
-        or ``inf`` when no such k exists.
+        The ``k``-th smallest score, or ``inf`` when no such ``k`` exists.
 
     Examples
     --------
-    >>> round(pac_quantile([i / 100 for i in range(1, 101)], 0.1, 0.1), 2)
+    >>> round(pac_quantile([i / 100 for i in range(1, 101)], 0.1, 0.1, miss_bound=0), 2)
     0.95
+    >>> round(pac_quantile([i / 100 for i in range(1, 101)], 0.1, 0.1), 2)
+    0.98
     """
     arr = _score_array(scores)
     n = arr.size
-    k = pac_rank(n, epsilon, delta)
+    bound = check_miss_bound(miss_bound, epsilon)
+    misses = int(np.isposinf(arr).sum()) if bound > 0 else 0
+    if misses > _miss_cap(n, bound):
+        return _infinite(
+            f"{misses} of {n} calibration questions are misses (no gold candidate in the pool, +inf), more than a pool "
+            f"missing up to {bound:.3g} of questions makes plausible: the PAC threshold is +inf and every "
+            "candidate is included. Enlarge the candidate pool or raise epsilon.",
+            strict,
+        )
+    k = pac_rank(n - misses, (epsilon - bound) / (1 - bound), delta) if n - misses > 0 else None
     if k is None:
         return _infinite(
-            f"No rank k <= n = {n} satisfies BinomCDF(n-k; n, {epsilon}) <= {delta}: the PAC "
-            "threshold is +inf and every candidate is included. Use more calibration examples.",
+            f"No rank k <= {n - misses} satisfies BinomCDF(n-k; n, epsilon) <= {delta} for the {n - misses} "
+            f"calibration questions with a gold candidate (epsilon={epsilon}, pool misses up to {bound:.3g}): "
+            "the PAC threshold is +inf and every candidate is included. Use more calibration examples.",
             strict,
         )
     q = float(np.partition(arr, k - 1)[k - 1])
@@ -194,35 +428,100 @@ def coverage_bounds(n: int, alpha: float) -> tuple[float, float]:
 _LOSS_TOL = 1e-9
 
 
-def crc_threshold(gold_scores: Sequence[Sequence[float]], alpha: float, *, strict: bool = False) -> float:
-    """Conformal risk control of the miss rate ``1 - recall`` (Angelopoulos et al., 2022).
+def _miss_share_cap(n: int, bound: float) -> float:
+    """The summed miss share above which ``n`` questions contradict a mean share ``<= bound``.
 
-    ``lam = inf{lam : n/(n+1) R_n(lam) + 1/(n+1) <= alpha}``, ``R_n`` the mean miss rate of the gold
-    chunks (``+inf`` outside the pool; loss bounded by 1), gives ``E[1 - recall] <= alpha``. With one
-    gold chunk per question this is exactly :func:`conformal_quantile`.
+    Chernoff-Hoeffding for values in [0, 1] with mean ``<= bound``: ``P(sum > n x) <= exp(-n KL(x || bound))``,
+    which is ``1 - MISS_CAP_QUANTILE`` at the returned ``n x`` (``n`` when no ``x < 1`` reaches it).
+    """
+    target = -math.log1p(-MISS_CAP_QUANTILE) / n
+
+    def kl(x: float) -> float:
+        return x * math.log(x / bound) + (1 - x) * math.log((1 - x) / (1 - bound))
+
+    if kl(1 - 1e-12) < target:
+        return float(n)
+    lo, hi = bound, 1 - 1e-12
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if kl(mid) < target else (lo, mid)
+    return n * hi
+
+
+@dataclass(frozen=True)
+class _RecallCurve:
+    lambdas: np.ndarray
+    total: np.ndarray  # summed loss at each lambda: of the gold chunks in the pool (b > 0), or of all (b = 0)
+    n: int
+    level: Fraction  # the level the loss is controlled at
+    misses: float  # the summed share of gold chunks outside the pool
+    cap: float  # the summed miss share above which the bound b is contradicted (no flag)
+
+
+def _recall_curve(gold_scores: Sequence[Sequence[float]], alpha: float, miss_bound: float | None) -> _RecallCurve:
+    """With a miss bound ``b > 0``: the loss inside the pool at ``(alpha - b) * MISS_CAP_QUANTILE``; with
+    ``b = 0`` the loss of every gold chunk at ``alpha`` (the plain rule)."""
+    alpha = check_alpha(alpha)
+    bound = check_miss_bound(miss_bound, alpha)
+    lambdas, total, n = risk_curve(gold_scores)
+    misses = float(total[-1]) if total.size else float(n)
+    if bound == 0:
+        return _RecallCurve(lambdas, total, n, Fraction(str(alpha)), misses, float(n))
+    level = (Fraction(str(alpha)) - Fraction(bound)) * Fraction(MISS_CAP_QUANTILE)
+    return _RecallCurve(lambdas, np.maximum(total - misses, 0.0), n, level, misses, _miss_share_cap(n, bound))
+
+
+def _too_many_recall_misses(curve: _RecallCurve, alpha: float, strict: bool) -> float | None:
+    if curve.misses <= curve.cap + _LOSS_TOL:
+        return None
+    return _infinite(
+        f"The {curve.n} calibration questions miss {curve.misses:.4g} gold chunks' worth outside the pool (summed "
+        f"share), more than a pool missing up to alpha/2 = {alpha / 2:g} of them makes plausible ({curve.cap:.4g}): "
+        "the threshold is +inf and every candidate is included. Enlarge the candidate pool or raise alpha.",
+        strict,
+    )
+
+
+def crc_threshold(
+    gold_scores: Sequence[Sequence[float]], alpha: float, *, strict: bool = False, miss_bound: float | None = None
+) -> float:
+    """Conformal risk control of the miss rate ``1 - recall`` (Angelopoulos et al., 2022), given the flag.
+
+    The loss of a question is ``mu + L_in(lam)``: ``mu`` the share of its gold chunks outside the pool
+    (no finite threshold keeps them) and ``L_in`` the share inside the pool left out at ``lam``. CRC
+    on ``L_in`` at level ``a = (alpha - b) c`` (``b = miss_bound``, ``c = MISS_CAP_QUANTILE``):
+    ``lam = inf{lam : (sum L_in(lam) + 1)/(n+1) <= a}`` gives ``E[L_in] <= a``; ``L_in`` is 0 at the
+    largest finite ``lam``, so ``lam`` is finite whenever ``n >= 1/a - 1``. The flag ``F`` also needs the
+    summed miss share below the Chernoff cap of a mean ``b``, so ``P(F) >= c`` when ``E[mu] <= b``. The
+    test's ``mu`` is independent of the calibration, so ``E[1 - recall | F] <= E[mu] + E[L_in]/P(F) <= b +
+    (alpha - b) = alpha``. ``miss_bound=0`` is the plain rule on every gold chunk (misses as loss),
+    valid only marginally.
 
     Examples
     --------
-    >>> crc_threshold([[i / 10] for i in range(1, 10)], 0.1)  # one gold each: the split quantile
+    >>> crc_threshold([[i / 10] for i in range(1, 10)], 0.1, miss_bound=0)  # one gold each: the split quantile
     0.9
-    >>> crc_threshold([[0.1, 0.5]] * 19, 0.1)  # half of each question's gold at 0.1 is not enough
+    >>> crc_threshold([[0.1, 0.5]] * 19, 0.1, miss_bound=0)  # half of each question's gold at 0.1 is not enough
     0.5
+    >>> crc_threshold([[i / 40] for i in range(1, 41)], 0.1)  # in-pool loss at about alpha/2: 1 + sum <= 2.05
+    0.975
     """
-    alpha = check_alpha(alpha)
-    lambdas, total, n = risk_curve(gold_scores)
-    # n/(n+1) R + 1/(n+1) <= alpha  <=>  n R <= alpha (n+1) - 1, with alpha (n+1) exact
-    from fractions import Fraction
-
-    bound = float(Fraction(str(alpha)) * (n + 1) - 1)
+    curve = _recall_curve(gold_scores, alpha, miss_bound)
+    refused = _too_many_recall_misses(curve, alpha, strict)
+    if refused is not None:
+        return refused
+    lambdas, total, n, level = curve.lambdas, curve.total, curve.n, curve.level
+    # (n R + 1)/(n+1) <= level  <=>  n R <= level (n+1) - 1, with level (n+1) exact
+    bound = float(level * (n + 1) - 1)
     ok = np.flatnonzero(total <= bound + _LOSS_TOL)
     if ok.size:
         return float(lambdas[ok[0]])
     lowest = ((float(total[-1]) if total.size else n) + 1) / (n + 1)
     return _infinite(
         f"No finite threshold brings the corrected mean miss rate (n R + 1)/(n+1) of {n} calibration questions "
-        f"to alpha={alpha} (at the largest it is {lowest:.4g}): "
-        "the threshold is +inf and every candidate is included, so recall then rests on the pool alone. Use at "
-        f"least {min_calibration_size(alpha)} calibration questions, a larger pool or a larger alpha.",
+        f"to {float(level):.4g} (alpha={alpha}, less the share the pool may miss; at the largest it is "
+        f"{lowest:.4g}): the threshold is +inf and every candidate is included, so recall then rests on the pool "
+        f"alone. Use at least {math.ceil(1 / level) - 1} calibration questions, a larger pool or a larger alpha.",
         strict,
     )
 
@@ -255,33 +554,51 @@ def _hb_pvalues(risk_hat: np.ndarray, n: int, alpha: float) -> np.ndarray:
     return np.minimum(np.minimum(hoeffding, bentkus), 1.0)
 
 
-def ltt_threshold(gold_scores: Sequence[Sequence[float]], alpha: float, delta: float, *, strict: bool = False) -> float:
-    """Learn-then-Test threshold: ``P(E[1 - recall | calibration] <= alpha) >= 1 - delta``.
+def ltt_threshold(
+    gold_scores: Sequence[Sequence[float]],
+    alpha: float,
+    delta: float,
+    *,
+    strict: bool = False,
+    miss_bound: float | None = None,
+) -> float:
+    """Learn-then-Test threshold: ``P(E[1 - recall | calibration] <= alpha) >= 1 - delta``, given the flag.
 
-    Fixed-sequence testing of ``H_lam: R(lam) > alpha`` (Hoeffding-Bentkus p-values) from the largest
-    ``lam`` down at level ``delta``; the smallest rejected ``lam`` is returned (Angelopoulos et al.,
-    2021). The p-value only changes at the gold nonconformities, so testing those is the same test.
+    Fixed-sequence testing of ``H_lam: R_in(lam) > alpha - b`` (Hoeffding-Bentkus p-values, ``b =
+    miss_bound``, ``R_in`` the risk of the gold chunks inside the pool) from the largest ``lam`` down at
+    level ``delta c`` (``c = MISS_CAP_QUANTILE``); the smallest rejected ``lam`` is returned
+    (Angelopoulos et al., 2021). The first test (loss 0) does not depend on the data; the flag ``F``
+    also needs the summed miss share below the Chernoff cap of a mean ``b`` (``P(F) >= c`` when
+    ``E[mu] <= b``), so ``P(R > alpha | F) <= P(R_in > alpha - b) / P(F) <= delta`` with ``R = E[mu] +
+    R_in``. ``miss_bound=0`` tests the risk of every gold chunk at ``alpha`` (misses as loss).
 
     Examples
     --------
-    >>> ltt_threshold([[i / 100] for i in range(1, 201)], 0.1, 0.1)  # the exact-binomial PAC rank gives 1.86
+    >>> ltt_threshold([[i / 100] for i in range(1, 201)], 0.1, 0.1, miss_bound=0)  # exact-binomial PAC: 1.86
     1.88
     """
-    alpha = check_alpha(alpha)
     delta = check_alpha(delta, "delta")
-    lambdas, total, n = risk_curve(gold_scores)
-    pvalues = _hb_pvalues(total / n, n, alpha)
+    curve = _recall_curve(gold_scores, alpha, miss_bound)
+    refused = _too_many_recall_misses(curve, alpha, strict)
+    if refused is not None:
+        return refused
+    lambdas, total, n = curve.lambdas, curve.total, curve.n
+    bound = check_miss_bound(miss_bound, alpha)
+    test_level = float(Fraction(str(alpha)) - Fraction(bound)) if bound > 0 else float(curve.level)
+    test_delta = delta * MISS_CAP_QUANTILE if bound > 0 else delta
+    pvalues = _hb_pvalues(total / n, n, test_level)
     rejected = None
     for j in range(lambdas.size - 1, -1, -1):
-        if pvalues[j] > delta:
+        if pvalues[j] > test_delta:
             break
         rejected = j
     if rejected is not None:
         return float(lambdas[rejected])
-    need = math.ceil(math.log(delta) / math.log1p(-alpha))
+    need = math.ceil(math.log(test_delta) / math.log1p(-test_level))
     return _infinite(
         f"Learn-then-Test rejects no finite threshold for {n} calibration questions at alpha={alpha}, "
-        f"delta={delta}: the threshold is +inf and every candidate is included, so recall then rests on the pool "
-        f"alone. Even with no loss at all it needs n >= {need}; use more questions, a larger pool or a larger alpha.",
+        f"delta={delta} (tested at {test_level:.4g}, less the share the pool may miss): the threshold is +inf "
+        "and every candidate is included, so recall then rests on the pool alone. Even with no loss at all it "
+        f"needs n >= {need}; use more questions, a larger pool or a larger alpha.",
         strict,
     )

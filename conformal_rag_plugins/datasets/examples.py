@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..core.errors import CalibrationError
+from ..runtime.strict_json import StrictJSONError, loads_finite
 
 T = TypeVar("T")
 
@@ -119,9 +120,11 @@ def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                rows.append(loads_finite(line))
             except json.JSONDecodeError as exc:
                 raise CalibrationError(f"{path}:{lineno} is not valid JSON: {exc.msg}.") from exc
+            except StrictJSONError as exc:
+                raise CalibrationError(f"{path}:{lineno} {exc}.") from None
     return rows
 
 
@@ -175,9 +178,11 @@ def _read_input_jsonl(path: str | Path, what: str) -> list[tuple[int, dict[str, 
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = loads_finite(line)
         except json.JSONDecodeError as exc:
             raise InputFileError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}).") from exc
+        except StrictJSONError as exc:
+            raise InputFileError(f"{path}:{lineno}: the line {exc}.") from None
         if not isinstance(value, dict):
             raise InputFileError(f"{path}:{lineno}: expected one JSON object per line, got {_json_type(value)}.")
         rows.append((lineno, value))

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..core.errors import CalibrationError
 from ..datasets.examples import CalibrationExample
-from ..runtime.kv_cache import JsonCache
+from ..runtime.kv_cache import JsonCache, is_text_record
 from ..runtime.retry import call_with_retries
 from ..runtime.run_sync import run_sync
 from .llm import LLMTask
@@ -124,7 +124,7 @@ class LLMJudge:
         text = self.render({"question": question, "answer": answer, "context": context})
         key = JsonCache.key(_CACHE_NAMESPACE, self.model, text, question, answer, chunk_text, self.temperature)
         # cache reads and writes may wait on a lock held by another process: keep them off the event loop
-        if self.cache is not None and (hit := await asyncio.to_thread(self.cache.get, key)) is not None:
+        if self.cache is not None and (hit := await asyncio.to_thread(self.cache.get, key, is_text_record)) is not None:
             self.cache_hits += 1
             return parse_yes_no(hit["text"])
         self.llm_calls += 1

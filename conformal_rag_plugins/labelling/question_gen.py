@@ -8,21 +8,25 @@ and retried up to ``max_retries`` times; duplicates are removed in sampling orde
 chunks replaced by the next ones. Every rejection and skip is counted by reason. LLM outputs are
 cached under (model, prompt, attempt, temperature), so a re-run makes no repeated calls. With
 ``max_concurrency=1`` the LLM is called in the same order on every run, so a seeded local model
-writes the same questions again.
+writes the same questions again. A call that still fails after its retries is an ``llm_error``
+rejection once the LLM has answered some call of the run; before that it raises
+:class:`~conformal_rag_plugins.core.errors.LLMUnavailableError` (an unreachable server fails at
+once instead of after every chunk).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..core.errors import CalibrationError
+from ..core.errors import CalibrationError, LLMUnavailableError
 from ..core.normalize import normalize_answer
 from ..datasets.examples import CalibrationExample, CorpusEntry
-from ..runtime.kv_cache import JsonCache
+from ..runtime.kv_cache import JsonCache, is_text_record
 from ..runtime.retry import call_with_retries
 from .llm import CompleteFn, LLMTask
 from .options import DEFAULT_MIN_WORDS, QuestionOptions
@@ -30,6 +34,7 @@ from .prompts import QUESTION_FEW_SHOT_TEMPLATE, topic_instruction
 from .question_filters import REASON_DUPLICATE, check_generated
 
 _CACHE_NAMESPACE = "question-gen/v1"
+logger = logging.getLogger("conformal_rag_plugins")
 
 
 def document_of(entry: CorpusEntry) -> str:
@@ -164,6 +169,11 @@ async def agenerate_questions(
     ``gold_ids=(chunk id,)`` and metadata ``source_chunk_id``, ``source_document_id``,
     ``generated_by``, ``topic``, ``generation_attempt``.
 
+    Raises
+    ------
+    LLMUnavailableError
+        A call failed after its retries before any call of the run was answered.
+
     >>> async def fake_llm(prompt):
     ...     return '{"question": "Who led the Normans?", "answer": "Rollo"} Passage: ...'
     >>> chunks = [CorpusEntry("Normans#0", "The Normans were led by Rollo, a Viking chief.")]
@@ -187,6 +197,8 @@ async def agenerate_questions(
     skipped: Counter[str] = Counter()
     semaphore = asyncio.Semaphore(options.max_concurrency)
     values_base = {"topic": (topic or "").strip(), "topic_instruction": topic_instruction(topic)}
+    answered: list[bool] = []  # non-empty once a call of this run returned
+    dead: list[LLMUnavailableError] = []  # the error, once a call failed before any was answered
 
     async def ask(text: str, attempt: int) -> str | None:
         key = JsonCache.key(_CACHE_NAMESPACE, model, text, attempt, temperature)
@@ -195,13 +207,30 @@ async def agenerate_questions(
         # with every call) would write other questions on every run. With max_concurrency=1 the call
         # order is fixed. Cache reads and writes may wait on another process's lock: off the event loop.
         async with semaphore:
-            if cache is not None and (hit := await asyncio.to_thread(cache.get, key)) is not None:
+            if cache is not None and (hit := await asyncio.to_thread(cache.get, key, is_text_record)) is not None:
                 report.cache_hits += 1
                 return str(hit["text"])
+            if dead:  # another call found the LLM down while this one waited for its turn
+                raise dead[0]
             report.llm_calls += 1
-            out = await call_with_retries(
-                lambda: task.complete(text), retries=options.call_retries, timeout=options.timeout
-            )
+            try:
+                out = await call_with_retries(
+                    lambda: task.complete(text), retries=options.call_retries, timeout=options.timeout, raise_last=True
+                )
+            except Exception as exc:  # any provider error: fatal until the LLM has answered once
+                attempts = f"{options.call_retries + 1} attempt" + ("s" if options.call_retries else "")
+                if not answered:
+                    dead.append(
+                        LLMUnavailableError(
+                            f"The LLM {model} did not answer (after {attempts}: {exc!r}); check that its server is "
+                            "running and its address, key and model name."
+                        )
+                    )
+                    raise dead[0] from exc
+                logger.warning("LLM call failed after %s: %r", attempts, exc)
+                out = None
+            else:
+                answered.append(True)
             if out is not None and cache is not None:
                 await asyncio.to_thread(cache.put, key, {"text": str(out)})  # a failed write only warns
         return None if out is None else str(out)
@@ -226,7 +255,14 @@ async def agenerate_questions(
         while len(kept) < n_questions and pos < len(order):
             batch = order[pos : pos + n_questions - len(kept)]
             pos += len(batch)
-            results = await asyncio.gather(*(one(c) for c in batch))
+            tasks = [asyncio.ensure_future(one(c)) for c in batch]
+            try:
+                results = await asyncio.gather(*tasks)
+            except BaseException:  # LLMUnavailableError (or a cancel): stop the calls still in flight
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
             for chunk, result in zip(batch, results, strict=True):
                 if result is None:
                     continue

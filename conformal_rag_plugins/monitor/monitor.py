@@ -2,8 +2,12 @@
 
 Each query's statistic gets a smoothed conformal p-value against the reference plus earlier
 queries, fed to a Simple Jumper test martingale: under exchangeability P(ever ``M_t >= 1/delta``)
-<= ``delta`` (Ville); restart ``k`` tests at ``delta / 2**k``, so all runs together stay below
-``delta``. Labels add an anytime-valid coverage sequence and ACI (Gibbs and Candès, 2021). The
+<= ``delta`` (Ville). A restart follows an alarm, and restart ``k`` tests at ``delta / 2**k``. Two
+numbers follow. Without drift a false alarm ever has probability <= ``delta`` (the first run's; the
+restarts never happen). Over all runs, for instance a false alarm before a real drift and another
+after its restart, the union bound gives ``delta + delta/2 + delta/4 + ... < 2 * delta``; the
+restarted runs alone stay below ``delta``. Create the monitor at ``delta / 2`` for ``delta`` in
+every case. Labels add an anytime-valid coverage sequence and ACI (Gibbs and Candès, 2021). The
 state is checked, optionally signed JSON, replayed on load. See docs/production/monitor.md.
 """
 
@@ -192,7 +196,9 @@ class _Run:
 
 
 class ConformalMonitor:
-    """Drift alarm with a false-alarm probability of at most ``delta`` over the whole stream.
+    """Drift alarm with a false-alarm probability of at most ``delta`` over the whole stream (without restarts).
+
+    After restarts, all runs together false-alarm with probability below ``2 * delta`` (see the module).
 
     Parameters
     ----------
@@ -259,6 +265,7 @@ class ConformalMonitor:
             raise ConformalError("grouped=True needs a per-group calibration: calibrate with group_by=... first.")
         self.calibration = calibration
         self.statistic = statistic
+        self._record_statistic = True
         self.grouped = has_groups if grouped is None else bool(grouped)
         self.reference = check_statistics(reference, "calibration statistic")
         self.coverage_delta = check_delta(coverage_delta if coverage_delta is not None else delta, "coverage_delta")
@@ -502,7 +509,8 @@ class ConformalMonitor:
         """Begin a new run after an alarm (else :class:`ConformalError`), testing at ``delta / 2**k`` for restart ``k``.
 
         Its martingale starts at 1, its p-values use the reference plus its own queries, the uniforms continue
-        from the stream position; halving ``delta`` keeps all runs together below ``delta``.
+        from the stream position; halving ``delta`` keeps the restarted runs together below ``delta``, and all
+        runs, the first included, below ``2 * delta``.
         """
         with self._lock:
             if not self.alarm:
@@ -629,6 +637,8 @@ class ConformalMonitor:
                 "aci_alpha": self.aci_alpha,
                 "created_at": self.created_at,
             }
+            if self._record_statistic:  # a second record of the statistic: an edit of either is refused
+                payload["reference_statistic"] = self.statistic
         key = resolve_signing_key(signing_key) if signing_key is not None else None
         return with_checksum(sign(payload, key))
 
@@ -674,6 +684,7 @@ class ConformalMonitor:
             mon._verified = []
             mon.check_calibration(calibration)  # raises, naming what differs
         mon.created_at = str(data["created_at"])
+        mon._record_statistic = "reference_statistic" in data  # a re-saved older state keeps its checksum
         mon._runs[0].started_at = str(runs[0]["started_at"])
         _replay_runs(mon, [_dec(v) for v in data["stream"]], runs, base)
         groups = []

@@ -11,6 +11,7 @@ conformal_rag_plugins.core.errors.CalibrationIntegrityError: The drift monitor h
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -19,6 +20,11 @@ from ..core.martingale import STATISTICS
 from ..storage.schema import Checksum, FingerprintFile, Finite, Level, Text, _Strict
 
 Stat = Finite | Literal["+inf", "inf", "-inf"]
+
+
+def _number(value: float | str) -> float:
+    """A stored statistic as a float (``"+inf"``/``"inf"``/``"-inf"`` decoded)."""
+    return float(value.replace("+", "")) if isinstance(value, str) else float(value)
 
 
 class CalibrationIdentityFile(_Strict):
@@ -73,12 +79,20 @@ class MonitorFile(_Strict):
     grouped: bool = False
     #: Schema 2: every run, the first and one per restart, in order.
     runs: list[RunFile] | None = None
+    #: Written since 2026-11-28: ``statistic`` again, so that an edit of either is refused (``top1`` and
+    #: ``gap`` replay alike, both negated). Older files do not have it.
+    reference_statistic: Literal[STATISTICS] | None = None  # type: ignore[valid-type]
     signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
     checksum: Checksum | None = None
 
     @model_validator(mode="after")
     def _agree(self) -> MonitorFile:
         n = len(self.stream)
+        if self.reference_statistic is not None and self.reference_statistic != self.statistic:
+            raise ValueError(
+                f"statistic is {self.statistic!r} but the values are {self.reference_statistic!r} statistics"
+            )
+        self._check_values()
         if self.schema_version >= 2:
             self._check_runs(n)
         elif self.runs is not None or self.signature is not None:
@@ -91,6 +105,21 @@ class MonitorFile(_Strict):
         if self.alarm_at is not None and self.alarm_at >= n:
             raise ValueError(f"alarm_at = {self.alarm_at} is past the {n} stream queries")
         return self
+
+    def _check_values(self) -> None:
+        """Values a ``statistic`` cannot take: a fractional or negative set size, a negative gap, a top-1 of +inf."""
+        values = [_number(v) for v in [*self.reference, *self.stream]]
+        if self.statistic == "set_size":
+            bad = next((v for v in values if not (math.isfinite(v) and v >= 0 and v == int(v))), None)
+            what = "a set size is a whole number >= 0"
+        elif self.statistic == "gap":
+            bad = next((v for v in values if v < 0), None)
+            what = "a gap (best minus second score) is >= 0"
+        else:
+            bad = next((v for v in values if v == math.inf), None)
+            what = "a top-1 score is never +inf"
+        if bad is not None:
+            raise ValueError(f"statistic is {self.statistic!r}, but a stored value is {bad!r}: {what}")
 
     def _check_runs(self, n: int) -> None:
         if not self.runs:

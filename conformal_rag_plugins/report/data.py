@@ -19,7 +19,7 @@ from ..core.baselines import conflare_threshold
 from ..core.coverage_band import split_conformal_band
 from ..core.errors import CalibrationError, InfiniteThresholdWarning
 from ..core.pools import PoolObservation
-from ..core.quantile import conformal_quantile, conformal_rank
+from ..core.quantile import conformal_quantile, conformal_rank, flagged_rank
 from ..storage.jsonio import encode_float
 
 if TYPE_CHECKING:
@@ -107,7 +107,8 @@ def coverage_grid(
         low.append(lo)
         high.append(hi)
         qs.append(q)
-        ranks.append(conformal_rank(n, 1.0 - level))
+        rank = flagged_rank(n, 1.0 - level)
+        ranks.append(conformal_rank(n, 1.0 - level) if rank is None else rank.rank)
         at_or_below.append(sum(1 for r in calibration.scores_ if r <= q))
     return CoverageGrid(
         tuple(grid), tuple(cov), tuple(low), tuple(high), tuple(qs), tuple(sizes),

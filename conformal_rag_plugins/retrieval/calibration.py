@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import CalibrationIntegrityError, InfiniteThresholdWarning
-from ..core.quantile import conformal_quantile, pac_quantile
+from ..core.quantile import (
+    PLAIN_RANK_RULE,
+    THRESHOLD_RULE,
+    conformal_quantile,
+    current_threshold_rule,
+    pac_quantile,
+    threshold_rule,
+)
 from ..core.validation import check_pool_size
 from ..storage.jsonio import decode_float as _dec
 from ..storage.jsonio import encode_float as _enc
@@ -86,6 +93,11 @@ class RetrievalCalibration:
     chunk_group_key_ : str or None
         Label-conditional calibration: the chunk metadata key whose group's threshold each
         candidate gets at query time.
+    group_questions_ : tuple of str
+        Grouped by a function of the question: the calibration questions' texts, aligned with
+        ``scores_``, so that a query-time ``group_by`` can be checked against ``group_labels_``
+        (empty otherwise: a query-time ``group_by`` then cannot be checked and its sets are not
+        guaranteed). The saved file then holds these texts.
     risk_ : {"miscoverage", "recall"}
         The chance that no gold chunk is kept, or the mean share of gold chunks left out.
     gold_scores_ : tuple of tuple of float
@@ -94,9 +106,18 @@ class RetrievalCalibration:
     gold_ranks_ : tuple of int or None
         1-based pool position of each question's best gold chunk (``None`` for a miss; empty when
         not recorded); each is at most ``pool_size_``, which is how a loaded file's pool is checked.
+    threshold_rule_ : str
+        The rule the thresholds follow: ``"pool-miss-1"`` (a finite threshold holds given its flag when the
+        pool may miss the gold; :func:`~conformal_rag_plugins.core.quantile.flagged_rank`), or
+        ``"plain-rank"`` for files saved before it. A plain-rank calibration still loads and serves its
+        stored thresholds, but its sets are never flagged guaranteed; :meth:`with_current_rule` recomputes
+        them from the stored scores.
     schema_version_ : int
         The format :meth:`to_dict` writes: the current one, or the loaded file's (so a re-saved
         old file keeps its checksum).
+    grouping_recorded_ : bool
+        Whether :meth:`to_dict` writes ``grouping`` (``"query"``/``"chunk"``) beside the groups: always,
+        except for a loaded file saved before that record (so that it keeps its checksum).
     """
 
     threshold_: float
@@ -119,10 +140,13 @@ class RetrievalCalibration:
     group_labels_: tuple[str, ...] = field(default=(), compare=False, hash=False)
     group_fallback_: str = field(default="keep_all", compare=False, hash=False)
     chunk_group_key_: str | None = field(default=None, compare=False, hash=False)
+    group_questions_: tuple[str, ...] = field(default=(), compare=False, hash=False)
     risk_: str = "miscoverage"
     gold_scores_: tuple[tuple[float, ...], ...] = field(default=(), compare=False, hash=False)
     gold_ranks_: tuple[int | None, ...] = field(default=(), compare=False, hash=False)
+    threshold_rule_: str = field(default_factory=current_threshold_rule, compare=False, hash=False)
     schema_version_: int = field(default=SCHEMA_VERSION, compare=False, hash=False, repr=False)
+    grouping_recorded_: bool = field(default=True, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         check_pool_size(self.pool_size_)
@@ -130,6 +154,11 @@ class RetrievalCalibration:
         if self.question_ids_ and len(self.question_ids_) != len(self.scores_):
             raise CalibrationIntegrityError(
                 f"The calibration records {len(self.question_ids_)} question ids for {len(self.scores_)} scores."
+            )
+        if self.group_questions_ and len(self.group_questions_) != len(self.group_labels_):
+            raise CalibrationIntegrityError(
+                f"The calibration records {len(self.group_questions_)} group questions for "
+                f"{len(self.group_labels_)} group labels."
             )
         problems = record_problems(
             self.scores_, self.pool_size_, self.score_family_, self.gold_ranks_, self.question_ids_
@@ -156,10 +185,10 @@ class RetrievalCalibration:
         >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
         >>> scores = tuple(i / 10 for i in range(1, 10))
         >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 9, 0, scores, fp)
-        >>> cal.recomputed_threshold()
-        0.9
+        >>> cal.recomputed_threshold()  # 9 questions: too few for a flag when the pool may miss
+        inf
         """
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), threshold_rule(self.threshold_rule_):
             warnings.simplefilter("ignore", InfiniteThresholdWarning)
             if self.risk_ == "recall":
                 return recall_threshold(self.gold_scores_, self.alpha_, self.method_, self.delta_)
@@ -180,7 +209,42 @@ class RetrievalCalibration:
                 f"{self.n_calibration_} scores at alpha={self.alpha_} ({self.method_}): the file was edited or "
                 "corrupted. Re-run calibration instead of editing thresholds."
             )
-        check_groups(self)
+        with threshold_rule(self.threshold_rule_):
+            check_groups(self)
+
+    @property
+    def stale_rule_reason_(self) -> str:
+        """Why its sets are never flagged guaranteed (empty under the current rule)."""
+        if self.threshold_rule_ == current_threshold_rule():
+            return ""
+        return (
+            "This calibration was saved before thresholds accounted for pool misses (threshold rule "
+            f"{self.threshold_rule_!r}), so its sets are not flagged guaranteed. Re-calibrate, or recompute it from "
+            "its stored scores with calibration.with_current_rule() and save it."
+        )
+
+    def with_current_rule(self) -> RetrievalCalibration:
+        """A copy whose thresholds (pooled and per group) are recomputed from the stored scores under the current rule.
+
+        Examples
+        --------
+        >>> from conformal_rag_plugins import Fingerprint
+        >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+        >>> scores = tuple(i / 20 for i in range(1, 21))
+        >>> old = RetrievalCalibration(
+        ...     0.95, 0.1, "split", "similarity", 5, 20, 0, scores, fp, threshold_rule_="plain-rank"
+        ... )
+        >>> new = old.with_current_rule()
+        >>> old.threshold_, new.threshold_, new.threshold_rule_, new.stale_rule_reason_
+        (0.95, 1.0, 'pool-miss-1', '')
+        """
+        if self.threshold_rule_ == THRESHOLD_RULE:
+            return self
+        from .groups import recomputed_groups
+
+        current = replace(self, threshold_rule_=THRESHOLD_RULE)
+        current = replace(current, threshold_=current.recomputed_threshold())
+        return replace(current, groups_=recomputed_groups(current)) if current.group_labels_ else current
 
     def threshold_for(self, group: str | None) -> tuple[float, str]:
         """``(threshold, source)`` for a query of ``group``: its own, or the fallback (see :func:`threshold_for`)."""
@@ -217,7 +281,11 @@ class RetrievalCalibration:
         elif self.corpus_:
             payload["corpus"] = dict(self.corpus_)
         payload.update(groups_payload(self, _enc))
+        if self.group_questions_:  # only when grouped by a function, so older readers see older files
+            payload["group_questions"] = list(self.group_questions_)
         payload["risk"] = self.risk_
+        if self.threshold_rule_ == THRESHOLD_RULE:  # absent: the plain rank of older files (they re-save unchanged)
+            payload["threshold_rule"] = self.threshold_rule_
         if self.risk_ == "recall":
             payload["gold_scores"] = [[_enc(s) for s in g] for g in self.gold_scores_]
         key = resolve_signing_key(signing_key) if signing_key is not None else None
@@ -264,10 +332,13 @@ class RetrievalCalibration:
                 group_labels_=tuple(str(g) for g in data.get("group_labels") or ()),
                 group_fallback_=str(data.get("group_fallback") or ("pooled" if data.get("groups") else "keep_all")),
                 chunk_group_key_=data.get("chunk_group_key"),
+                group_questions_=tuple(str(q) for q in data.get("group_questions") or ()),
                 risk_=str(data.get("risk", "miscoverage")),
                 gold_scores_=tuple(tuple(_dec(s) for s in g) for g in data.get("gold_scores") or ()),
                 gold_ranks_=tuple(data.get("gold_ranks") or ()),
+                threshold_rule_=str(data.get("threshold_rule") or PLAIN_RANK_RULE),
                 schema_version_=int(data["schema_version"]),
+                grouping_recorded_="grouping" in data or not data.get("groups"),
             )
         except CalibrationIntegrityError:
             raise

@@ -20,6 +20,7 @@ from ..runtime.caller_warning import warn_at_caller
 from .calibration import RetrievalCalibration
 from .corpus_filter import corpus_record
 from .fingerprint import Fingerprint
+from .group_check import with_group_questions
 from .groups import GroupBy, with_groups
 from .host import RetrievalHost, observe_host
 from .options import RetrievalOptions
@@ -105,8 +106,8 @@ class RetrievalConformalizer:
     >>> obs = [PoolObservation(np.array([1.0, 0.5 - i / 100]), (1,)) for i in range(20)]
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
     >>> cal = RetrievalConformalizer(0.9).conformalize(obs, fingerprint=fp, pool_size=2).calibration_
-    >>> round(cal.threshold_, 2)  # scores 0.50..0.69 (n = 20): the ceil(21 * 0.9) = 19th smallest
-    0.68
+    >>> round(cal.threshold_, 2)  # scores 0.50..0.69 (n = 20): rank 20, since the pool may miss (flagged_rank)
+    0.69
 
     On a host (an adapter's reader, or any :class:`~.host.RetrievalHost`) with labelled questions:
 
@@ -463,4 +464,6 @@ def calibrate_host(
         labels=seen.labels,
         group_labels=seen.group_labels,
     )
+    # grouped by a function: record its inputs, so that a query-time group_by can be rerun on them
+    cal = with_group_questions(cal, examples, opts.group_by)
     return replace(cal, corpus_=corpus_record(seen.all_ids))

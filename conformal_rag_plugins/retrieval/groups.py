@@ -1,8 +1,9 @@
 """Per-group (Mondrian) thresholds of a :class:`RetrievalCalibration`: labels, recomputation, query-time choice.
 
 Loading a file recomputes every group threshold and refuses one that disagrees. A group too small
-for its rank, or never seen, gets ``group_fallback_``: ``+inf`` (keep all; valid within any group)
-or the pooled threshold (marked not guaranteed: it holds only over all groups together). A query
+for its rank, or never seen, gets ``group_fallback_``: ``+inf`` (keep the whole pool, marked not
+guaranteed: the pool itself can miss the gold) or the pooled threshold (marked not guaranteed: it
+holds only over all groups together). A query
 without a group gets the pooled threshold and its marginal guarantee. Label-conditional form
 (:func:`with_chunk_groups`): the group is the gold chunk's metadata key, applied chunk by chunk, so
 a gold chunk of group ``g`` is kept with probability >= ``1 - alpha`` given it lies in ``g``.
@@ -15,7 +16,7 @@ Examples
 >>> labels = ("a",) * 20 + ("b",) * 2
 >>> cal = with_groups(RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 22, 0, scores, fp), labels, "tenant")
 >>> threshold_for(cal, "a"), threshold_for(cal, "b"), threshold_for(cal, "zzz")
-((0.9, 'group'), (inf, 'keep-all-small-group'), (inf, 'keep-all-unknown-group'))
+((0.95, 'group'), (inf, 'keep-all-small-group'), (inf, 'keep-all-unknown-group'))
 """
 
 from __future__ import annotations
@@ -173,8 +174,8 @@ def with_chunk_groups(
 ) -> C:
     """A copy of ``cal`` with label-conditional thresholds: one per group of the *gold chunk*.
 
-    Each group's threshold is rank ``ceil((n_g + 1)(1 - alpha))`` of its scores (``+inf`` with a
-    :class:`SmallGroupWarning` when the rank exceeds ``n_g``); see :func:`chunk_set`.
+    Each group's threshold is the :func:`~conformal_rag_plugins.core.quantile.flagged_rank` of its scores
+    (``+inf`` with a :class:`SmallGroupWarning` when ``n_g`` has none); see :func:`chunk_set`.
 
     >>> from conformal_rag_plugins import Fingerprint, RetrievalCalibration
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
@@ -182,7 +183,7 @@ def with_chunk_groups(
     >>> cal = RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 40, 0, scores, fp)
     >>> cal = with_chunk_groups(cal, ("wiki",) * 20 + ("faq",) * 20, "collection")
     >>> cal.chunk_group_key_, cal.groups_["wiki"]["threshold"], cal.groups_["faq"]["threshold"]
-    ('collection', 0.9, 0.18)
+    ('collection', 0.95, 0.19)
     """
     key = check_group_label(chunk_group_key, " (chunk_group_key)")
     staged = with_groups(cal, labels, key, strict=strict, fallback=fallback)
@@ -196,10 +197,10 @@ def chunk_thresholds(cal: Any, labels: Sequence[Any]) -> tuple[list[float], list
 
     >>> from conformal_rag_plugins import Fingerprint, RetrievalCalibration
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
-    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
-    >>> cal = with_chunk_groups(cal, ("a",) * 9, "collection")
+    >>> cal = RetrievalCalibration(0.95, 0.1, "split", "relative", 5, 20, 0, tuple(i / 20 for i in range(20)), fp)
+    >>> cal = with_chunk_groups(cal, ("a",) * 20, "collection")
     >>> chunk_thresholds(cal, ["a", "b", None])
-    ([0.9, inf, inf], ['group', 'keep-all-unknown-group', 'keep-all-unknown-group'])
+    ([0.95, inf, inf], ['group', 'keep-all-unknown-group', 'keep-all-unknown-group'])
     """
     thresholds, sources = [], []
     for label in labels:
@@ -227,8 +228,8 @@ def chunk_set(
     >>> import numpy as np
     >>> from conformal_rag_plugins import Fingerprint, RetrievalCalibration
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
-    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "relative", 5, 9, 0, tuple(i / 10 for i in range(1, 10)), fp)
-    >>> cal = with_chunk_groups(cal, ("a",) * 9, "collection")
+    >>> cal = RetrievalCalibration(0.95, 0.1, "split", "relative", 5, 20, 0, tuple(i / 20 for i in range(20)), fp)
+    >>> cal = with_chunk_groups(cal, ("a",) * 20, "collection")
     >>> d, thr, meta = chunk_set(cal, np.array([1.0, 0.5, 0.0]), ["a", "a", "a"])
     >>> d.indices, d.guaranteed, meta[0]["conformal_group"]
     ((0, 1), True, 'a')
@@ -300,6 +301,12 @@ def groups_payload(cal: Any, encode: Callable[[float], Any]) -> dict[str, Any]:
         "group_labels": list(cal.group_labels_),
         "group_fallback": cal.group_fallback_,
         **({"chunk_group_key": cal.chunk_group_key_} if getattr(cal, "chunk_group_key_", None) else {}),
+        # whose groups, a second record beside chunk_group_key (not in files that did not have it: same checksum)
+        **(
+            {"grouping": "chunk" if getattr(cal, "chunk_group_key_", None) else "query"}
+            if getattr(cal, "grouping_recorded_", True)
+            else {}
+        ),
     }
 
 
@@ -322,7 +329,8 @@ def threshold_for(cal: Any, group: str | None) -> tuple[float, str]:
 def mark_group_fallback(decision: SetDecision, group_meta: Mapping[str, Any]) -> SetDecision:
     """``decision`` marked not guaranteed when its threshold was the pooled fallback of a group.
 
-    The pooled threshold holds only over all groups together; ``+inf`` keep-all is valid within any group.
+    The pooled threshold holds only over all groups together. A ``+inf`` keep-all set is already marked
+    not guaranteed by :func:`~conformal_rag_plugins.core.selection.decide_set`: the pool can miss the gold.
 
     >>> d = SetDecision((0, 1), 2, True, "")
     >>> marked = mark_group_fallback(d, {"conformal_threshold_source": "pooled-small-group"})

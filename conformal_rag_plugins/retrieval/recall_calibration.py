@@ -40,8 +40,8 @@ def recall_threshold(
 ) -> float:
     """The recall threshold of ``method`` (``crc`` or ``ltt``, which needs ``delta``).
 
-    >>> recall_threshold([[i / 10] for i in range(1, 10)], 0.1, "crc", None)
-    0.9
+    >>> recall_threshold([[i / 40] for i in range(1, 41)], 0.1, "crc", None)
+    0.975
     """
     if method == "crc":
         return crc_threshold(gold_scores, alpha, strict=strict)

@@ -11,7 +11,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 
-from ..core.errors import CorpusChangedWarning, FingerprintMismatchError
+from ..core.errors import CorpusChangedWarning, FingerprintMismatchError, UncheckedCorpusWarning
 from .calibration import RetrievalCalibration
 from .corpus_filter import unknown_ids
 from .fingerprint import Fingerprint, check_corpus, corpus_digest, score_range
@@ -92,10 +92,19 @@ def check_host(
 
     An incompatible ``fingerprint`` raises ``FingerprintMismatchError``. If the calibration recorded its
     collection, a change in the host's ``ids()`` (read only then) warns ``CorpusChangedWarning`` once, at
-    ``stacklevel`` (1: the caller's line); the returned per-query check does not warn again.
+    ``stacklevel`` (1: the caller's line); the returned per-query check does not warn again. A
+    calibration without a collection record warns :class:`UncheckedCorpusWarning` (not checked).
     """
     calibration.fingerprint_.check_compatible(fingerprint)
     same = True
     if calibration.corpus_:
         same = check_corpus(calibration.corpus_, corpus_digest(ids()), stacklevel=stacklevel + 2)
+    else:
+        warnings.warn(
+            f"The {what}'s calibration records no collection (corpus: null: it was made from bare pools or on a "
+            "host that could not list its ids, or the field was removed), so the host's collection is not checked: "
+            "a changed collection would go unnoticed. Re-calibrate on this host to record it.",
+            UncheckedCorpusWarning,
+            stacklevel=stacklevel + 1,
+        )
     return ServedPoolCheck(calibration, what, corpus_warned=not same)

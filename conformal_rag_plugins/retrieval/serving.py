@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core.errors import ConformalError, GuaranteeCutWarning
 from ..core.selection import SetDecision, best_first, check_k_bounds, conformal_metadata, decide_set
+from .group_check import check_group_by, mark_unchecked_group_by, unchecked_group_by
 from .groups import GROUP_METADATA_KEYS, check_group_options, chunk_set, mark_group_fallback, query_threshold
 
 #: The metadata keys every returned candidate gets (hidden from the LLM in LlamaIndex).
@@ -57,7 +58,9 @@ class ServingOptions:
     group_by : callable, optional
         Or a function of the query string giving its group (the calibration's; functions are not
         saved). A group too small or unknown at calibration gets ``group_fallback_``; no group, the
-        pooled threshold. ``conformal_group`` and ``conformal_threshold_source`` say which.
+        pooled threshold. ``conformal_group`` and ``conformal_threshold_source`` say which. It is
+        rerun on the calibration questions a function-grouped calibration records, and refused if
+        it gives one of them another group; without recorded questions its sets are not guaranteed.
     monitor : ConformalMonitor, optional
         Updated with every query's statistic; it must belong to the calibration.
     check_fingerprint : bool, default True
@@ -88,6 +91,7 @@ class ServingOptions:
     def check(self, calibration: Any) -> None:
         """Refuse a group option the calibration cannot serve, or a monitor of another calibration."""
         check_group_options(calibration, self.group, self.group_by)
+        check_group_by(calibration, self.group_by)
         if self.monitor is not None:
             self.monitor.check_calibration(calibration)
 
@@ -145,6 +149,11 @@ def serve_set(
         threshold, group_meta = query_threshold(calibration, options.group, options.group_by, query)
         decided = decide_set(family, arr, threshold, min_k=options.min_k, max_k=options.max_k, validate=not checked)
         decision = mark_group_fallback(decided, group_meta)
+        if options.group is None:
+            decision = mark_unchecked_group_by(decision, unchecked_group_by(calibration, options.group_by))
+    stale = getattr(calibration, "stale_rule_reason_", "")
+    if stale and decision.guaranteed:
+        decision = replace(decision, guaranteed=False, reason=stale)
     if not decision.guaranteed:
         warnings.warn(decision.reason, GuaranteeCutWarning, stacklevel=stacklevel + 1)
     if options.monitor is not None:

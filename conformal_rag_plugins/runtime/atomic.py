@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -20,12 +21,40 @@ def _temp_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
+def check_replaceable(path: str | Path) -> None:
+    """Refuse to replace an existing ``path`` that is not a regular file (a device, FIFO or socket).
+
+    An atomic write moves a new file over ``path``: onto ``/dev/null`` or a named pipe that would
+    replace the device or pipe with a regular file. A new path, or a symbolic link to a regular
+    file, is fine. Raises ``FileExistsError`` naming ``path``.
+
+    Examples
+    --------
+    >>> check_replaceable("/dev/null")
+    Traceback (most recent call last):
+    ...
+    FileExistsError: [Errno 17] exists and is not a regular file (a device, FIFO or socket), so it is not replaced: ...
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # missing (or a dangling link): a new file, or an error the write itself reports
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # a directory gets IsADirectoryError elsewhere
+        raise FileExistsError(
+            errno.EEXIST,
+            "exists and is not a regular file (a device, FIFO or socket), so it is not replaced: "
+            "give the path of a regular file or a new one",
+            str(path),
+        )
+
+
 def check_output_file(path: str | Path) -> Path:
     """Check, without creating it, that a file can be written at ``path``.
 
     Raises ``FileNotFoundError`` (no parent directory), ``NotADirectoryError`` (parent not a
-    directory), ``IsADirectoryError`` (``path`` is one) or ``PermissionError`` (parent or existing
-    file not writable).
+    directory), ``IsADirectoryError`` (``path`` is one), ``FileExistsError`` (``path`` exists and is
+    not a regular file: a device or FIFO, see :func:`check_replaceable`) or ``PermissionError``
+    (parent or existing file not writable).
 
     Examples
     --------
@@ -38,6 +67,7 @@ def check_output_file(path: str | Path) -> Path:
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a directory, not an output file", str(path))
+    check_replaceable(path)
     parent = path.parent
     if not parent.exists():
         raise FileNotFoundError(errno.ENOENT, f"output directory {parent} does not exist", str(path))
@@ -75,7 +105,8 @@ def check_output_dir(path: str | Path) -> Path:
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary sibling of ``path`` to write, moved over ``path`` when the block succeeds.
 
-    On an exception it is removed and ``path`` is left as it was; for writers taking a path.
+    On an exception it is removed and ``path`` is left as it was; for writers taking a path. An
+    existing ``path`` that is not a regular file is refused first (:func:`check_replaceable`).
 
     Examples
     --------
@@ -87,11 +118,13 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     'done'
     """
     path = Path(path)
+    check_replaceable(path)
     tmp = _temp_sibling(path)
     try:
         yield tmp
         if not tmp.exists():  # the writer wrote nothing: an empty output, as open(path, "w") would give
             tmp.touch()
+        check_replaceable(path)  # again: a FIFO may have been made at ``path`` while the writer ran
         os.replace(tmp, path)
     except BaseException:
         with suppress(FileNotFoundError):

@@ -6,6 +6,12 @@ writer never block each other; keep it on a local disk, not NFS) and autocommit 
 loses at most the write in progress). Busy/locked errors wait ``busy_timeout``, then are retried
 with jittered backoff (:func:`retry_busy`); a ``put`` that still fails logs a warning and returns
 ``False`` (never losing a paid LLM answer), a ``get`` that still fails is a miss.
+
+A cache never stops a run. A file that is not a readable SQLite database (random bytes, truncated:
+:func:`is_corrupt_error`) is moved aside (``<name>.unreadable-<time>``) with a logged warning and a
+fresh file is used; a file or folder that cannot be opened or created (a read-only folder) gives a
+logged warning and an in-memory cache for the run. Rows are checked by the caller against what
+their key promises (:meth:`JsonCache.get` ``valid=``); a bad row is a miss, rewritten by the next put.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import random
 import sqlite3
 import threading
@@ -34,6 +41,7 @@ BACKOFF = 0.05
 MAX_BACKOFF = 2.0
 
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6  # primary result codes (sqlite3.SQLITE_BUSY needs Python >= 3.11)
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 _jitter = random.Random()  # own generator: never touches the global random state of the user
 
 
@@ -52,6 +60,25 @@ def is_busy_error(exc: BaseException) -> bool:
         return True
     message = str(exc).lower()
     return "database is locked" in message or "database is busy" in message or "database table is locked" in message
+
+
+def is_corrupt_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the file is not a readable SQLite database (random bytes, truncated, malformed).
+
+    Examples
+    --------
+    >>> is_corrupt_error(sqlite3.DatabaseError("file is not a database"))
+    True
+    >>> is_corrupt_error(sqlite3.OperationalError("database is locked"))
+    False
+    """
+    if not isinstance(exc, sqlite3.DatabaseError) or is_busy_error(exc):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and (code & 0xFF) in (_SQLITE_CORRUPT, _SQLITE_NOTADB):  # Python >= 3.11
+        return True
+    message = str(exc).lower()
+    return "file is not a database" in message or "malformed" in message
 
 
 def retry_busy(
@@ -113,10 +140,89 @@ class SqliteStore:
         self.busy_timeout = busy_timeout
         self.retries = retries
         self.backoff = backoff
-        if self.path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = retry_busy(self._connect, retries=retries, backoff=backoff, what=f"opening {self.path}")
+        self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        """Connect to :attr:`path`; an unreadable file is moved aside for a fresh one, an unopenable one is
+        replaced by an in-memory database (both logged). A lock that outlasts the retries is raised."""
+        if self.path == ":memory:":
+            return self._connect()
+        try:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            return retry_busy(self._connect, retries=self.retries, backoff=self.backoff, what=f"opening {self.path}")
+        except sqlite3.Error as exc:
+            if is_busy_error(exc):
+                raise  # another process holds it: nothing paid yet, so failing loudly here is right
+            if is_corrupt_error(exc):
+                return self._second_look(exc)
+            reason = str(exc)
+        except OSError as exc:  # the folder cannot be created
+            reason = exc.strerror or str(exc)
+        return self._in_memory(reason)
+
+    def _in_memory(self, reason: str) -> sqlite3.Connection:
+        """An in-memory database for this run, logged: the file cannot be opened or created."""
+        logger.warning(
+            "Cache %s cannot be opened (%s); this run uses an in-memory cache (nothing is kept after it).",
+            self.path,
+            reason,
+        )
+        self.path = ":memory:"
+        return self._connect()
+
+    def _second_look(self, exc: BaseException) -> sqlite3.Connection:
+        """Open again after a moment (never move aside a file another process was just creating), else
+        :meth:`_fresh_file`."""
+        time.sleep(self.backoff)
+        try:
+            return self._connect()
+        except sqlite3.Error as again:
+            if is_busy_error(again):
+                raise
+            if not is_corrupt_error(again):
+                return self._in_memory(str(again))
+        return self._fresh_file(exc)
+
+    def _fresh_file(self, exc: BaseException) -> sqlite3.Connection:
+        """Move the unreadable file (and its ``-wal``/``-shm``) aside and open a fresh one (else in memory)."""
+        aside = f"{self.path}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        try:
+            os.replace(self.path, aside)
+            for suffix in ("-wal", "-shm"):
+                if os.path.exists(self.path + suffix):
+                    os.replace(self.path + suffix, aside + suffix)
+            db = retry_busy(self._connect, retries=self.retries, backoff=self.backoff, what=f"opening {self.path}")
+        except (OSError, sqlite3.Error) as again:
+            logger.warning(
+                "Cache %s is not a readable SQLite database (%s) and cannot be replaced (%s); this run uses an "
+                "in-memory cache.",
+                self.path,
+                exc,
+                again,
+            )
+            self.path = ":memory:"
+            return self._connect()
+        logger.warning(
+            "Cache %s is not a readable SQLite database (%s); it was moved to %s and a fresh cache is used.",
+            self.path,
+            exc,
+            aside,
+        )
+        return db
+
+    def _recover(self, exc: BaseException, failed: sqlite3.Connection) -> None:
+        """After a read or write on ``failed`` found the file corrupt: continue on a fresh file (as :meth:`_open`).
+
+        Nothing is done when another thread has already replaced ``failed``.
+        """
+        if not is_corrupt_error(exc) or self.path == ":memory:":
+            return
+        with self._lock:
+            if self._db is not failed:
+                return
+            self._db.close()
+            self._db = self._fresh_file(exc)
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: autocommit, each statement is its own (short) transaction
@@ -147,10 +253,12 @@ class SqliteStore:
                 row = self._db.execute(f"SELECT {self.column} FROM {self.table} WHERE key = ?", (key,)).fetchone()
             return None if row is None else str(row[0])
 
+        db = self._db
         try:
             return self._retry(read, "reading")
         except sqlite3.Error as exc:
             logger.warning("Cache read from %s failed (%s); treated as a miss.", self.path, exc)
+            self._recover(exc, db)
             return None
 
     def put_text(self, key: str, text: str) -> bool:
@@ -160,10 +268,12 @@ class SqliteStore:
             with self._lock:
                 self._db.execute(f"INSERT OR REPLACE INTO {self.table} (key, {self.column}) VALUES (?, ?)", (key, text))
 
+        db = self._db
         try:
             self._retry(write, "writing")
         except sqlite3.Error as exc:
             logger.warning("Cache write to %s failed (%s); the result is used but not cached.", self.path, exc)
+            self._recover(exc, db)
             return False
         return True
 
@@ -180,10 +290,12 @@ class SqliteStore:
                     found.update(dict(self._db.execute(query, part).fetchall()))
             return found
 
+        db = self._db
         try:
             return self._retry(read, "reading")
         except sqlite3.Error as exc:
             logger.warning("Cache read from %s failed (%s); treated as misses.", self.path, exc)
+            self._recover(exc, db)
             return {}
 
     def put_many(self, items: Sequence[tuple[str, Any]]) -> bool:
@@ -196,10 +308,12 @@ class SqliteStore:
                     f"INSERT OR REPLACE INTO {self.table} (key, {self.column}) VALUES (?, ?)", list(items)
                 )
 
+        db = self._db
         try:
             self._retry(write, "writing")
         except sqlite3.Error as exc:
             logger.warning("Cache write to %s failed (%s); the results are used but not cached.", self.path, exc)
+            self._recover(exc, db)
             return False
         return True
 
@@ -250,10 +364,27 @@ class JsonCache(SqliteStore):
         payload = json.dumps(list(parts), ensure_ascii=False, sort_keys=True)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
-    def get(self, key: str) -> Any | None:
-        """The stored value, or ``None``."""
+    def get(self, key: str, valid: Callable[[Any], bool] | None = None) -> Any | None:
+        """The stored value, or ``None``: also for a row that is not JSON or that ``valid(value)`` refuses
+        (a bad row is a miss, logged; the caller's next :meth:`put` under the key rewrites it).
+
+        >>> cache = JsonCache(":memory:")
+        >>> cache.put_text("k", "[]"), cache.get("k"), cache.get("k", valid=is_text_record)
+        (True, [], None)
+        """
         text = self.get_text(key)
-        return None if text is None else json.loads(text)
+        if text is None:
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value, ok = None, False
+        else:
+            ok = valid is None or bool(valid(value))
+        if not ok:
+            logger.warning("Cache %s holds a malformed row under %s; treated as a miss.", self.path, key[:16])
+            return None
+        return value
 
     def put(self, key: str, value: Any) -> bool:
         """Store a JSON-serialisable value (committed at once); ``False`` and a logged warning if not stored."""
@@ -263,6 +394,15 @@ class JsonCache(SqliteStore):
             logger.warning("Cache value for %s is not JSON (%s); not cached.", self.path, exc)
             return False
         return self.put_text(key, text)
+
+
+def is_text_record(value: Any) -> bool:
+    """Whether a cached value is ``{"text": str}`` (what question generation and the judge store).
+
+    >>> is_text_record({"text": "yes"}), is_text_record({"txt": "yes"}), is_text_record([])
+    (True, False, False)
+    """
+    return isinstance(value, dict) and isinstance(value.get("text"), str)
 
 
 def default_cache_path(name: str = "calibration_llm.sqlite") -> Path:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..core.errors import CalibrationIntegrityError
 from ..runtime.atomic import atomic_write_text
+from ..runtime.strict_json import StrictJSONError, loads_finite
 
 SIGNING_KEY_ENV = "CONFORMAL_RAG_SIGNING_KEY"
 
@@ -132,12 +133,10 @@ def verify(data: Any, kind: str, schema_version: int | tuple[int, ...]) -> dict[
     return data
 
 
-def _no_constant(name: str) -> Any:
-    raise CalibrationIntegrityError(f"the file holds the non-JSON number {name}; a saved calibration never does")
-
-
 def loads_strict(text: str) -> Any:
-    """Parse JSON text, refusing ``NaN``/``Infinity`` literals and nesting too deep to read.
+    """Parse JSON text, refusing ``NaN``/``Infinity``, ``1e999``, huge integers and nesting too deep to read.
+
+    See :func:`~conformal_rag_plugins.runtime.strict_json.loads_finite`.
 
     Examples
     --------
@@ -147,13 +146,13 @@ def loads_strict(text: str) -> Any:
     conformal_rag_plugins.core.errors.CalibrationIntegrityError: the file holds the non-JSON number NaN; ...
     """
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return loads_finite(text)
     except json.JSONDecodeError as exc:
         raise CalibrationIntegrityError(
             f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); it is corrupted"
         ) from None
-    except RecursionError:
-        raise CalibrationIntegrityError("JSON nested too deeply to read; it is corrupted") from None
+    except StrictJSONError as exc:
+        raise CalibrationIntegrityError(f"the file {exc}; a saved file never does, it is corrupted") from None
 
 
 def verify_signed(

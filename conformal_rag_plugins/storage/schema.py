@@ -167,8 +167,13 @@ class RetrievalFile(_Strict):
     group_labels: list[Text] | None = None
     group_fallback: Literal["keep_all", "pooled"] | None = None  # absent in older files: "pooled"
     chunk_group_key: Text | None = None  # label-conditional groups (of the gold chunk); absent: per query
+    group_questions: list[str] | None = None  # grouped by a function: its inputs, to check it at query time
+    #: Written beside the groups since 2026-11-28: whose groups they are, so that a removed ``chunk_group_key``
+    #: (per-chunk-group thresholds read as per-query ones) is refused. Older files do not have it.
+    grouping: Literal["query", "chunk"] | None = None
     risk: Literal["miscoverage", "recall"] = "miscoverage"
     gold_scores: list[Annotated[list[Score], Field(min_length=1)]] | None = None
+    threshold_rule: Literal["pool-miss-1"] | None = None  # absent in files saved before it: the plain rank
 
     @model_validator(mode="after")
     def _agree(self) -> RetrievalFile:
@@ -370,23 +375,51 @@ def _optimisation_id_problems(selection: dict[str, Any], question_ids: Sequence[
     """
     if "optimisation_question_ids" not in selection:
         return []
-    ids = selection["optimisation_question_ids"]
     if selection.get("rule") not in ("auto", "tuned-hybrid"):
         return ["selection.optimisation_question_ids without a rule that tunes on an optimisation split"]
+    return _id_list_problems("selection", selection, question_ids)
+
+
+def _id_list_problems(where: str, record: dict[str, Any], question_ids: Sequence[str]) -> list[str]:
+    """``record["optimisation_question_ids"]``: distinct digests, at most ``n_optimisation``, no calibration one.
+
+    Examples
+    --------
+    >>> _id_list_problems("optimisation", {"n_optimisation": 2, "optimisation_question_ids": ["a", "a"]}, [])
+    ['optimisation.optimisation_question_ids repeats a question']
+    """
+    ids = record["optimisation_question_ids"]
+    name = f"{where}.optimisation_question_ids"
     if not isinstance(ids, list) or not all(isinstance(q, str) and q for q in ids):
-        return ["selection.optimisation_question_ids must be a list of non-empty question digests"]
+        return [f"{name} must be a list of non-empty question digests"]
     problems = []
-    n_opt = selection.get("n_optimisation")
+    n_opt = record.get("n_optimisation")
     if not isinstance(n_opt, int) or isinstance(n_opt, bool) or len(ids) > n_opt:
-        problems.append(f"selection.optimisation_question_ids holds {len(ids)} ids for n_optimisation = {n_opt!r}")
+        problems.append(f"{name} holds {len(ids)} ids for n_optimisation = {n_opt!r}")
     if len(set(ids)) != len(ids):
-        problems.append("selection.optimisation_question_ids repeats a question")
+        problems.append(f"{name} repeats a question")
     both = next((q for q in ids if q in set(question_ids)), None)
     if both is not None:
-        problems.append(
-            f"selection.optimisation_question_ids: {both!r} is also a calibration question; the two splits are disjoint"
-        )
+        problems.append(f"{name}: {both!r} is also a calibration question; the two splits are disjoint")
     return problems
+
+
+def _split_optimisation_problems(optimisation: dict[str, Any], question_ids: Sequence[str]) -> list[str]:
+    """An answer-set file's ``optimisation.optimisation_question_ids`` (optional; older files lack it).
+
+    The distinct questions whose Bayesian optimisation chose the split of alpha (or the HMP weight):
+    at most ``n_optimisation``, none a calibration question of either stage.
+
+    Examples
+    --------
+    >>> _split_optimisation_problems({"n_optimisation": 2, "optimisation_question_ids": ["a", "b"]}, ["c"])
+    []
+    >>> _split_optimisation_problems({"optimisation_question_ids": ["a"]}, ["c"])
+    ['optimisation.optimisation_question_ids holds 1 ids for n_optimisation = None']
+    """
+    if "optimisation_question_ids" not in optimisation:
+        return []
+    return _id_list_problems("optimisation", optimisation, question_ids)
 
 
 def _group_problems(f: RetrievalFile) -> list[str]:
@@ -394,15 +427,26 @@ def _group_problems(f: RetrievalFile) -> list[str]:
     present = (f.group_by is not None, f.groups is not None, f.group_labels is not None)
     if not any(present):
         problems = [] if f.group_fallback is None else ["group_fallback without groups"]
+        problems += [] if f.group_questions is None else ["group_questions without groups"]
+        problems += [] if f.grouping is None else ["grouping without groups"]
         return problems + ([] if f.chunk_group_key is None else ["chunk_group_key without groups"])
     if not all(present):
         return ["group_by, groups and group_labels must be stored together"]
     assert f.groups is not None and f.group_labels is not None
     problems = []
+    if f.grouping == "chunk" and f.chunk_group_key is None:
+        problems.append(
+            "grouping is 'chunk' but chunk_group_key is missing: the per-chunk-group thresholds would be served "
+            "as per-query groups (the pooled threshold for a query without a group)"
+        )
+    elif f.grouping == "query" and f.chunk_group_key is not None:
+        problems.append(f"grouping is 'query' but chunk_group_key is {f.chunk_group_key!r}")
     if f.chunk_group_key is not None and f.chunk_group_key != f.group_by:
         problems.append(f"chunk_group_key {f.chunk_group_key!r} differs from group_by {f.group_by!r}")
     if len(f.group_labels) != f.n:
         problems.append(f"{len(f.group_labels)} group labels for n = {f.n} scores")
+    if f.group_questions is not None and len(f.group_questions) != f.n:
+        problems.append(f"{len(f.group_questions)} group questions for n = {f.n} scores")
     counts: dict[str, int] = {}
     for g in f.group_labels:
         counts[g] = counts.get(g, 0) + 1
@@ -497,6 +541,9 @@ class AnswerSetFile(_Strict):
             )
         if self.question_ids and len(self.question_ids) != len(self.generation_scores):
             problems.append(f"{len(self.question_ids)} question ids for {len(self.generation_scores)} generator scores")
+        stage_ids = self.retrieval.get("question_ids")
+        calibrated = [*self.question_ids, *(stage_ids if isinstance(stage_ids, list) else ())]
+        problems.extend(_split_optimisation_problems(self.optimisation, calibrated))
         if self.coverage_ceiling is not None:
             hits = sum(1 for s in self.generation_scores if not _is_inf(s)) / len(self.generation_scores)
             if not math.isclose(hits, self.coverage_ceiling, abs_tol=1e-12):

@@ -22,6 +22,7 @@ from ..datasets.examples import CalibrationExample, split_examples
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.conformalizer import calibrate_from_pools, optimisation_ids
 from ..retrieval.fingerprint import Fingerprint
+from ..retrieval.group_check import with_group_questions
 from ..retrieval.groups import check_fallback, group_labels
 from ..retrieval.options import RetrievalOptions
 from ..retrieval.pool_calibration import CandidatePool, collect_observations, label_counts
@@ -141,6 +142,7 @@ def calibrate_tuned(
         labels=label_counts(unit_ex(key)),
         group_labels=group_labels(cal, group_by) if group_by is not None else None,
     )
+    calibration = with_group_questions(calibration, cal, group_by)  # a function's inputs, to rerun it at query time
     what = "mean context tokens" if objective == "tokens" else "mean set size"
     selection = {
         "rule": "tuned-hybrid",

@@ -33,7 +33,7 @@ from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.runtime.run_sync import run_sync
 from conformal_rag_plugins.storage.jsonio import with_checksum
 
-N = 12
+N = 20  # flagged_rank needs 18 questions at alpha_retrieval = 0.1
 M = 3
 TEXTS = [f"Chunk {i} says the answer is text." for i in range(N)]
 EXAMPLES = [CalibrationExample(f"question {i}?", gold_ids=(f"g{i}",), answers=("text",), id=f"q{i}") for i in range(N)]
@@ -266,6 +266,9 @@ def test_an_old_file_without_a_record_loads_with_a_warning_and_queries_unchecked
     with pytest.warns(UncheckedGeneratorWarning, match="cannot be compared"):
         meta = world.query(loaded, world.llm(max_tokens=5))  # another setting: not detectable, but said so
     assert meta["extra"]["generator_checked"] is False
+    # issue 33 item 4: an unchecked generator is not guaranteed, and the reason names the missing record
+    assert meta["guaranteed"] is False
+    assert "no generator record" in meta["reason"]
 
 
 def test_the_engine_compares_and_says_when_it_cannot(calibrated: AnswerSetCalibration) -> None:
@@ -284,3 +287,119 @@ def test_the_engine_compares_and_says_when_it_cannot(calibrated: AnswerSetCalibr
     with pytest.warns(UncheckedGeneratorWarning, match="did not describe"):
         blind = run_sync(abuild_answer_set(calibrated, "Who?", chunks, sample))
     assert blind.extra["generator_checked"] is False
+
+
+def test_an_unchecked_generator_is_not_guaranteed_and_says_why() -> None:
+    """Issue 33 item 4: the same samples are guaranteed only when the generator was checked."""
+    from dataclasses import replace
+
+    from conformal_rag_plugins.answer_sets.identity import generator_record
+
+    from .test_guarantee_holes import World, _toy
+
+    record = generator_record({"llm": {"class": "Fake", "name": "toy"}, "sampling": {"temperature": 1.0}})
+    cal = replace(_toy(), generator_=record)
+    chunks, sample = [ChunkInput("g1", "gold 1", 0.0)], World(2).sample
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncheckedGeneratorWarning)
+        checked = run_sync(abuild_answer_set(cal, "question 1?", chunks, sample, generator=record))
+    assert checked.guaranteed is True, checked.reason  # the baseline: this set keeps the promise
+    assert checked.extra["generator_checked"] is True and "generator was not checked" not in checked.reason
+    with pytest.warns(UncheckedGeneratorWarning, match="not guaranteed"):
+        live_missing = run_sync(abuild_answer_set(cal, "question 1?", chunks, sample))
+    assert live_missing.guaranteed is False and live_missing.extra["generator_checked"] is False
+    assert "no generator record of the LLM in use" in live_missing.reason
+    old = replace(cal, generator_=None)  # as a file saved before the record existed loads
+    with pytest.warns(UncheckedGeneratorWarning):
+        cal_missing = run_sync(abuild_answer_set(old, "question 1?", chunks, sample, generator=record))
+    assert cal_missing.guaranteed is False
+    assert "the calibration has no generator record" in cal_missing.reason
+    assert cal_missing.answers == checked.answers  # the same set: only the flag tells the truth now
+    partial = replace(cal, generator_={**record, "sampling": None})  # a record without its sampling section
+    with pytest.warns(UncheckedGeneratorWarning):
+        part = run_sync(abuild_answer_set(partial, "question 1?", chunks, sample, generator=record))
+    assert part.guaranteed is False and "sampling record is missing" in part.reason
+
+
+# Issue 33 item 6: the record kept a client's headers and keys. Planted secrets must never reach the file.
+SECRETS = ("sk-PLANTED-KEY", "PLANTED-BEARER", "PLANTED-DEFAULT-HEADER", "PLANTED-BODY-AUTH", "PLANTED-KWARGS-AUTH")
+
+
+def _secret_llamaindex_llm(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A real ``OpenAILike`` client with secrets in every place a client holds them; calls answer locally."""
+    from llama_index.core.llms import CompletionResponse
+    from llama_index.llms.openai_like import OpenAILike
+
+    async def acomplete(self: Any, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return CompletionResponse(text="text")
+
+    monkeypatch.setattr(OpenAILike, "acomplete", acomplete)  # constructing it calls nothing; this stops the calls
+    return OpenAILike(
+        model="planted-model",
+        api_base="http://127.0.0.1:9/v1",
+        api_key=SECRETS[0],
+        temperature=0.7,
+        max_tokens=2,
+        default_headers={"Authorization": f"Bearer {SECRETS[2]}"},
+        additional_kwargs={
+            "extra_headers": {"Authorization": f"Bearer {SECRETS[1]}"},
+            "extra_body": {"Authorization": SECRETS[3], "top_k": 40},
+            "model_kwargs": {"Authorization": SECRETS[4]},
+            "api_key": SECRETS[0],
+            "top_p": 0.9,
+        },
+    )
+
+
+def _secret_langchain_llm(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A real ``ChatOpenAI`` client with secrets in every place a client holds them; calls answer locally."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_openai import ChatOpenAI
+
+    async def agenerate(self: Any, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content="text"))])
+
+    monkeypatch.setattr(ChatOpenAI, "_agenerate", agenerate)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "extra_headers should be specified explicitly"
+        return ChatOpenAI(
+            model="planted-model",
+            base_url="http://127.0.0.1:9/v1",
+            api_key=SECRETS[0],
+            temperature=0.7,
+            max_tokens=2,
+            max_retries=0,
+            default_headers={"Authorization": f"Bearer {SECRETS[2]}"},
+            extra_body={"Authorization": SECRETS[3], "top_k": 40},
+            model_kwargs={"extra_headers": {"Authorization": f"Bearer {SECRETS[1]}"}, "Authorization": SECRETS[4]},
+        )
+
+
+def test_no_header_key_or_token_reaches_the_saved_record(world, monkeypatch, tmp_path) -> None:
+    is_llamaindex = isinstance(world, LlamaIndexWorld)
+    llm = (_secret_llamaindex_llm if is_llamaindex else _secret_langchain_llm)(monkeypatch)
+    cal = world.calibrate(llm)
+    text = cal.save(tmp_path / "cal.json").read_text()
+    assert not [s for s in SECRETS if s in text], text
+    assert "Authorization" not in text and "headers" not in text and "api_key" not in text
+    # what identifies the generator is still recorded, and matches itself after a reload
+    sampling = cal.generator_["sampling"]
+    assert sampling["temperature"] == 0.7
+    nested = sampling["additional_kwargs"] if is_llamaindex else sampling
+    assert nested["extra_body"] == {"top_k": 40}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncheckedGeneratorWarning)
+        meta = world.query(AnswerSetCalibration.load(tmp_path / "cal.json"), llm)
+    assert meta["extra"]["generator_checked"] is True
+
+
+def test_a_record_saved_with_secrets_by_an_older_version_still_matches(calibrated: AnswerSetCalibration) -> None:
+    """Records written before the allow-list may hold keys it drops; they still match the same generator."""
+    from conformal_rag_plugins.answer_sets.identity import check_generator
+
+    old = json.loads(json.dumps(calibrated.generator_))
+    old["sampling"]["extra_headers"] = {"Authorization": "Bearer x"}
+    old["sampling"]["additional_kwargs"] = {"api_key": "sk-x"}
+    old["llm"]["api_base"] = "http://127.0.0.1:9/v1"
+    assert check_generator(old, calibrated.generator_, calibrated.clustering_) == ""  # checked: no reason

@@ -38,7 +38,7 @@ from conformal_rag_plugins.core.errors import (
     CoverageCeilingWarning,
     InfiniteThresholdWarning,
 )
-from conformal_rag_plugins.core.quantile import coverage_bounds
+from conformal_rag_plugins.core.quantile import coverage_bounds, flagged_min_calibration_size
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.conformalizer import calibrate_from_pools
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
@@ -272,14 +272,19 @@ def _toy() -> AnswerSetCalibration:
 
 
 def test_query_time_equivalence_must_match_the_calibration() -> None:
-    cal = _toy()
+    from dataclasses import replace
+
+    from conformal_rag_plugins.answer_sets.identity import generator_record
+
+    record = generator_record({"llm": {"class": "Fake"}, "sampling": {}})
+    cal = replace(_toy(), generator_=record)  # a checked generator, so that only the equivalence decides
     chunks = [ChunkInput("g1", "gold 1", 0.0)]
     world = World(2)
     with pytest.raises(CalibrationError, match="differs from the calibrated clustering"):
         run_sync(abuild_answer_set(cal, "question 1?", chunks, world.sample, equivalence="rougeL"))
     with pytest.raises(CalibrationError, match="differs from the calibrated clustering"):
         run_sync(abuild_answer_set(cal, "question 1?", chunks, world.sample, equivalence=lambda a, b: a == b))
-    ok = run_sync(abuild_answer_set(cal, "question 1?", chunks, world.sample, equivalence="exact"))
+    ok = run_sync(abuild_answer_set(cal, "question 1?", chunks, world.sample, equivalence="exact", generator=record))
     assert ok.guaranteed
 
 
@@ -313,7 +318,9 @@ def test_reachable_follows_the_finite_threshold_not_the_ceiling() -> None:
     scores = [-1.0] * 18 + [math.inf] * 2  # ceiling 0.90 >= 0.90, but 2 misses > n - ceil(21 * 0.9) = 1
     line = coverage_report(scores, 0.1)
     assert "ceiling 0.90" in line and "UNREACHABLE" in line
-    assert "reachable" in coverage_report([-1.0] * 19 + [math.inf], 0.1)
+    # ceiling 0.95 >= 0.90, but a flagged threshold at n = 20 allows no miss (flagged_rank(20, 0.1).max_misses == 0)
+    assert "UNREACHABLE" in coverage_report([-1.0] * 19 + [math.inf], 0.1)
+    assert "reachable" in coverage_report([-1.0] * 38 + [math.inf] * 2, 0.1)  # n = 40 allows 2
 
 
 def test_coverage_bounds_do_not_claim_full_coverage_for_an_infinite_threshold() -> None:
@@ -345,8 +352,9 @@ def test_bad_requests_fail_before_any_llm_call(kw, match) -> None:
 
 
 def test_min_answer_set_questions() -> None:
-    assert min_answer_set_questions(0.1) == 19  # ceil(20 * 0.95) = 19 <= 19
-    assert min_answer_set_questions(0.1, alpha_retrieval=0.02) == 49
+    # each stage at 0.05 needs a flagged rank: 38 questions (the plain rank ceil(20 * 0.95) = 19 needed 19)
+    assert min_answer_set_questions(0.1) == flagged_min_calibration_size(0.05) == 38
+    assert min_answer_set_questions(0.1, alpha_retrieval=0.02) == flagged_min_calibration_size(0.02) == 99
     n = min_answer_set_questions(0.1, method="hmp", hmp_weight=0.3)
     assert harmonic_mean_rule([0.0] * n, [0.0] * n, 0.1, w_ret=0.3).guaranteed
     assert not harmonic_mean_rule([0.0] * (n - 1), [0.0] * (n - 1), 0.1, w_ret=0.3).guaranteed

@@ -35,9 +35,17 @@ def test_toy_calibration_is_finite(toy_calibration: AnswerSetCalibration) -> Non
 
 
 def test_langchain_synthesizer_keeps_confident_clusters(toy_calibration: AnswerSetCalibration) -> None:
+    from dataclasses import replace
+
+    from conformal_rag_plugins.answer_sets.identity import live_generator
+
     llm = FakeListChatModel(responses=["Rollo", "Rollo", "Rollo", "Paris"])
-    synth = LCSynth(llm=llm, calibration=toy_calibration)
+    described = LCSynth(llm=llm, calibration=toy_calibration).sampler.identity()
+    # calibrated with this LLM: the generator is checked, so the set can be guaranteed
+    calibrated = replace(toy_calibration, generator_=live_generator(described, toy_calibration.clustering_))
+    synth = LCSynth(llm=llm, calibration=calibrated)
     result = synth.invoke({"question": "Who led the Norse?", "context": _docs()})
+    assert result.extra["generator_checked"] is True
     # c3 is outside the retrieval threshold (q_ret < 0.8), so only c1 and c2 are sampled: 2 x 4 calls
     assert result.retrieval_set == ["c1", "c2"]
     assert result.llm_calls == 8

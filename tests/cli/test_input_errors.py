@@ -429,8 +429,11 @@ def test_atomic_path_leaves_no_partial_file(tmp_path) -> None:
 
 def test_a_failing_save_in_the_cli_leaves_no_output(monkeypatch, tmp_path, corpus, capsys) -> None:
     """``generate-calibration`` writes through ``atomic_path``: a save that dies half-way leaves nothing."""
+    from types import SimpleNamespace
+
     import conformal_rag_plugins.llamaindex.question_gen as li_question_gen
     from conformal_rag_plugins.datasets import examples
+    from conformal_rag_plugins.datasets.examples import CalibrationExample
 
     def half_save(items, path):
         Path(path).write_text('{"question": "half', encoding="utf-8")
@@ -438,7 +441,9 @@ def test_a_failing_save_in_the_cli_leaves_no_output(monkeypatch, tmp_path, corpu
 
     monkeypatch.setattr(examples, "save_examples", half_save)
     monkeypatch.setattr(calibration_inputs, "build_llm", lambda *a, **k: object())
-    monkeypatch.setattr(li_question_gen, "generate_calibration_questions", lambda *a, **k: ([], None))
+    generated = [CalibrationExample("Who led them?", gold_ids=("rollo",), answers=("Rollo",))]
+    report = SimpleNamespace(n_generated=1)  # an empty run is refused before the save (test_dead_endpoint.py)
+    monkeypatch.setattr(li_question_gen, "generate_calibration_questions", lambda *a, **k: (generated, report))
     out = tmp_path / "g.jsonl"
     _fails(["generate-calibration", "--corpus", corpus, "--n", "1", "--out", out, "--quiet"], capsys,
            "No space left on device")  # fmt: skip

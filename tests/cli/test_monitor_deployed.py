@@ -130,9 +130,9 @@ def test_deployed_calibration_then_resume_continues_the_stream(files, deployed, 
 
 def _toy_calibration(threshold_shift: float = 0.0) -> RetrievalCalibration:
     fp = Fingerprint("llamaindex", "ChromaVectorStore", "cosine", "all-MiniLM-L6-v2", 384, "cosine", "dense")
-    scores = tuple(i / 10 + threshold_shift for i in range(1, 10))
-    # rank ceil((9 + 1) * 0.9) = 9 of the 9 scores: the largest is the threshold
-    return RetrievalCalibration(scores[-1], 0.1, "split", "similarity", 50, 9, 0, scores, fp)
+    scores = tuple(i / 20 + threshold_shift for i in range(1, 21))
+    # flagged_rank(20, 0.1): rank 20 of the 20 scores, the largest is the threshold
+    return RetrievalCalibration(scores[-1], 0.1, "split", "similarity", 50, 20, 0, scores, fp)
 
 
 @pytest.fixture

@@ -300,7 +300,7 @@ def test_label_keeps_the_gold_of_squad_lines(monkeypatch, tmp_path, corpus, squa
 def _calibration_file(tmp_path: Path) -> Path:
     fp = Fingerprint("langchain", "ScoredFusionRetriever[Chroma+BM25]", "cosine", "m", 384, "fusion:zscore",
                      "hybrid(method=zscore,weight=0.5,k=50)")  # fmt: skip
-    cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 50, 9, 0, (0.1,) * 9, fp)
+    cal = RetrievalCalibration(0.1, 0.1, "split", "relative", 50, 20, 0, (0.1,) * 20, fp)
     cal.save(tmp_path / "cal.json")
     return tmp_path / "cal.json"
 

@@ -38,7 +38,7 @@ def _calibrate(framework: str, host, examples, **kw) -> RetrievalCalibration:
     return calibrate_retriever(
         host,
         examples,
-        confidence_level=0.9,
+        confidence_level=0.8,  # every article's ~24 questions reach a flagged rank at 0.8 (18 are needed at 0.9)
         options=RetrievalOptions(chunk_group_key="title", progress=False, **kw),
     )
 

@@ -24,6 +24,7 @@ from llama_index.core.schema import IndexNode, MetadataMode, TextNode
 from conformal_rag_plugins.core import conformal_quantile
 from conformal_rag_plugins.core.coverage_band import split_conformal_band
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, FingerprintMismatchError
+from conformal_rag_plugins.core.quantile import flagged_rank
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.llamaindex import ConformalRetriever, MiniLMEmbedding, calibrate_retriever, fingerprint_of
 from conformal_rag_plugins.llamaindex.parent_retrieval import CHUNKS_METADATA_KEY, resolve_parent_level
@@ -160,9 +161,11 @@ def test_coverage_over_many_splits_with_negative_control(parent_observations):
         assert cov.mean() >= 1 - ALPHA - tol, (n_cal, cov.mean(), tol)
     naive, _ = _trials(parent_observations, 20, lambda m: math.floor(m * (1 - ALPHA)), 400, SEED + 20)
     assert naive.mean() < 1 - ALPHA - _tolerance(20, n - 20, 400), naive.mean()
-    # the library's own threshold is the corrected one
+    # the library's own threshold is the corrected one (the plain rank with miss_bound=0; by default the flagged rank)
     scores = [o.score("relative") for o in parent_observations[:20]]
-    assert conformal_quantile(scores, ALPHA) == np.sort(scores)[math.ceil(21 * 0.9) - 1]
+    assert conformal_quantile(scores, ALPHA, miss_bound=0) == np.sort(scores)[math.ceil(21 * 0.9) - 1]
+    rank = flagged_rank(20, ALPHA)
+    assert rank is not None and conformal_quantile(scores, ALPHA) == np.sort(scores)[rank.rank - 1]
 
 
 def test_sets_are_small_and_keep_everything_fails(parent_observations):

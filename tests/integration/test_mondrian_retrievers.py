@@ -43,7 +43,7 @@ def _calibrate(framework: str, host_factory, examples):
         cal = calibrate_retriever(
             host,
             examples,
-            confidence_level=0.9,
+            confidence_level=0.8,  # every article's ~24 questions reach a flagged rank at 0.8 (18 are needed at 0.9)
             options=RetrievalOptions(group_by="article", progress=False),
         )
     return host, cal

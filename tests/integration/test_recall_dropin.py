@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformal_rag_plugins.core.quantile import ltt_threshold
+from conformal_rag_plugins.core.quantile import crc_threshold, ltt_threshold
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
@@ -43,14 +43,15 @@ def test_recall_calibration_drives_the_conformal_retriever(
     )
     assert (cal.risk_, cal.method_, cal.score_family_) == ("recall", "crc", "relative")
     assert all(len(g) == 1 for g in cal.gold_scores_)  # one gold paragraph per question
-    assert cal.threshold_ == split.threshold_ and cal.scores_ == split.scores_  # CRC = split conformal here
+    # one gold each: CRC of the in-pool loss at about alpha/2 (it holds given the flag), at least the split one
+    assert cal.scores_ == split.scores_ and cal.threshold_ == crc_threshold(cal.gold_scores_, 0.1) >= split.threshold_
     loaded = RetrievalCalibration.load(cal.save(tmp_path / "recall.json"))
     assert loaded == cal and loaded.risk_ == "recall"
     recall_retriever = Conformal(retriever=host, calibration=loaded)
     split_retriever = Conformal(retriever=host, calibration=split)
     for i in dropin_split.held_out[:4]:
         q = squad_questions[i].question
-        assert ids(recall_retriever, q) == ids(split_retriever, q)
+        assert set(ids(split_retriever, q)) <= set(ids(recall_retriever, q))
     ltt = calibrate(
         host,
         dropin_examples[:120],

@@ -316,10 +316,11 @@ def test_shipped_answer_sets_cover_end_to_end(shipped, replay_table, framework: 
     assert replay_table.unknown == [], "a synthesizer asked for a chunk that was never sampled"
     assert check(stats) == [], stats
     assert stats["any"] >= stats["pair"]
-    # with 10 calibration questions some draws hold too many misses for a finite threshold: flagged, not hidden
-    assert 0.5 <= stats["guaranteed"] < 1.0, stats
-    # a size check that keeping every candidate (size == everything) fails
-    assert stats["size"] <= 0.75 * stats["everything"], stats
+    # with 10 calibration questions many draws hold too many misses for a flagged threshold: said, not hidden
+    assert 0.3 <= stats["guaranteed"] < 1.0, stats
+    # a size check that keeping every candidate (size == everything) fails; with 10 questions more than half
+    # of the draws are not flagged and keep the whole pool (issue 33), hence the loose bound
+    assert stats["size"] <= 0.85 * stats["everything"], stats
 
 
 @pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
@@ -339,7 +340,8 @@ def test_negative_control_without_the_n_plus_one_correction(harnesses, monkeypat
     from conformal_rag_plugins.core import quantile
 
     monkeypatch.setattr(quantile, "conformal_rank", lambda n, alpha: math.ceil(n * (1 - alpha)))
-    stats = harnesses["llamaindex", "frequency"].run(CONTROL_TRIALS, stage="retrieval")
+    with quantile.threshold_rule(quantile.PLAIN_RANK_RULE):  # the rank as patched (the pool-miss rule would raise it)
+        stats = harnesses["llamaindex", "frequency"].run(CONTROL_TRIALS, stage="retrieval")
     failed = check(stats)
     assert any(f.startswith("retrieval") for f in failed), (stats, failed)
 

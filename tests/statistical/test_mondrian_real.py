@@ -88,9 +88,11 @@ def test_a_query_time_group_question_type_is_covered_and_pooled_is_not(observati
     res = simulate_group_splits(obs, types, ALPHA, family="relative", splits=RandomSplits(trials=TRIALS, seed=SEED))
     assert set(res.groups) == {"how", "other", "what", "when", "where", "which", "who"}
     # "other" has 8 questions (about 4 per calibration half): too few for a rank, it keeps every candidate;
-    # "where" (25) falls under the 9 needed in a few calibration halves and keeps every candidate there
-    assert res.fallback[:, res.groups.index("other")].all() and res.fallback[:, res.groups.index("where")].mean() < 0.05
-    _check_groups(res, must_fail="who", allowed_fallback=("other", "where"))
+    # "where" (25, about 12 per half) is under the 18 a flagged rank needs at alpha = 0.1 in almost every half
+    # (under the 9 of the plain rank only in a few) and keeps every candidate there
+    assert res.fallback[:, res.groups.index("other")].all() and res.fallback[:, res.groups.index("where")].mean() > 0.9
+    # the smaller groups ("when", "which", "how") drop under those 18 in some halves; "what" and "who" never do
+    _check_groups(res, must_fail="who", allowed_fallback=tuple(g for g in res.groups if g not in ("what", "who")))
 
 
 @pytest.fixture(scope="module")

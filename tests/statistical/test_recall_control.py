@@ -72,7 +72,8 @@ def test_crc_controls_mean_recall_and_the_single_gold_rule_does_not(long_hybrid,
     tol_single = Z * single.std(ddof=1) / math.sqrt(TRIALS)
     assert max(tol_crc, tol_single) < 0.01, (tol_crc, tol_single)  # the check can fail
     assert crc.mean() >= target - tol_crc, (crc.mean(), target, tol_crc)
-    assert crc.mean() <= target + 0.02, crc.mean()  # close to the target, not everything
+    # close to its own target (in-pool loss at about alpha/2, the rest left to the pool's misses), not everything
+    assert crc.mean() <= 1 - alpha / 2 + 0.02, crc.mean()
     # negative control: the same check refuses the single-gold threshold (it covers *a* gold chunk, not recall)
     assert single.mean() < target - tol_single, (single.mean(), target, tol_single)
     assert np.mean(rows["single-gold"].coverages) >= target - 0.01  # ... which it does control

@@ -40,6 +40,9 @@ from conformal_rag_plugins.retrieval.pool_calibration import (
 )
 from conformal_rag_plugins.storage.jsonio import encode_float
 
+# Regression values computed under the plain rank; the pool-miss rule is tested in test_flagged_rank.py.
+pytestmark = pytest.mark.usefixtures("plain_rank_rule")
+
 M = 4
 
 

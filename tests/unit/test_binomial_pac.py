@@ -15,6 +15,9 @@ from conformal_rag_plugins.core.binomial import binom_cdf, binom_cdf_all
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, InfiniteThresholdWarning
 from conformal_rag_plugins.core.quantile import conformal_rank, pac_quantile, pac_rank
 
+# The plain rank (a pool that cannot miss); the rule for pools that can is tested in test_flagged_rank.py.
+pytestmark = pytest.mark.usefixtures("plain_rank_rule")
+
 INF = math.inf
 
 

@@ -167,9 +167,9 @@ class _ThreadRecorder:
     def wrap(self, cache: Any) -> Any:
         get, put = cache.get, cache.put
 
-        def recorded_get(key: str) -> Any:
+        def recorded_get(key: str, *check: Any) -> Any:  # check: what the row must hold (n, or a validator)
             self.threads.append(threading.get_ident())
-            return get(key)
+            return get(key, *check)
 
         def recorded_put(key: str, value: Any) -> bool:
             self.threads.append(threading.get_ident())

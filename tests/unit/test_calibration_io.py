@@ -16,6 +16,9 @@ from conformal_rag_plugins.core.errors import CalibrationIntegrityError, Conform
 from conformal_rag_plugins.retrieval.calibration import SCHEMA_VERSION, RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
+# Saving and loading, on tiny calibrations under the plain rank; the pool-miss rule is tested in test_flagged_rank.py.
+pytestmark = pytest.mark.usefixtures("plain_rank_rule")
+
 FP = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-distance")
 
 

@@ -14,6 +14,9 @@ import pytest
 from conformal_rag_plugins.core.baselines import conflare_keep, conflare_threshold
 from conformal_rag_plugins.core.quantile import conformal_quantile, conformal_rank
 
+# The plain rank (a pool that cannot miss); the rule for pools that can is tested in test_flagged_rank.py.
+pytestmark = pytest.mark.usefixtures("plain_rank_rule")
+
 INF = math.inf
 DATA = Path(__file__).resolve().parents[1] / "data" / "conflare_calibration_records.json"
 

@@ -112,9 +112,13 @@ def test_too_few_points_names_the_minimum():
         fit(relative_pools(8))
     with pytest.raises(CalibrationError, match="at least 19"):
         fit(relative_pools(18), confidence_level=0.95)
-    # exactly the minimum works: n = 9, rank ceil(10 * 0.9) = 9, the largest score
+    # n = 9 passes the plain rank ceil(10 * 0.9) = 9 but is too few for a threshold that holds given its
+    # flag when the pool may miss (flagged_rank): +inf, naming the 18 needed; n = 18 gives rank 18, the largest
     nine = [similarity_favouring_pool(i) for i in range(9)]
-    assert fit(nine, score="rank").threshold_ == max(o.score("rank") for o in nine)
+    with pytest.warns(InfiniteThresholdWarning, match="at least 18"):
+        assert fit(nine, score="rank").threshold_ == math.inf
+    eighteen = [similarity_favouring_pool(i) for i in range(18)]
+    assert fit(eighteen, score="rank").threshold_ == max(o.score("rank") for o in eighteen)
 
 
 def test_too_few_points_after_the_optimisation_split():

@@ -18,7 +18,7 @@ IDS = [f"Article_{i // 7}#{i % 7}" for i in range(2000)]
 
 def _calibration() -> RetrievalCalibration:
     fp = Fingerprint("llamaindex", "SimpleVectorStore", "cosine", "m", 4, "cosine")
-    cal = RetrievalCalibration(0.8, 0.1, "split", "relative", 5, 9, 0, tuple(i / 10 for i in range(9)), fp)
+    cal = RetrievalCalibration(1.9, 0.1, "split", "relative", 5, 20, 0, tuple(i / 10 for i in range(20)), fp)
     return replace(cal, corpus_=corpus_record(IDS))
 
 

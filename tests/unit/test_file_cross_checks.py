@@ -24,6 +24,9 @@ from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint, corpus_digest
 from conformal_rag_plugins.storage.jsonio import with_checksum
 
+# Regression values computed under the plain rank; the pool-miss rule is tested in test_flagged_rank.py.
+pytestmark = pytest.mark.usefixtures("plain_rank_rule")
+
 DENSE = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-distance")
 HYBRID = Fingerprint(
     "langchain", "ScoredFusionRetriever[Chroma+BM25]", "cosine", "all-MiniLM-L6-v2", 384, "fusion:zscore",

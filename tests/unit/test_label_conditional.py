@@ -46,6 +46,10 @@ from conformal_rag_plugins.retrieval.groups import (
 )
 from conformal_rag_plugins.storage.jsonio import with_checksum
 
+# The label-conditional machinery under the plain rank, whose numbers are easy to follow; the pool-miss
+# rule per group is tested in test_flagged_rank.py.
+pytestmark = pytest.mark.usefixtures("plain_rank_rule")
+
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
 ALPHA = 0.1
 
@@ -161,8 +165,8 @@ def test_the_key_survives_json_and_is_checked_on_load(tmp_path) -> None:
     assert loaded.chunk_group_key_ == "collection" and loaded.groups_ == cal.groups_
     data = json.loads((tmp_path / "cal.json").read_text())
     assert data["chunk_group_key"] == "collection"
-    # an older grouped file (no chunk_group_key) still loads, as a per-query-group calibration
-    old = with_checksum({k: v for k, v in data.items() if k not in ("checksum", "chunk_group_key")})
+    # an older grouped file (no chunk_group_key, no grouping record) still loads, as a per-query-group calibration
+    old = with_checksum({k: v for k, v in data.items() if k not in ("checksum", "chunk_group_key", "grouping")})
     assert RetrievalCalibration.from_dict(old).chunk_group_key_ is None
     bad = with_checksum({k: v for k, v in data.items() if k != "checksum"} | {"chunk_group_key": "tenant"})
     with pytest.raises(CalibrationIntegrityError, match="chunk_group_key 'tenant' differs from group_by"):

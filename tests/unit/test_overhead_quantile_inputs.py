@@ -15,6 +15,9 @@ from conformal_rag_plugins.core.errors import CalibrationError, InfiniteThreshol
 from conformal_rag_plugins.core.quantile import conformal_quantile, conformal_rank, pac_quantile, pac_rank
 from conformal_rag_plugins.core.validation import check_scores
 
+# The plain rank (a pool that cannot miss); the rule for pools that can is tested in test_flagged_rank.py.
+pytestmark = pytest.mark.usefixtures("plain_rank_rule")
+
 INF, NAN = math.inf, math.nan
 
 

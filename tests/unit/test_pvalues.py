@@ -14,6 +14,9 @@ from conformal_rag_plugins.core.errors import CalibrationError, InfiniteThreshol
 from conformal_rag_plugins.core.pvalues import conformal_pvalue, conformal_pvalues
 from conformal_rag_plugins.core.quantile import conformal_quantile
 
+# The plain rank (a pool that cannot miss); the rule for pools that can is tested in test_flagged_rank.py.
+pytestmark = pytest.mark.usefixtures("plain_rank_rule")
+
 INF = math.inf
 
 

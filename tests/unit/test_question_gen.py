@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from conformal_rag_plugins.core.errors import CalibrationError
+from conformal_rag_plugins.core.errors import CalibrationError, LLMUnavailableError
 from conformal_rag_plugins.datasets.examples import CorpusEntry, load_examples, save_examples
 from conformal_rag_plugins.labelling.chunk_records import Chunk
 from conformal_rag_plugins.labelling.llm import LLMTask
@@ -150,12 +150,33 @@ def test_each_filter_is_counted(output: str, reason: str) -> None:
     assert reason in report.summary()
 
 
-def test_llm_errors_are_counted() -> None:
-    async def broken(prompt: str) -> str:
-        raise RuntimeError("server down")
+def test_llm_errors_are_counted_once_the_llm_has_answered() -> None:
+    """A partly failing LLM: the failed calls are ``llm_error`` rejections and the run goes on."""
+    scripted = Scripted({"Normans": GOOD})
 
-    examples, report = run([CorpusEntry("n", NORMANS)], broken, 1, max_retries=1)
-    assert examples == [] and report.rejected == {"llm_error": 2} and report.skipped == {"llm_error": 1}
+    async def flaky(prompt: str) -> str:
+        if "Seine" in Scripted.passage(prompt):
+            raise RuntimeError("server down")
+        return await scripted(prompt)
+
+    chunks = [CorpusEntry("n", NORMANS), CorpusEntry("s", SEINE)]
+    examples, report = run(chunks, flaky, 2, max_retries=1, max_concurrency=1, seed=0)  # Normans first
+    assert [e.gold_ids for e in examples] == [("n",)]
+    assert report.rejected == {"llm_error": 2} and report.skipped == {"llm_error": 1}
+
+
+def test_an_llm_that_never_answers_fails_at_its_first_failed_call() -> None:
+    """Issue 33 item 6: a dead endpoint was retried on every chunk and reported as 0 questions, not an error."""
+    calls = []
+
+    async def broken(prompt: str) -> str:
+        calls.append(prompt)
+        raise ConnectionError("connection refused")
+
+    chunks = [CorpusEntry(f"n{i}", NORMANS + f" Copy {i}.") for i in range(5)]
+    with pytest.raises(LLMUnavailableError, match=r"did not answer \(after 2 attempts: ConnectionError"):
+        run(chunks, broken, 3, model="m", max_retries=2, call_retries=1, max_concurrency=1)
+    assert len(calls) == 2  # one call and its retry; no other chunk was tried
 
 
 def test_copy_rule_catches_a_long_shared_run_but_not_a_real_question() -> None:

@@ -29,6 +29,10 @@ from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool, collect_observations
 
+# The CRC and Learn-then-Test arithmetic under the plain rule (misses as loss); the in-pool rule that holds
+# given the flag is tested in test_flagged_rank.py.
+pytestmark = pytest.mark.usefixtures("plain_rank_rule")
+
 FP = Fingerprint("langchain", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "1-distance")
 INF = math.inf
 

@@ -115,7 +115,13 @@ def test_an_answer_set_calibration_loads_and_resaves(tmp_path: Path, retrieval_v
     assert cal.retrieval_threshold_ == pytest.approx(0.50811) and cal.generation_threshold_ == -0.5
     assert len(cal.generation_scores_) == 40
     assert (cal.generator_ is None) == (retrieval_version == 1)
-    assert cal.to_dict() == _data(name)
+    # saved before the pool-miss rule (issue 33): the same thresholds, but never flagged guaranteed any more
+    assert _data(name)["guaranteed"] is True and cal.guaranteed_ is False
+    assert "with_current_rule" in cal.reason_
+    resaved = cal.to_dict()
+    assert {k: v for k, v in resaved.items() if k not in ("guaranteed", "checksum")} == {
+        k: v for k, v in _data(name).items() if k not in ("guaranteed", "checksum")
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UncheckedGeneratorWarning)
         again = AnswerSetCalibration.load(cal.save(tmp_path / "again.json"))
@@ -166,3 +172,22 @@ def test_the_version_checks_can_fail(tmp_path: Path) -> None:
     with pytest.raises(CalibrationError, match="belongs to another calibration"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ConformalMonitor.load(SAVED / "monitor_v2.json", v1)
+
+
+def test_a_file_saved_before_the_pool_miss_rule_serves_its_thresholds_unflagged(tmp_path: Path) -> None:
+    """Issue 33: a file without ``threshold_rule`` loads as before, but its sets are not flagged guaranteed."""
+    from conformal_rag_plugins.core.errors import GuaranteeCutWarning
+    from conformal_rag_plugins.core.quantile import THRESHOLD_RULE
+    from conformal_rag_plugins.retrieval.serving import serve_set
+
+    cal = RetrievalCalibration.load(SAVED / "retrieval_v2.json")
+    assert cal.threshold_rule_ == "plain-rank" and "with_current_rule" in cal.stale_rule_reason_
+    with pytest.warns(GuaranteeCutWarning, match="before thresholds accounted for pool misses"):
+        served = serve_set(cal, [0.9, 0.5, 0.2], [{}, {}, {}], query="q")
+    assert served.decision.guaranteed is False
+    current = cal.with_current_rule()
+    assert current.threshold_rule_ == THRESHOLD_RULE and current.stale_rule_reason_ == ""
+    assert current.threshold_ >= cal.threshold_  # the rank only grows
+    again = RetrievalCalibration.load(current.save(tmp_path / "current.json"))
+    assert again.threshold_ == current.threshold_ and again.groups_ == current.groups_
+    assert json.loads((tmp_path / "current.json").read_text(encoding="utf-8"))["threshold_rule"] == THRESHOLD_RULE

@@ -221,6 +221,7 @@ def test_tuned_protocol_chooses_the_tight_configuration() -> None:
     assert max(choices, key=choices.get).startswith("a|")
 
 
+@pytest.mark.usefixtures("plain_rank_rule")  # the exact plain rank (the pool-miss rule: test_flagged_rank.py)
 def test_tuned_protocol_keeps_coverage_over_random_splits(monkeypatch) -> None:
     """Mean coverage over random splits is >= 1-alpha within Monte Carlo error; a rule without (n+1) fails.
 
@@ -264,8 +265,8 @@ def test_label_counts_are_recorded_and_survive_json(tmp_path) -> None:
     counts = label_counts(examples)
     assert counts == {"gold_rule": {"all-chunks-fallback": 1, "answer-in-chunk": 1}, "label_rule": {"judge": 1}}
     cal = RetrievalCalibration(
-        threshold_=1.0,
-        alpha_=0.5,  # rank ceil(4 * 0.5) = 2 of 3
+        threshold_=2.0,
+        alpha_=0.5,  # flagged_rank(3, 0.5): rank 3 of 3 (the plain rank would be ceil(4 * 0.5) = 2)
         method_="split",
         score_family_="rank",
         pool_size_=5,

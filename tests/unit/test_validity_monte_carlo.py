@@ -16,6 +16,9 @@ from scipy import stats
 from conformal_rag_plugins.core.binomial import binom_cdf
 from conformal_rag_plugins.core.quantile import conformal_quantile, conformal_rank, pac_quantile, pac_rank
 
+# The plain rank (a pool that cannot miss); the rule for pools that can is tested in test_flagged_rank.py.
+pytestmark = pytest.mark.usefixtures("plain_rank_rule")
+
 REPS = 2000
 SIGMAS = 4.0
 
