@@ -51,6 +51,11 @@ def _pool(rng: np.random.Generator, miss_rate: float, pool_size: int, n_gold: in
     return PoolObservation(scores, kept, n_gold=len(positions) if n_gold > 1 else None)
 
 
+def _means(kept: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Mean coverage and mean set size of one draw's test questions."""
+    return float(np.mean([c for c, _ in kept])), float(np.mean([s for _, s in kept]))
+
+
 def _summary(n: int, miss_rate: float, draws: int, flagged: list[tuple[float, float]]) -> FlagTrial:
     if not flagged:
         return FlagTrial(n, miss_rate, draws, 0.0, math.nan, math.nan, math.nan)
@@ -89,8 +94,7 @@ def _pooled_draws(
             q = conformalizer.conformalize(cal, fingerprint=_FINGERPRINT, pool_size=pool_size).threshold_
             if math.isinf(q):
                 continue
-            kept = [serve(o, q) for o in test]
-            flagged.append((float(np.mean([c for c, _ in kept])), float(np.mean([s for _, s in kept]))))
+            flagged.append(_means([serve(o, q) for o in test]))
     return _summary(n, miss_rate, draws, flagged)
 
 
@@ -153,8 +157,7 @@ def simulate_group_flag_coverage(
                 test = [_pool(rng, miss_rate, pool_size) for _ in range(n_test)]
                 if math.isinf(q):
                     continue
-                kept = [o.covered_and_size("similarity", q) for o in test]
-                flagged[g].append((float(np.mean([c for c, _ in kept])), float(np.mean([s for _, s in kept]))))
+                flagged[g].append(_means([o.covered_and_size("similarity", q) for o in test]))
     return [_summary(size, miss_rate, draws, f) for size, f in zip(group_sizes, flagged, strict=True)]
 
 
