@@ -186,6 +186,9 @@ class AnswerSetConformalizer:
         examples = list(examples)
         if not examples:
             raise CalibrationError("No calibration examples were given; pass labelled questions.")
+        prepare = getattr(host, "prepare_gold", None)
+        if prepare is not None:  # gold on the host's chunks first (same questions, same digests): both stages use it
+            examples = list(prepare(examples))
         clustering = self.clustering.record()
         alpha = 1.0 - check_alpha(self.confidence_level, "confidence_level")
         split = self.split

@@ -52,6 +52,8 @@ class AnswerSetHost(Protocol):
     """A host (retriever or store) and an LLM, seen by answer-set calibration.
 
     ``fetch`` returns a question's scored candidate pool (best first); ``embedding`` is ``None`` for none.
+    An optional ``prepare_gold(examples)`` (both adapters' hosts have it) puts document-id gold on the
+    host's chunks before either stage is calibrated, by the one gold-id rule.
     """
 
     def fetch(self, question: str) -> Any:

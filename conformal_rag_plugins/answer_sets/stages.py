@@ -53,7 +53,9 @@ def align_stages(
     if not aligned:
         raise CalibrationError(
             "None of the examples were used to calibrate the given retrieval calibration: both stages must be "
-            "calibrated on the same questions. Pass the examples the retrieval calibration was made with."
+            f"calibrated on the same questions. {_why_none_shared(retrieval, examples)}Pass the examples the "
+            "retrieval calibration was made with, or a subset of them (a question is matched by its id and text, "
+            "never by its gold ids, so document-id gold is fine)."
         )
     dropped_ret = len(retrieval.question_ids_) - len(aligned)
     dropped_ex = len(examples) - len(aligned)
@@ -77,6 +79,23 @@ def align_stages(
         )
         retrieval = replace(retrieval, threshold_=retrieval.recomputed_threshold())
     return retrieval, aligned
+
+
+def _why_none_shared(retrieval: RetrievalCalibration, examples: Sequence[CalibrationExample]) -> str:
+    """A hint when no question is shared: the ids differ (same texts), or the calibration's questions were split."""
+    recorded = set(retrieval.question_ids_)
+    other_ids = sum(1 for ex in examples if ex.id is not None and replace(ex, id=None).digest in recorded)
+    if other_ids:
+        return (
+            f"{other_ids} example(s) have the same question text as a calibration question but another id "
+            "(the retrieval stage was calibrated on examples without ids): give both stages the same examples. "
+        )
+    if retrieval.selection_.get("optimisation_question_ids"):
+        return (
+            f"The retrieval calibration used {len(recorded)} questions (its optimisation split chose the host and is "
+            "not among them). "
+        )
+    return f"The retrieval calibration recorded {len(recorded)} questions, none of these {len(examples)}. "
 
 
 async def acalibrate_end_to_end(

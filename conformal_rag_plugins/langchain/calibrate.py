@@ -32,7 +32,10 @@ def calibrate_retriever(
         A vector store with relevance scores (e.g. ``langchain_chroma.Chroma``) or a retriever that
         puts its score in ``metadata['score']`` (e.g. :class:`ScoredFusionRetriever`), used as they are.
     examples : sequence of CalibrationExample
-        Questions with gold chunk ids (``Document.id``) or texts.
+        Questions with gold texts or gold ids: chunk ids (``Document.id``) or document ids (the
+        chunks' ``metadata["doc_id"]``, as ``local.recursive_splitter`` and LangChain's
+        ``ParentDocumentRetriever`` set it): with ``answers=`` the document's chunks holding an answer,
+        else all of its chunks (docs: Gold ids); counted in ``labels_["gold_rule"]``.
     confidence_level : float, default 0.9
         Target probability that a gold chunk is in the returned set (or set it in ``options``).
     pool_size : int, optional

@@ -11,10 +11,11 @@ from ..answer_sets.conformalizer import AnswerSetConformalizer
 from ..answer_sets.host import LLMReader
 from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
 from ..datasets.examples import CalibrationExample
+from ..labelling.gold_ids import gold_on_chunks
 from ..retrieval.pool_calibration import CandidatePool
 from .answer_sampler import LangChainSampler, embedder_identity
 from .calibrate import calibrate_retriever
-from .host import Host, fetch_pool, resolve_pool_size, texts_by_id
+from .host import Host, fetch_pool, gold_lookup, resolve_pool_size, texts_by_id
 
 
 class LangChainAnswerHost(LLMReader):
@@ -41,6 +42,10 @@ class LangChainAnswerHost(LLMReader):
 
     def fetch(self, question: str) -> CandidatePool:
         return fetch_pool(self.host, question, self._size)[0]
+
+    def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
+        """The examples with gold on the store's chunks (the one gold-id rule: chunk or document ids)."""
+        return gold_on_chunks(examples, gold_lookup(self.host))
 
 
 def calibrate_answer_sets(

@@ -10,15 +10,16 @@ from langchain_core.retrievers import BaseRetriever
 
 from ..core.errors import ConformalError
 from ..datasets.examples import CalibrationExample
+from ..labelling.gold_ids import gold_on_chunks
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.conformalizer import calibrate_host
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import agreed_pool_size, check_gold_on_host
+from ..retrieval.host import agreed_pool_size
 from ..retrieval.options import RetrievalOptions, with_level
 from ..retrieval.pool_calibration import CandidatePool
 from .compressor import compressor_fingerprint, score_documents
 from .fingerprint import fingerprint_of
-from .host import all_ids, doc_id, existing_ids
+from .host import all_ids, doc_id, existing_ids, gold_lookup
 
 
 def base_retriever_k(base_retriever: BaseRetriever) -> int | None:
@@ -86,7 +87,7 @@ class CompressorHost:
         return compressor_fingerprint(_base_fingerprint(self.base_retriever), self.embeddings)
 
     def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
-        return check_gold_on_host(self, examples)
+        return gold_on_chunks(examples, gold_lookup(self.base_retriever))
 
 
 def calibrate_compressor(
@@ -110,7 +111,9 @@ def calibrate_compressor(
         The ``ContextualCompressionRetriever``'s base retriever, e.g.
         ``store.as_retriever(search_kwargs={"k": 50})``; its ``k`` is the pool size.
     examples : sequence of CalibrationExample
-        Questions with gold chunk ids (``Document.id``) or texts.
+        Questions with gold texts or gold ids: chunk ids (``Document.id``) or document ids (the
+        chunks' ``metadata["doc_id"]``), mapped by the one gold-id rule (docs: Gold ids); counted in
+        ``labels_["gold_rule"]``.
     embeddings : Embeddings, optional
         What the compressor scores with (as ``EmbeddingsFilter(embeddings=...)``).
     confidence_level : float, default 0.9

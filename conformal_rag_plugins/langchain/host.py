@@ -17,9 +17,10 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from ..core.errors import ConformalError, FingerprintMismatchError
 from ..core.validation import check_pool_size
 from ..datasets.examples import CalibrationExample
+from ..labelling.gold_ids import GoldLookup, gold_on_chunks
 from ..local.chroma import stored_ids, stored_texts
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import Parents, check_gold_on_host
+from ..retrieval.host import Parents
 from ..retrieval.pool_calibration import CandidatePool
 
 Host = VectorStore | BaseRetriever
@@ -220,6 +221,73 @@ def texts_by_id(host: Host, ids: Sequence[str]) -> dict[str, str]:
         return {}
 
 
+#: The chunk metadata key naming its source document (LangChain's ParentDocumentRetriever/MultiVectorRetriever key).
+DOC_ID_KEY = "doc_id"
+#: The same, as the library's own chunk builders write it (read when ``doc_id`` is absent).
+PARENT_ID_KEY = "parent_id"
+#: How a LangChain chunk's document is found (named in the gold-id error).
+DOCUMENT_KEY = (
+    f"the chunk's metadata[\"{DOC_ID_KEY}\"] (the key of LangChain's ParentDocumentRetriever; "
+    f'conformal_rag_plugins.local.recursive_splitter sets it), else its metadata["{PARENT_ID_KEY}"]'
+)
+
+
+def _store_of(host: Host) -> VectorStore | None:
+    return host if isinstance(host, VectorStore) else getattr(host, "vectorstore", None)
+
+
+def document_of(metadata: dict[str, Any] | None) -> str | None:
+    """The document id a chunk's metadata names (``doc_id``, else ``parent_id``), or ``None``.
+
+    >>> document_of({"doc_id": "a"}), document_of({"parent_id": "b"}), document_of({})
+    ('a', 'b', None)
+    """
+    meta = metadata or {}
+    value = meta.get(DOC_ID_KEY) or meta.get(PARENT_ID_KEY)
+    return None if value is None else str(value)
+
+
+def document_chunks(host: Host, doc_ids: Sequence[str]) -> dict[str, list[tuple[str, str]]] | None:
+    """``(chunk id, text)`` pairs per document id (:func:`document_of` the chunks); unknown documents left out.
+
+    Chroma is asked with ``where``, an ``InMemoryVectorStore`` read from its ``store``; ``None`` for a
+    store that cannot list a document's chunks.
+
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> store = InMemoryVectorStore(DeterministicFakeEmbedding(size=4))
+    >>> _ = store.add_documents([Document("x", id="a::chunk0", metadata={"doc_id": "a"})])
+    >>> document_chunks(store, ["a", "b"])
+    {'a': [('a::chunk0', 'x')]}
+    """
+    store = _store_of(host)
+    wanted = sorted({str(d) for d in doc_ids})
+    collection = getattr(store, "_collection", None) if store is not None else None
+    rows: list[tuple[str, str, dict[str, Any] | None]] = []
+    if collection is not None:
+        if not wanted:
+            return {}
+        among = {"$in": wanted}
+        got = collection.get(
+            where={"$or": [{DOC_ID_KEY: among}, {PARENT_ID_KEY: among}]}, include=["documents", "metadatas"]
+        )
+        rows = [(str(i), t or "", m) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
+    elif isinstance(store, InMemoryVectorStore):
+        rows = [(str(i), str(r.get("text", "")), r.get("metadata")) for i, r in store.store.items()]
+    else:
+        return None
+    want, out = set(wanted), {}
+    for ident, text, meta in rows:
+        doc = document_of(meta)
+        if doc in want:
+            out.setdefault(doc, []).append((ident, text))
+    return out
+
+
+def gold_lookup(host: Host) -> GoldLookup:
+    """The host's store as the one gold-id rule reads it (chunk ids; a document's chunks by ``metadata["doc_id"]``)."""
+    return GoldLookup(lambda ids: existing_ids(host, ids), lambda docs: document_chunks(host, docs), DOCUMENT_KEY)
+
+
 def resolve_pool_size(host: Any, pool_size: int | None) -> int:
     """The pool size to query with: ``pool_size`` (>= 1), else the host's ``k``, else 50."""
     host_k = getattr(host, "k", None)
@@ -289,4 +357,4 @@ class LangChainHost:
             from .parent_retrieval import parent_examples
 
             return parent_examples(self.source, examples)
-        return check_gold_on_host(self, examples)
+        return gold_on_chunks(examples, gold_lookup(self.host))

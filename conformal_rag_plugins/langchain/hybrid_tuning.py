@@ -59,7 +59,8 @@ def calibrate_hybrid_retriever(
     corpus : sequence of CorpusEntry or Document
         The same passages, for BM25 (documents need ids).
     examples : sequence of CalibrationExample
-        Labelled questions.
+        Labelled questions; gold as chunk ids or document ids (the corpus documents'
+        ``metadata["doc_id"]``), by the one gold-id rule (docs: Gold ids), as in :func:`calibrate_retriever`.
     confidence_level, pool_size, options, tuning
         As in :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` (``pool_size`` default 50).
     parents : BaseStore, Mapping or Parents, optional

@@ -19,8 +19,9 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 
-from ..core.errors import CalibrationError, ConformalError
+from ..core.errors import ConformalError
 from ..datasets.examples import CalibrationExample
+from ..datasets.gold_ids import gold_ids_error
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.parent_pools import (
     ParentCandidates,
@@ -32,12 +33,12 @@ from ..retrieval.parent_pools import (
 from ..retrieval.pool_calibration import CandidatePool
 from ..retrieval.serving import CHUNKS_METADATA_KEY
 from .fingerprint import fingerprint_of
-from .host import Host, afetch_pool, doc_id, fetch_pairs, pool_from_pairs, quiet_relevance
+from .host import DOC_ID_KEY, Host, afetch_pool, doc_id, fetch_pairs, pool_from_pairs, quiet_relevance
 
 #: Metadata key of a returned parent that lists the chunks which scored it.
 CHUNKS_KEY = CHUNKS_METADATA_KEY
-#: LangChain's default ``MultiVectorRetriever.id_key``.
-DEFAULT_ID_KEY = "doc_id"
+#: LangChain's default ``MultiVectorRetriever.id_key`` (also the key of a chunk's document, :data:`.host.DOC_ID_KEY`).
+DEFAULT_ID_KEY = DOC_ID_KEY
 
 
 def is_multi_vector(host: Any) -> bool:
@@ -274,9 +275,10 @@ def parent_examples(source: ParentHost, examples: Sequence[CalibrationExample]) 
     gold = sorted({g for ex in lifted for g in ex.gold_ids})
     missing = sorted(set(gold) - source.known_parents(gold)) if gold else []
     if missing:
-        shown = ", ".join(repr(m) for m in missing[:5])
-        raise CalibrationError(
-            f"{len(missing)} gold id(s) are neither chunks in the vector store nor parents in the docstore, "
-            f"e.g. {shown}. Give parent ids (docstore keys) or chunk ids (vector store ids)."
+        raise gold_ids_error(
+            missing,
+            n_chunk_ids=len(gold) - len(missing),
+            document_key=f'the chunk\'s metadata["{source.id_key}"] (the parent id)',
+            also="parent ids (docstore keys)",
         )
     return lifted

@@ -12,9 +12,10 @@ from langchain_core.vectorstores import VectorStore
 from ..datasets.examples import CalibrationExample, CorpusEntry
 from ..labelling.chunk_labels import map_gold_to_chunks
 from ..labelling.chunk_records import Chunk
+from ..labelling.gold_ids import GoldLookup, chunks_of_documents, gold_on_chunks
 from ..local.bm25 import BM25Index
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import Parents, as_parents, check_known_gold
+from ..retrieval.host import Parents, as_parents
 from ..retrieval.parent_pools import parent_unit_name
 from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.candidates import TokenCosts, TunedCandidate, candidate_grid
@@ -22,7 +23,7 @@ from ..tuning.fusion_config import FusionConfig
 from ..tuning.unit_search import UnitSearch
 from .fusion import ScoredFusionRetriever
 from .fusion_fanout import FusionFanout
-from .host import all_ids, doc_id, existing_ids, fetch_pool, quiet_relevance
+from .host import DOCUMENT_KEY, all_ids, doc_id, document_of, existing_ids, fetch_pool, quiet_relevance
 from .parent_retrieval import DEFAULT_ID_KEY, ParentHost, parent_examples, parent_host
 
 
@@ -52,6 +53,36 @@ def _parent_id(item: CorpusEntry | Document, ident: str, id_key: str) -> str:
     if isinstance(item, Document):
         return str(item.metadata.get(id_key) or ident)
     return str(getattr(item, "parent_id", None) or ident)
+
+
+def corpus_gold_lookup(store: VectorStore, corpus: Sequence[CorpusEntry | Document]) -> GoldLookup:
+    """The one gold-id rule's lookup over the hybrid's corpus: its ids (and the store's), a document's chunks
+    by ``metadata["doc_id"]`` (a :class:`~conformal_rag_plugins.labelling.chunk_records.Chunk`: its ``parent_id``).
+
+    Examples
+    --------
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> from langchain_core.vectorstores import InMemoryVectorStore
+    >>> corpus = [Document(t, id=f"a::chunk{i}", metadata={"doc_id": "a"}) for i, t in enumerate("xy")]
+    >>> lookup = corpus_gold_lookup(InMemoryVectorStore(DeterministicFakeEmbedding(size=4)), corpus)
+    >>> sorted(lookup.existing_ids(["a", "a::chunk1"])), lookup.document_chunks(["a"])
+    (['a::chunk1'], {'a': [('a::chunk0', 'x'), ('a::chunk1', 'y')]})
+    """
+    ids, texts = corpus_ids_texts(corpus)
+    docs = [_document_of(item) for item in corpus]
+    triples = list(zip(ids, texts, docs, strict=True))
+    own = set(ids)
+
+    def known(gold: list[str]) -> set[str]:
+        return {g for g in gold if g in own} | (existing_ids(store, gold) or set())
+
+    return GoldLookup(known, lambda doc_ids: chunks_of_documents(triples, doc_ids), DOCUMENT_KEY)
+
+
+def _document_of(item: CorpusEntry | Document) -> str | None:
+    if isinstance(item, Document):
+        return document_of(item.metadata)
+    return item.parent_id if isinstance(item, Chunk) and item.is_split else None
 
 
 @dataclass
@@ -111,7 +142,10 @@ def unit_candidates(
     *,
     parents: Any = None,
 ) -> UnitCandidates:
-    """Build the candidates and check the gold ids (chunk ids; with ``parents``, chunk or parent ids).
+    """Build the candidates and put the gold on each unit (chunk or document ids; with ``parents``, parent ids too).
+
+    Chunk-level gold follows the one rule of :func:`~conformal_rag_plugins.labelling.gold_ids.gold_on_chunks`,
+    a document's chunks read from ``corpus`` (:func:`corpus_gold_lookup`).
 
     ``parents``: the parents' store or a :class:`~conformal_rag_plugins.retrieval.host.Parents` (its
     ``id_key`` names the chunks' parent-id key); parent-level gold from :func:`~.parent_retrieval.parent_examples`.
@@ -130,10 +164,15 @@ def unit_candidates(
         cands, base_of, TokenCosts(count_tokens), spec.aggregation, store=store, bm25=bm25, fan=fan, parents=spec
     )
     if level is None:
-        check_known_gold(examples, lambda gold: existing_ids(store, gold))
+        out.unit_examples["chunk"] = gold_on_chunks(examples, corpus_gold_lookup(store, corpus))
         return out
     key = level.id_key or DEFAULT_ID_KEY
     parent_of = {i: _parent_id(item, i, key) for item, i in zip(corpus, ids, strict=True)}
     records = [Chunk(i, t, parent_id=parent_of[i]) for i, t in zip(ids, texts, strict=True)]
-    out.set_parent_gold(parent_of, map_gold_to_chunks(examples, records)[0], lambda: parent_examples(level, examples))
+    out.set_parent_gold(
+        parent_of,
+        map_gold_to_chunks(examples, records)[0],
+        lambda: parent_examples(level, examples),
+        document_key=DOCUMENT_KEY,
+    )
     return out

@@ -33,8 +33,9 @@ def calibrate_retriever(
     examples : sequence of CalibrationExample
         Gold as node ids, texts or document ids (``Document.id_``, the nodes' ``ref_doc_id``): a
         split document's gold becomes its chunks that contain a reference answer (all of them when
-        none does), as :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`;
-        counted in ``labels_["gold_rule"]``.
+        none does, or without answers), by the one gold-id rule of
+        :func:`~conformal_rag_plugins.labelling.gold_ids.gold_on_chunks` (docs: Gold ids); counted
+        in ``labels_["gold_rule"]``.
     confidence_level : float, default 0.9
         Target probability that a gold chunk is in the returned set (or set it in ``options``).
     pool_size : int, optional

@@ -15,7 +15,7 @@ from ..datasets.examples import CalibrationExample
 from ..retrieval.pool_calibration import CandidatePool
 from .answer_sampler import LlamaIndexSampler, embedder_identity
 from .calibrate import calibrate_retriever
-from .host import pool_from_nodes, resolve_host, texts_by_id
+from .host import gold_on_chunks, pool_from_nodes, resolve_host, texts_by_id
 
 
 class LlamaIndexAnswerHost(LLMReader):
@@ -43,6 +43,10 @@ class LlamaIndexAnswerHost(LLMReader):
     def fetch(self, question: str) -> CandidatePool:
         return pool_from_nodes(self.host.retrieve(question))[0]
 
+    def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
+        """The examples with gold on the host's nodes (the one gold-id rule: node or document ids)."""
+        return gold_on_chunks(self.host, list(examples))
+
 
 def calibrate_answer_sets(
     host: Any,
@@ -69,7 +73,8 @@ def calibrate_answer_sets(
     llm : LlamaIndex LLM
         The generator (base models: few-shot completion prompt; chat models: chat prompt).
     examples : sequence of CalibrationExample
-        Gold chunk ids and reference answers.
+        Reference answers and gold: node ids or document ids (see the docs' Gold ids page); both
+        stages use the same gold chunks.
     confidence_level : float, default 0.8
         The end-to-end target ``1 - alpha``.
     sampling, split, clustering, retrieval : optional

@@ -12,12 +12,12 @@ from llama_index.core.schema import MetadataMode, NodeWithScore
 from ..core.errors import ConformalError
 from ..core.validation import check_pool_size
 from ..datasets.examples import CalibrationExample
-from ..labelling.chunk_labels import map_gold_to_chunks
-from ..labelling.chunk_records import Chunk
+from ..labelling.gold_ids import GoldLookup
+from ..labelling.gold_ids import gold_on_chunks as map_gold_ids
 from ..local.chroma import stored_texts
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import Parents, agreed_pool_size, check_known_gold
-from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
+from ..retrieval.host import Parents, agreed_pool_size
+from ..retrieval.pool_calibration import CandidatePool
 from .fingerprint import fingerprint_of, pool_size_of
 
 #: Candidates per query of an index host when no pool size is given.
@@ -99,41 +99,69 @@ def texts_by_id(retriever: BaseRetriever, ids: Sequence[str]) -> dict[str, str]:
     return {n.node_id: n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes}
 
 
-def _node_ids_of_documents(index: Any, doc_ids: set[str]) -> dict[str, list[str]]:
-    vs = index.vector_store
-    data = getattr(vs, "data", None)
+#: Node metadata key of a chunk's document written by the library's own builders (``nodes_from_entries``).
+PARENT_ID_KEY = "parent_id"
+#: How a LlamaIndex node's document is found (named in the gold-id error).
+DOCUMENT_KEY = (
+    "the node's ref_doc_id (its SOURCE relationship: the id_ of the Document it was parsed from), else its "
+    f'metadata["{PARENT_ID_KEY}"] (the library\'s own chunk builders)'
+)
+
+
+def _node_ids_of_documents(index: Any, doc_ids: set[str]) -> dict[str, list[str]] | None:
+    """Node ids per document: a ``SimpleVectorStore``'s node-to-document table and the docstore's nodes."""
     by_doc: dict[str, list[str]] = {}
-    if data is not None and hasattr(data, "text_id_to_ref_doc_id"):  # SimpleVectorStore
-        for node_id, doc in data.text_id_to_ref_doc_id.items():
-            if doc in doc_ids:
-                by_doc.setdefault(doc, []).append(node_id)
-        return by_doc
-    try:
-        info = index.ref_doc_info
-    except (NotImplementedError, AttributeError, ValueError):
-        return {}
-    return {doc: list(info[doc].node_ids) for doc in doc_ids if doc in info}
+    data = getattr(index.vector_store, "data", None)
+    table = getattr(data, "text_id_to_ref_doc_id", None) if data is not None else None
+    for node_id, doc in (table or {}).items():
+        if doc in doc_ids:
+            by_doc.setdefault(doc, []).append(node_id)
+    docs = getattr(getattr(index, "docstore", None), "docs", None)
+    if not docs:
+        return by_doc if table is not None else None  # the nodes live only in a store that cannot be asked
+    for node in docs.values():
+        doc = node.ref_doc_id or (node.metadata or {}).get(PARENT_ID_KEY)
+        if doc in doc_ids and node.node_id not in by_doc.get(doc, ()):
+            by_doc.setdefault(doc, []).append(node.node_id)
+    return by_doc
 
 
-def document_chunks(retriever: BaseRetriever, doc_ids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
-    """``(node id, text)`` chunks per document id (``ref_doc_id``) the store holds; unknown documents left out.
+def document_chunks(retriever: BaseRetriever, doc_ids: Sequence[str]) -> dict[str, list[tuple[str, str]]] | None:
+    """``(node id, text)`` chunks per document id the store holds; unknown documents left out.
 
-    Chroma is asked by ``ref_doc_id`` metadata; other stores through the index's ``ref_doc_info``.
+    A node's document is its ``ref_doc_id``, else its ``metadata["parent_id"]``. Chroma is asked by
+    metadata, a ``SimpleVectorStore`` by its node-to-document table, and the index's docstore when it
+    holds the nodes; ``None`` when the store cannot tell.
     """
     index = _index_of(retriever)
     wanted = {str(d) for d in doc_ids}
-    if index is None or not wanted:
+    if index is None:
+        return None
+    if not wanted:
         return {}
     collection = getattr(index.vector_store, "_collection", None)
     if collection is not None:
-        got = collection.get(where={"ref_doc_id": {"$in": sorted(wanted)}}, include=["documents", "metadatas"])
+        among = {"$in": sorted(wanted)}
+        where = {"$or": [{"ref_doc_id": among}, {PARENT_ID_KEY: among}]}
+        got = collection.get(where=where, include=["documents", "metadatas"])
         out: dict[str, list[tuple[str, str]]] = {}
         for node_id, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
-            out.setdefault(str((meta or {}).get("ref_doc_id")), []).append((node_id, text or ""))
+            meta = meta or {}
+            doc = str(meta.get("ref_doc_id")) if str(meta.get("ref_doc_id")) in wanted else str(meta.get(PARENT_ID_KEY))
+            out.setdefault(doc, []).append((node_id, text or ""))
         return out
     by_doc = _node_ids_of_documents(index, wanted)
+    if by_doc is None:
+        return None
     texts = texts_by_id(retriever, [i for ids in by_doc.values() for i in ids])
     return {doc: [(i, texts.get(i, "")) for i in ids] for doc, ids in by_doc.items()}
+
+
+def gold_lookup(retriever: BaseRetriever) -> GoldLookup:
+    """The host's store as the one gold-id rule reads it (node ids; a document's nodes, see :func:`document_chunks`)."""
+    return GoldLookup(
+        lambda ids: existing_ids(retriever, ids), lambda docs: document_chunks(retriever, docs), DOCUMENT_KEY
+    )
 
 
 def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
@@ -156,22 +184,12 @@ def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
 
 
 def gold_on_chunks(retriever: BaseRetriever, examples: list[CalibrationExample]) -> list[CalibrationExample]:
-    """The examples with gold ids the store holds: document ids become the chunks that answer them.
+    """The examples with gold on the host's nodes: :func:`~..labelling.gold_ids.gold_on_chunks` (the one rule).
 
     Ids that are neither node nor document ids raise :class:`~conformal_rag_plugins.core.CalibrationError`
     (when the store can tell).
     """
-    gold = sorted({g for ex in examples for g in ex.gold_ids})
-    known = existing_ids(retriever, gold) if gold else None
-    if known is None:
-        return examples
-    missing = [g for g in gold if g not in known]
-    docs = document_chunks(retriever, missing) if missing else {}
-    if not docs:
-        check_gold_ids(examples, known)
-        return examples
-    chunks = [Chunk(node_id, text, parent_id=doc) for doc, pairs in docs.items() for node_id, text in pairs]
-    return check_known_gold(map_gold_to_chunks(examples, chunks)[0], lambda ids: existing_ids(retriever, ids))
+    return map_gold_ids(examples, gold_lookup(retriever))
 
 
 @dataclass(frozen=True)

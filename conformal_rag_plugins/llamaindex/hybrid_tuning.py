@@ -62,7 +62,8 @@ def calibrate_hybrid_retriever(
     nodes : sequence of BaseNode
         The same nodes, for BM25.
     examples : sequence of CalibrationExample
-        Labelled questions (node ids as gold).
+        Labelled questions; gold as node ids or document ids (``ref_doc_id``), by the one gold-id
+        rule (docs: Gold ids), as in :func:`calibrate_retriever`.
     confidence_level, pool_size, options, tuning
         As in :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` (``pool_size`` default 50).
     parents : docstore, StorageContext, mapping, list of nodes or Parents, optional

@@ -19,6 +19,7 @@ from llama_index.core.schema import BaseNode, IndexNode, MetadataMode, NodeWithS
 
 from ..core.errors import CalibrationError, ConformalError
 from ..datasets.examples import CalibrationExample
+from ..labelling.chunk_labels import answer_in_text
 from ..monitor.monitor import calibration_unit
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.parent_pools import (
@@ -31,7 +32,7 @@ from ..retrieval.parent_pools import (
 from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
 from ..retrieval.serving import CHUNKS_METADATA_KEY
 from .fingerprint import fingerprint_of
-from .host import _index_of, existing_ids, pool_from_nodes
+from .host import DOCUMENT_KEY, _index_of, existing_ids, pool_from_nodes
 from .node_selection import hidden_copy
 
 
@@ -165,8 +166,22 @@ class ParentLevel:
         unresolved = [g for g in gold if g not in parent_of and g not in expand]
         by_source = self._parents_by_source() if unresolved else {}
         expand |= {g: by_source[g] for g in unresolved if g in by_source}
-        check_gold_ids(examples, set(parent_of) | set(expand))
-        return lift_gold_to_parents(examples, parent_of, expand)
+        check_gold_ids(examples, set(parent_of) | set(expand), document_key=DOCUMENT_KEY, also="parent ids (parents=)")
+        if not any(len(under) > 1 for under in expand.values()):
+            return lift_gold_to_parents(examples, parent_of, expand)
+        # the one gold-id rule at parent level: a document with answers= -> its parents holding an answer
+        return [lift_gold_to_parents([ex], parent_of, self._answering(ex, expand))[0] for ex in examples]
+
+    def _answering(self, example: CalibrationExample, expand: dict[str, list[str]]) -> dict[str, list[str]]:
+        """``expand`` for one example: of several parents under an id, those containing an answer (all if none)."""
+        if not example.answers:
+            return expand
+        out = dict(expand)
+        for gid in example.gold_ids:
+            under = expand.get(gid, ())
+            if len(under) > 1:
+                out[gid] = [p for p in under if answer_in_text(example.answers, self._text(p) or "")] or list(under)
+        return out
 
     def _children(self, node: BaseNode) -> list[BaseNode]:
         """The stored children of ``node``."""

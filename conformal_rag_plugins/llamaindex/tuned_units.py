@@ -13,9 +13,10 @@ from llama_index.core.schema import BaseNode, MetadataMode
 from ..datasets.examples import CalibrationExample
 from ..labelling.chunk_labels import map_gold_to_chunks
 from ..labelling.chunk_records import Chunk
+from ..labelling.gold_ids import gold_on_chunks
 from ..local.llamaindex_stack import build_hybrid_retriever
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import Parents, as_parents, check_known_gold
+from ..retrieval.host import Parents, as_parents
 from ..retrieval.parent_pools import parent_unit_name
 from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.candidates import TokenCosts, TunedCandidate, candidate_grid
@@ -23,7 +24,7 @@ from ..tuning.fusion_config import FusionConfig
 from ..tuning.unit_search import UnitSearch
 from .fingerprint import fingerprint_of
 from .fusion_fanout import FusionFanout
-from .host import all_ids, existing_ids, pool_from_nodes
+from .host import DOCUMENT_KEY, all_ids, gold_lookup, pool_from_nodes
 from .parent_retrieval import ParentLevel, chunk_parent_id, resolve_parent_level
 
 
@@ -68,7 +69,9 @@ def unit_candidates(
     *,
     parents: Any = None,
 ) -> UnitCandidates:
-    """Build the candidates and check the gold ids (chunk ids; with ``parents``, chunk, parent or document ids).
+    """Build the candidates and put the gold on each unit (chunk or document ids; with ``parents``, parent ids too).
+
+    Chunk-level gold follows the one rule of :func:`~conformal_rag_plugins.labelling.gold_ids.gold_on_chunks`.
 
     With ``parents``, chunk-level gold comes from
     :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`, parent-level gold from
@@ -85,7 +88,7 @@ def unit_candidates(
         cands, base_of, TokenCosts(count_tokens), spec.aggregation, index=index, nodes=nodes, level=level, fan=fan
     )
     if level is None:
-        check_known_gold(examples, lambda ids: existing_ids(out.host(cands[0]), ids))
+        out.unit_examples["chunk"] = gold_on_chunks(examples, gold_lookup(out.host(cands[0])))
         return out
     records = [
         Chunk(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE), parent_id=chunk_parent_id(n) or n.node_id)
@@ -95,5 +98,6 @@ def unit_candidates(
         {n.node_id: chunk_parent_id(n) for n in nodes},
         map_gold_to_chunks(examples, records)[0],
         lambda: level.lift_gold(list(examples), out.host(cands[0])),
+        document_key=DOCUMENT_KEY,
     )
     return out

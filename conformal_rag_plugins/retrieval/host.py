@@ -6,7 +6,7 @@ Each adapter's reader (``LlamaIndexHost``, ``LangChainHost``) implements it;
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -67,17 +67,14 @@ class RetrievalHost(Protocol):
 
 
 def check_gold_on_host(host: RetrievalHost, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
-    """The examples, after checking their gold ids against the store when the host can (a typo is not a miss)."""
-    return check_known_gold(examples, host.existing_ids)
+    """The examples, after checking their gold ids against the store when the host can (a typo is not a miss).
 
-
-def check_known_gold(
-    examples: Sequence[CalibrationExample], existing_ids: Callable[[list[str]], set[str] | None]
-) -> list[CalibrationExample]:
-    """:func:`check_gold_on_host` with the store's ``existing_ids(ids)`` (``None``: it cannot tell)."""
+    A host that can list a document's chunks maps document ids instead (the adapters'
+    ``prepare_gold``, through ``labelling.gold_ids.gold_on_chunks``).
+    """
     examples = list(examples)
     gold = sorted({g for ex in examples for g in ex.gold_ids})
-    known = existing_ids(gold) if gold else None
+    known = host.existing_ids(gold) if gold else None
     if known is not None:
         check_gold_ids(examples, known)
     return examples

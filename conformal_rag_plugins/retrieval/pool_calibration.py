@@ -15,6 +15,7 @@ import numpy as np
 from ..core.errors import CalibrationError
 from ..core.pools import PoolObservation
 from ..datasets.examples import CalibrationExample
+from ..datasets.gold_ids import gold_ids_error
 from .gold_matching import gold_positions
 
 #: Example metadata keys whose values are counted into ``RetrievalCalibration.labels_``.
@@ -55,15 +56,24 @@ class CandidatePool:
         return cls(tuple(ids[i] for i in order), tuple(texts[i] for i in order), arr[order], kept)
 
 
-def check_gold_ids(examples: Sequence[CalibrationExample], known_ids: Collection[str]) -> None:
-    """Raise when a gold id is not in the store (a typo would otherwise look like a miss)."""
-    missing = sorted({g for ex in examples for g in ex.gold_ids if g not in known_ids})
+def check_gold_ids(
+    examples: Sequence[CalibrationExample],
+    known_ids: Collection[str],
+    *,
+    document_key: str | None = None,
+    also: str | None = None,
+) -> None:
+    """Raise the one gold-id error (:func:`~..datasets.gold_ids.gold_ids_error`) when a gold id is unknown.
+
+    ``known_ids``: every id accepted here (chunk ids, and any document or parent ids already resolved);
+    a typo would otherwise look like a miss.
+
+    >>> check_gold_ids([CalibrationExample("q", gold_ids=("a",))], {"a"})
+    """
+    gold = {g for ex in examples for g in ex.gold_ids}
+    missing = sorted(g for g in gold if g not in known_ids)
     if missing:
-        shown = ", ".join(repr(m) for m in missing[:5])
-        raise CalibrationError(
-            f"{len(missing)} gold chunk id(s) are not in the store, e.g. {shown}. Index those chunks, or "
-            "fix the ids in the calibration examples (they must equal the node/document ids)."
-        )
+        raise gold_ids_error(missing, n_chunk_ids=len(gold) - len(missing), document_key=document_key, also=also)
 
 
 def label_counts(examples: Sequence[CalibrationExample]) -> dict[str, dict[str, int]]:

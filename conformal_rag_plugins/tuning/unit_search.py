@@ -59,11 +59,16 @@ class UnitSearch:
         parent_of: dict[str, str | None],
         chunk_examples: list[CalibrationExample],
         lift: Callable[[], list[CalibrationExample]],
+        *,
+        document_key: str | None = None,
     ) -> None:
-        """Parent units: record ``parent_of``, check the chunk gold against it, set the parent gold from ``lift()``."""
+        """Parent units: record ``parent_of``, check the chunk gold against it, set the parent gold from ``lift()``.
+
+        ``document_key``: how the adapter finds a chunk's document, named in the one gold-id error.
+        """
         self.parent_of = parent_of
         self.unit_examples["chunk"] = chunk_examples
-        check_gold_ids(chunk_examples, set(parent_of))
+        check_gold_ids(chunk_examples, set(parent_of), document_key=document_key, also="parent ids (parents=)")
         self.unit_examples[parent_unit_name(self.how)] = lift()
 
     def fetcher(self, cand: TunedCandidate) -> Callable[[str], CandidatePool]:

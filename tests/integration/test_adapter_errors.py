@@ -41,7 +41,7 @@ def test_unknown_gold_id_is_named(li_host, lc_host, li_index, lc_store, dropin_e
     ):
         with pytest.raises(CalibrationError, match=BAD_ID) as info:
             calibrate(host, _with_bad_id(dropin_examples), options=RetrievalOptions(progress=False))
-        assert "1 gold chunk id(s) are not in the store" in str(info.value)
+        assert "1 gold id(s) are not in the store, neither as chunk ids nor as document ids" in str(info.value)
 
 
 def test_no_examples(li_host, lc_host):

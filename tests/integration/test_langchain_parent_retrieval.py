@@ -297,7 +297,7 @@ def test_bad_input_gets_a_clear_error(pdr, parent_cal, long_docs, split) -> None
     # a parent missing from the store, at query time and at calibration
     with pytest.raises(CalibrationError, match="not in the store"):
         ConformalRetriever(vectorstore=store, parents={}, calibration=parent_cal).invoke(question)
-    with pytest.raises(CalibrationError, match="neither chunks in the vector store nor parents"):
+    with pytest.raises(CalibrationError, match=r"neither as chunk ids nor as document ids.*or parent ids"):
         calibrate_retriever(store, long_docs[1][:20], parents={}, options=RetrievalOptions(progress=False))
     # chunk-level and parent-level calibrations refuse each other; max refuses sum
     subset = [long_docs[1][i] for i in split[0][:20]]
