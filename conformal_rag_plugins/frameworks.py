@@ -14,6 +14,7 @@ conformal_rag_plugins.core.errors.ConformalError: framework must be one of ('lla
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -21,7 +22,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from .core.errors import ConformalError
+from .core.errors import CalibrationError, ConformalError
 
 if TYPE_CHECKING:
     from .datasets.examples import CalibrationExample, CorpusEntry
@@ -109,6 +110,10 @@ class FrameworkAdapter(Protocol):
         """The framework's tuned hybrid: ``(host, calibration)`` (fusion, score family, unit and pool chosen)."""
         ...
 
+    def hybrid_from_calibration(self, searchable: Any, units: Any, calibration: Any) -> Any:
+        """The tuned hybrid host a ``calibrate_hybrid_retriever`` calibration was made with (no calibrating)."""
+        ...
+
     def unit_candidates(
         self,
         searchable: Any,
@@ -164,6 +169,7 @@ FORWARDED: Mapping[str, str] = MappingProxyType({
     "chunk_entries": "text_splitting:chunk_entries",
     "calibrate_retriever": "calibrate:calibrate_retriever",
     "calibrate_hybrid_retriever": "hybrid_tuning:calibrate_hybrid_retriever",
+    "hybrid_from_calibration": "hybrid_tuning:hybrid_from_calibration",
     "unit_candidates": "tuned_units:unit_candidates",
     "label_with_judge": "judge_labels:label_with_judge",
     "generate_questions": "question_gen:generate_calibration_questions",
@@ -241,6 +247,9 @@ class RegisteredEntry:
     ) -> tuple[Any, Any]:
         return self._call("calibrate_hybrid_retriever", searchable, units, examples, **options)
 
+    def hybrid_from_calibration(self, searchable: Any, units: Any, calibration: Any) -> Any:
+        return self._call("hybrid_from_calibration", searchable, units, calibration)
+
     def unit_candidates(
         self,
         searchable: Any,
@@ -284,3 +293,148 @@ def get_framework(name: str) -> FrameworkAdapter:
     if name not in _ENTRIES:
         raise ConformalError(f"framework must be one of {FRAMEWORKS}, got {name!r}.")
     return _entry(name)
+
+
+def corpus_key(entries: Sequence[CorpusEntry]) -> str:
+    """Short content hash (ids and texts) naming the Chroma collection of a corpus.
+
+    >>> from conformal_rag_plugins.datasets.examples import CorpusEntry
+    >>> len(corpus_key([CorpusEntry("a", "text")]))
+    12
+    """
+    h = hashlib.sha1()
+    for e in entries:
+        h.update(e.id.encode())
+        h.update(b"\0")
+        h.update(e.text.encode())
+    return h.hexdigest()[:12]
+
+
+def collection_name(framework: str, entries: Sequence[CorpusEntry]) -> str:
+    """The Chroma collection of ``entries`` indexed by ``framework`` (one per framework and corpus)."""
+    return f"crp-{framework}-{corpus_key(entries)}"
+
+
+def calibrate_tuned_chunks(
+    framework: str,
+    chunks: Sequence[CorpusEntry],
+    examples: Sequence[CalibrationExample],
+    *,
+    client: Any,
+    confidence_level: float | None,
+    pool_size: int,
+    options: Any = None,
+    tuning: Any = None,
+) -> tuple[Any, Any]:
+    """Index ``chunks`` in their own Chroma collection of ``client`` and tune the hybrid: ``(host, calibration)``.
+
+    The one route of ``conformal-rag calibrate`` (tuned hybrid) and of both adapters'
+    ``ConformalRetriever.from_documents``, so the two give the same host and threshold on the same
+    chunks and questions. ``examples`` carry chunk-level gold (after
+    :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`).
+    """
+    adapter = get_framework(framework)
+    searchable, units = adapter.index_chunks(chunks, client=client, collection_name=collection_name(framework, chunks))
+    return adapter.calibrate_hybrid_retriever(
+        searchable,
+        units,
+        examples,
+        confidence_level=confidence_level,
+        pool_size=pool_size,
+        options=options,
+        tuning=tuning,
+    )
+
+
+def tuned_host_from_entries(
+    framework: str,
+    entries: Sequence[CorpusEntry],
+    examples: Sequence[CalibrationExample] | None = None,
+    *,
+    calibration: Any = None,
+    confidence_level: float | None = None,
+    pool_size: int = 50,
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+    options: Any = None,
+    tuning: Any = None,
+    client: Any = None,
+    persist_dir: Any = None,
+) -> tuple[Any, Any]:
+    """``(host, calibration)`` of the tuned hybrid on ``entries``: the body of ``ConformalRetriever.from_documents``.
+
+    Chunks the entries with the framework's splitter (MiniLM tokens), moves document-level gold onto
+    the chunks (:func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`), then either
+    tunes and calibrates (:func:`calibrate_tuned_chunks`, as ``conformal-rag calibrate``) or, given a
+    saved ``calibration``, rebuilds its host after checking that it was made by this framework's
+    tuned hybrid on the same chunks. Everything is checked before anything is embedded.
+    """
+    from .labelling.chunk_labels import map_gold_to_chunks
+    from .local.chroma import chroma_client
+    from .retrieval.fingerprint import corpus_digest, same_corpus
+    from .retrieval.pool_calibration import check_gold_ids
+    from .retrieval.serving import serving_calibration
+
+    if (examples is None) == (calibration is None):
+        raise ConformalError(
+            "Pass examples= (labelled questions: tune and calibrate now) or calibration= (a saved calibration of "
+            "these documents: rebuild its host), exactly one of them."
+        )
+    if client is not None and persist_dir is not None:
+        raise ConformalError("Pass client= (a Chroma client) or persist_dir= (a Chroma directory), not both.")
+    if not entries:
+        raise ConformalError("from_documents needs at least one document.")
+    adapter = get_framework(framework)
+    if calibration is not None:
+        calibration = serving_calibration(calibration)
+        _check_rebuildable(framework, calibration)
+    chunks = adapter.chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    if calibration is not None:
+        made = corpus_digest(c.id for c in chunks)
+        if calibration.corpus_ and not same_corpus(calibration.corpus_, made):
+            raise CalibrationError(
+                f"This calibration was made on another collection ({calibration.corpus_.get('size')} chunks, or other "
+                f"ids) than these documents give ({made['size']} chunks with chunk_size={chunk_size}, "
+                f"chunk_overlap={chunk_overlap}): its threshold does not transfer. Pass the same documents, ids and "
+                "chunking, or calibrate again with examples=."
+            )
+        client = client if client is not None else chroma_client(persist_dir)
+        searchable, units = adapter.index_chunks(
+            chunks, client=client, collection_name=collection_name(framework, chunks)
+        )
+        return adapter.hybrid_from_calibration(searchable, units, calibration), calibration
+    assert examples is not None
+    if not examples:
+        raise ConformalError("from_documents needs at least one labelled question in examples=.")
+    mapped, _ = map_gold_to_chunks(examples, chunks)  # document ids -> the chunks holding the answer
+    check_gold_ids(mapped, {c.id for c in chunks})
+    client = client if client is not None else chroma_client(persist_dir)
+    return calibrate_tuned_chunks(
+        framework,
+        chunks,
+        mapped,
+        client=client,
+        confidence_level=confidence_level,
+        pool_size=pool_size,
+        options=options,
+        tuning=tuning,
+    )
+
+
+def _check_rebuildable(framework: str, calibration: Any) -> None:
+    """Refuse a calibration that ``from_documents`` cannot rebuild the host of (another framework or host)."""
+    from .core.errors import FingerprintMismatchError
+
+    made_with = calibration.fingerprint_.framework
+    if made_with != framework:
+        raise FingerprintMismatchError(
+            f"This calibration was made with {made_with}, not {framework}: its threshold does not transfer. "
+            f"Use {made_with}'s ConformalRetriever.from_documents, or calibrate again with examples=."
+        )
+    selection = calibration.selection_ or {}
+    if selection.get("rule") != "tuned-hybrid" or selection.get("unit", "chunk") != "chunk":
+        raise CalibrationError(
+            "from_documents rebuilds only the chunk-level tuned hybrid (ConformalRetriever.from_documents, "
+            "conformal-rag calibrate, calibrate_hybrid_retriever without parents); this calibration was made on "
+            f"another host ({calibration.fingerprint_.retriever!r}): wrap that host in ConformalRetriever yourself."
+        )

@@ -267,22 +267,22 @@ def _tuned(
     options: RetrievalOptions,
     pool_sizes: Sequence[int] | None = None,
 ) -> Any:
-    """The tuned hybrid of ``framework`` on the chunks indexed in ``client`` (fusion, family, unit, pool)."""
-    from ..frameworks import get_framework
-    from .hosts import collection_name
+    """The tuned hybrid of ``framework`` on the chunks indexed in ``client`` (fusion, family, unit, pool).
 
-    adapter = get_framework(framework)
+    The route of ``ConformalRetriever.from_documents`` too (``frameworks.calibrate_tuned_chunks``).
+    """
+    from ..frameworks import calibrate_tuned_chunks
+
     sizes = None if pool_sizes is None else sorted({pool, *pool_sizes})
-    tune = TuningOptions(pool_sizes=sizes)
-    searchable, units = adapter.index_chunks(chunks, client=client, collection_name=collection_name(framework, chunks))
-    _, cal = adapter.calibrate_hybrid_retriever(
-        searchable,
-        units,
+    _, cal = calibrate_tuned_chunks(
+        framework,
+        chunks,
         examples,
+        client=client,
         confidence_level=level,
         pool_size=pool,
         options=options,
-        tuning=tune,
+        tuning=TuningOptions(pool_sizes=sizes),
     )
     return cal
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..datasets.examples import CorpusEntry
-from ..frameworks import FRAMEWORKS, get_framework
+from ..frameworks import FRAMEWORKS, collection_name, get_framework
+from ..frameworks import corpus_key as corpus_key  # the commands and benchmarks name collections with it
 from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.fusion_config import DEFAULT_FUSION_GRID
 from ..tuning.tuned_calibration import FusionConfig
@@ -27,21 +27,6 @@ class HostBundle:
     pool_size: int
     fetch: Callable[[str], CandidatePool]
     fusion: FusionConfig | None = None
-
-
-def corpus_key(entries: Sequence[CorpusEntry]) -> str:
-    """Short content hash naming the collection of a corpus."""
-    h = hashlib.sha1()
-    for e in entries:
-        h.update(e.id.encode())
-        h.update(b"\0")
-        h.update(e.text.encode())
-    return h.hexdigest()[:12]
-
-
-def collection_name(framework: str, entries: Sequence[CorpusEntry]) -> str:
-    """The Chroma collection of ``entries`` indexed by ``framework`` (one per framework and corpus)."""
-    return f"crp-{framework}-{corpus_key(entries)}"
 
 
 def _on_index(build: str, framework: str, kind: str, entries: Sequence[CorpusEntry], **options: Any) -> Any:

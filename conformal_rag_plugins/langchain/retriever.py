@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,11 +19,14 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from ..core.errors import ConformalError
 from ..core.selection import check_k_bounds
+from ..datasets.examples import CalibrationExample
 from ..monitor.monitor import ServedScores
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.groups import check_group_options
+from ..retrieval.options import RetrievalOptions
 from ..retrieval.served_checks import ServedPoolCheck, check_host
 from ..retrieval.serving import ServingMixin, ServingOptions, ordered_by_score, serving_calibration
+from ..tuning.options import TuningOptions
 from .document_selection import select_documents, validated_init
 from .fingerprint import fingerprint_of
 from .host import afetch_pool, all_ids, doc_id, fetch_pairs, pool_from_pairs
@@ -105,6 +110,97 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
                 f"{self.calibration.pool_size_}; query with the same pool."
             )
         return self
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[Document],
+        examples: Sequence[CalibrationExample] | None = None,
+        *,
+        confidence_level: float | None = None,
+        calibration: RetrievalCalibration | None = None,
+        options: RetrievalOptions | None = None,
+        tuning: TuningOptions | None = None,
+        pool_size: int = 50,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        persist_dir: str | Path | None = None,
+        client: Any = None,
+        serving: ServingOptions | None = None,
+    ) -> ConformalRetriever:
+        """The tuned hybrid host on your own documents, calibrated, in one call.
+
+        Chunk ``documents`` with LangChain's ``RecursiveCharacterTextSplitter`` in MiniLM tokens (no chunk passes the
+        embedding window), embed them in Chroma with the bundled MiniLM (cosine, telemetry off), fuse
+        with BM25, then choose the fusion setting, score family and pool size (1x, 2x, 4x ``pool_size``)
+        that give the fewest context tokens on a seeded optimisation split and calibrate on the rest.
+        It is the route of ``conformal-rag calibrate --framework langchain``: on the same documents and
+        questions both give the same host and threshold.
+
+        Parameters
+        ----------
+        documents : sequence of langchain_core.documents.Document
+            The corpus. Their ``id`` becomes the corpus id (a document without one gets an id derived from its
+            text, the same on every run). Only the text and ``metadata["title"]`` are indexed.
+        examples : sequence of CalibrationExample, optional
+            Labelled questions. Gold ids may be chunk ids or the documents' ids: a document id moves onto
+            the chunk(s) holding a reference answer (``answers=``), else onto all of its chunks.
+        confidence_level : float, optional
+            Target probability that a gold chunk is returned (default: ``options``', 0.9).
+        calibration : RetrievalCalibration, optional
+            Instead of ``examples``: a calibration saved from this call (or from ``conformal-rag calibrate
+            --framework langchain``) on the same documents and chunking. Its host is rebuilt without
+            calibrating; a calibration of another framework, host or collection is refused.
+        options : RetrievalOptions, optional
+            Calibration options (``random_state`` seeds the split, default 0; ``score`` default ``"auto"``).
+        tuning : TuningOptions, optional
+            The fusion grid, ``pool_sizes`` (default 1x, 2x, 4x ``pool_size``), ``optimisation_fraction``.
+        pool_size : int, default 50
+            The base pool of candidates per question.
+        chunk_size, chunk_overlap : int, optional
+            MiniLM tokens per chunk and of overlap (default 254 and 25).
+        persist_dir : str or Path, optional
+            A Chroma directory to keep the embeddings in (default: in memory). Or
+        client : chromadb client, optional
+            Your own Chroma client.
+        serving : ServingOptions, optional
+            The returned retriever's serving options (``max_k``, ``monitor``, ...).
+
+        Returns
+        -------
+        ConformalRetriever
+            Over the tuned hybrid host; ``.calibration`` holds the calibration (``.save(path)`` it, and pass
+            ``calibration=RetrievalCalibration.load(path)`` next time).
+
+        Examples
+        --------
+        >>> from langchain_core.documents import Document
+        >>> from conformal_rag_plugins import CalibrationExample
+        >>> docs = [Document(text, id=doc_id) for doc_id, text in my_texts.items()]  # doctest: +SKIP
+        >>> examples = [CalibrationExample("Who led the Normans?", gold_ids=("normans",), answers=("Rollo",))]
+        >>> retriever = ConformalRetriever.from_documents(docs, examples, confidence_level=0.9)  # doctest: +SKIP
+        >>> retriever.calibration.save("calibration.json")  # doctest: +SKIP
+        >>> same = ConformalRetriever.from_documents(  # doctest: +SKIP
+        ...     docs, calibration=RetrievalCalibration.load("calibration.json"))
+        >>> chunks = retriever.invoke("Who led the Normans?")  # doctest: +SKIP
+        """
+        from .from_documents import from_documents
+
+        return from_documents(
+            cls,
+            documents,
+            examples,
+            confidence_level=confidence_level,
+            calibration=calibration,
+            options=options,
+            tuning=tuning,
+            pool_size=pool_size,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            persist_dir=persist_dir,
+            client=client,
+            serving=serving,
+        )
 
     @property
     def _host(self) -> VectorStore | BaseRetriever:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from ..core.errors import ConformalError
+from ..datasets.examples import CalibrationExample
 from ..monitor.monitor import ServedScores
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.options import RetrievalOptions
 from ..retrieval.served_checks import ServedPoolCheck
 from ..retrieval.serving import DEFAULT_OPTIONS, ServingMixin, ServingOptions, serving_calibration
+from ..tuning.options import TuningOptions
 from .host import resolve_host
 from .node_selection import check_served, host_check, ordered_nodes, select_nodes
 from .parent_retrieval import ParentLevel, check_level, resolve_parent_level
@@ -76,6 +81,98 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
             # every query's pool too: the scale's range, embedding dimensions, chunks new to the collection
             self.served_check = host_check(calibration, self._host, "ConformalRetriever", fingerprint)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[BaseNode],
+        examples: Sequence[CalibrationExample] | None = None,
+        *,
+        confidence_level: float | None = None,
+        calibration: RetrievalCalibration | None = None,
+        options: RetrievalOptions | None = None,
+        tuning: TuningOptions | None = None,
+        pool_size: int = 50,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        persist_dir: str | Path | None = None,
+        client: Any = None,
+        serving: ServingOptions | None = None,
+    ) -> ConformalRetriever:
+        """The tuned hybrid host on your own documents, calibrated, in one call.
+
+        Chunk ``documents`` with LlamaIndex's ``SentenceSplitter`` in MiniLM tokens (no chunk passes the
+        embedding window), embed them in Chroma with the bundled MiniLM (cosine, telemetry off), fuse
+        with BM25, then choose the fusion setting, score family and pool size (1x, 2x, 4x ``pool_size``)
+        that give the fewest context tokens on a seeded optimisation split and calibrate on the rest.
+        It is the route of ``conformal-rag calibrate``: on the same documents and questions both give
+        the same host and threshold.
+
+        Parameters
+        ----------
+        documents : sequence of llama_index.core.Document
+            The corpus. Their ``id_`` becomes the corpus id: give stable ids (``Document(text=..., id_=...)``), since
+            LlamaIndex draws random ones otherwise and a saved calibration then no longer matches. Only the
+            text and ``metadata["title"]`` are indexed.
+        examples : sequence of CalibrationExample, optional
+            Labelled questions. Gold ids may be chunk ids or the documents' ids: a document id moves onto
+            the chunk(s) holding a reference answer (``answers=``), else onto all of its chunks.
+        confidence_level : float, optional
+            Target probability that a gold chunk is returned (default: ``options``', 0.9).
+        calibration : RetrievalCalibration, optional
+            Instead of ``examples``: a calibration saved from this call (or from ``conformal-rag calibrate
+            --framework llamaindex``) on the same documents and chunking. Its host is rebuilt without
+            calibrating; a calibration of another framework, host or collection is refused.
+        options : RetrievalOptions, optional
+            Calibration options (``random_state`` seeds the split, default 0; ``score`` default ``"auto"``).
+        tuning : TuningOptions, optional
+            The fusion grid, ``pool_sizes`` (default 1x, 2x, 4x ``pool_size``), ``optimisation_fraction``.
+        pool_size : int, default 50
+            The base pool of candidates per question.
+        chunk_size, chunk_overlap : int, optional
+            MiniLM tokens per chunk and of overlap (default 254 and 25).
+        persist_dir : str or Path, optional
+            A Chroma directory to keep the embeddings in (default: in memory). Or
+        client : chromadb client, optional
+            Your own Chroma client.
+        serving : ServingOptions, optional
+            The returned retriever's serving options (``max_k``, ``monitor``, ...).
+
+        Returns
+        -------
+        ConformalRetriever
+            Over the tuned hybrid host; ``.calibration`` holds the calibration (``.save(path)`` it, and pass
+            ``calibration=RetrievalCalibration.load(path)`` next time).
+
+        Examples
+        --------
+        >>> from llama_index.core import Document
+        >>> from conformal_rag_plugins import CalibrationExample
+        >>> docs = [Document(text=text, id_=doc_id) for doc_id, text in my_texts.items()]  # doctest: +SKIP
+        >>> examples = [CalibrationExample("Who led the Normans?", gold_ids=("normans",), answers=("Rollo",))]
+        >>> retriever = ConformalRetriever.from_documents(docs, examples, confidence_level=0.9)  # doctest: +SKIP
+        >>> retriever.calibration.save("calibration.json")  # doctest: +SKIP
+        >>> same = ConformalRetriever.from_documents(  # doctest: +SKIP
+        ...     docs, calibration=RetrievalCalibration.load("calibration.json"))
+        >>> nodes = retriever.retrieve("Who led the Normans?")  # doctest: +SKIP
+        """
+        from .from_documents import from_documents
+
+        return from_documents(
+            cls,
+            documents,
+            examples,
+            confidence_level=confidence_level,
+            calibration=calibration,
+            options=options,
+            tuning=tuning,
+            pool_size=pool_size,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            persist_dir=persist_dir,
+            client=client,
+            serving=serving,
+        )
 
     def _parents(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
         """The chunks' parents for small-to-big, else the nodes."""

@@ -1,0 +1,93 @@
+"""``ConformalRetriever.from_documents``: the tuned hybrid on the user's own LangChain ``Document``s in one call.
+
+The documents become corpus entries (``Document.id``, ``page_content``, ``metadata["title"]``) and
+take the command line's route (``frameworks.tuned_host_from_entries``): chunked with
+``RecursiveCharacterTextSplitter`` in MiniLM tokens, embedded in Chroma, BM25 fused, and tuned and
+calibrated as ``conformal-rag calibrate --framework langchain`` does, so both give the same
+threshold on the same documents and questions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.documents import Document
+
+from ..core.errors import ConformalError
+from ..datasets.examples import CalibrationExample, CorpusEntry
+from ..frameworks import tuned_host_from_entries
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.options import RetrievalOptions
+from ..retrieval.serving import ServingOptions
+from ..tuning.options import TuningOptions
+
+if TYPE_CHECKING:
+    from .retriever import ConformalRetriever
+
+
+def content_id(text: str) -> str:
+    """The id a ``Document`` without one gets: derived from its text, so it is the same on every run.
+
+    >>> content_id("Rollo.")
+    'doc-da4f193a002fc8b8'
+    """
+    return "doc-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def entries_from_documents(documents: Sequence[Document]) -> list[CorpusEntry]:
+    """One corpus entry per ``Document``: its ``id`` (else :func:`content_id`), text and ``metadata["title"]``.
+
+    Other metadata is not indexed (the chunks carry ``title`` and ``parent_id``, as the command line's).
+
+    Examples
+    --------
+    >>> entries_from_documents([Document("Rollo.", id="normans", metadata={"title": "Normans"})])
+    [CorpusEntry(id='normans', text='Rollo.', title='Normans')]
+    """
+    out = []
+    for i, doc in enumerate(documents):
+        if not isinstance(doc, Document):
+            raise ConformalError(f"documents[{i}] is a {type(doc).__name__}, not a LangChain Document.")
+        title = doc.metadata.get("title")
+        doc_id = doc.id if doc.id else content_id(doc.page_content)
+        out.append(CorpusEntry(str(doc_id), doc.page_content, str(title) if title else None))
+    return out
+
+
+def from_documents(
+    cls: type[ConformalRetriever],
+    documents: Sequence[Document],
+    examples: Sequence[CalibrationExample] | None = None,
+    *,
+    confidence_level: float | None = None,
+    calibration: RetrievalCalibration | None = None,
+    options: RetrievalOptions | None = None,
+    tuning: TuningOptions | None = None,
+    pool_size: int = 50,
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+    persist_dir: str | Path | None = None,
+    client: Any = None,
+    serving: ServingOptions | None = None,
+) -> ConformalRetriever:
+    """The body of :meth:`ConformalRetriever.from_documents <.retriever.ConformalRetriever.from_documents>`."""
+    entries = entries_from_documents(documents)
+    host, cal = tuned_host_from_entries(
+        "langchain",
+        entries,
+        examples,
+        calibration=calibration,
+        confidence_level=confidence_level,
+        pool_size=pool_size,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        options=options,
+        tuning=tuning,
+        client=client,
+        persist_dir=persist_dir,
+    )
+    kwargs = {} if serving is None else {"options": serving}
+    return cls(calibration=cal, retriever=host, **kwargs)
