@@ -143,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
         "--answers",
         action="store_true",
         help="evaluate end-to-end answer sets instead of retrieval (on the LlamaIndex hybrid host, pool 50, entries "
-        "whole: the retrieval options above are ignored)",
+        "chunked as above: the other retrieval options are ignored)",
     )
     e.add_argument("--llm", choices=["local", "openai"], default="local", help="with --answers")
     e.add_argument("--samples", type=int, default=6, help="answers sampled per chunk (with --answers)")
@@ -188,6 +188,8 @@ _RETRIEVAL_ONLY = (
     "pool_sizes",
 )
 _ANSWERS_ONLY = ("llm", "samples", "max_questions", "answer_pool", "generator_score")
+#: ``evaluate`` options that ``--answers`` does not read (it chunks as ``evaluate`` does, so the chunk options count).
+_IGNORED_WITH_ANSWERS = tuple(o for o in _RETRIEVAL_ONLY if o not in ("chunk_size", "chunk_overlap", "no_chunking"))
 
 
 def _print_evaluate_notes(report: dict) -> None:
@@ -304,10 +306,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .commands.evaluate_answer_sets import EvaluateAnswersRequest, run_evaluate_answers
             from .commands.tables import markdown_table
 
-            given = changed_options(parser, args, _RETRIEVAL_ONLY)
-            warn_ignored("evaluate --answers", given, "it evaluates the LlamaIndex hybrid host, pool 50, entries whole")
+            given = changed_options(parser, args, _IGNORED_WITH_ANSWERS)
+            warn_ignored("evaluate --answers", given, "it evaluates the LlamaIndex hybrid host, pool 50")
 
-            report = run_evaluate_answers(request_from(EvaluateAnswersRequest, args, alphas=args.alpha))
+            report = run_evaluate_answers(
+                request_from(EvaluateAnswersRequest, args, alphas=args.alpha, chunking=not args.no_chunking)
+            )
             print(
                 markdown_table(
                     report["results"],
@@ -323,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ],
                 )
             )
+            _print_evaluate_notes(report)  # the chunking line
             _print_report_end(report, args.json_out, exclude=())
         else:
             from .commands.cli_help import changed_options, request_from, warn_ignored

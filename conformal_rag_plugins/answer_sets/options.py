@@ -123,7 +123,7 @@ class ClusteringOptions:
         Its threshold (``None``: the method's default, not recorded).
     generator_score : {"frequency", "likelihood"}, optional
         The cluster confidence: sample frequency (default), or frequency with ties broken by token
-        likelihood (smaller sets; needs logprobs, e.g. ``local_llm(logprobs=True)``). Recorded in
+        likelihood (smaller sets; needs logprobs, e.g. ``local.llamaindex_llm(logprobs=True)``). Recorded in
         ``clustering_["score"]`` and used at query time.
     match_threshold : float, default 0.3
         A cluster matches a reference when its ROUGE-1 F1 exceeds this.

@@ -17,6 +17,7 @@ from ..evaluation.answer_set_trials import METHODS, evaluate_abstention, evaluat
 from ..local.encoder import default_cache_dir
 from ..runtime.atomic import atomic_write_text
 from .answer_sample_rows import build_rows
+from .chunk_corpus import chunk_corpus
 from .hosts import build_host
 from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
 from .levels import with_confidence_levels
@@ -58,6 +59,9 @@ class EvaluateAnswersRequest:
     seed: int = 0
     json_out: str | Path | None = None
     progress: bool = True
+    chunking: bool = True
+    chunk_size: int | None = None
+    chunk_overlap: int | None = None
 
 
 def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
@@ -67,6 +71,11 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
     without the gold; gold beyond that pool is a retrieval miss. ``generator_score="likelihood"``
     samples token logprobs and breaks frequency ties with them. Bad counts, malformed files (file
     and line), unknown qa ids and unwritable ``json_out`` are refused before any work.
+
+    Entries longer than the embedding window are chunked as ``evaluate`` chunks them (LlamaIndex
+    ``SentenceSplitter`` in MiniLM tokens, ``chunk_size``/``chunk_overlap``, gold documents moved
+    onto the chunks holding an answer; the report's ``chunking`` block counts them);
+    ``chunking=False`` indexes the entries whole.
     """
     from ..llamaindex.answer_sampler import LlamaIndexSampler, model_id
 
@@ -78,9 +87,13 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
     check_at_least("seed", r.seed, 0)
     check_outputs(files=[r.json_out], inputs=[*r.corpus, r.qa])
     entries = load_corpus(*r.corpus)
-    texts = {e.id: e.text for e in entries}
     question_file = read_questions(r.qa, "qa")
     loaded = list(question_file.examples)
+    chunk_report: dict[str, Any] | None = None
+    if r.chunking:  # as `evaluate` does: split past the window, gold onto the chunks holding an answer
+        chunked = chunk_corpus("llamaindex", entries, loaded, chunk_size=r.chunk_size, chunk_overlap=r.chunk_overlap)
+        entries, loaded, chunk_report = list(chunked.chunks), chunked.questions, chunked.report()
+    texts = {e.id: e.text for e in entries}
     check_gold_in_corpus(loaded, texts, r.qa)
     everything = split_examples(loaded, (1.0,), seed=r.seed)[0]
     answerable = [q for q in everything if not q.is_impossible][: r.max_questions]
@@ -108,6 +121,8 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
     report = {
         "n_questions": len(ans),
         "n_unanswerable": len(imp),
+        "n_corpus": len(entries),
+        "chunking": chunk_report,
         "question_format": question_file.form,
         "llm": model_id(model),
         "samples": r.samples,

@@ -279,7 +279,8 @@ def _check_logprobs(texts: Sequence[str], logprobs: Sequence[float | None] | Non
             raise ConformalError(
                 f"score='likelihood' needs the token log-probability of every sampled answer, but {len(missing)} "
                 f"answer(s) came without one (e.g. {missing[0]!r}): the LLM does not report logprobs. Enable them "
-                "(llama.cpp: local_llm(logprobs=True); OpenAI: logprobs=True), or calibrate with the frequency score."
+                "(the bundled model: conformal_rag_plugins.local.llamaindex_llm(logprobs=True) or "
+                "langchain_llm(logprobs=True); OpenAI: logprobs=True), or calibrate with the frequency score."
             )
     return lps
 

@@ -21,8 +21,9 @@ def build_parent_document_retriever(
 ) -> Any:
     """A ``ParentDocumentRetriever``: ``chunk_size``-token chunks in Chroma, parents in an ``InMemoryStore``.
 
-    Parents keep their ids (docstore keys, chunks' ``metadata['doc_id']``); a filled collection is
-    reused and only the docstore filled. Needs ``langchain-classic``.
+    Parents keep their ids (docstore keys, chunks' ``metadata['doc_id']``), chunks get
+    ``f"{parent_id}::chunk{i}"`` (the same on every rebuild); a filled collection is reused and only the
+    docstore filled. Needs ``langchain-classic``.
     """
     from langchain_chroma import Chroma
     from langchain_classic.retrievers import ParentDocumentRetriever
@@ -35,7 +36,7 @@ def build_parent_document_retriever(
     retriever = ParentDocumentRetriever(
         vectorstore=store, docstore=InMemoryStore(), child_splitter=recursive_splitter(chunk_size, chunk_overlap)
     )
-    docs = [Document(page_content=e.text, metadata={"title": e.title or ""}) for e in entries]
+    docs = [Document(page_content=e.text, metadata={"title": e.title or ""}, id=e.id) for e in entries]
     ids = [e.id for e in entries]
     if collection.count():
         retriever.docstore.mset(list(zip(ids, docs, strict=True)))

@@ -11,7 +11,7 @@ from typing import Any
 from ..datasets.examples import CorpusEntry
 from .chroma import add_in_batches, open_collection, stored_ids
 from .langchain_models import MiniLMEmbeddings
-from .tokens import warn_if_truncated
+from .tokens import silenced_truncation
 
 
 def _metadata(entry: CorpusEntry) -> dict[str, str]:
@@ -32,8 +32,9 @@ def build_chroma_vectorstore(
 ) -> Any:
     """A ``langchain_chroma.Chroma`` store on a cosine collection, reused when already filled.
 
-    A ``UserWarning`` names entries past MiniLM's 254-token window; ``warn_truncation=False``
-    silences it where whole documents are indexed on purpose.
+    Document ids are the entry ids (the same on every rebuild). A ``TruncationWarning`` counts entries
+    past MiniLM's 254-token window; ``warn_truncation=False`` silences it where whole documents are
+    indexed on purpose.
     """
     from langchain_chroma import Chroma
 
@@ -41,10 +42,9 @@ def build_chroma_vectorstore(
     embeddings = embeddings or MiniLMEmbeddings()
     have = stored_ids(collection, [e.id for e in entries])
     todo = [e for e in entries if e.id not in have]
-    if todo and warn_truncation and isinstance(embeddings, MiniLMEmbeddings):
-        warn_if_truncated([e.text for e in todo])
     if todo:
-        vectors = embeddings.embed_documents([e.text for e in todo])
+        with silenced_truncation(not warn_truncation):
+            vectors = embeddings.embed_documents([e.text for e in todo])
         add_in_batches(
             collection,
             [e.id for e in todo],

@@ -40,18 +40,13 @@ class ParentStack:
     parents: dict[str, BaseNode]
 
 
-def _chunk_id(i: int, doc: BaseNode) -> str:
-    return f"{doc.node_id}::chunk{i}"
-
-
 def _part_id(i: int, doc: BaseNode) -> str:
     return f"{doc.node_id}#part{i}"
 
 
 def _split(documents: list[Document], layout: str, chunk_size: int) -> tuple[list[BaseNode], list[BaseNode]]:
-    """(chunks, parents) of the documents in one layout."""
-    leaf = sentence_splitter(chunk_size)
-    leaf.id_func = _chunk_id
+    """(chunks, parents) of the documents; chunk ids ``doc::chunk{i}`` (hierarchical: ``doc#part{j}::chunk{i}``)."""
+    leaf = sentence_splitter(chunk_size)  # stable ids: f"{doc_id}::chunk{i}"
     if layout == "flat":
         return list(leaf.get_nodes_from_documents(documents)), list(documents)
     from llama_index.core.node_parser import HierarchicalNodeParser, get_leaf_nodes, get_root_nodes

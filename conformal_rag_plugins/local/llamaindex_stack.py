@@ -13,7 +13,7 @@ from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..datasets.examples import CorpusEntry
 from .chroma import open_collection, stored_ids
 from .llamaindex_models import MiniLMEmbedding
-from .tokens import warn_if_truncated
+from .tokens import silenced_truncation
 
 
 def _node(entry: CorpusEntry) -> TextNode:
@@ -56,8 +56,9 @@ def build_chroma_index(
 ) -> tuple[VectorStoreIndex, list[TextNode]]:
     """A ``VectorStoreIndex`` on a cosine Chroma collection, reused when already filled.
 
-    A ``UserWarning`` names entries past MiniLM's 254-token window; ``warn_truncation=False``
-    silences it where whole documents are indexed on purpose.
+    Node ids are the entry ids (the same on every rebuild). A ``TruncationWarning`` counts entries
+    past MiniLM's 254-token window; ``warn_truncation=False`` silences it where whole documents are
+    indexed on purpose.
     """
     _, collection = open_collection(client, collection_name)
     nodes = nodes_from_entries(entries)
@@ -66,19 +67,22 @@ def build_chroma_index(
 
 
 def index_nodes(nodes: Sequence[BaseNode], collection: Any, embed_model: Any = None, *, show_progress: bool = False,
-                warn_truncation: bool = False) -> VectorStoreIndex:  # fmt: skip
-    """A ``VectorStoreIndex`` on a Chroma ``collection`` after embedding the ``nodes`` it lacks (MiniLM by default)."""
+                warn_truncation: bool = True) -> VectorStoreIndex:  # fmt: skip
+    """A ``VectorStoreIndex`` on a Chroma ``collection`` after embedding the ``nodes`` it lacks (MiniLM by default).
+
+    A MiniLM embedding warns once (``TruncationWarning``) with the count of nodes past its window, unless
+    ``warn_truncation=False`` (whole documents indexed on purpose).
+    """
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
     embed_model = embed_model or MiniLMEmbedding()
     store = ChromaVectorStore(chroma_collection=collection)
     have = stored_ids(collection, [n.node_id for n in nodes])
     todo = [n for n in nodes if n.node_id not in have]
-    if todo and warn_truncation and isinstance(embed_model, MiniLMEmbedding):
-        warn_if_truncated([n.get_content() for n in todo])
     if todo:
         context = StorageContext.from_defaults(vector_store=store)
-        VectorStoreIndex(todo, storage_context=context, embed_model=embed_model, show_progress=show_progress)
+        with silenced_truncation(not warn_truncation):
+            VectorStoreIndex(todo, storage_context=context, embed_model=embed_model, show_progress=show_progress)
     return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
 
 

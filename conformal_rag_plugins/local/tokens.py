@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -102,19 +105,168 @@ def chunk_window(chunk_size: int | None = None, chunk_overlap: int | None = None
     return size, overlap
 
 
-def warn_if_truncated(texts: list[str], *, stacklevel: int = 3) -> int:
-    """Warn when texts exceed the MiniLM window (they would be silently truncated); return how many do."""
+class TruncationWarning(UserWarning):
+    """Texts longer than all-MiniLM-L6-v2's 256-word-piece window were embedded truncated.
+
+    Raised once per embedding instance (:class:`MiniLMEmbedding`, :class:`MiniLMEmbeddings`) and by the
+    library's index builders, with the count; split long texts first with :func:`sentence_splitter` or
+    :func:`recursive_splitter`.
+    """
+
+
+#: Whether the embedding classes count tokens (off inside ``silenced_truncation()``, for whole documents on purpose).
+_CHECKING: ContextVar[bool] = ContextVar("crp_truncation_check", default=True)
+
+
+@contextmanager
+def silenced_truncation(silence: bool = True) -> Iterator[None]:
+    """Inside, MiniLM embeddings neither count nor warn (whole documents embedded on purpose), if ``silence``."""
+    if not silence:
+        yield
+        return
+    token = _CHECKING.set(False)
+    try:
+        yield
+    finally:
+        _CHECKING.reset(token)
+
+
+def minilm_tokenizer() -> Any:
+    """The all-MiniLM-L6-v2 word-piece tokenizer, loaded offline (a Hugging Face fast tokenizer).
+
+    What the text splitters need to measure chunks in the embedding model's own tokens: LangChain's
+    ``RecursiveCharacterTextSplitter.from_huggingface_tokenizer(minilm_tokenizer(), ...)``, or
+    ``minilm_tokenizer().tokenize`` as a LlamaIndex ``SentenceSplitter(tokenizer=...)`` (a callable
+    from text to a list of word pieces, without ``[CLS]``/``[SEP]``). :func:`sentence_splitter` and
+    :func:`recursive_splitter` are both, sized to the window.
+
+    Examples
+    --------
+    >>> minilm_tokenizer().tokenize("Rollo led the Normans.")
+    ['roll', '##o', 'led', 'the', 'norman', '##s', '.']
+    """
+    return embedding_tokenizer()
+
+
+def token_counts(texts: Sequence[str]) -> list[int]:
+    """MiniLM word pieces of each text (no special tokens), tokenized in one batch (the fast tokenizer, in Rust).
+
+    Examples
+    --------
+    >>> token_counts(["Hello world. Normans", ""])
+    [5, 0]
+    """
+    if not texts:
+        return []
+    encoded = embedding_tokenizer()(
+        list(texts), add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False
+    )
+    return [len(ids) for ids in encoded["input_ids"]]
+
+
+def truncation_message(n_over: int, n_texts: int, longest: int) -> str:
+    """The one message of every truncation warning: the count, the window and the splitters.
+
+    Examples
+    --------
+    >>> print(truncation_message(12, 1031, 700)[:70])
+    12 of 1,031 texts exceed the 254-token window of all-MiniLM-L6-v2 (256
+    """
+    return (
+        f"{n_over:,} of {n_texts:,} texts exceed the {default_chunk_size()}-token window of all-MiniLM-L6-v2 "
+        f"({embedding_max_seq_length()} word pieces with [CLS]/[SEP]; longest {longest:,}) and were truncated: "
+        "the embedding ignores everything past the window. Split them first with "
+        "conformal_rag_plugins.local.sentence_splitter() (LlamaIndex) or recursive_splitter() (LangChain), or "
+        "chunk a corpus with `conformal-rag evaluate`/`calibrate` (they chunk by default)."
+    )
+
+
+def over_window(texts: Sequence[str]) -> tuple[int, int]:
+    """How many ``texts`` exceed the MiniLM window, and the longest of those (0 when none do).
+
+    Examples
+    --------
+    >>> over_window(["short", "word " * 300])
+    (1, 300)
+    """
+    window = default_chunk_size()
+    # a word piece covers at least one character (scripts that Unicode decomposition expands aside), so texts of
+    # at most `window` characters are not tokenized
+    over = [n for n in _memo_counts([t for t in texts if len(t) > window]) if n > window]
+    return len(over), max(over, default=0)
+
+
+#: Word pieces of texts counted in this process, by the text's hash (no text kept): re-embedding is not re-counted.
+_COUNTED: dict[int, int] = {}
+_COUNTED_LIMIT = 100_000
+
+
+def _memo_counts(texts: Sequence[str]) -> list[int]:
+    """:func:`token_counts`, remembered per text for the process (about 100 bytes per text, at most 100,000)."""
+    known = {hash(t): _COUNTED.get(hash(t)) for t in texts}
+    todo = list({hash(t): t for t in texts if known[hash(t)] is None}.values())
+    if todo:
+        fresh = dict(zip(map(hash, todo), token_counts(todo), strict=True))
+        known.update(fresh)
+        if len(_COUNTED) + len(fresh) > _COUNTED_LIMIT:
+            _COUNTED.clear()
+        _COUNTED.update(fresh)
+    return [int(known[hash(t)]) for t in texts]  # type: ignore[arg-type]
+
+
+#: Packages whose frames a truncation warning passes over to name the user's line (the embedding is called by them).
+FRAMEWORK_MODULES = ("llama_index", "llama_index_instrumentation", "langchain", "langchain_core", "langchain_community",
+                     "langchain_chroma", "langchain_classic", "langchain_text_splitters", "chromadb", "pydantic",
+                     "tqdm")  # fmt: skip
+
+
+class TruncationGuard:
+    """Counts the texts an embedding instance receives until one exceeds the window, then warns once and stops.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> guard = TruncationGuard()
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     guard(["short", "word " * 300, "word " * 400])
+    ...     guard(["word " * 500])  # warned already: not counted again
+    >>> len(caught), str(caught[0].message)[:24], guard.warned
+    (1, '2 of 3 texts exceed the ', True)
+    """
+
+    def __init__(self) -> None:
+        self.warned = False
+
+    def __call__(self, texts: Sequence[str]) -> None:
+        """Warn (:class:`TruncationWarning`, once) when some of ``texts`` exceed the window."""
+        if self.warned or not _CHECKING.get():
+            return
+        n_over, longest = over_window(texts)
+        if n_over:
+            from ..runtime.caller_warning import warn_at_caller
+
+            self.warned = True
+            message = truncation_message(n_over, len(texts), longest)
+            warn_at_caller(message, TruncationWarning, skip_modules=FRAMEWORK_MODULES)
+
+
+def warn_if_truncated(texts: Sequence[str], *, stacklevel: int = 3) -> int:
+    """Warn (:class:`TruncationWarning`) when texts exceed the MiniLM window; return how many do.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_if_truncated(["short", "word " * 300])
+    1
+    >>> str(caught[0].message)[:45]
+    '1 of 2 texts exceed the 254-token window of a'
+    """
     import warnings
 
-    window = default_chunk_size()
-    over = [n for n in (count_tokens(t) for t in texts) if n > window]
-    if over:
-        warnings.warn(
-            f"{len(over)} of {len(texts)} texts are longer than the {window}-token window of all-MiniLM-L6-v2 "
-            f"(longest {max(over)} tokens); the embedding ignores everything past the window. Split them first "
-            "with conformal_rag_plugins.llamaindex.text_splitting.chunk_entries (or the LangChain one) and move the "
-            "gold labels with calibration.chunk_labels.map_gold_to_chunks.",
-            UserWarning,
-            stacklevel=stacklevel,
-        )
-    return len(over)
+    n_over, longest = over_window(texts)
+    if n_over:
+        warnings.warn(truncation_message(n_over, len(texts), longest), TruncationWarning, stacklevel=stacklevel)
+    return n_over

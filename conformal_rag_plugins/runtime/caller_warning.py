@@ -41,17 +41,26 @@ def remember_caller(frame: FrameType | None) -> None:
     _OUTER_FRAME.set(frame)
 
 
-def _first_outside(frame: FrameType | None) -> FrameType | None:
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_SKIPPED_PREFIXES):
+def _skipped(frame: FrameType, modules: tuple[str, ...]) -> bool:
+    if os.path.abspath(frame.f_code.co_filename).startswith(_SKIPPED_PREFIXES):
+        return True
+    name = str(frame.f_globals.get("__name__", ""))
+    return bool(modules) and any(name == m or name.startswith(m + ".") for m in modules)
+
+
+def _first_outside(frame: FrameType | None, modules: tuple[str, ...] = ()) -> FrameType | None:
+    while frame is not None and _skipped(frame, modules):
         frame = frame.f_back
     return frame
 
 
-def warn_at_caller(message: str, category: type[Warning]) -> None:
+def warn_at_caller(message: str, category: type[Warning], *, skip_modules: tuple[str, ...] = ()) -> None:
     """``warnings.warn(message, category)`` attributed to the first frame outside the library.
 
     Filters and the once-per-location registry apply at that frame; without such a frame (a bare
-    thread) it names the caller's caller, as ``stacklevel=2`` there would.
+    thread) it names the caller's caller, as ``stacklevel=2`` there would. ``skip_modules``: more
+    packages whose frames are passed over (``"llama_index"``: a warning raised in a callback that
+    LlamaIndex calls names the user's line, not LlamaIndex's).
 
     Examples
     --------
@@ -62,9 +71,9 @@ def warn_at_caller(message: str, category: type[Warning]) -> None:
     >>> caught[0].filename == "<doctest conformal_rag_plugins.runtime.caller_warning.warn_at_caller[1]>"
     True
     """
-    frame = _first_outside(sys._getframe(1))
+    frame = _first_outside(sys._getframe(1), skip_modules)
     if frame is None:
-        frame = _first_outside(_OUTER_FRAME.get())
+        frame = _first_outside(_OUTER_FRAME.get(), skip_modules)
     if frame is None:
         warnings.warn(message, category, stacklevel=3)
         return

@@ -112,7 +112,7 @@ def test_window_warning_fires_for_long_texts_embedded_unsplit_and_not_for_the_do
         return [str(w.message) for w in caught if WINDOW_WARNING in str(w.message)]
 
     fired = window_warnings(entries=entries)
-    assert len(fired) == 1 and fired[0].startswith("1 of 2 texts are longer than the 254-token window"), fired
+    assert len(fired) == 1 and fired[0].startswith("1 of 2 texts exceed the 254-token window"), fired
     # a different collection (ids differ), so the texts are embedded again, this time on purpose
     renamed = [CorpusEntry(e.id + "-doc", e.text) for e in entries]
     assert window_warnings(entries=renamed, whole_documents=True) == []

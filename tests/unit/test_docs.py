@@ -23,6 +23,7 @@ PUBLIC_MODULES = {
     "conformal_rag_plugins": ROOT / "conformal_rag_plugins" / "__init__.py",
     "conformal_rag_plugins.llamaindex": ROOT / "conformal_rag_plugins" / "llamaindex" / "__init__.py",
     "conformal_rag_plugins.langchain": ROOT / "conformal_rag_plugins" / "langchain" / "__init__.py",
+    "conformal_rag_plugins.local": ROOT / "conformal_rag_plugins" / "local" / "__init__.py",
 }
 #: benchmark results that are about the code base, not for users (not included in the docs)
 INTERNAL_RESULTS = re.compile(r"^(codebase_shape_.*|suite_times_.*|.*_before)\.md$")

@@ -51,7 +51,7 @@ def test_truncation_warning_counts_texts_over_the_window() -> None:
         warnings.simplefilter("error")
         assert warn_if_truncated(["a short passage", "another one"]) == 0
     long_text = "word " * 400
-    with pytest.warns(UserWarning, match="1 of 2 texts are longer than the 254-token window"):
+    with pytest.warns(UserWarning, match="1 of 2 texts exceed the 254-token window"):
         assert warn_if_truncated(["short", long_text]) == 1
 
 
