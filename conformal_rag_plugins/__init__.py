@@ -18,6 +18,7 @@ from .answer_sets.conformalizer import AnswerSetConformalizer
 from .answer_sets.options import (
     AdaptiveSchedule,
     ClusteringOptions,
+    PilotOptions,
     RetrievalStageOptions,
     SamplingOptions,
     SplitOptions,
@@ -35,6 +36,7 @@ from .core.errors import (
     SmallGroupWarning,
     UncheckedCorpusWarning,
     UncheckedGeneratorWarning,
+    UnreachableTargetError,
 )
 from .core.quantile import conformal_quantile, pac_quantile
 from .datasets.examples import (
@@ -72,6 +74,7 @@ __all__ = [  # noqa: RUF022 (grouped by concept, listed once)
     "ClusteringOptions",
     "JudgeOptions",
     "Parents",
+    "PilotOptions",
     "QuestionOptions",
     "RetrievalOptions",
     "RetrievalStageOptions",
@@ -114,5 +117,6 @@ __all__ = [  # noqa: RUF022 (grouped by concept, listed once)
     "SmallGroupWarning",
     "UncheckedCorpusWarning",
     "UncheckedGeneratorWarning",
+    "UnreachableTargetError",
     "__version__",
 ]

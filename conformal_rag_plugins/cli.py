@@ -31,7 +31,7 @@ def _chunk_args(p: argparse.ArgumentParser) -> None:
 def _parser() -> argparse.ArgumentParser:
     import conformal_rag_plugins  # the package's own __version__ (not an installed copy's metadata)
 
-    from .commands.cli_help import Parser, command
+    from .commands.cli_help import PERSIST_DIR_HELP, Parser, command
     from .commands.levels import GivenAppend, GivenStore, add_confidence_level
     from .frameworks import FRAMEWORKS
 
@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         "--alpha", type=float, default=0.1, action=GivenStore, help="target miscoverage of the retrieval sets"
     )
     add_confidence_level(d, default="0.9")
-    d.add_argument("--persist-dir", default=None, help="Chroma directory (default: ~/.cache/conformal-rag/chroma)")
+    d.add_argument("--persist-dir", default=None, help=PERSIST_DIR_HELP)
     d.add_argument("--out", default="conformal_rag_output", help="where the calibration JSON is written")
     d.add_argument("--pool-size", type=int, default=50, help="candidates retrieved per question")
     d.add_argument("--seed", type=int, default=0, help="seed of the calibration/test split")
@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--answer-alpha", type=float, default=0.6, help="end-to-end alpha of the answer sets")
     d.add_argument("--answer-alpha-retrieval", type=float, default=0.1, help="retrieval share of --answer-alpha")
     d.add_argument("--samples", type=int, default=5, help="answers sampled per chunk")
+    d.add_argument("--quiet", action="store_true", help="no progress bar (also TQDM_DISABLE=1)")
     _chunk_args(d)
 
     e = command(
@@ -145,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         help="evaluate end-to-end answer sets instead of retrieval (on the LlamaIndex hybrid host, pool 50, entries "
         "chunked as above: the other retrieval options are ignored)",
     )
+    e.add_argument("--quiet", action="store_true", help="no progress bar (also TQDM_DISABLE=1)")
     e.add_argument("--llm", choices=["local", "openai"], default="local", help="with --answers")
     e.add_argument("--samples", type=int, default=6, help="answers sampled per chunk (with --answers)")
     e.add_argument("--max-questions", type=int, default=100, help="answerable questions used (with --answers)")
@@ -155,6 +157,16 @@ def _parser() -> argparse.ArgumentParser:
         help="with --answers: candidates per question, every one of them sampled, so that any retrieval set is "
         "fully sampled and set sizes are exact (gold beyond it counts as a retrieval miss)",
     )
+    e.add_argument(
+        "--pilot",
+        type=int,
+        default=5,
+        metavar="N",
+        help="with --answers: first sample the gold chunks of N seeded questions (at most a fifth; left out of the "
+        "evaluation), print the generator's coverage ceiling and the reachable levels, and stop (exit 2) when the "
+        "target is clearly out of reach (default 5)",
+    )
+    e.add_argument("--no-pilot", action="store_true", help="with --answers: no pilot (same as --pilot 0)")
     e.add_argument(
         "--generator-score",
         choices=["frequency", "likelihood"],
@@ -187,7 +199,7 @@ _RETRIEVAL_ONLY = (
     "unit",
     "pool_sizes",
 )
-_ANSWERS_ONLY = ("llm", "samples", "max_questions", "answer_pool", "generator_score")
+_ANSWERS_ONLY = ("llm", "samples", "max_questions", "answer_pool", "generator_score", "pilot", "no_pilot")
 #: ``evaluate`` options that ``--answers`` does not read (it chunks as ``evaluate`` does, so the chunk options count).
 _IGNORED_WITH_ANSWERS = tuple(o for o in _RETRIEVAL_ONLY if o not in ("chunk_size", "chunk_overlap", "no_chunking"))
 
@@ -295,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     answers=not args.no_answers,
                     n_samples=args.samples,
                     chunking=not args.no_chunking,
+                    progress=not args.quiet,
                 )
             )
         elif args.answers and args.group_by is not None:
@@ -310,7 +323,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             warn_ignored("evaluate --answers", given, "it evaluates the LlamaIndex hybrid host, pool 50")
 
             report = run_evaluate_answers(
-                request_from(EvaluateAnswersRequest, args, alphas=args.alpha, chunking=not args.no_chunking)
+                request_from(
+                    EvaluateAnswersRequest,
+                    args,
+                    alphas=args.alpha,
+                    chunking=not args.no_chunking,
+                    pilot=0 if args.no_pilot else args.pilot,
+                    progress=not args.quiet,
+                )
             )
             print(
                 markdown_table(
@@ -344,7 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     alphas=args.alpha,
                     chunking=not args.no_chunking,
                     pool_sizes=_int_list(args.pool_sizes, "--pool-sizes"),
-                )
+                ),
+                progress=not args.quiet,
             )
             print(
                 markdown_table(

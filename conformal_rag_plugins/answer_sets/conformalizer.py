@@ -6,6 +6,7 @@ defines its retrieval score (see :mod:`~.stages`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,12 +17,13 @@ from ..datasets.examples import CalibrationExample, split_examples
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.conformalizer import optimisation_ids
 from ..runtime.run_sync import run_sync
-from .calibration import AnswerSetCalibration, check_answer_set_request
-from .engine import GeneratorStage
-from .gold import GoldChunk, defining_gold
+from .calibration import AnswerSetCalibration, check_answer_set_request, min_answer_set_questions
+from .engine import GeneratorStage, acalibrate_generation
+from .gold import GoldChunk, defining_gold, references_of
 from .host import AnswerSetHost
 from .identity import live_generator
 from .options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
+from .pilot import PilotEstimate, draw_pilot, judge_pilot, pilot_size
 from .split_optimisation import optimise_split_on_host
 from .stages import acalibrate_end_to_end, align_stages
 
@@ -51,6 +53,7 @@ class AnswerSetConformalizer:
     confidence_level : float, default 0.9
         The end-to-end target ``1 - alpha``.
     sampling : SamplingOptions, optional
+        Also holds the ``pilot`` (:class:`~.options.PilotOptions`) run before the full calibration.
     split : SplitOptions, optional
         The combination rule and the split of alpha.
     clustering : ClusteringOptions, optional
@@ -126,8 +129,18 @@ class AnswerSetConformalizer:
         A calibration that is not guaranteed warns with
         :class:`~conformal_rag_plugins.core.errors.CoverageCeilingWarning` at the caller's line.
 
+        With ``sampling.pilot`` (:class:`~.options.PilotOptions`; default: 5 questions, at most a
+        fifth of the examples, only when the rest are enough to calibrate), a seeded pilot drawn
+        after the optimisation split samples the generator first; its questions are then left out
+        of both stages (recorded in ``calibration_.optimisation_["pilot"]``), so the decision to go
+        on cannot bias the thresholds.
+
         Raises
         ------
+        UnreachableTargetError
+            The pilot's upper bound of the generator's coverage ceiling lies below the level the
+            generator stage needs: raised after the pilot's LLM calls only, before the retrieval
+            calibration and the full sampling.
         CalibrationError
             No examples, an impossible request, too few questions, or stages that share no question.
         """
@@ -145,7 +158,7 @@ class AnswerSetConformalizer:
         self._calibration = await self._acombine(plan)
         return self._calibration
 
-    def _check(self, alpha: float, n_questions: int) -> None:
+    def _check(self, alpha: float, n_questions: int | None) -> None:
         split = self.split
         check_answer_set_request(
             round(alpha, 12),
@@ -180,6 +193,37 @@ class AnswerSetConformalizer:
                 "and optimisation_fraction), or leave RetrievalStageOptions(calibration=None)."
             )
 
+    def _needed(self, alpha: float) -> int | None:
+        """The fewest calibration questions this request can be guaranteed with (what a pilot must leave)."""
+        split = self.split
+        common: dict[str, Any] = {
+            "method": split.method,
+            "alpha_retrieval": None if split.optimise else split.alpha_retrieval,
+            "delta": split.delta,
+            "hmp_weight": None if split.optimise else split.hmp_weight,
+        }
+        try:  # what _check asks for, and what this split's delta_retrieval needs
+            needs = [min_answer_set_questions(round(alpha, 12), **common, delta_retrieval=d)
+                     for d in {None, split.delta_retrieval}]  # fmt: skip
+        except ValueError:
+            return None  # an impossible request: _check says why, and no pilot runs
+        return None if None in needs else max(n for n in needs if n is not None)
+
+    def _run_pilot(self, host: AnswerSetHost, stage: GeneratorStage, pilot: list[CalibrationExample]) -> PilotEstimate:
+        """Sample the pilot questions on their defining gold chunks and judge the estimated ceiling."""
+        gold = {ex.digest: defining_gold(ex, host.fetch(ex.question), host.texts_for) for ex in pilot}
+        sampled = acalibrate_generation(pilot, lambda ex: gold[ex.digest].text, stage, references=references_of)
+        scores = run_sync(sampled)
+        estimate = PilotEstimate(
+            n_questions=len(scores),
+            n_hits=sum(1 for s in scores if math.isfinite(s)),
+            confidence=self.sampling.pilot_options.confidence,
+            confidence_level=self.confidence_level,
+            split=self.split,
+            question_ids=tuple(ex.digest for ex in pilot),
+        )
+        return judge_pilot(estimate)
+
     def _plan(self, host: AnswerSetHost, examples: Sequence[CalibrationExample]) -> _Plan:
         """Check the request, calibrate (or align) the retrieval stage, optimise the split, find the gold chunks."""
         sampler = host.sampler(self.sampling)
@@ -198,15 +242,12 @@ class AnswerSetConformalizer:
             if not 0.0 < fraction < 1.0:
                 raise CalibrationError(f"optimisation_fraction must lie in (0, 1), got {fraction!r}.")
             opt, examples = split_examples(examples, (fraction, 1 - fraction), seed=split.random_state)
+        self._check(alpha, None)  # the request's own checks first, then what a pilot must leave
+        needed = self._needed(alpha)
+        size = 0 if needed is None else pilot_size(len(examples), self.sampling.pilot_options, needed)
+        pilot, examples = draw_pilot(examples, size, self.sampling.pilot_options.random_state)
         self._check(alpha, len(examples))
         self._check_disjoint(opt)
-        retrieval = self.retrieval.calibration or host.calibrate_retrieval(
-            examples,
-            confidence_level=self.confidence_level,
-            score=self.retrieval.score,
-            progress=self.sampling.progress,
-        )
-        retrieval, aligned = align_stages(retrieval, examples)
         embedding = host.embedding(self.clustering.embedder)
         stage = GeneratorStage(
             sampler.asample,
@@ -217,6 +258,14 @@ class AnswerSetConformalizer:
             progress=self.sampling.progress,
             model=sampler.model_label(),
         )
+        estimate = self._run_pilot(host, stage, pilot) if pilot else None
+        retrieval = self.retrieval.calibration or host.calibrate_retrieval(
+            examples,
+            confidence_level=self.confidence_level,
+            score=self.retrieval.score,
+            progress=self.sampling.progress,
+        )
+        retrieval, aligned = align_stages(retrieval, examples)
         optimisation = None
         if opt:
             optimisation = optimise_split_on_host(
@@ -229,6 +278,8 @@ class AnswerSetConformalizer:
                 alpha_retrieval=optimisation.get("alpha_retrieval", split.alpha_retrieval),
                 hmp_weight=optimisation.get("hmp_weight", split.hmp_weight),
             )
+        if estimate is not None:
+            optimisation = {**(optimisation or {}), "pilot": estimate.to_dict()}
         gold = {ex.digest: defining_gold(ex, host.fetch(ex.question), host.texts_for) for ex in aligned}
         identity = sampler.identity()
         if identity is not None:

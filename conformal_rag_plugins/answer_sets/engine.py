@@ -329,7 +329,7 @@ async def acalibrate_generation(
     >>> asyncio.run(acalibrate_generation([ex], lambda e: "Rollo led them.", stage))
     [-1.0]
     """
-    from tqdm.auto import tqdm
+    from ..runtime.progress import progress_bar
 
     def refs(ex: CalibrationExample) -> Sequence[str]:
         return references(ex) if references is not None else ex.answers
@@ -342,7 +342,7 @@ async def acalibrate_generation(
         )
     kwargs = clustering_kwargs(stage.clustering, None, stage.embed)
     scores = []
-    for ex in tqdm(examples, desc="sampling answers", unit="q", disable=not stage.progress):
+    for ex in progress_bar(examples, desc="sampling answers", unit="q", enabled=stage.progress):
         text = gold_text(ex)
         if text is None:
             raise CalibrationError(f"No text found for the gold chunk(s) {ex.gold_ids} of {ex.question!r}.")

@@ -37,6 +37,78 @@ def with_generator_score(clustering: dict[str, Any] | None, generator_score: str
 
 
 @dataclass(frozen=True)
+class PilotOptions:
+    """A small seeded pilot that estimates the generator's coverage ceiling before the full calibration.
+
+    The pilot samples the generator on ``questions`` examples (drawn with ``random_state``, after any
+    optimisation split) and counts those where some sampled answer cluster is correct: the coverage
+    ceiling, the best coverage any generator threshold can reach. When even its one-sided
+    Clopper-Pearson upper bound at ``confidence`` lies below the level the generator stage needs,
+    calibration stops with :class:`~conformal_rag_plugins.core.errors.UnreachableTargetError`
+    before the full budget is spent; when only the estimate lies below it, it warns
+    (:class:`~conformal_rag_plugins.core.errors.CoverageCeilingWarning`) and goes on.
+
+    The pilot questions are never used by the thresholds: the decision to go on depends on them, so
+    reusing them would condition the calibration scores on that decision. The remaining questions
+    (and the test questions) are independent of the pilot, so the guarantee holds as without it,
+    with ``questions`` fewer calibration questions. The LLM is not called more often than without a
+    pilot (each pilot question is sampled once, as it would have been).
+
+    Parameters
+    ----------
+    questions : int, default 5
+        Pilot questions; ``0`` turns the pilot off (as does ``SamplingOptions(pilot=None)``). Fewer are taken when the
+        rest would be too few to calibrate, or more than ``max_fraction`` of the examples; fewer
+        than ``min_questions`` and there is no pilot.
+    confidence : float, default 0.95
+        Level of the one-sided upper bound that must lie below the target to stop (lower: stop
+        sooner, on less evidence; the guarantee is unaffected either way).
+    max_fraction : float, default 0.2
+        At most this share of the examples goes to the pilot.
+    min_questions : int, default 3
+    random_state : int, default 0
+        Seed of the pilot draw.
+
+    Examples
+    --------
+    >>> PilotOptions().questions, PilotOptions(questions=0).enabled
+    (5, False)
+    """
+
+    questions: int = 5
+    confidence: float = 0.95
+    max_fraction: float = 0.2
+    min_questions: int = 3
+    random_state: int = 0
+
+    def __post_init__(self) -> None:
+        if int(self.questions) < 0:
+            raise CalibrationError(f"PilotOptions(questions=) must be >= 0, got {self.questions!r}.")
+        if not 0.0 < float(self.confidence) < 1.0:
+            raise CalibrationError(f"PilotOptions(confidence=) must lie in (0, 1), got {self.confidence!r}.")
+        if not 0.0 < float(self.max_fraction) < 1.0:
+            raise CalibrationError(f"PilotOptions(max_fraction=) must lie in (0, 1), got {self.max_fraction!r}.")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a pilot runs at all (``questions > 0``)."""
+        return int(self.questions) > 0
+
+    @classmethod
+    def resolve(cls, pilot: PilotOptions | int | None) -> PilotOptions:
+        """``pilot`` as options: ``None`` or ``0`` turn it off, an int is the number of questions.
+
+        >>> PilotOptions.resolve(None).enabled, PilotOptions.resolve(8).questions
+        (False, 8)
+        """
+        if pilot is None:
+            return cls(questions=0)
+        if isinstance(pilot, bool) or not isinstance(pilot, int | PilotOptions):
+            raise CalibrationError(f"pilot must be PilotOptions, a number of questions or None, got {pilot!r}.")
+        return cls(questions=pilot) if isinstance(pilot, int) else pilot
+
+
+@dataclass(frozen=True)
 class SamplingOptions:
     """How answers are drawn from the LLM: ``n_samples`` per (question, chunk), concurrently, cached.
 
@@ -55,11 +127,19 @@ class SamplingOptions:
     cache : SampleCache, optional
         Stores samples per (question, context, model, prompt, temperature, n).
     progress : bool, default True
+    pilot : PilotOptions, int or None, default PilotOptions()
+        Calibration only: a seeded pilot of 5 questions first estimates the generator's coverage
+        ceiling and stops with :class:`~conformal_rag_plugins.core.errors.UnreachableTargetError`
+        before the full sampling when the target is clearly out of reach (see :class:`PilotOptions`;
+        an int is its number of questions). ``None`` or ``0``: no pilot, every example calibrates.
+        Queries ignore it.
 
     Examples
     --------
     >>> SamplingOptions(n_samples=5, max_concurrency=1).n_samples
     5
+    >>> SamplingOptions(pilot=None).pilot_options.enabled
+    False
     """
 
     n_samples: int = 10
@@ -68,6 +148,15 @@ class SamplingOptions:
     retries: int = 2
     cache: SampleCache | None = None
     progress: bool = True
+    pilot: PilotOptions | int | None = PilotOptions()
+
+    def __post_init__(self) -> None:
+        PilotOptions.resolve(self.pilot)  # a bad pilot fails here, before any LLM call
+
+    @property
+    def pilot_options(self) -> PilotOptions:
+        """:attr:`pilot` as :class:`PilotOptions` (``None``/``0``: disabled)."""
+        return PilotOptions.resolve(self.pilot)
 
 
 @dataclass(frozen=True)

@@ -194,7 +194,7 @@ def optimise_split_on_host(
     Each generator score comes from the gold chunk defining its retrieval score; sampling is
     synchronous (:func:`~conformal_rag_plugins.runtime.run_sync.run_sync`) as the objective is plain.
     """
-    from tqdm.auto import tqdm
+    from ..runtime.progress import progress_bar
 
     family, clustering = retrieval.score_family_, stage.clustering
     kwargs = clustering_kwargs(clustering, None, stage.embed)
@@ -204,7 +204,7 @@ def optimise_split_on_host(
         return cluster_samples(got, clustering, kwargs, n_samples=stage.n_samples, chunk_id=cid)
 
     questions = []
-    for ex in tqdm(examples, desc="optimisation split", unit="q", disable=not stage.progress):
+    for ex in progress_bar(examples, desc="optimisation split", unit="q", enabled=stage.progress):
         pool = host.fetch(ex.question)
         ids = [c if c is not None else f"candidate-{i}" for i, c in enumerate(pool.ids)]
         positions = gold_positions(ex, pool.ids, pool.texts)

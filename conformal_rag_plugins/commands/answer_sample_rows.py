@@ -31,13 +31,13 @@ def build_rows(
     name of ``pool``. Chunk texts come from the pool, else ``texts``. Unanswerable questions get the
     reference ``"I don't know"`` (abstaining is correct); rows carry ``logprobs`` when reported.
     """
-    from tqdm.auto import tqdm
+    from ..runtime.progress import progress_bar
 
     size = int(top if top is not None else pool)
     if size < 1:
         raise ValueError(f"pool must be >= 1, got {size}.")
     rows = []
-    for ex in tqdm(questions, desc="sampling", unit="q", disable=not progress):
+    for ex in progress_bar(questions, desc="sampling", unit="q", enabled=progress):
         got = fetch(ex.question)
         ids = [c for c in got.ids[:size] if c is not None]
         positions = gold_positions(ex, got.ids[:size], got.texts[:size])

@@ -15,7 +15,7 @@ from typing import Any
 from ..retrieval.options import RetrievalOptions
 from ..tuning.options import TuningOptions
 from . import calibration_inputs
-from .cli_help import command, request_from, warn_ignored
+from .cli_help import PERSIST_DIR_HELP, command, request_from, warn_ignored
 from .input_checks import (
     announce_questions,
     check_at_least,
@@ -59,7 +59,7 @@ def register(sub: Any) -> None:
         help="score family (default: auto for the tuned hybrid, else relative)",
     )
     p.add_argument("--pool-size", type=int, default=50, help="candidates retrieved per question")
-    p.add_argument("--persist-dir", default=None, help="Chroma directory (default ~/.cache/conformal-rag/chroma)")
+    p.add_argument("--persist-dir", default=None, help=PERSIST_DIR_HELP)
     p.add_argument("--seed", type=int, default=0, help="seed of the optimisation/calibration split")
     p.add_argument(
         "--group-by",

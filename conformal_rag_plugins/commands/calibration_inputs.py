@@ -12,6 +12,7 @@ from ..core.errors import ConformalError, InputFileError
 from ..datasets.examples import CorpusEntry
 from ..frameworks import FRAMEWORKS, get_framework
 from ..labelling.chunk_records import Chunk
+from .cli_help import CACHE_HELP
 
 LLM_KINDS = ("local", "openai")
 
@@ -34,9 +35,7 @@ def add_corpus_arguments(parser: argparse.ArgumentParser, *, llm: bool = True) -
         parser.add_argument(
             "--llm", choices=LLM_KINDS, default="local", help="local Gemma 3 270M, or OpenAI(-compatible)"
         )
-        parser.add_argument(
-            "--cache", default=None, help="SQLite cache of LLM outputs (default ~/.cache/conformal-rag)"
-        )
+        parser.add_argument("--cache", default=None, help=CACHE_HELP)
         parser.add_argument("--no-cache", action="store_true", help="do not cache LLM outputs")
     else:
         parser.add_argument("--llm", choices=LLM_KINDS, default=None, help=argparse.SUPPRESS)

@@ -15,6 +15,18 @@ from typing import Any, TypeVar
 _R = TypeVar("_R")
 
 
+PERSIST_DIR_HELP = (
+    "Chroma directory (default: $CONFORMAL_RAG_CACHE/chroma when that variable is set, else "
+    "~/.cache/conformal-rag/chroma)"
+)
+"""The ``--persist-dir`` help of every command that indexes into Chroma (the cache variable moves the default)."""
+
+CACHE_HELP = (
+    "SQLite cache of LLM outputs (default: $CONFORMAL_RAG_CACHE when that variable is set, else ~/.cache/conformal-rag)"
+)
+"""The ``--cache`` help (the same variable moves its default)."""
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Help that names every option's default, and keeps the epilog's example lines as written.
 

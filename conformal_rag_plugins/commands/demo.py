@@ -55,6 +55,7 @@ class DemoRequest:
     chunking: bool = True
     chunk_size: int | None = None
     chunk_overlap: int | None = None
+    progress: bool = True
 
 
 def run_demo(request: DemoRequest) -> dict[str, object]:
@@ -95,7 +96,7 @@ def run_demo(request: DemoRequest) -> dict[str, object]:
         entries,
         client=chroma_client(persist),
         collection_name=f"crp-llamaindex-{corpus_key(entries)}",
-        show_progress=True,
+        show_progress=r.progress,
     )
     cal_q, test_q = split_examples(questions, (0.5, 0.5), seed=r.seed)
 
@@ -191,7 +192,10 @@ def _answer_sets(host, retrieval_cal, cal_q, show_q, out: Path, request: DemoReq
 
         print(f"\nLocal model: {check_local_model(llm.model_path)}")
     cache = SampleCache(default_cache_dir() / "samples.sqlite")
-    sampling = SamplingOptions(n_samples=n_samples, cache=cache, max_concurrency=1)  # calibration and queries
+    # calibration and queries; no pilot: the demo shows answer sets even when its small model cannot guarantee them
+    sampling = SamplingOptions(
+        n_samples=n_samples, cache=cache, max_concurrency=1, progress=request.progress, pilot=None
+    )
     print(
         f"\nAnswer sets (alpha={alpha} end to end, Bonferroni: {alpha_retrieval} retrieval + "
         f"{alpha - alpha_retrieval:.2g} generation, M={n_samples} samples per chunk, "

@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..answer_sets.engine import SampleFn
+from ..answer_sets.options import PilotOptions, SplitOptions
+from ..answer_sets.pilot import PilotEstimate, draw_pilot, judge_pilot, pilot_size
 from ..answer_sets.sample_cache import SampleCache
-from ..core.errors import ConformalError, InputFileError
+from ..core.clustering import cluster_answers
+from ..core.errors import ConformalError, CoverageCeilingWarning, InputFileError
+from ..core.generation_scores import generation_score
 from ..core.validation import check_alpha
 from ..datasets.examples import load_corpus, split_examples
 from ..evaluation.answer_set_trials import METHODS, evaluate_abstention, evaluate_methods, prepare_rows
 from ..local.encoder import default_cache_dir
+from ..retrieval.gold_matching import gold_positions
 from ..runtime.atomic import atomic_write_text
+from ..runtime.run_sync import run_sync
 from .answer_sample_rows import build_rows
 from .chunk_corpus import chunk_corpus
 from .hosts import build_host
@@ -62,6 +71,79 @@ class EvaluateAnswersRequest:
     chunking: bool = True
     chunk_size: int | None = None
     chunk_overlap: int | None = None
+    pilot: int = 5
+
+
+CLI_ADVICE = (
+    "Pass a lower --confidence-level (a larger --alpha), a stronger --llm or more --samples; or skip this check "
+    "with --no-pilot."
+)
+
+
+def _pilot_ceiling(
+    questions: Sequence[Any],
+    fetch: Any,
+    texts: dict[str, str],
+    sample: SampleFn,
+    *,
+    pool: int,
+    n_samples: int,
+    generator_score: str,
+) -> list[float]:
+    """Each pilot question's generator score on its defining gold chunk, as :func:`prepare_rows` computes it.
+
+    Only the gold chunk is sampled (one sampling call per question instead of ``pool``): the
+    ceiling needs nothing else.
+    """
+    scores = []
+    for ex in questions:
+        got = fetch(ex.question)
+        positions = gold_positions(ex, got.ids[:pool], got.texts[:pool])
+        gold_id = got.ids[positions[0]] if positions else ex.gold_ids[0]
+        text = dict(zip(got.ids, got.texts, strict=True)).get(gold_id) or texts[gold_id]
+        drawn = run_sync(sample(ex.question, text))
+        clusters = cluster_answers(
+            [s.text for s in drawn],
+            method="rougeL",
+            tau=0.7,
+            n_samples=n_samples,
+            logprobs=[s.logprob for s in drawn],
+            score=generator_score,
+        )
+        scores.append(generation_score(clusters, list(ex.answers)))
+    return scores
+
+
+def run_pilot(
+    questions: list[Any], alphas: Sequence[float], request: EvaluateAnswersRequest, score: Any
+) -> tuple[PilotEstimate | None, list[Any]]:
+    """Draw a seeded pilot from the answerable ``questions``, judge it at the most demanding level, return the rest.
+
+    ``score(pilot)`` gives the pilot questions' generator scores. The evaluation's methods include
+    optimised splits, so the generator may get nearly all of alpha: the target is ``1 - alpha`` (the
+    most lenient). The pilot questions are left out of the evaluation (the decision to go on depends
+    on them). The pilot's line goes to stderr before the full sampling; a target clearly out of reach
+    raises :class:`~conformal_rag_plugins.core.errors.UnreachableTargetError` (exit 2).
+    """
+    options = PilotOptions.resolve(request.pilot or None)
+    size = pilot_size(len(questions), options, needed=2)
+    pilot, rest = draw_pilot(questions, size, request.seed)
+    if not pilot:
+        return None, rest
+    scores = score(pilot)
+    estimate = PilotEstimate(
+        n_questions=len(scores),
+        n_hits=sum(1 for s in scores if math.isfinite(s)),
+        confidence=options.confidence,
+        confidence_level=round(1.0 - min(alphas), 12),
+        split=SplitOptions(optimise=True),
+        question_ids=tuple(str(q.id) for q in pilot),
+    )
+    print(f"conformal-rag: {estimate.summary()}", file=sys.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CoverageCeilingWarning)  # the stderr line above already says it
+        judge_pilot(estimate, advice=CLI_ADVICE)
+    return estimate, rest
 
 
 def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
@@ -76,6 +158,12 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
     ``SentenceSplitter`` in MiniLM tokens, ``chunk_size``/``chunk_overlap``, gold documents moved
     onto the chunks holding an answer; the report's ``chunking`` block counts them);
     ``chunking=False`` indexes the entries whole.
+
+    With ``pilot`` questions (default 5, at most a fifth of the answerable ones; 0 turns it off) a
+    seeded pilot first samples their gold chunks (:func:`run_pilot`): its line (coverage ceiling,
+    upper bound, reachable levels) goes to stderr, a target clearly out of reach raises
+    :class:`~conformal_rag_plugins.core.errors.UnreachableTargetError`, and the pilot questions are
+    left out of the evaluation (recorded in ``report["pilot"]``).
     """
     from ..llamaindex.answer_sampler import LlamaIndexSampler, model_id
 
@@ -84,6 +172,7 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
     for name, value in (("answer_pool", r.answer_pool), ("trials", r.trials), ("samples", r.samples)):
         check_at_least(name, value)
     check_at_least("max_questions", r.max_questions)
+    check_at_least("pilot", r.pilot, 0)
     check_at_least("seed", r.seed, 0)
     check_outputs(files=[r.json_out], inputs=[*r.corpus, r.qa])
     entries = load_corpus(*r.corpus)
@@ -96,7 +185,7 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
     texts = {e.id: e.text for e in entries}
     check_gold_in_corpus(loaded, texts, r.qa)
     everything = split_examples(loaded, (1.0,), seed=r.seed)[0]
-    answerable = [q for q in everything if not q.is_impossible][: r.max_questions]
+    answerable = [q for q in everything if not q.is_impossible]
     impossible = [q for q in everything if q.is_impossible][: max(1, r.max_questions // 4)]
     if not answerable:
         raise InputFileError(f"{r.qa}: no answerable questions to evaluate.")
@@ -109,6 +198,21 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
         max_concurrency=1 if r.llm == "local" else 4,
         cache=SampleCache(default_cache_dir() / "samples.sqlite"),
     )
+    estimate, answerable = run_pilot(
+        answerable,
+        alphas,
+        r,
+        lambda pilot: _pilot_ceiling(
+            pilot,
+            bundle.fetch,
+            texts,
+            sampler.asample,
+            pool=r.answer_pool,
+            n_samples=r.samples,
+            generator_score=r.generator_score,
+        ),
+    )
+    answerable = answerable[: r.max_questions]  # the pilot came from all of them, so up to max_questions remain
     questions = answerable + impossible
     rows = build_rows(questions, bundle.fetch, texts, sampler.asample, pool=r.answer_pool, progress=r.progress)
     prepared = prepare_rows(rows, n_samples=r.samples, pool=r.answer_pool, generator_score=r.generator_score)
@@ -131,6 +235,8 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
         "coverage_ceiling": sum(math.isfinite(q.r_gen) for q in ans) / max(1, len(ans)),
         "results": results,
     }
+    if estimate is not None:
+        report["pilot"] = estimate.to_dict()
     with_confidence_levels(report["results"])
     if r.json_out is not None:
         atomic_write_text(r.json_out, json.dumps(report, indent=2) + "\n")

@@ -130,12 +130,14 @@ def register(sub: Any) -> None:
 
 def _handle(args: argparse.Namespace) -> None:
     report = run_monitor(request_from(MonitorRequest, args, chunking=not args.no_chunking))
-    where = "no alarm" if report["alarm_at"] is None else f"ALARM at query {report['alarm_at']}"
+    # queries are counted from 1 here (the JSON's alarm_at is the 0-based index; alarm_query counts from 1)
+    where = "no alarm" if report["alarm_at"] is None else f"ALARM at query {report['alarm_at'] + 1}"
     resumed = f" ({report['n_stream_new']} new after {report['n_stream'] - report['n_stream_new']} resumed)"
     print(
         f"{report['n_stream']} stream queries{resumed if report['resumed_from'] else ''}, {report['statistic']} "
         f"statistic, delta={report['delta']}, reference of {report['n_reference']} questions: {where} "
-        f"(final martingale {report['martingale'][-1] if report['martingale'] else 1.0})"
+        f"(final martingale {report['martingale'][-1] if report['martingale'] else 1.0}, alarm level "
+        f"1/delta = {report['threshold']:g})"
     )
     for path in (args.json_out, args.save_monitor, report["saved_calibration"]):
         if path is not None:
@@ -195,6 +197,7 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
     -------
     dict
         ``n_stream`` (resumed queries included), ``alarm_at`` (0-based first alarm or ``None``),
+        ``alarm_query`` (the same query counted from 1, as the printed line counts),
         ``martingale``, ``statistic``, ``p_values``, ``statistics``, ``log_martingale``, ``delta``,
         ``threshold`` (``1/delta``), ``alpha``, ``n_calibration``, ``calibration_threshold``,
         ``framework``, ``retriever``, ``n_reference``, ``n_stream_new``, ``resumed_from``,
@@ -325,6 +328,7 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
     report = {
         "n_stream": monitor.n_stream,
         "alarm_at": monitor.alarm_at,
+        "alarm_query": None if monitor.alarm_at is None else monitor.alarm_at + 1,
         "martingale": [encode_float(m) for m in monitor.martingale],
         "statistic": monitor.statistic,
         "statistics": [encode_float(s) for s in monitor.stream],

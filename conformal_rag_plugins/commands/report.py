@@ -166,6 +166,9 @@ def run_report(
     used = set(retrieval.question_ids_)
     tuning = set(retrieval.selection_.get("optimisation_question_ids") or ())
     split_tuning = set(answer_cal.optimisation_.get("optimisation_question_ids") or ()) if answer_cal else set()
+    # the answer-set pilot's questions decided whether to calibrate at all: not held out either
+    pilot = (answer_cal.optimisation_.get("pilot") or {}) if answer_cal else {}
+    split_tuning |= set(pilot.get("question_ids") or ())
     heldout = [q for q in chunked.questions if q.digest not in used | tuning | split_tuning]
     if not heldout:
         raise InputFileError(

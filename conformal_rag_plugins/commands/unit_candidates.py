@@ -133,9 +133,8 @@ def collect_candidates(
     units, grid, pool_sizes = space.units, space.grid, space.pool_sizes
     import time
 
-    from tqdm.auto import tqdm
-
     from ..local.tokens import count_tokens
+    from ..runtime.progress import progress_bar
 
     base_pool = int(pool_sizes[0])
     configs = [c for c in grid if c is not None]
@@ -172,7 +171,7 @@ def collect_candidates(
     texts = [ex.question for ex in questions]
     each = zip(questions, _pools_of_each(fetch_chunks, texts), _pools_of_each(fetch_docs, texts), strict=True)
     for i, (ex, chunk_pools, doc_pools) in enumerate(
-        tqdm(each, desc="querying", unit="q", total=len(texts), disable=not progress)
+        progress_bar(each, desc="querying", unit="q", total=len(texts), enabled=progress)
     ):
         for unit in units:
             for config in grid:

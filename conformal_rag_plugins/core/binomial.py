@@ -161,3 +161,33 @@ def binom_cdf_last_at_most(n: int, p: float, level: float, x_max: int | None = N
         return _last_in_table(n, p, level, x_max)
     x = _last_in_window(n, p, level, x_max)
     return _last_in_table(n, p, level, x_max) if x is None else x
+
+
+def clopper_pearson_upper(successes: int, n: int, confidence: float = 0.95) -> float:
+    """One-sided Clopper-Pearson upper bound of a binomial proportion.
+
+    The largest ``p`` with ``P(X <= successes) >= 1 - confidence`` for ``X ~ Binomial(n, p)``, so
+    that the true proportion lies below the bound with probability at least ``confidence``
+    (exact, conservative). Found by bisection on :func:`binom_cdf` (decreasing in ``p``).
+
+    Examples
+    --------
+    >>> round(clopper_pearson_upper(0, 5, 0.95), 4)  # 1 - 0.05 ** (1 / 5)
+    0.4507
+    >>> clopper_pearson_upper(5, 5)
+    1.0
+    """
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n >= 1, got successes={successes}, n={n}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    if successes == n:
+        return 1.0
+    lo, hi = successes / n, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if binom_cdf(successes, n, mid) >= 1.0 - confidence:
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -116,3 +116,16 @@ class UncheckedGeneratorWarning(UserWarning):
     that describes its LLM) carry no record, or the caller gave no live one: the generator
     threshold is then used unchecked. Re-calibrate to get the check.
     """
+
+
+class UnreachableTargetError(CalibrationError):
+    """A pilot showed, before the full calibration, that the generator cannot reach the requested level.
+
+    Raised by the answer-set pilot (``PilotOptions``) when even the one-sided upper confidence bound
+    of the generator's coverage ceiling lies below the level the generator stage needs. ``estimate``
+    holds the pilot's :class:`~conformal_rag_plugins.answer_sets.pilot.PilotEstimate`.
+    """
+
+    def __init__(self, message: str, estimate: object = None) -> None:
+        super().__init__(message)
+        self.estimate = estimate

@@ -217,9 +217,9 @@ async def alabel_examples(
     report = LabelReport(n=len(examples), budget=budget)
     calls0, hits0 = getattr(judge, "llm_calls", 0), getattr(judge, "cache_hits", 0)
 
-    from tqdm.auto import tqdm
+    from ..runtime.progress import progress_bar
 
-    bar = tqdm(total=len(examples), desc="labelling", unit="q", disable=not progress)
+    bar = progress_bar(total=len(examples), desc="labelling", unit="q", enabled=progress)
 
     async def one(ex: CalibrationExample) -> CalibrationExample:
         source = ex.metadata.get("source_chunk_id")

@@ -246,12 +246,12 @@ async def agenerate_questions(
         skipped[str(reason)] += 1
         return None
 
-    from tqdm.auto import tqdm
+    from ..runtime.progress import progress_bar
 
     kept: list[CalibrationExample] = []
     seen: set[str] = set()
     pos = 0
-    with tqdm(total=n_questions, desc="generating questions", unit="q", disable=not options.progress) as bar:
+    with progress_bar(total=n_questions, desc="generating questions", unit="q", enabled=options.progress) as bar:
         while len(kept) < n_questions and pos < len(order):
             batch = order[pos : pos + n_questions - len(kept)]
             pos += len(batch)

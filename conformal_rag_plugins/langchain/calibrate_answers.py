@@ -62,7 +62,9 @@ def calibrate_answer_sets(
     """Calibrate both stages on the host store or retriever and chat or completion model.
 
     Same contract and options as the LlamaIndex ``calibrate_answer_sets`` (the clustering embedder
-    is LangChain ``Embeddings``).
+    is LangChain ``Embeddings``), including ``SamplingOptions(pilot=...)``
+    (:class:`~conformal_rag_plugins.answer_sets.options.PilotOptions`; ``None`` turns it off) that
+    raises :class:`~conformal_rag_plugins.core.errors.UnreachableTargetError` early.
 
     Examples
     --------

@@ -82,10 +82,20 @@ def calibrate_answer_sets(
         :class:`~conformal_rag_plugins.answer_sets.options.SplitOptions`,
         :class:`~conformal_rag_plugins.answer_sets.options.ClusteringOptions` (``embedder=embed_model``),
         :class:`~conformal_rag_plugins.answer_sets.options.RetrievalStageOptions`.
+        ``SamplingOptions(pilot=...)`` (:class:`~conformal_rag_plugins.answer_sets.options.PilotOptions`,
+        default 5 questions) first estimates the generator's coverage ceiling on a seeded pilot and
+        raises :class:`~conformal_rag_plugins.core.errors.UnreachableTargetError` before the full
+        calibration when the target is clearly out of reach. Its questions are left out of the
+        thresholds (the decision to go on depends on them). ``pilot=None``: no pilot.
 
     Returns
     -------
     AnswerSetCalibration
+
+    Raises
+    ------
+    UnreachableTargetError
+        The pilot found the target out of reach (after the pilot's LLM calls only).
 
     Examples
     --------

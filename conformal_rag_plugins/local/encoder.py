@@ -15,6 +15,7 @@ import numpy as np
 
 from ..runtime.kv_cache import SqliteStore
 from ..runtime.paths import default_cache_dir
+from ..runtime.progress import progress_enabled
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -92,7 +93,7 @@ class MiniLMEncoder:
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
-                show_progress_bar=show_progress_bar,
+                show_progress_bar=progress_enabled(show_progress_bar),
             ).astype(np.float32)
             out[missing] = vecs
             if self._db is not None:

@@ -11,6 +11,7 @@ from llama_index.core.schema import BaseNode, TextNode
 
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..datasets.examples import CorpusEntry
+from ..runtime.progress import progress_enabled
 from .chroma import open_collection, stored_ids
 from .llamaindex_models import MiniLMEmbedding
 from .tokens import silenced_truncation
@@ -82,7 +83,9 @@ def index_nodes(nodes: Sequence[BaseNode], collection: Any, embed_model: Any = N
     if todo:
         context = StorageContext.from_defaults(vector_store=store)
         with silenced_truncation(not warn_truncation):
-            VectorStoreIndex(todo, storage_context=context, embed_model=embed_model, show_progress=show_progress)
+            VectorStoreIndex(
+                todo, storage_context=context, embed_model=embed_model, show_progress=progress_enabled(show_progress)
+            )
     return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
 
 

@@ -114,11 +114,11 @@ def collect_observations(
 ) -> list[PoolObservation]:
     """Query the host once per example and locate its gold chunks in the pool."""
     check_labelled(examples)
-    from tqdm.auto import tqdm
+    from ..runtime.progress import progress_bar
 
     return [
         observe(ex, fetch_pool(ex.question))
-        for ex in tqdm(examples, desc="calibrating", unit="q", disable=not progress)
+        for ex in progress_bar(examples, desc="calibrating", unit="q", enabled=progress)
     ]
 
 

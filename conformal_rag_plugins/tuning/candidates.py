@@ -142,11 +142,11 @@ def observe_candidates(
         return {k: collect_observations(examples_of[k], fetchers[k], progress=progress) for k in keys}
     for k in keys:
         check_labelled(examples_of[k])
-    from tqdm.auto import tqdm
+    from ..runtime.progress import progress_bar
 
     first = examples_of[keys[0]]
     out: dict[Any, list[PoolObservation]] = {k: [] for k in keys}
-    for i, ex in enumerate(tqdm(first, desc="tuning", unit="q", disable=not progress)):
+    for i, ex in enumerate(progress_bar(first, desc="tuning", unit="q", enabled=progress)):
         pools = fanout(ex.question) if fanout is not None else None
         for k in keys:
             pool = pools[k] if pools is not None else fetchers[k](examples_of[k][i].question)

@@ -124,7 +124,8 @@ def _calibrate(
 ) -> AnswerSetCalibration:
     conformalizer = AnswerSetConformalizer(
         confidence_level,
-        sampling=SamplingOptions(n_samples=M, progress=False),
+        # pilot=None: the guarantee holes of the calibration itself, on every example
+        sampling=SamplingOptions(n_samples=M, progress=False, pilot=None),
         split=SplitOptions(optimise=optimise_split, bo_calls=4, **split),
         clustering=ClusteringOptions(method="exact", tau=None, generator_score=generator_score),
         retrieval=RetrievalStageOptions(calibration=retrieval_calibration),

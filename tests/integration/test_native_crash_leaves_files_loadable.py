@@ -116,7 +116,9 @@ DRIVER = textwrap.dedent(
         cache = SampleCache(os.path.join(CACHE_DIR, "samples.sqlite"))
         return calibrate_answer_sets(
             Ranking(), FakeChat(), examples, confidence_level=confidence_level,
-            sampling=SamplingOptions(n_samples=N_SAMPLES, cache=cache, max_concurrency=CONCURRENCY, progress=False),
+            sampling=SamplingOptions(
+                n_samples=N_SAMPLES, cache=cache, max_concurrency=CONCURRENCY, progress=False, pilot=None
+            ),
             split=SplitOptions(random_state=0), retrieval=RetrievalStageOptions(pool_size=5),
         )
 

@@ -177,7 +177,8 @@ class Harness:
             self.llm,
             examples,
             confidence_level=1 - ALPHA,
-            sampling=SamplingOptions(n_samples=M, max_concurrency=1, progress=False),
+            # pilot=None: each draw's coverage as calibrated on all its questions (the pilot is tested apart)
+            sampling=SamplingOptions(n_samples=M, max_concurrency=1, progress=False, pilot=None),
             split=SplitOptions(alpha_retrieval=ALPHA_RET),
             clustering=ClusteringOptions(**CLUSTERING, generator_score=self.generator_score),
             retrieval=RetrievalStageOptions(score=SCORE, pool_size=POOL),

@@ -101,7 +101,8 @@ BEFORE = {
 def _conformalizer(confidence_level: float = 0.6, clustering: ClusteringOptions | None = None, **split):
     return AnswerSetConformalizer(
         confidence_level,
-        sampling=SamplingOptions(n_samples=M, progress=False),
+        # pilot=None: every example calibrates: the numbers recorded before the pilot
+        sampling=SamplingOptions(n_samples=M, progress=False, pilot=None),
         split=SplitOptions(bo_calls=4, **split),
         clustering=clustering or ClusteringOptions(method="exact", tau=None),
     )

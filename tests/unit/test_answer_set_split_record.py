@@ -58,7 +58,8 @@ def optimised(fake_answer_host):
     host, texts = _host(fake_answer_host, N_CALIBRATE + N_HELD_OUT)
     conformalizer = AnswerSetConformalizer(
         0.6,
-        sampling=SamplingOptions(n_samples=M, progress=False),
+        # pilot=None: every question counted below calibrates or chose the split
+        sampling=SamplingOptions(n_samples=M, progress=False, pilot=None),
         split=SplitOptions(optimise=True, bo_calls=4),
         clustering=ClusteringOptions(method="exact", tau=None),
     )

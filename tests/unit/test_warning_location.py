@@ -44,7 +44,8 @@ async def _sample(question: str, context: str) -> list[Sample]:
 def _calibrate(host_class) -> object:
     conformalizer = AnswerSetConformalizer(
         0.7,
-        sampling=SamplingOptions(n_samples=4, progress=False),
+        # pilot=None: the calibration's own warning, not the pilot's
+        sampling=SamplingOptions(n_samples=4, progress=False, pilot=None),
         split=SplitOptions(bo_calls=4),
         clustering=ClusteringOptions(method="exact", tau=None),
     )
