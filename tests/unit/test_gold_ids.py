@@ -37,6 +37,10 @@ TUNING = TuningOptions(grid=(FusionConfig("minmax", 0.5),), pool_sizes=(20,))
 pytestmark = pytest.mark.filterwarnings("ignore::conformal_rag_plugins.core.errors.PoolMissWarning")
 
 
+#: Fake LLMs exercise control flow here: no pilot (its stop is tested in tests/answer_sets).
+SAMPLING = SamplingOptions(n_samples=4, progress=False, pilot=None)
+
+
 def _vector(text: str) -> list[float]:
     v = np.zeros(64)
     for word in text.lower().replace("?", " ").replace(".", " ").split():
@@ -133,7 +137,7 @@ def _li_calibrate(kind: str, li, examples):
             warnings.simplefilter("ignore", CoverageCeilingWarning)
             return calibrate_answer_sets(
                 index, MockLLM(max_tokens=2), examples, confidence_level=0.6,
-                sampling=SamplingOptions(n_samples=4, progress=False), retrieval=RetrievalStageOptions(pool_size=20),
+                sampling=SAMPLING, retrieval=RetrievalStageOptions(pool_size=20),
             ).retrieval_  # fmt: skip
     assert kind == "parents"
     return calibrate_retriever(index, examples, pool_size=20, options=OPTIONS, parents=docs)
@@ -181,7 +185,7 @@ def test_llamaindex_answer_sets_reuse_a_retrieval_calibration_made_on_document_i
     with pytest.warns(CoverageCeilingWarning):
         both = calibrate_answer_sets(
             index, MockLLM(max_tokens=2), examples, confidence_level=0.6,
-            sampling=SamplingOptions(n_samples=4, progress=False), retrieval=RetrievalStageOptions(calibration=cal),
+            sampling=SAMPLING, retrieval=RetrievalStageOptions(calibration=cal),
         )  # fmt: skip
     assert both.question_ids_ == cal.question_ids_ and both.retrieval_.threshold_ == cal.threshold_
 
@@ -226,7 +230,7 @@ def _lc_calibrate(kind: str, lc, examples):
             warnings.simplefilter("ignore", CoverageCeilingWarning)
             return calibrate_answer_sets(
                 store, FakeListChatModel(responses=["nothing"]), examples, confidence_level=0.6,
-                sampling=SamplingOptions(n_samples=4, progress=False), retrieval=RetrievalStageOptions(pool_size=20),
+                sampling=SAMPLING, retrieval=RetrievalStageOptions(pool_size=20),
             ).retrieval_  # fmt: skip
     assert kind == "parents"
     return calibrate_retriever(store, examples, pool_size=20, options=OPTIONS, parents=parents)
@@ -272,7 +276,7 @@ def test_langchain_answer_sets_reuse_a_retrieval_calibration_made_on_document_id
     with pytest.warns(CoverageCeilingWarning):
         both = calibrate_answer_sets(
             store, FakeListChatModel(responses=["nothing"]), examples, confidence_level=0.6,
-            sampling=SamplingOptions(n_samples=4, progress=False), retrieval=RetrievalStageOptions(calibration=cal),
+            sampling=SAMPLING, retrieval=RetrievalStageOptions(calibration=cal),
         )  # fmt: skip
     assert both.question_ids_ == cal.question_ids_ and both.retrieval_.threshold_ == cal.threshold_
 
@@ -358,7 +362,7 @@ def test_answer_sets_on_a_subset_of_the_retrieval_calibrations_document_id_quest
         warnings.simplefilter("ignore", CoverageCeilingWarning)
         both = calibrate_answer_sets(
             store, FakeListChatModel(responses=["nothing"]), examples[:12], confidence_level=0.6,
-            sampling=SamplingOptions(n_samples=4, progress=False), retrieval=RetrievalStageOptions(calibration=cal),
+            sampling=SAMPLING, retrieval=RetrievalStageOptions(calibration=cal),
         )  # fmt: skip
     assert both.question_ids_ == tuple(ex.digest for ex in examples[:12]) == both.retrieval_.question_ids_
 
