@@ -51,6 +51,8 @@ from .datasets.examples import (
 from .datasets.text_folder import load_text_folder
 from .labelling.options import JudgeOptions, QuestionOptions
 from .monitor.monitor import ConformalMonitor, ServedScores
+from .report.data import Verdict
+from .report.held_out import HeldOutReport
 from .report.notebook import answer_sets_figure, coverage_figure, scores_figure, set_sizes_figure
 from .retrieval.calibration import RetrievalCalibration
 from .retrieval.conformalizer import RetrievalConformalizer, calibrate_host
@@ -99,6 +101,9 @@ __all__ = [  # noqa: RUF022 (grouped by concept, listed once)
     # the threshold itself
     "conformal_quantile",
     "pac_quantile",
+    # the held-out verdict (ConformalRetriever.evaluate)
+    "HeldOutReport",
+    "Verdict",
     # report figures in a notebook
     "answer_sets_figure",
     "coverage_figure",

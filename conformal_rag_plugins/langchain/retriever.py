@@ -21,6 +21,7 @@ from ..core.errors import ConformalError
 from ..core.selection import check_k_bounds
 from ..datasets.examples import CalibrationExample
 from ..monitor.monitor import ServedScores
+from ..report.held_out import HeldOutReport, held_out_report
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.groups import check_group_options
 from ..retrieval.options import RetrievalOptions
@@ -200,6 +201,58 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
             persist_dir=persist_dir,
             client=client,
             serving=serving,
+        )
+
+    def evaluate(self, examples: Sequence[CalibrationExample], *, progress: bool = False) -> HeldOutReport:
+        """The verdict of ``conformal-rag report`` on held-out questions, for the sets this retriever serves.
+
+        Every question of ``examples`` that the calibration did not use (neither calibrated on nor
+        tuning the host) is asked through :meth:`invoke`, as an app asks it (parents, ``k``, ``max_k``
+        and the group options apply). Its gold ids go through the one gold-id rule: chunk ids, or
+        document ids (``metadata["doc_id"]``; moved onto the chunk holding an answer, else all the
+        document's chunks).
+
+        Parameters
+        ----------
+        examples : sequence of CalibrationExample
+            Labelled questions; the calibration's own and its host-tuning ones are left out.
+        progress : bool, default False
+            A progress bar over the questions.
+
+        Returns
+        -------
+        HeldOutReport
+            ``coverage``, ``mean_set_size``, ``mean_context_tokens`` (MiniLM word pieces),
+            ``share_guaranteed``, ``n_questions``, ``n_excluded`` and ``verdict`` (status, text and
+            the 95% band, as the command line computes them); ``summary()`` is one line.
+
+        Raises
+        ------
+        CalibrationError
+            A calibration that does not record its questions, no held-out question, an unlabelled
+            question, or a gold id the store does not hold.
+
+        Examples
+        --------
+        >>> retriever = ConformalRetriever.from_documents(docs, calibration_examples)  # doctest: +SKIP
+        >>> print(retriever.evaluate(held_out_examples).summary())  # doctest: +SKIP
+        held-out coverage 0.907 at target 0.9, inside the 95% band [0.827, 0.963]: consistent with the guarantee; ...
+        """
+        from ..local.tokens import count_tokens
+        from .host import LangChainHost
+
+        reader = LangChainHost(self._host, self.calibration.pool_size_, self._parent)
+
+        def serve(question: str) -> list[tuple[str | None, str, Any]]:
+            return [(doc_id(d), d.page_content, d.metadata.get("conformal_guaranteed")) for d in self.invoke(question)]
+
+        return held_out_report(
+            examples,
+            self.calibration,
+            prepare_gold=reader.prepare_gold,
+            serve=serve,
+            count_tokens=count_tokens,
+            progress=progress,
         )
 
     @property

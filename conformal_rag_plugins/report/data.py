@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -99,17 +99,15 @@ def coverage_grid(
     cov, low, high, qs, sizes, ranks, at_or_below = [], [], [], [], [], [], []
     n = len(calibration.scores_)
     for level in grid:
-        q = _quantile(calibration.scores_, 1.0 - level)
-        covered, size = _cover(obs, calibration.score_family_, q)
-        lo, hi = split_conformal_band(n, len(obs), 1.0 - level)
+        checked, (lo, hi) = _level_check(calibration, level, len(obs))
+        covered, size = _cover(obs, calibration.score_family_, checked.threshold)
         cov.append(float(np.mean(covered)))
         sizes.append(float(np.mean(size)))
         low.append(lo)
         high.append(hi)
-        qs.append(q)
-        rank = flagged_rank(n, 1.0 - level)
-        ranks.append(conformal_rank(n, 1.0 - level) if rank is None else rank.rank)
-        at_or_below.append(sum(1 for r in calibration.scores_ if r <= q))
+        qs.append(checked.threshold)
+        ranks.append(checked.rank)
+        at_or_below.append(checked.n_at_or_below)
     return CoverageGrid(
         tuple(grid), tuple(cov), tuple(low), tuple(high), tuple(qs), tuple(sizes),
         calibration.score_family_, n, len(obs), round(calibration.confidence_level_, 6),
@@ -160,6 +158,21 @@ class ThresholdRank:
 
 
 _UNRANKED = ThresholdRank()
+
+
+def _level_check(
+    calibration: RetrievalCalibration, level: float, n_test: int
+) -> tuple[ThresholdRank, tuple[float, float]]:
+    """The split-conformal threshold of the stored scores at ``level``, its rank, and the 95% band for ``n_test``."""
+    n = len(calibration.scores_)
+    q = _quantile(calibration.scores_, 1.0 - level)
+    rank = flagged_rank(n, 1.0 - level)
+    checked = ThresholdRank(
+        q,
+        rank=conformal_rank(n, 1.0 - level) if rank is None else rank.rank,
+        n_at_or_below=sum(1 for r in calibration.scores_ if r <= q),
+    )
+    return checked, split_conformal_band(n, n_test, 1.0 - level)
 
 
 def coverage_verdict(
@@ -241,6 +254,49 @@ def _level_verdict(grid: CoverageGrid, at: int, stage: str = "") -> Verdict:
         grid.coverage[at], grid.levels[at], (grid.band_low[at], grid.band_high[at]), n_test=grid.n_test,
         n_calibration=grid.n_calibration, threshold=checked, stage=stage,
     )  # fmt: skip
+
+
+def served_note(stage: RetrievalCalibration) -> str:
+    """Said after the verdict when the calibration serves another threshold than the one checked."""
+    served = []
+    if stage.method_ != "split" or stage.risk_ != "miscoverage":
+        served.append(f"its {stage.method_} threshold")
+    if stage.groups_:
+        served.append("one threshold per group")
+    if not served:
+        return ""
+    return (
+        "; this checks the split-conformal threshold of the stored scores at the same level, while the calibration "
+        f"serves {' and '.join(served)}"
+    )
+
+
+def calibrated_verdict(calibration: RetrievalCalibration, coverage: float, n_test: int, stage: str = "") -> Verdict:
+    """The report's verdict on held-out ``coverage`` of ``n_test`` questions at the calibrated level.
+
+    The same band, rank and text as :func:`grid_verdict` of :func:`coverage_grid` at
+    ``calibration.confidence_level_`` (with the note of :func:`served_note`), for a coverage measured
+    elsewhere, e.g. on the sets a retriever served.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins import Fingerprint, RetrievalCalibration
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> scores = tuple(i / 100 for i in range(1, 100))
+    >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 99, 0, scores, fp)
+    >>> calibrated_verdict(cal, 0.9, n_test=200).text
+    'held-out coverage 0.900 at target 0.9, inside the 95% band [0.835, 0.970]: consistent with the guarantee'
+    >>> calibrated_verdict(cal, 0.7, n_test=200).status
+    'below'
+    """
+    if n_test < 1:
+        raise CalibrationError("No held-out questions: the verdict needs at least one held-out question.")
+    level = round(calibration.confidence_level_, 6)
+    checked, band = _level_check(calibration, level, n_test)
+    verdict = coverage_verdict(
+        coverage, level, band, n_test=n_test, n_calibration=len(calibration.scores_), threshold=checked, stage=stage
+    )
+    return replace(verdict, text=verdict.text + served_note(calibration))
 
 
 @dataclass(frozen=True)

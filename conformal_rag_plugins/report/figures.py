@@ -48,7 +48,7 @@ def build_figures(
          f"{scores.n_misses} calibration misses (gold outside the pool, score +inf) keep the curve below 1."),
     ]  # fmt: skip
     verdict = report_data.grid_verdict(grid, "retrieval-stage " if answer_sets is not None else "").to_dict()
-    verdict["text"] += _served_note(stage)
+    verdict["text"] += report_data.served_note(stage)
     numbers: dict[str, Any] = {
         "verdict": verdict,
         "tie_levels": [t.to_dict() for t in report_data.tie_levels(grid)],
@@ -66,18 +66,3 @@ def build_figures(
         )  # fmt: skip
     figures = [Figure(name, title, caption, plots.figure_png(fig)) for name, title, fig, caption in drawn]
     return figures, numbers
-
-
-def _served_note(stage: RetrievalCalibration) -> str:
-    """Said after the verdict when the calibration serves another threshold than the one checked."""
-    served = []
-    if stage.method_ != "split" or stage.risk_ != "miscoverage":
-        served.append(f"its {stage.method_} threshold")
-    if stage.groups_:
-        served.append("one threshold per group")
-    if not served:
-        return ""
-    return (
-        "; this checks the split-conformal threshold of the stored scores at the same level, while the calibration "
-        f"serves {' and '.join(served)}"
-    )
