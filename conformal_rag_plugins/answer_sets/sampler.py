@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+from ..runtime.native_models import one_at_a_time
 from .concurrent_draws import ConcurrencyLimit, draw_samples
 from .identity import SAMPLING_ATTRS, json_settings, prompt_digest
 from .options import SamplingOptions
@@ -178,7 +179,7 @@ class AnswerSampler(ABC):
             self.n_samples,
         )
         return await draw_samples(
-            lambda: self._call(question, context, config),
+            lambda: one_at_a_time(self.model, lambda: self._call(question, context, config)),
             n=self.n_samples,
             max_concurrency=self.max_concurrency,
             retries=self.retries,

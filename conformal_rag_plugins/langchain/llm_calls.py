@@ -19,6 +19,7 @@ from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 from ..core.errors import ConformalError
 from ..labelling.llm import CompleteFn, LLMTask, RenderFn, check_prompt_variables
 from ..labelling.prompts import PromptSet, to_fstring
+from ..runtime.native_models import one_at_a_time
 
 
 def is_chat(model: Any) -> bool:
@@ -80,7 +81,7 @@ def prompt_caller(
             return json.dumps(messages_to_dict(messages), ensure_ascii=False)
 
         async def complete_chat(text: str) -> str:
-            out = await model.ainvoke(messages_from_dict(json.loads(text)))
+            out = await one_at_a_time(model, lambda: model.ainvoke(messages_from_dict(json.loads(text))))
             return str(out.content)
 
         return render_chat, complete_chat
@@ -91,7 +92,7 @@ def prompt_caller(
         return completion_prompt.format(**_pick(completion_prompt, values))
 
     async def complete_text(text: str) -> str:
-        out = await model.ainvoke(text)
+        out = await one_at_a_time(model, lambda: model.ainvoke(text))
         return out if isinstance(out, str) else str(getattr(out, "content", out))
 
     return render_completion, complete_text

@@ -18,6 +18,7 @@ from ..answer_sets.sampler import model_id
 from ..core.errors import ConformalError
 from ..labelling.llm import CompleteFn, LLMTask, RenderFn, check_prompt_variables
 from ..labelling.prompts import PromptSet
+from ..runtime.native_models import one_at_a_time
 
 
 def is_chat(llm: Any) -> bool:
@@ -70,7 +71,7 @@ def prompt_caller(
 
         async def complete_chat(text: str) -> str:
             messages = [ChatMessage(role=MessageRole(d["role"]), content=d["content"]) for d in json.loads(text)]
-            response = await llm.achat(messages)
+            response = await one_at_a_time(llm, lambda: llm.achat(messages))
             return str(response.message.content or "")
 
         return render_chat, complete_chat
@@ -81,7 +82,7 @@ def prompt_caller(
         return completion_prompt.format(**values)
 
     async def complete_text(text: str) -> str:
-        return (await llm.acomplete(text, formatted=True)).text
+        return (await one_at_a_time(llm, lambda: llm.acomplete(text, formatted=True))).text
 
     return render_completion, complete_text
 

@@ -141,7 +141,7 @@ def held_out_report(
         A calibration without recorded questions, no held-out question, an unlabelled question, or a
         gold id that is neither a chunk id nor a document id of the store.
     """
-    from tqdm.auto import tqdm
+    from ..runtime.progress import progress_bar
 
     examples = list(examples)
     held = _held_out(examples, calibration)
@@ -151,7 +151,7 @@ def held_out_report(
     covered, sizes, tokens, flagged = [], [], [], []
     cut: list[str] = []
     others: dict[tuple[type[Warning], str], Warning] = {}
-    for ex in tqdm(held, desc="evaluating", unit="q", disable=not progress):
+    for ex in progress_bar(held, enabled=progress, desc="evaluating", unit="q"):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             items = list(serve(ex.question))
