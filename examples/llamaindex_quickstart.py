@@ -1,44 +1,54 @@
-"""LlamaIndex quickstart: calibrate a hybrid retriever and drop it into a RetrieverQueryEngine.
+"""LlamaIndex quick start: your documents, your index, the calibrated filter, a query and the held-out verdict.
 
-Runs offline on the bundled SQuAD subset. ``python examples/llamaindex_quickstart.py``
+Runs offline on the bundled SQuAD passages (the same steps as docs/quickstart-llamaindex.md), using public
+names only: ``python examples/llamaindex_quickstart.py``
 """
 
 from __future__ import annotations
 
-from llama_index.core import get_response_synthesizer
-from llama_index.core.llms import MockLLM
-from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core import Document, VectorStoreIndex
 
-from conformal_rag_plugins import RetrievalCalibration, split_examples
-from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
-from conformal_rag_plugins.llamaindex import ConformalRetriever, calibrate_retriever
-from conformal_rag_plugins.llamaindex.text_splitting import chunk_entries
-from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
-from conformal_rag_plugins.local.llamaindex_stack import build_chroma_index, build_hybrid_retriever
+from conformal_rag_plugins import split_examples
+from conformal_rag_plugins.llamaindex import ConformalNodePostprocessor, ConformalRetriever, calibrate_retriever
+from conformal_rag_plugins.local import (
+    MiniLMEmbedding,
+    bundled_corpus,
+    bundled_questions,
+    llamaindex_llm,
+    sentence_splitter,
+)
 
 
 def main() -> None:
-    # 1. Your index: passages longer than MiniLM's 254-token window split first, Chroma (cosine) + MiniLM
-    #    embeddings, and a BM25 + dense fusion retriever.
-    chunks = chunk_entries(bundled_corpus())
-    questions, _ = map_gold_to_chunks(bundled_questions(), chunks)  # gold: the chunk holding the answer
-    index, nodes = build_chroma_index(chunks)
-    host = build_hybrid_retriever(index, nodes, pool_size=50)
-
-    # 2. Calibrate on labelled questions (gold = node ids) at 90% confidence.
-    calibration_set, held_out = split_examples(questions, (0.5, 0.5), seed=0)
-    calibration = calibrate_retriever(host, calibration_set, confidence_level=0.9)
+    # 1. Your documents, with ids that stay the same on every run.
+    documents = [Document(text=p.text, id_=p.id, metadata={"title": p.title or ""}) for p in bundled_corpus()]
+    # 2. Your index, in chunks that fit all-MiniLM-L6-v2's window (stable chunk ids).
+    index = VectorStoreIndex.from_documents(
+        documents, transformations=[sentence_splitter()], embed_model=MiniLMEmbedding()
+    )
+    # 3. Labelled questions (gold: a document id and the reference answers), half held out.
+    examples, held_out = split_examples(bundled_questions(), (0.5, 0.5), seed=0)
+    calibration = calibrate_retriever(index, examples, confidence_level=0.9)
     calibration.save("calibration.json")
     print(calibration.summary())
 
-    # 3. Reload later (checked against the host's fingerprint) and use it as a drop-in retriever.
-    retriever = ConformalRetriever(retriever=host, calibration=RetrievalCalibration.load("calibration.json"))
-    engine = RetrieverQueryEngine(
-        retriever=retriever, response_synthesizer=get_response_synthesizer(llm=MockLLM(max_tokens=8))
+    # 4. The one-line swap: the calibrated filter instead of a hand-picked similarity cut-off.
+    engine = index.as_query_engine(
+        similarity_top_k=50,
+        node_postprocessors=[ConformalNodePostprocessor(calibration=calibration)],
+        llm=llamaindex_llm(temperature=0.0),
     )
     question = held_out[0]
     response = engine.query(question.question)
-    print(question.question, "->", [n.node.node_id for n in response.source_nodes], "gold:", question.gold_ids)
+    print(question.question, "->", str(response).strip(), f"({len(response.source_nodes)} chunks kept)")
+
+    # 5. The verdict on questions the calibration has not seen (as `conformal-rag report` gives it).
+    retriever = ConformalRetriever(index=index, calibration=calibration)
+    print("your index:", retriever.evaluate(held_out).summary())
+
+    # 6. The tuned host of `conformal-rag calibrate`, in one call, on the same documents and questions.
+    tuned = ConformalRetriever.from_documents(documents, examples, confidence_level=0.9, persist_dir="chroma")
+    print("tuned:     ", tuned.evaluate(held_out).summary())
 
 
 if __name__ == "__main__":

@@ -118,6 +118,58 @@ def li_index(host_factory, squad_entries, chroma_memory_client):
 
 
 @pytest.fixture(scope="session")
+def start_chroma_server(tmp_path_factory) -> Generator[Callable[[str, int], int], None, None]:
+    """``start_chroma_server(host, port)`` runs ``chroma run`` there and returns the port once it answers.
+
+    Every server started is stopped at the end of the session (terminate, then kill).
+    """
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    def answers(host: str, port: int) -> bool:
+        for path in ("/api/v2/heartbeat", "/api/v1/heartbeat"):
+            try:
+                with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=2) as resp:
+                    if resp.status == 200:
+                        return True
+            except OSError:
+                continue
+        return False
+
+    chroma = Path(sys.executable).with_name("chroma")
+    running: list[tuple[subprocess.Popen, object]] = []
+
+    def start(host: str, port: int) -> int:
+        if not chroma.exists():
+            pytest.fail(f"the chroma CLI is not installed next to {sys.executable}")
+        data = tmp_path_factory.mktemp("chroma-server")
+        log = (data / "server.log").open("wb")
+        cmd = [str(chroma), "run", "--path", str(data / "db"), "--host", host, "--port", str(port)]
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        running.append((proc, log))
+        deadline = time.monotonic() + 60.0
+        while not answers(host, port):
+            if proc.poll() is not None:
+                pytest.fail(f"chroma run exited with {proc.returncode}: {(data / 'server.log').read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"chroma run did not answer on {host}:{port} within 60 s")
+            time.sleep(0.25)
+        return port
+
+    yield start
+    for proc, log in running:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
 def lc_store(host_factory):
     """The ``langchain_chroma.Chroma`` store of the bundled corpus (the dense host)."""
     return host_factory("langchain", "dense").host

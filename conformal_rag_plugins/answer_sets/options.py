@@ -9,6 +9,7 @@ Every default is the value the keyword had before the options were grouped.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -124,8 +125,10 @@ class SamplingOptions:
         Seconds before one call is abandoned (then retried).
     retries : int, default 2
         Retries with backoff; a call that still fails becomes an empty (abstaining) sample.
-    cache : SampleCache, optional
-        Stores samples per (question, context, model, prompt, temperature, n).
+    cache : SampleCache, str or os.PathLike, optional
+        Stores samples per (question, context, model, prompt, temperature, n), so a re-run asks the
+        LLM only for what is missing. A path opens a :class:`SampleCache` in that SQLite file
+        (its folder created); share one options object between calibration and queries to share it.
     progress : bool, default True
     pilot : PilotOptions, int or None, default PilotOptions()
         Calibration only: a seeded pilot of 5 questions first estimates the generator's coverage
@@ -140,18 +143,22 @@ class SamplingOptions:
     5
     >>> SamplingOptions(pilot=None).pilot_options.enabled
     False
+    >>> type(SamplingOptions(cache=":memory:").cache).__name__
+    'SampleCache'
     """
 
     n_samples: int = 10
     max_concurrency: int = 4
     timeout: float | None = 120.0
     retries: int = 2
-    cache: SampleCache | None = None
+    cache: SampleCache | str | os.PathLike[str] | None = None
     progress: bool = True
     pilot: PilotOptions | int | None = PilotOptions()
 
     def __post_init__(self) -> None:
         PilotOptions.resolve(self.pilot)  # a bad pilot fails here, before any LLM call
+        if isinstance(self.cache, str | os.PathLike):  # a path: the cache in that file
+            object.__setattr__(self, "cache", SampleCache(self.cache))
 
     @property
     def pilot_options(self) -> PilotOptions:

@@ -13,8 +13,9 @@ def load_text_folder(path: str | Path, glob: str = "*.txt", *, encoding: str = "
 
     The id is the file's path relative to ``path`` (with ``/`` separators), the title its
     stem. Use ``glob="**/*.txt"`` to include sub-folders. Files holding only white space
-    are skipped. Long files are usually chunked next (``llamaindex.text_splitting.chunk_entries``
-    or ``langchain.text_splitting.chunk_entries``).
+    are skipped. Long files are usually chunked next: make framework documents with the entries' ids
+    (they stay the same on every run) and split them with ``local.sentence_splitter()`` (LlamaIndex)
+    or ``local.recursive_splitter()`` (LangChain), as the example notebooks do.
 
     Raises
     ------

@@ -90,7 +90,8 @@ class QuestionWriter:
         chunks : iterable of the framework's chunks, CorpusEntry or Chunk
             The indexed chunks, their ids the gold ids. LlamaIndex: ``BaseNode`` or ``NodeWithScore``
             (document: ``ref_doc_id``, else ``metadata["parent_id"]``). LangChain: ``Document`` with the
-            vector store's id (document: ``metadata["parent_id"]``, else ``metadata["source"]``).
+            vector store's id (document: ``metadata["doc_id"]``, else ``metadata["parent_id"]``, else
+            ``metadata["source"]``).
         llm : the framework's LLM
             Base models get the completion prompt, chat models the chat prompt (see :class:`QuestionOptions`).
         n_questions : int

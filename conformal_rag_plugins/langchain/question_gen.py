@@ -25,18 +25,21 @@ from ..core.errors import ConformalError
 from ..datasets.examples import CorpusEntry
 from ..labelling.chunk_records import Chunk
 from ..labelling.question_writer import QuestionWriter
-from .host import doc_id
+from .host import doc_id, document_of
 from .llm_calls import llm_task
 
 
 def chunks_from_documents(items: Iterable[Document | CorpusEntry]) -> list[CorpusEntry]:
     """Documents as chunks (corpus entries kept as they are).
 
-    The id is ``Document.id`` (or ``metadata["id"]``), as in the store; the parent is
+    The id is ``Document.id`` (or ``metadata["id"]``), as in the store; the parent (the document whose
+    chunks are sampled together) is ``metadata["doc_id"]`` (set by ``local.recursive_splitter``), else
     ``metadata["parent_id"]``, else ``metadata["source"]``, else the document itself.
 
     >>> chunks_from_documents([Document("Rollo led the Normans.", id="d1", metadata={"source": "normans.txt"})])
     [Chunk(id='d1', text='Rollo led the Normans.', title=None, parent_id='normans.txt')]
+    >>> chunks_from_documents([Document("Rollo.", id="n::chunk0", metadata={"doc_id": "n", "source": "n.txt"})])
+    [Chunk(id='n::chunk0', text='Rollo.', title=None, parent_id='n')]
     """
     out: list[CorpusEntry] = []
     for item in items:
@@ -50,7 +53,7 @@ def chunks_from_documents(items: Iterable[Document | CorpusEntry]) -> list[Corpu
             raise ConformalError(
                 "A Document has no id; the gold labels need the ids the vector store uses (set Document.id)."
             )
-        parent = item.metadata.get("parent_id") or item.metadata.get("source") or cid
+        parent = document_of(item.metadata) or item.metadata.get("source") or cid
         out.append(Chunk(str(cid), item.page_content, title=item.metadata.get("title"), parent_id=str(parent)))
     return out
 

@@ -71,7 +71,9 @@ class MiniLMEmbeddings(Embeddings):
         return self.encoder.encode(texts).tolist()
 
 
-def langchain_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2, *, logprobs: bool = False) -> Any:
+def langchain_llm(
+    temperature: float = 1.0, max_tokens: int = 24, n_threads: int = 2, n_ctx: int = 2048, *, logprobs: bool = False
+) -> Any:
     """The bundled Gemma 3 270M base model as a LangChain ``LlamaCpp`` LLM, offline, stopping at a newline.
 
     Parameters
@@ -82,6 +84,9 @@ def langchain_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int
         Longest answer, in tokens.
     n_threads
         CPU threads.
+    n_ctx
+        Context window in tokens (Gemma 3 reads up to 32,768); a chain that stuffs a large set into one
+        prompt needs more than the default.
     logprobs
         Return a ``LlamaCpp`` that reports token log-probabilities (for the ``"likelihood"`` generator
         score; a few milliseconds per token).
@@ -101,7 +106,7 @@ def langchain_llm(temperature: float = 1.0, max_tokens: int = 24, n_threads: int
         model_path=str(gemma_model_path()),
         temperature=temperature,
         max_tokens=max_tokens,
-        n_ctx=2048,
+        n_ctx=n_ctx,
         n_batch=512,  # LlamaCpp's default of 8 tokens per batch makes prompt evaluation several times slower
         n_threads=n_threads,
         stop=["\n"],

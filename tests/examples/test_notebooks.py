@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+import json
 import re
 from pathlib import Path
 
@@ -31,6 +34,65 @@ def test_notebook_is_committed_without_outputs(name: str) -> None:
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
+#: What a reader may import from the library: the package, the two adapters and the offline kit.
+PUBLIC_MODULES = (
+    "conformal_rag_plugins",
+    "conformal_rag_plugins.llamaindex",
+    "conformal_rag_plugins.langchain",
+    "conformal_rag_plugins.local",
+)
+
+
+def library_imports(source: str) -> list[tuple[str, str | None]]:
+    """``(module, name)`` for every import of the library in ``source`` (``name`` None for ``import m``)."""
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(a.name, None) for a in node.names if a.name.split(".")[0] == "conformal_rag_plugins"]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "conformal_rag_plugins":
+            found += [(node.module, a.name) for a in node.names]
+    return found
+
+
+def private_imports(source: str) -> list[str]:
+    """The library imports of ``source`` that are not public: another module, or a name outside its ``__all__``."""
+    bad = []
+    for module, name in library_imports(source):
+        if module not in PUBLIC_MODULES:
+            bad.append(module if name is None else f"{module}.{name}")
+        elif name is not None and (name == "*" or name not in importlib.import_module(module).__all__):
+            bad.append(f"{module}.{name}")
+    return bad
+
+
+def test_private_imports_are_found() -> None:
+    source = (
+        "import conformal_rag_plugins\n"
+        "from conformal_rag_plugins import SamplingOptions, save_examples\n"
+        "from conformal_rag_plugins.local import write_bundled_articles\n"
+        "from conformal_rag_plugins.local import corpus\n"
+        "from conformal_rag_plugins.answer_sets.sample_cache import SampleCache\n"
+        "import conformal_rag_plugins.report.notebook\n"
+        "if True:\n    from conformal_rag_plugins.local.chroma import chroma_client\n"
+    )
+    assert private_imports(source) == [
+        "conformal_rag_plugins.local.corpus",
+        "conformal_rag_plugins.answer_sets.sample_cache.SampleCache",
+        "conformal_rag_plugins.report.notebook",
+        "conformal_rag_plugins.local.chroma.chroma_client",
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.ipynb")))
+def test_notebook_imports_only_public_names(name: str) -> None:
+    """A reader copies the notebook's cells into an app: every library name they import is public."""
+    cells = json.loads((EXAMPLES / name).read_text(encoding="utf-8"))["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    assert code
+    bad = {i: private_imports(src) for i, src in enumerate(code) if private_imports(src)}
+    assert not bad, f"{name}: private imports by code cell: {bad}"
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_from_text_files_to_answer_sets(name: str, tmp_path: Path) -> None:
@@ -47,6 +109,6 @@ def test_notebook_runs_from_text_files_to_answer_sets(name: str, tmp_path: Path)
     assert "split alpha=0.2" in out, out[-3000:]
     assert re.search(r"bonferroni alpha=0\.6 \(retrieval 0\.2, generation 0\.4\)", out), out[-3000:]
     assert "answer:" in out and "rounds " in out
-    written_files = ("labelled.jsonl", "retrieval_calibration.json", "answer_set_calibration.json")
+    written_files = ("labelled.jsonl", "retrieval_calibration.json", "answer_set_calibration.json", "samples.sqlite")
     for written in (*written_files, "calibration_scores.png"):
         assert (tmp_path / "conformal_rag_notebook" / written).is_file()

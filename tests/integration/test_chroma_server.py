@@ -7,11 +7,6 @@ moves the index out of the process, it must not change a single score.
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +18,6 @@ from conformal_rag_plugins.retrieval.pool_calibration import collect_observation
 pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 HOST = "127.0.0.1"
-STARTUP_TIMEOUT = 60.0
 N_PASSAGES = 300  # all 173 SQuAD paragraphs + 127 distractors
 N_CALIBRATION = 150
 
@@ -34,48 +28,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _answers(port: int) -> bool:
-    for path in ("/api/v2/heartbeat", "/api/v1/heartbeat"):
-        try:
-            with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=2) as resp:
-                if resp.status == 200:
-                    return True
-        except OSError:
-            continue
-    return False
-
-
 @pytest.fixture(scope="module")
-def chroma_server(tmp_path_factory):
-    """A ``chroma run`` process on a free loopback port; always stopped (terminate, then kill)."""
-    chroma = Path(sys.executable).with_name("chroma")
-    if not chroma.exists():
-        pytest.fail(f"the chroma CLI is not installed next to {sys.executable}")
-    port = _free_port()
-    data = tmp_path_factory.mktemp("chroma-server")
-    log = (data / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [str(chroma), "run", "--path", str(data / "db"), "--host", HOST, "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while not _answers(port):
-            if proc.poll() is not None:
-                pytest.fail(f"chroma run exited with {proc.returncode}: {(data / 'server.log').read_text()[-2000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"chroma run did not answer on {HOST}:{port} within {STARTUP_TIMEOUT:.0f} s")
-            time.sleep(0.25)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+def chroma_server(start_chroma_server):
+    """A ``chroma run`` process on a free loopback port (stopped at the end of the session)."""
+    return start_chroma_server(HOST, _free_port())
 
 
 @pytest.fixture(scope="module")
