@@ -233,3 +233,23 @@ def test_errors():
         chunk_with([CorpusEntry("a", "x"), CorpusEntry("a", "y")], lambda t: [t], chunk_size=5, count=len)
     with pytest.raises(CalibrationError, match="positive"):
         chunk_with([CorpusEntry("a", "x")], lambda t: [t], chunk_size=0, count=len)
+
+
+def test_llamaindex_chunks_leave_room_for_the_embedded_title(long_docs):
+    """The library's LlamaIndex nodes embed ``title: ...`` with the text: title and text together fit the window.
+
+    Before, a chunk of 254 text tokens under a title embedded as 261 and lost its end (``TruncationWarning``).
+    """
+    from llama_index.core.schema import MetadataMode
+
+    from conformal_rag_plugins.llamaindex.text_splitting import chunk_entries, title_tokens
+    from conformal_rag_plugins.local.llamaindex_stack import nodes_from_entries
+
+    words = long_docs[0].text.split()
+    n = max(k for k in range(1, len(words)) if count_tokens(" ".join(words[:k])) <= WINDOW - 2)
+    near = CorpusEntry("near", " ".join(words[:n]), long_docs[0].title)  # fits alone, not with its title
+    chunks = chunk_entries([*long_docs, near])
+    embedded = [count_tokens(n.get_content(MetadataMode.EMBED)) for n in nodes_from_entries(chunks)]
+    assert max(embedded) <= WINDOW
+    assert [c.parent_id for c in chunks].count(near.id) == 2  # whole, it would pass the window with its title
+    assert title_tokens(near.title) > 0
