@@ -6,7 +6,7 @@ names only: ``python examples/llamaindex_quickstart.py``
 
 from __future__ import annotations
 
-from llama_index.core import Document, VectorStoreIndex
+from llama_index.core import Document, PromptTemplate, VectorStoreIndex
 
 from conformal_rag_plugins import split_examples
 from conformal_rag_plugins.llamaindex import ConformalNodePostprocessor, ConformalRetriever, calibrate_retriever
@@ -37,6 +37,7 @@ def main() -> None:
         similarity_top_k=50,
         node_postprocessors=[ConformalNodePostprocessor(calibration=calibration)],
         llm=llamaindex_llm(temperature=0.0),
+        text_qa_template=PromptTemplate("{context_str}\n\nQuestion: {query_str}\nAnswer:"),  # a base model's prompt
     )
     question = held_out[0]
     response = engine.query(question.question)
