@@ -23,7 +23,6 @@ Examples
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from .corpus import bundled_corpus, bundled_questions, write_bundled_articles
@@ -48,22 +47,19 @@ __all__ = [
     "write_bundled_articles",
 ]
 
-#: The framework names, by the module that defines them (imported on first access).
-_FRAMEWORK_NAMES = {
-    "MiniLMEmbedding": "llamaindex_models",
-    "llamaindex_llm": "llamaindex_models",
-    "sentence_splitter": "llamaindex_models",
-    "MiniLMEmbeddings": "langchain_models",
-    "langchain_llm": "langchain_models",
-    "recursive_splitter": "langchain_models",
-}
+#: The names of each framework's module, imported on first access (so the kit loads neither framework before).
+_LLAMAINDEX_NAMES = ("MiniLMEmbedding", "llamaindex_llm", "sentence_splitter")
+_LANGCHAIN_NAMES = ("MiniLMEmbeddings", "langchain_llm", "recursive_splitter")
 
 
 def __getattr__(name: str) -> Any:
-    module = _FRAMEWORK_NAMES.get(name)
-    if module is None:
+    if name in _LLAMAINDEX_NAMES:
+        from . import llamaindex_models as module
+    elif name in _LANGCHAIN_NAMES:
+        from . import langchain_models as module
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(module, name)
     globals()[name] = value
     return value
 
