@@ -11,7 +11,12 @@ HNSW_CONFIG: dict[str, Any] = {"hnsw": {"space": "cosine", "ef_search": 500, "ef
 
 
 def chroma_client(path: str | Path | None = None, *, host: str | None = None, port: int | None = None) -> Any:
-    """A persistent (``path``), server (``host``/``port``) or in-memory client, telemetry off."""
+    """A persistent (``path``), server (``host``/``port``) or in-memory client, telemetry off.
+
+    ``path`` is made absolute first: Chroma shares one client per path string within a process, so a
+    relative ``"chroma"`` opened again after a change of working directory would reach the first
+    directory's database (or fail to open it) instead of the new one.
+    """
     import chromadb
     from chromadb.config import Settings
 
@@ -19,7 +24,7 @@ def chroma_client(path: str | Path | None = None, *, host: str | None = None, po
     if host is not None:
         return chromadb.HttpClient(host=host, port=port or 8000, settings=settings)
     if path is not None:
-        return chromadb.PersistentClient(path=str(path), settings=settings)
+        return chromadb.PersistentClient(path=str(Path(path).expanduser().resolve()), settings=settings)
     return chromadb.EphemeralClient(settings=settings)
 
 

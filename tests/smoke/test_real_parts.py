@@ -122,6 +122,34 @@ def test_chroma_embedded(tmp_path: Path) -> None:
     assert out["count"] == 3
 
 
+def test_chroma_relative_directory_follows_the_working_directory(tmp_path: Path) -> None:
+    # Chroma shares one client per path string in a process: a relative "chroma" opened again in another
+    # working directory reached the first one's database, and once that was gone the add failed with
+    # "unable to open database file" (the docs test of the LlamaIndex quick start, in CI).
+    out = run_part(
+        "Chroma (embedded, relative directory)",
+        ("chromadb",),
+        """
+        import json, os, shutil
+        from conformal_rag_plugins.local.chroma import add_in_batches, chroma_client, get_collection
+        counts = []
+        for run in ("first", "second"):
+            os.makedirs(run)
+            os.chdir(run)
+            col = get_collection(chroma_client("chroma"), "relative")
+            add_in_batches(col, [run], [[1.0, 0.0, 0.0]], [run])
+            counts.append(col.count())
+            os.chdir("..")
+            if run == "first":
+                shutil.rmtree(run)  # as pytest's or the user's clean-up would
+        print(json.dumps({"counts": counts, "second_on_disk": os.path.isdir(os.path.join("second", "chroma"))}))
+        """,
+        tmp_path,
+    )
+    assert out["counts"] == [1, 1]  # the second directory is its own store, not the first one's
+    assert out["second_on_disk"]
+
+
 def test_bm25(tmp_path: Path) -> None:
     out = run_part(
         "BM25 (bm25s)",
