@@ -41,7 +41,8 @@ import numpy as np
 from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
 from conformal_rag_plugins.commands.hosts import build_host
 from conformal_rag_plugins.commands.tables import markdown_table
-from conformal_rag_plugins.core import PoolObservation, conformal_quantile
+from conformal_rag_plugins.core.pools import PoolObservation
+from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.datasets.examples import CalibrationExample, split_examples
 from conformal_rag_plugins.labelling.chunk_labels import answer_in_text
 from conformal_rag_plugins.labelling.llm_judge import LabelReport, alabel_examples

@@ -186,7 +186,7 @@ def resolve_host(host: Any, pool_size: int | None) -> tuple[BaseRetriever, int]:
 def gold_on_chunks(retriever: BaseRetriever, examples: list[CalibrationExample]) -> list[CalibrationExample]:
     """The examples with gold on the host's nodes: :func:`~..labelling.gold_ids.gold_on_chunks` (the one rule).
 
-    Ids that are neither node nor document ids raise :class:`~conformal_rag_plugins.core.CalibrationError`
+    Ids that are neither node nor document ids raise :class:`~conformal_rag_plugins.core.errors.CalibrationError`
     (when the store can tell).
     """
     return map_gold_ids(examples, gold_lookup(retriever))

@@ -101,7 +101,7 @@ class RetrievalConformalizer:
     Examples
     --------
     >>> import numpy as np
-    >>> from conformal_rag_plugins.core import PoolObservation
+    >>> from conformal_rag_plugins.core.pools import PoolObservation
     >>> from conformal_rag_plugins import Fingerprint
     >>> obs = [PoolObservation(np.array([1.0, 0.5 - i / 100]), (1,)) for i in range(20)]
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")

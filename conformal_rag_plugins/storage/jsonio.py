@@ -198,5 +198,5 @@ def naming_file(path: str | Path) -> Iterator[None]:
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` as indented JSON, atomically (:func:`~conformal_rag_plugins.runtime.atomic_write_text`)."""
+    """Write ``payload`` as JSON, atomically (:func:`~conformal_rag_plugins.runtime.atomic.atomic_write_text`)."""
     return atomic_write_text(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conformal_rag_plugins.cli import main
-from conformal_rag_plugins.core import FingerprintMismatchError
+from conformal_rag_plugins.core.errors import FingerprintMismatchError
 from conformal_rag_plugins.datasets.examples import save_examples
 from conformal_rag_plugins.local.corpus import bundled_questions
 from conformal_rag_plugins.local.data import bundled_corpus_paths

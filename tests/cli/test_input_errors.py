@@ -17,7 +17,7 @@ import pytest
 from conformal_rag_plugins.cli import main
 from conformal_rag_plugins.commands import calibration_inputs
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, InputFileError
-from conformal_rag_plugins.runtime import atomic_path, atomic_write_text, check_output_dir, check_output_file
+from conformal_rag_plugins.runtime.atomic import atomic_path, atomic_write_text, check_output_dir, check_output_file
 
 ENTRIES = [
     ("normans", "The Normans gave their name to Normandy, a region in northern France."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformal_rag_plugins.core import CalibrationError, ConformalError, FingerprintMismatchError
+from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, FingerprintMismatchError
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.langchain import ConformalRetriever as LCRetriever
 from conformal_rag_plugins.langchain import calibrate_retriever as lc_calibrate

@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from conformal_rag_plugins.commands.hosts import build_host
-from conformal_rag_plugins.core import conformal_quantile
+from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 

@@ -46,7 +46,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conformal_rag_plugins.core import conformal_quantile, pac_quantile
+from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
 from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 

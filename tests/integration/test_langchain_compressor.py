@@ -21,8 +21,9 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
 
-from conformal_rag_plugins.core import ConformalError, FingerprintMismatchError, conformal_rank
+from conformal_rag_plugins.core.errors import ConformalError, FingerprintMismatchError
 from conformal_rag_plugins.core.pools import PoolObservation
+from conformal_rag_plugins.core.quantile import conformal_rank
 from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.langchain import ConformalDocumentCompressor, calibrate_compressor

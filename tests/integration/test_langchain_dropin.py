@@ -13,7 +13,8 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
-from conformal_rag_plugins.core import GuaranteeCutWarning, conformal_quantile, conformal_rank
+from conformal_rag_plugins.core.errors import GuaranteeCutWarning
+from conformal_rag_plugins.core.quantile import conformal_quantile, conformal_rank
 from conformal_rag_plugins.langchain import ConformalRetriever, fingerprint_of
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.serving import ServingOptions

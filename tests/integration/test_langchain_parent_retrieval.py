@@ -30,9 +30,9 @@ import warnings
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.core import conformal_quantile
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, FingerprintMismatchError
 from conformal_rag_plugins.core.pools import PoolObservation
+from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.options import RetrievalOptions

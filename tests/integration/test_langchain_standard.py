@@ -15,7 +15,7 @@ import warnings
 import pytest
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from conformal_rag_plugins.core import GuaranteeCutWarning
+from conformal_rag_plugins.core.errors import GuaranteeCutWarning
 from conformal_rag_plugins.langchain import ConformalRetriever, MiniLMEmbeddings, calibrate_retriever
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 

@@ -13,7 +13,8 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode
 
-from conformal_rag_plugins.core import GuaranteeCutWarning, conformal_quantile, conformal_rank
+from conformal_rag_plugins.core.errors import GuaranteeCutWarning
+from conformal_rag_plugins.core.quantile import conformal_quantile, conformal_rank
 from conformal_rag_plugins.llamaindex import ConformalRetriever, fingerprint_of
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.serving import CONFORMAL_METADATA_KEYS, ServingOptions

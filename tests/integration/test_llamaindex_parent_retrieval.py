@@ -21,10 +21,9 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import AutoMergingRetriever, RecursiveRetriever
 from llama_index.core.schema import IndexNode, MetadataMode, TextNode
 
-from conformal_rag_plugins.core import conformal_quantile
 from conformal_rag_plugins.core.coverage_band import split_conformal_band
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, FingerprintMismatchError
-from conformal_rag_plugins.core.quantile import flagged_rank
+from conformal_rag_plugins.core.quantile import conformal_quantile, flagged_rank
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.llamaindex import ConformalRetriever, MiniLMEmbedding, calibrate_retriever, fingerprint_of
 from conformal_rag_plugins.llamaindex.parent_retrieval import CHUNKS_METADATA_KEY, resolve_parent_level

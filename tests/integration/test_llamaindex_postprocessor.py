@@ -16,7 +16,8 @@ from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from conformal_rag_plugins.core import ConformalError, FingerprintMismatchError, conformal_rank
+from conformal_rag_plugins.core.errors import ConformalError, FingerprintMismatchError
+from conformal_rag_plugins.core.quantile import conformal_rank
 from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.llamaindex import ConformalNodePostprocessor, ConformalRetriever, calibrate_retriever

@@ -23,8 +23,8 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from conformal_rag_plugins.core import CalibrationError, FingerprintMismatchError, conformal_rank
-from conformal_rag_plugins.core.errors import CorpusChangedWarning
+from conformal_rag_plugins.core.errors import CalibrationError, CorpusChangedWarning, FingerprintMismatchError
+from conformal_rag_plugins.core.quantile import conformal_rank
 from conformal_rag_plugins.labelling.chunk_labels import answer_in_text
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.options import RetrievalOptions

@@ -19,7 +19,8 @@ import math
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.core import conformal_quantile, evaluate_tuned_splits
+from conformal_rag_plugins.core.config_search import evaluate_tuned_splits
+from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 

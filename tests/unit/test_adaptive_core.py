@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformal_rag_plugins.core import ConformalError, geometric_schedule, is_no_answer
+from conformal_rag_plugins.core.adaptive_schedule import geometric_schedule, is_no_answer
+from conformal_rag_plugins.core.errors import ConformalError
 
 counts = st.integers(min_value=0, max_value=5000)
 initials = st.integers(min_value=1, max_value=50)

@@ -134,6 +134,57 @@ def test_the_shim_check_can_fail(tmp_path):
     assert reexport_only_modules(root) == ["generation/alias.py", "generation/moved.py"]
 
 
+#: The packages users import from; only their ``__init__`` files re-export names and define ``__all__``.
+PUBLIC_INITS = {"__init__.py", "llamaindex/__init__.py", "langchain/__init__.py", "local/__init__.py"}
+
+
+def reexporting_modules(root: Path = PKG) -> list[str]:
+    """``__init__`` files outside :data:`PUBLIC_INITS` holding more than a docstring, and modules defining ``__all__``.
+
+    Each name is imported from the module that defines it (``from ..core.quantile import conformal_quantile``),
+    so a sub-package's ``__init__`` is its one-line docstring and nothing else (issue 35).
+    """
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel in PUBLIC_INITS:
+            continue
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        if path.name == "__init__.py":
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                body = body[1:]
+            if body:
+                found.append(f"{rel} has code besides its docstring")
+        elif any(
+            isinstance(node, ast.Assign | ast.AnnAssign)
+            and "__all__" in [getattr(t, "id", None) for t in getattr(node, "targets", [getattr(node, "target", None)])]
+            for node in body
+        ):
+            found.append(f"{rel} defines __all__")
+    return found
+
+
+def test_only_the_public_packages_reexport_names():
+    bad = reexporting_modules()
+    assert not bad, "import each name from its defining module instead:\n" + "\n".join(bad)
+
+
+def test_the_reexport_check_can_fail(tmp_path):
+    """Negative control: a sub-package re-export and a module ``__all__`` is found; docstrings and adapters are not."""
+    root = tmp_path / PKG.name
+    for sub in ("core", "retrieval", "llamaindex"):
+        (root / sub).mkdir(parents=True)
+    (root / "__init__.py").write_text('from .core.quantile import q\n\n__all__ = ["q"]\n', encoding="utf-8")
+    (root / "llamaindex" / "__init__.py").write_text('from .retriever import R\n\n__all__ = ["R"]\n', encoding="utf-8")
+    (root / "retrieval" / "__init__.py").write_text('"""Retrieval calibration."""\n', encoding="utf-8")
+    (root / "core" / "__init__.py").write_text('"""Statistics."""\n\nfrom .quantile import q\n', encoding="utf-8")
+    (root / "core" / "quantile.py").write_text('__all__ = ["q"]\n\n\ndef q():\n    return 1\n', encoding="utf-8")
+    assert reexporting_modules(root) == [
+        "core/__init__.py has code besides its docstring",
+        "core/quantile.py defines __all__",
+    ]
+
+
 def test_framework_free_layers_import_no_framework():
     frameworks = ("llama_index", "langchain", "langchain_core", "chromadb", "torch", "openai")
     bad = []
@@ -170,8 +221,12 @@ def test_core_imports_with_numpy_alone():
         f"root = {str(PKG)!r}\n"
         "pkg = types.ModuleType('conformal_rag_plugins'); pkg.__path__ = [root]\n"
         "sys.modules['conformal_rag_plugins'] = pkg\n"
-        "import conformal_rag_plugins.core as core\n"
-        "print(core.conformal_quantile([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], 0.1, miss_bound=0))\n"
+        # every core module (its __init__ re-exports nothing, so import each one)
+        "import importlib, pathlib\n"
+        "for f in sorted(pathlib.Path(root, 'core').glob('*.py')):\n"
+        "    importlib.import_module('conformal_rag_plugins.core.' + f.stem)\n"
+        "from conformal_rag_plugins.core.quantile import conformal_quantile\n"
+        "print(conformal_quantile([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9], 0.1, miss_bound=0))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -8,8 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.core import CalibrationError, ConformalError, PoolObservation, conformal_quantile
 from conformal_rag_plugins.core.config_search import choose_configuration, evaluate_tuned_splits
+from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
+from conformal_rag_plugins.core.pools import PoolObservation
+from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration

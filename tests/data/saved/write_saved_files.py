@@ -33,7 +33,7 @@ except ImportError:  # the layout before the concept packages (commit 298efd1)
     from conformal_rag_plugins.calibration.fingerprint import Fingerprint
     from conformal_rag_plugins.calibration.monitor import MONITOR_SCHEMA_VERSION, ConformalMonitor
     from conformal_rag_plugins.calibration.retrieval import SCHEMA_VERSION as RETRIEVAL_VERSION
-from conformal_rag_plugins.core import PoolObservation
+from conformal_rag_plugins.core.pools import PoolObservation
 
 #: Pool size of the synthetic host.
 POOL = 5
