@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from conformal_rag_plugins.commands.framework_registry import get_framework
 from conformal_rag_plugins.commands.hosts import HostBundle, build_host
 from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
-from conformal_rag_plugins.frameworks import get_framework
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.retrieval.options import RetrievalOptions

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conformal_rag_plugins.frameworks import FRAMEWORKS
+from conformal_rag_plugins.commands.framework_registry import FRAMEWORKS
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -47,8 +47,8 @@ def _write_folder(folder: Path) -> None:
 
 def one_run(framework: str, n_questions: int, work: Path) -> dict[str, Any]:
     """One generation as the notebooks do it (in this process); questions, calls and seconds."""
+    from conformal_rag_plugins.commands.framework_registry import get_framework
     from conformal_rag_plugins.datasets.text_folder import load_text_folder
-    from conformal_rag_plugins.frameworks import get_framework
     from conformal_rag_plugins.labelling.options import QuestionOptions
 
     adapter = get_framework(framework)

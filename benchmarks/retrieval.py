@@ -27,12 +27,12 @@ import warnings
 from pathlib import Path
 
 from conformal_rag_plugins.commands.chunk_corpus import chunk_corpus
+from conformal_rag_plugins.commands.framework_registry import get_framework
 from conformal_rag_plugins.commands.hosts import build_host, build_hosts
 from conformal_rag_plugins.commands.tables import markdown_table
 from conformal_rag_plugins.core.config_search import evaluate_tuned_splits
 from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
-from conformal_rag_plugins.frameworks import get_framework
 from conformal_rag_plugins.local.chroma import chroma_client
 from conformal_rag_plugins.local.corpus import bundled_corpus, bundled_questions
 from conformal_rag_plugins.local.long_documents import bundled_long_documents

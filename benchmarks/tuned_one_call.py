@@ -90,8 +90,9 @@ def run_cli(framework: str, entries: list, examples: list, workdir: Path) -> tup
     """``conformal-rag calibrate`` in-process: ``(calibration, served retriever rebuilt on its chunks)``."""
     from conformal_rag_plugins.cli import main
     from conformal_rag_plugins.commands.calibration_inputs import load_chunks
+    from conformal_rag_plugins.commands.framework_registry import get_framework
     from conformal_rag_plugins.datasets.examples import save_examples
-    from conformal_rag_plugins.frameworks import collection_name, get_framework
+    from conformal_rag_plugins.frameworks import collection_name
     from conformal_rag_plugins.local.chroma import chroma_client
     from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 
@@ -157,7 +158,7 @@ _PLAIN = {"llamaindex": _plain_llamaindex, "langchain": _plain_langchain}
 
 def run_plain(framework: str, entries: list, examples: list) -> tuple[Any, Any]:
     """The plain dense store over the same chunks + ``calibrate_retriever``: ``(calibration, retriever)``."""
-    from conformal_rag_plugins.frameworks import get_framework
+    from conformal_rag_plugins.commands.framework_registry import get_framework
     from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
     from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
@@ -168,7 +169,7 @@ def run_plain(framework: str, entries: list, examples: list) -> tuple[Any, Any]:
 
 def held_out_row(framework: str, retriever: Any, held: list, entries: list) -> dict[str, float]:
     """Coverage, mean units and mean MiniLM tokens of ``retriever`` on the held-out questions."""
-    from conformal_rag_plugins.frameworks import get_framework
+    from conformal_rag_plugins.commands.framework_registry import get_framework
     from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
     from conformal_rag_plugins.local.tokens import count_tokens
 

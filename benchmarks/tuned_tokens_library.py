@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from conformal_rag_plugins.commands.framework_registry import get_framework
 from conformal_rag_plugins.commands.tables import markdown_table
-from conformal_rag_plugins.frameworks import get_framework
 from conformal_rag_plugins.labelling.chunk_labels import map_gold_to_chunks
 from conformal_rag_plugins.labelling.chunk_records import Chunk
 from conformal_rag_plugins.local.chroma import chroma_client

@@ -32,8 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     import conformal_rag_plugins  # the package's own __version__ (not an installed copy's metadata)
 
     from .commands.cli_help import PERSIST_DIR_HELP, Parser, command
+    from .commands.framework_registry import FRAMEWORKS
     from .commands.levels import GivenAppend, GivenStore, add_confidence_level
-    from .frameworks import FRAMEWORKS
 
     p = Parser(prog="conformal-rag", description="Conformal prediction for RAG.")
     p.add_argument("--version", action="version", version=f"%(prog)s {conformal_rag_plugins.__version__}")

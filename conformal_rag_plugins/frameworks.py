@@ -1,26 +1,19 @@
-"""The framework registry: what the command line and the benchmarks ask of LlamaIndex or LangChain.
+"""What the command line, the benchmarks and ``from_documents`` ask of LlamaIndex or LangChain.
 
-Callers never branch on a framework's name: they use :func:`get_framework`. Each entry lives in
-its adapter's ``cli_entry.py`` (a :class:`RegisteredEntry` subclass named in :data:`_ENTRIES`),
-imported only when asked for, so importing this module imports neither framework.
-
-Examples
---------
->>> get_framework("haystack")
-Traceback (most recent call last):
-...
-conformal_rag_plugins.core.errors.ConformalError: framework must be one of ('llamaindex', 'langchain'), got 'haystack'.
+:class:`FrameworkAdapter` is the protocol; each adapter package implements it once
+(``llamaindex/framework.py``, ``langchain/framework.py``: an object ``FRAMEWORK`` whose methods import
+and call the adapter's own functions). The flows here (:func:`calibrate_tuned_chunks`,
+:func:`tuned_host_from_entries`) take that object as an argument, so every call below is an import a
+reader can follow. The command line looks an object up by name in
+``commands/framework_registry.py``; nothing here imports an adapter or a framework.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import re
-from collections.abc import Callable, Mapping, Sequence
-from functools import cache
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .core.errors import CalibrationError, ConformalError
 
@@ -29,17 +22,8 @@ if TYPE_CHECKING:
     from .labelling.chunk_records import Chunk
     from .retrieval.fingerprint import Fingerprint
     from .retrieval.pool_calibration import CandidatePool
-    from .tuning.tuned_calibration import FusionConfig
+    from .tuning.fusion_config import FusionConfig
 
-
-#: Framework name -> ``module:class`` of its entry (imported on first use).
-_ENTRIES: dict[str, str] = {
-    "llamaindex": "conformal_rag_plugins.llamaindex.cli_entry:LlamaIndexEntry",
-    "langchain": "conformal_rag_plugins.langchain.cli_entry:LangChainEntry",
-}
-
-#: The registered framework names, in the order the command line lists them (the first is the default).
-FRAMEWORKS: tuple[str, ...] = tuple(_ENTRIES)
 
 #: A built host and ``fetch(question) -> CandidatePool`` on its own scale.
 HostFetch = tuple[Any, "Callable[[str], CandidatePool]"]
@@ -47,8 +31,9 @@ HostFetch = tuple[Any, "Callable[[str], CandidatePool]"]
 
 @runtime_checkable
 class FrameworkAdapter(Protocol):
-    """What the command line and the benchmarks need from one framework.
+    """What the command line, the benchmarks and the flows below need from one framework.
 
+    Implemented once per adapter (``llamaindex/framework.py``, ``langchain/framework.py``: ``FRAMEWORK``).
     ``searchable``: what it searches (a ``VectorStoreIndex`` / a vector store); ``units``: what BM25
     and gold ids read (nodes / chunks or documents).
     """
@@ -164,135 +149,14 @@ class FrameworkAdapter(Protocol):
 _MODES = {"dist_based_score": "zscore", "relative_score": "minmax"}
 
 
-#: Operation -> ``module:function`` inside an adapter package that :class:`RegisteredEntry` calls for it.
-FORWARDED: Mapping[str, str] = MappingProxyType({
-    "chunk_entries": "text_splitting:chunk_entries",
-    "calibrate_retriever": "calibrate:calibrate_retriever",
-    "calibrate_hybrid_retriever": "hybrid_tuning:calibrate_hybrid_retriever",
-    "hybrid_from_calibration": "hybrid_tuning:hybrid_from_calibration",
-    "unit_candidates": "tuned_units:unit_candidates",
-    "label_with_judge": "judge_labels:label_with_judge",
-    "generate_questions": "question_gen:generate_calibration_questions",
-    "fingerprint_of": "fingerprint:fingerprint_of",
-})  # fmt: skip
+def fusion_in(pattern: re.Pattern[str], retriever: str) -> FusionConfig | None:
+    """The fusion a host description names (``pattern``'s groups: method, weight), else ``None``."""
+    from .tuning.fusion_config import FusionConfig
 
-
-class RegisteredEntry:
-    """The framework-neutral half of an entry: operations that only call an adapter function.
-
-    Each calls the function :attr:`functions` names in :attr:`package` (imported on first call); a
-    subclass declares ``name``, ``package``, ``models`` and the framework-specific operations
-    (``build_hosts`` indexes once, then asks ``hosts_on`` and ``fetch_on``).
-    """
-
-    name: str
-    #: The adapter package, e.g. ``"conformal_rag_plugins.llamaindex"``.
-    package: ClassVar[str]
-    #: Operation -> ``module:function`` in :attr:`package`, called with the operation's arguments.
-    functions: ClassVar[Mapping[str, str]] = FORWARDED
-    #: The offline stack's module with the framework's ``local_llm`` and ``default_llm``.
-    models: ClassVar[str]
-    #: The keyword of that ``local_llm`` that caps the generated tokens.
-    max_tokens_keyword: ClassVar[str] = "max_tokens"
-
-    def _call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
-        """Call the adapter function the table names for ``operation``."""
-        module, _, attr = self.functions[operation].partition(":")
-        return getattr(importlib.import_module(f"{self.package}.{module}"), attr)(*args, **kwargs)
-
-    def chunk_entries(
-        self, entries: Sequence[CorpusEntry], *, chunk_size: int | None, chunk_overlap: int | None
-    ) -> list[Chunk]:
-        return self._call("chunk_entries", entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-
-    def build_llm(self, kind: str, *, temperature: float, max_tokens: int) -> Any:
-        llm = importlib.import_module(self.models)
-        if kind == "local":
-            return llm.local_llm(temperature=temperature, **{self.max_tokens_keyword: max_tokens})
-        model = llm.default_llm(temperature=temperature)
-        model.max_tokens = max_tokens  # default_llm's 32 tokens are too few for a JSON question
-        return model
-
-    def build_hosts(
-        self,
-        kind: str,
-        entries: Sequence[CorpusEntry],
-        *,
-        grid: Sequence[FusionConfig],
-        pool_size: int,
-        client: Any,
-        collection_name: str,
-        show_progress: bool = False,
-    ) -> dict[FusionConfig | None, HostFetch]:
-        searchable, units = self.index_chunks(entries, client=client, collection_name=collection_name,
-                                              show_progress=show_progress)  # fmt: skip
-        hosts = self.hosts_on(kind, searchable, units, grid, pool_size)
-        return {fusion: (host, self.fetch_on(host, pool_size)) for fusion, host in hosts.items()}
-
-    def hosts_on(
-        self, kind: str, searchable: Any, units: Any, grid: Sequence[FusionConfig], pool_size: int
-    ) -> dict[FusionConfig | None, Any]:
-        """The dense, BM25 or hybrid host(s) on an index: ``{fusion or None: host}``."""
-        raise NotImplementedError
-
-    def fetch_on(self, host: Any, pool_size: int) -> Callable[[str], CandidatePool]:
-        """``fetch(question) -> CandidatePool`` of a built host, on its own scale."""
-        raise NotImplementedError
-
-    def calibrate_retriever(self, host: Any, examples: Sequence[CalibrationExample], **options: Any) -> Any:
-        return self._call("calibrate_retriever", host, examples, **options)
-
-    def calibrate_hybrid_retriever(
-        self, searchable: Any, units: Any, examples: Sequence[CalibrationExample], **options: Any
-    ) -> tuple[Any, Any]:
-        return self._call("calibrate_hybrid_retriever", searchable, units, examples, **options)
-
-    def hybrid_from_calibration(self, searchable: Any, units: Any, calibration: Any) -> Any:
-        return self._call("hybrid_from_calibration", searchable, units, calibration)
-
-    def unit_candidates(
-        self,
-        searchable: Any,
-        units: Any,
-        examples: Sequence[CalibrationExample],
-        grid: Sequence[FusionConfig],
-        pool_sizes: Sequence[int],
-    ) -> Any:
-        return self._call("unit_candidates", searchable, units, examples, grid, pool_sizes)
-
-    def label_with_judge(
-        self, host: Any, examples: Sequence[CalibrationExample], model: Any, budget: int, **options: Any
-    ) -> tuple[list[CalibrationExample], Any]:
-        return self._call("label_with_judge", host, examples, model, budget, **options)
-
-    def generate_questions(self, chunks: Sequence[Chunk], model: Any, n: int, **options: Any) -> tuple[list, Any]:
-        return self._call("generate_questions", chunks, model, n, **options)
-
-    def fingerprint_of(self, host: Any) -> Fingerprint:
-        return self._call("fingerprint_of", host)
-
-    @staticmethod
-    def fusion_in(pattern: re.Pattern[str], retriever: str) -> FusionConfig | None:
-        """The fusion a host description names (``pattern``'s groups: method, weight), else ``None``."""
-        from .tuning.tuned_calibration import FusionConfig
-
-        match = pattern.match(retriever)
-        if match is None:
-            return None
-        return FusionConfig(_MODES.get(match.group(1), match.group(1)), float(match.group(2)))
-
-
-@cache
-def _entry(name: str) -> FrameworkAdapter:
-    module, _, attr = _ENTRIES[name].partition(":")
-    return getattr(importlib.import_module(module), attr)()
-
-
-def get_framework(name: str) -> FrameworkAdapter:
-    """The registered adapter of ``name`` (imported now); ``ConformalError`` if not in :data:`FRAMEWORKS`."""
-    if name not in _ENTRIES:
-        raise ConformalError(f"framework must be one of {FRAMEWORKS}, got {name!r}.")
-    return _entry(name)
+    match = pattern.match(retriever)
+    if match is None:
+        return None
+    return FusionConfig(_MODES.get(match.group(1), match.group(1)), float(match.group(2)))
 
 
 def corpus_key(entries: Sequence[CorpusEntry]) -> str:
@@ -316,7 +180,7 @@ def collection_name(framework: str, entries: Sequence[CorpusEntry]) -> str:
 
 
 def calibrate_tuned_chunks(
-    framework: str,
+    adapter: FrameworkAdapter,
     chunks: Sequence[CorpusEntry],
     examples: Sequence[CalibrationExample],
     *,
@@ -333,8 +197,8 @@ def calibrate_tuned_chunks(
     chunks and questions. ``examples`` carry chunk-level gold (after
     :func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`).
     """
-    adapter = get_framework(framework)
-    searchable, units = adapter.index_chunks(chunks, client=client, collection_name=collection_name(framework, chunks))
+    name = collection_name(adapter.name, chunks)
+    searchable, units = adapter.index_chunks(chunks, client=client, collection_name=name)
     return adapter.calibrate_hybrid_retriever(
         searchable,
         units,
@@ -347,7 +211,7 @@ def calibrate_tuned_chunks(
 
 
 def tuned_host_from_entries(
-    framework: str,
+    adapter: FrameworkAdapter,
     entries: Sequence[CorpusEntry],
     examples: Sequence[CalibrationExample] | None = None,
     *,
@@ -363,7 +227,8 @@ def tuned_host_from_entries(
 ) -> tuple[Any, Any]:
     """``(host, calibration)`` of the tuned hybrid on ``entries``: the body of ``ConformalRetriever.from_documents``.
 
-    Chunks the entries with the framework's splitter (MiniLM tokens), moves document-level gold onto
+    ``adapter`` is the framework's own object (``FRAMEWORK`` of its ``framework.py``). Chunks the
+    entries with the framework's splitter (MiniLM tokens), moves document-level gold onto
     the chunks (:func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`), then either
     tunes and calibrates (:func:`calibrate_tuned_chunks`, as ``conformal-rag calibrate``) or, given a
     saved ``calibration``, rebuilds its host after checking that it was made by this framework's
@@ -384,10 +249,9 @@ def tuned_host_from_entries(
         raise ConformalError("Pass client= (a Chroma client) or persist_dir= (a Chroma directory), not both.")
     if not entries:
         raise ConformalError("from_documents needs at least one document.")
-    adapter = get_framework(framework)
     if calibration is not None:
         calibration = serving_calibration(calibration)
-        _check_rebuildable(framework, calibration)
+        _check_rebuildable(adapter.name, calibration)
     chunks = adapter.chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     if calibration is not None:
         made = corpus_digest(c.id for c in chunks)
@@ -400,7 +264,7 @@ def tuned_host_from_entries(
             )
         client = client if client is not None else chroma_client(persist_dir)
         searchable, units = adapter.index_chunks(
-            chunks, client=client, collection_name=collection_name(framework, chunks)
+            chunks, client=client, collection_name=collection_name(adapter.name, chunks)
         )
         return adapter.hybrid_from_calibration(searchable, units, calibration), calibration
     assert examples is not None
@@ -410,7 +274,7 @@ def tuned_host_from_entries(
     check_gold_ids(mapped, {c.id for c in chunks})
     client = client if client is not None else chroma_client(persist_dir)
     return calibrate_tuned_chunks(
-        framework,
+        adapter,
         chunks,
         mapped,
         client=client,

@@ -219,7 +219,9 @@ def run_calibrate(request: CalibrateRequest) -> Any:
                 build_hosts(r.framework, r.retriever, chunks, grid=grid, pool_size=r.pool_size, client=client).values()
             )
         )
-        cal = calibrate_host(r.framework, bundle.host, examples, 1 - alpha, family, r.pool_size, r.seed, r.progress)
+        cal = calibrate_built_host(
+            r.framework, bundle.host, examples, 1 - alpha, family, r.pool_size, r.seed, r.progress
+        )
     # the tuned path groups its own calibration part by the query's group; chunk groups are applied here
     if groups is not None and (r.chunk_group_key is not None or not tuned):
         from ..retrieval.groups import with_chunk_groups, with_groups
@@ -241,11 +243,15 @@ def _groups_by_question(examples: Any, field: str) -> dict[str, str]:
     return {ex.digest: g for ex, g in zip(examples, group_labels(examples, field), strict=True)}
 
 
-def calibrate_host(
+def calibrate_built_host(
     framework: str, host: Any, examples: Any, level: float, family: str, pool_size: int, seed: int, progress: Any
 ) -> Any:
-    """Calibrate a built (untuned) host with the framework's own ``calibrate_retriever``."""
-    from ..frameworks import get_framework
+    """Calibrate a host the command line built (dense, BM25, fixed hybrid) with its framework's ``calibrate_retriever``.
+
+    The untuned half of ``conformal-rag calibrate`` (the tuned hybrid is :func:`_tuned`): the command's
+    options (``--score``, ``--seed``, ``--pool-size``) become the adapter's call.
+    """
+    from .framework_registry import get_framework
 
     return get_framework(framework).calibrate_retriever(
         host,
@@ -269,13 +275,15 @@ def _tuned(
 ) -> Any:
     """The tuned hybrid of ``framework`` on the chunks indexed in ``client`` (fusion, family, unit, pool).
 
-    The route of ``ConformalRetriever.from_documents`` too (``frameworks.calibrate_tuned_chunks``).
+    The route of ``ConformalRetriever.from_documents`` too (``frameworks.calibrate_tuned_chunks``, given
+    the adapter object the registry holds for ``framework``).
     """
     from ..frameworks import calibrate_tuned_chunks
+    from .framework_registry import get_framework
 
     sizes = None if pool_sizes is None else sorted({pool, *pool_sizes})
     _, cal = calibrate_tuned_chunks(
-        framework,
+        get_framework(framework),
         chunks,
         examples,
         client=client,

@@ -10,9 +10,9 @@ from typing import Any
 
 from ..core.errors import ConformalError, InputFileError
 from ..datasets.examples import CorpusEntry
-from ..frameworks import FRAMEWORKS, get_framework
 from ..labelling.chunk_records import Chunk
 from .cli_help import CACHE_HELP
+from .framework_registry import FRAMEWORKS, get_framework
 
 LLM_KINDS = ("local", "openai")
 

@@ -52,8 +52,8 @@ def chunk_corpus(
     MiniLM word pieces (defaults 254 tokens, overlap 25). Gold document ids become the chunk ids
     holding a reference answer.
     """
-    from ..frameworks import get_framework
     from ..local.tokens import count_tokens, default_chunk_overlap, default_chunk_size
+    from .framework_registry import get_framework
 
     size = default_chunk_size() if chunk_size is None else chunk_size
     overlap = min(default_chunk_overlap(), size // 2) if chunk_overlap is None else chunk_overlap

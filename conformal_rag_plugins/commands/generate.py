@@ -78,10 +78,10 @@ def run_generate(request: GenerateRequest) -> Any:
     """
     from ..core.errors import CalibrationError
     from ..datasets.examples import save_examples
-    from ..frameworks import get_framework
     from ..labelling.options import QuestionOptions
     from ..labelling.question_gen import sample_chunks
     from ..runtime.atomic import atomic_path
+    from .framework_registry import get_framework
     from .input_checks import check_at_least, check_output_options
 
     check_at_least("max_retries", request.max_retries, 0)

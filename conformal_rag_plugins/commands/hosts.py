@@ -8,11 +8,12 @@ from typing import Any
 
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..datasets.examples import CorpusEntry
-from ..frameworks import FRAMEWORKS, collection_name, get_framework
+from ..frameworks import FrameworkAdapter, collection_name
 from ..frameworks import corpus_key as corpus_key  # the commands and benchmarks name collections with it
 from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.fusion_config import DEFAULT_FUSION_GRID
 from ..tuning.tuned_calibration import FusionConfig
+from .framework_registry import FRAMEWORKS, get_framework
 
 RETRIEVERS = ("dense", "bm25", "hybrid")
 
@@ -29,12 +30,11 @@ class HostBundle:
     fusion: FusionConfig | None = None
 
 
-def _on_index(build: str, framework: str, kind: str, entries: Sequence[CorpusEntry], **options: Any) -> Any:
-    """The framework adapter's ``build`` (``build_hosts``/``build_fanout``) on the corpus's own collection."""
+def _adapter(framework: str, kind: str) -> FrameworkAdapter:
+    """The registered adapter of ``framework``, once ``framework`` and the retriever ``kind`` are known ones."""
     if framework not in FRAMEWORKS or kind not in RETRIEVERS:
         raise ValueError(f"framework must be one of {FRAMEWORKS} and retriever one of {RETRIEVERS}.")
-    adapter = get_framework(framework)
-    return getattr(adapter, build)(kind, entries, collection_name=collection_name(framework, entries), **options)
+    return get_framework(framework)
 
 
 def build_hosts(
@@ -48,8 +48,15 @@ def build_hosts(
     show_progress: bool = False,
 ) -> dict[FusionConfig | None, HostBundle]:
     """Index ``entries`` once and build one host per fusion configuration (``{None: bundle}`` if not hybrid)."""
-    options = {"grid": grid, "pool_size": pool_size, "client": client, "show_progress": show_progress}
-    hosts = _on_index("build_hosts", framework, kind, entries, **options)
+    hosts = _adapter(framework, kind).build_hosts(
+        kind,
+        entries,
+        grid=grid,
+        pool_size=pool_size,
+        client=client,
+        collection_name=collection_name(framework, entries),
+        show_progress=show_progress,
+    )
     return {c: HostBundle(framework, kind, host, pool_size, fetch, c) for c, (host, fetch) in hosts.items()}
 
 
@@ -88,5 +95,13 @@ def build_fanout(
     One dense and one BM25 search per question serve every setting. ``whole_documents`` (the
     ``document`` unit's index, embedded past the window on purpose) silences the truncation warning.
     """
-    options = {"grid": grid, "pool_sizes": pool_sizes, "client": client, "show_progress": show_progress}
-    return _on_index("build_fanout", framework, kind, entries, whole_documents=whole_documents, **options)
+    return _adapter(framework, kind).build_fanout(
+        kind,
+        entries,
+        grid=grid,
+        pool_sizes=pool_sizes,
+        client=client,
+        collection_name=collection_name(framework, entries),
+        show_progress=show_progress,
+        whole_documents=whole_documents,
+    )

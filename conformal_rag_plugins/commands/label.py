@@ -80,9 +80,9 @@ def run_label(request: LabelRequest) -> Any:
     """
     from ..core.errors import CalibrationError
     from ..datasets.examples import save_examples
-    from ..frameworks import get_framework
     from ..labelling.options import JudgeOptions
     from ..runtime.atomic import atomic_path
+    from .framework_registry import get_framework
     from .hosts import build_host
     from .input_checks import (
         announce_questions,

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..frameworks import FRAMEWORKS
+from .framework_registry import FRAMEWORKS
 
 #: Defaults of the options a ``--calibration`` or ``--resume`` file may fix instead.
 DEFAULTS: dict[str, Any] = {
@@ -72,7 +72,7 @@ def calibrate_here(
     """The calibration ``conformal-rag calibrate`` makes with these options, and its host when already built."""
     from ..retrieval.options import RetrievalOptions
     from ..tuning.tuned_calibration import FusionConfig
-    from .calibrate_cmd import _tuned, calibrate_host
+    from .calibrate_cmd import _tuned, calibrate_built_host
     from .hosts import build_host
 
     kind, fusion, alpha, pool_size, seed = here.kind, here.fusion, here.alpha, here.pool_size, here.seed
@@ -83,4 +83,4 @@ def calibrate_here(
         return _tuned(framework, chunks, examples, client, level=1 - alpha, pool=pool_size, options=opts), None
     config = FusionConfig.parse(fusion) if kind == "hybrid" else None
     bundle = build_host(framework, kind, chunks, pool_size=pool_size, client=client, fusion=config)
-    return calibrate_host(framework, bundle.host, examples, 1 - alpha, family, pool_size, seed, progress), bundle
+    return calibrate_built_host(framework, bundle.host, examples, 1 - alpha, family, pool_size, seed, progress), bundle

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..frameworks import FRAMEWORKS
 from ..retrieval.serving import ServingOptions
 from .cli_help import AS_CALIBRATE, add_chunk_options, command, request_from
+from .framework_registry import FRAMEWORKS
 from .input_checks import (
     announce_questions,
     check_at_least,
@@ -215,12 +215,12 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
     from ..core.martingale import check_delta
     from ..core.validation import check_alpha
     from ..datasets.examples import load_corpus
-    from ..frameworks import get_framework
     from ..local.chroma import chroma_client
     from ..monitor.monitor import ConformalMonitor
     from ..runtime.atomic import atomic_write_text
     from ..storage.jsonio import encode_float
     from .chunk_corpus import chunk_corpus
+    from .framework_registry import get_framework
     from .levels import confidence_level_of
     from .report import load_any_calibration
     from .report_host import host_spec, rebuild_host

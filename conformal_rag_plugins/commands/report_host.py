@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.errors import CalibrationError, FingerprintMismatchError
-from ..frameworks import FRAMEWORKS, get_framework
 from ..labelling.chunk_records import Chunk
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.fingerprint import corpus_digest, same_corpus
 from ..retrieval.parent_pools import PARENT_MARK
 from ..tuning.tuned_calibration import FusionConfig, fusion_of
 from . import hosts
+from .framework_registry import FRAMEWORKS, get_framework
 from .hosts import HostBundle
 
 HostSpec = tuple[str, str, FusionConfig | None]

@@ -1,7 +1,7 @@
 """``ConformalRetriever.from_documents``: the tuned hybrid on the user's own LangChain ``Document``s in one call.
 
 The documents become corpus entries (``Document.id``, ``page_content``, ``metadata["title"]``) and
-take the command line's route (``frameworks.tuned_host_from_entries``): chunked with
+take the command line's route (``frameworks.tuned_host_from_entries`` with this adapter's ``FRAMEWORK``): chunked with
 ``RecursiveCharacterTextSplitter`` in MiniLM tokens, embedded in Chroma, BM25 fused, and tuned and
 calibrated as ``conformal-rag calibrate --framework langchain`` does, so both give the same
 threshold on the same documents and questions.
@@ -23,6 +23,7 @@ from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.options import RetrievalOptions
 from ..retrieval.serving import ServingOptions
 from ..tuning.options import TuningOptions
+from .framework import FRAMEWORK
 
 if TYPE_CHECKING:
     from .retriever import ConformalRetriever
@@ -76,7 +77,7 @@ def from_documents(
     """The body of :meth:`ConformalRetriever.from_documents <.retriever.ConformalRetriever.from_documents>`."""
     entries = entries_from_documents(documents)
     host, cal = tuned_host_from_entries(
-        "langchain",
+        FRAMEWORK,
         entries,
         examples,
         calibration=calibration,

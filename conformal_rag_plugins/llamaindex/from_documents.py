@@ -1,9 +1,10 @@
 """``ConformalRetriever.from_documents``: the tuned hybrid on the user's own LlamaIndex ``Document``s in one call.
 
 The documents become corpus entries (``Document.id_``, text, ``metadata["title"]``) and take the
-command line's route (``frameworks.tuned_host_from_entries``): chunked with ``SentenceSplitter``
-in MiniLM tokens, embedded in Chroma, BM25 fused, and tuned and calibrated as ``conformal-rag
-calibrate`` does, so both give the same threshold on the same documents and questions.
+command line's route (``frameworks.tuned_host_from_entries`` with this adapter's ``FRAMEWORK``):
+chunked with ``SentenceSplitter`` in MiniLM tokens, embedded in Chroma, BM25 fused, and tuned and
+calibrated as ``conformal-rag calibrate`` does, so both give the same threshold on the same
+documents and questions.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.options import RetrievalOptions
 from ..retrieval.serving import ServingOptions
 from ..tuning.options import TuningOptions
+from .framework import FRAMEWORK
 
 if TYPE_CHECKING:
     from .retriever import ConformalRetriever
@@ -67,7 +69,7 @@ def from_documents(
     """The body of :meth:`ConformalRetriever.from_documents <.retriever.ConformalRetriever.from_documents>`."""
     entries = entries_from_documents(documents)
     host, cal = tuned_host_from_entries(
-        "llamaindex",
+        FRAMEWORK,
         entries,
         examples,
         calibration=calibration,

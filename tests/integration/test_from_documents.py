@@ -42,7 +42,7 @@ def _data(framework: str):
 
 @pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
 def test_from_documents_tunes_serves_and_reloads(framework, chroma_memory_client, tmp_path) -> None:
-    from conformal_rag_plugins.frameworks import get_framework
+    from conformal_rag_plugins.commands.framework_registry import get_framework
 
     cls, docs, examples = _data(framework)
     assert len(examples) >= 30

@@ -31,12 +31,11 @@ ALLOWED: dict[str, set[str]] = {
     "evaluation": _RETRIEVAL | {"answer_sets"},
     "report": _RETRIEVAL | {"answer_sets", "evaluation"},
     "local": _DATA,
-    # an adapter's registry entry (cli_entry.py) subclasses the framework-neutral RegisteredEntry of frameworks.py
+    # an adapter's FRAMEWORK object (framework.py) implements frameworks.py's protocol and passes itself to its flows
     "llamaindex": _ADAPTER | {"frameworks"},
     "langchain": _ADAPTER | {"frameworks"},
-    # the framework registry: its entries (llamaindex/cli_entry.py, langchain/cli_entry.py) and their adapter
-    # functions are imported lazily, by name, so importing the registry imports no framework and no adapter
-    # (test_framework_registry.py): it names neither adapter in an import statement
+    # the protocol and the framework-neutral flows: they take an adapter's object as an argument and import no
+    # adapter; the registry that imports the adapters' objects lives in commands/framework_registry.py
     "frameworks": _LIBRARY | {"local"},
     "commands": _LIBRARY | {"frameworks", "local", "llamaindex", "langchain"},
     "cli": _LIBRARY | {"commands", "frameworks", "local", "llamaindex", "langchain"},

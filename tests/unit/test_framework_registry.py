@@ -1,6 +1,8 @@
-"""The framework registry (``conformal_rag_plugins/frameworks.py``): complete entries, lazy imports, no branches.
+"""The framework registry (``commands/framework_registry.py``) and the adapters' ``FRAMEWORK`` objects.
 
-No model is loaded: the entries are inspected, not run (building hosts needs MiniLM and Chroma).
+Complete objects (every method of ``frameworks.FrameworkAdapter``), lazy imports, no branches on a
+framework's name, and no call routed by a string. No model is loaded: the objects are inspected, not
+run (building hosts needs MiniLM and Chroma).
 """
 
 from __future__ import annotations
@@ -14,10 +16,14 @@ from pathlib import Path
 import pytest
 
 import conformal_rag_plugins
+from conformal_rag_plugins.commands.framework_registry import FRAMEWORKS, get_framework
 from conformal_rag_plugins.core.errors import ConformalError
-from conformal_rag_plugins.frameworks import FRAMEWORKS, FrameworkAdapter, RegisteredEntry, get_framework
+from conformal_rag_plugins.frameworks import FrameworkAdapter
 
 ROOT = Path(conformal_rag_plugins.__file__).resolve().parents[1]
+PKG = ROOT / "conformal_rag_plugins"
+#: The adapters' objects the registry hands out (one module each).
+FRAMEWORK_MODULES = {"llamaindex": PKG / "llamaindex" / "framework.py", "langchain": PKG / "langchain" / "framework.py"}
 #: Where no framework may be named in a comparison: the command line and the benchmarks use the registry.
 NO_BRANCHES = [
     ROOT / "conformal_rag_plugins" / "commands",
@@ -65,29 +71,97 @@ def _defined(target: str) -> bool:
     module, _, name = target.partition(":")
     path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
     tree = ast.parse(path.read_text(encoding="utf-8")) if path.is_file() else ast.Module(body=[], type_ignores=[])
-    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
     assigned = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    return name in defined | assigned
+    annotated = {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    return name in defined | assigned | annotated
+
+
+def imported_functions(path: Path) -> list[str]:
+    """``module:name`` of every ``from .x import name`` in ``path`` (relative imports, resolved to modules)."""
+    package = path.relative_to(ROOT).parent.parts
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level and node.module:
+            base = package[: len(package) - (node.level - 1)]
+            found += [".".join([*base, node.module]) + f":{a.name}" for a in node.names]
+    return found
 
 
 @pytest.mark.parametrize("name", FRAMEWORKS)
-def test_every_forwarded_operation_names_an_adapter_function(name: str) -> None:
+def test_every_operation_is_written_on_the_framework_object(name: str) -> None:
+    """Each operation is a method of the adapter's own class, and each function it imports exists."""
     entry = get_framework(name)
-    forwarded = {op for op in _operations() if getattr(type(entry), op, None) is getattr(RegisteredEntry, op, 0)}
-    # build_llm and build_hosts are written once in RegisteredEntry (build_hosts on the entry's hosts_on, fetch_on)
-    assert forwarded == {*entry.functions, "build_llm", "build_hosts"}, (name, forwarded ^ set(entry.functions))
-    for hook in ("hosts_on", "fetch_on"):
-        assert getattr(type(entry), hook) is not getattr(RegisteredEntry, hook), (name, hook)
-    targets = [f"{entry.package}.{t}" for t in entry.functions.values()]
-    missing = [t for t in [*targets, f"{entry.models}:local_llm", f"{entry.models}:default_llm"] if not _defined(t)]
+    own = vars(type(entry))
+    assert type(entry).__module__ == f"conformal_rag_plugins.{name}.framework"
+    assert [op for op in _operations() if op not in own] == [], name  # nothing inherited, nothing forwarded
+    imported = imported_functions(FRAMEWORK_MODULES[name])
+    # the adapter functions it calls (and the offline stack's LLMs): a reader follows each import to its code
+    for target in (f"conformal_rag_plugins.{name}.calibrate:calibrate_retriever",
+                   f"conformal_rag_plugins.{name}.hybrid_tuning:calibrate_hybrid_retriever",
+                   f"conformal_rag_plugins.{name}.judge_labels:label_with_judge",
+                   f"conformal_rag_plugins.{name}.question_gen:generate_calibration_questions"):  # fmt: skip
+        assert target in imported, (name, target)
+    missing = [t for t in imported if not t.startswith("conformal_rag_plugins.frameworks") and not _defined(t)]
     assert not missing, f"{name}: no such function {missing}"
+    assert any(t.endswith(":local_llm") for t in imported) and any(t.endswith(":default_llm") for t in imported)
 
 
 def test_the_forwarding_check_can_fail() -> None:
     """A negative control: a misspelt function or module is found."""
-    assert _defined("conformal_rag_plugins.frameworks:get_framework")
-    assert not _defined("conformal_rag_plugins.frameworks:get_frameworks")
+    assert _defined("conformal_rag_plugins.commands.framework_registry:get_framework")
+    assert _defined("conformal_rag_plugins.llamaindex.framework:FRAMEWORK")
+    assert not _defined("conformal_rag_plugins.commands.framework_registry:get_frameworks")
     assert not _defined("conformal_rag_plugins.no_such_module:get_framework")
+
+
+def string_routed_calls(paths: list[Path]) -> list[str]:
+    """Calls a reader cannot follow: ``importlib.import_module``, ``__import__``, calling ``getattr(x, name)``.
+
+    Reading an attribute by a computed name (``getattr(args, option)``) is not a call and is not found.
+    """
+    found = []
+    for path in [p for root in paths for p in ([root] if root.is_file() else sorted(root.rglob("*.py")))]:
+        for node in sorted(ast.walk(ast.parse(path.read_text(encoding="utf-8"))), key=_position):
+            if not isinstance(node, ast.Call):
+                continue
+            func = ast.unparse(node.func)
+            inner = node.func if isinstance(node.func, ast.Call) else None
+            called_by_name = (
+                inner is not None
+                and ast.unparse(inner.func) == "getattr"
+                and len(inner.args) >= 2
+                and not isinstance(inner.args[1], ast.Constant)
+            )
+            if func in ("importlib.import_module", "import_module", "__import__") or called_by_name:
+                found.append(f"{path.relative_to(path.parents[2]).as_posix()}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_routes_between_the_command_line_and_the_adapters_are_imports() -> None:
+    """No call between the commands, the neutral flows and the adapters' objects is routed by a string."""
+    paths = [PKG / "frameworks.py", PKG / "commands", PKG / "cli.py", *FRAMEWORK_MODULES.values(),
+             PKG / "llamaindex" / "from_documents.py", PKG / "langchain" / "from_documents.py"]  # fmt: skip
+    bad = string_routed_calls(paths)
+    assert not bad, "call by import instead:\n" + "\n".join(bad)
+
+
+def test_the_string_route_check_can_fail(tmp_path) -> None:
+    """A negative control: the routes this redesign removed are found; a constant or uncalled ``getattr`` is not."""
+    pkg = tmp_path / "a" / "b"
+    pkg.mkdir(parents=True)
+    probe = pkg / "probe.py"
+    probe.write_text(
+        "import importlib\n"
+        "def f(module, attr, build, adapter):\n"
+        "    g = getattr(importlib.import_module(module), attr)(1)\n"
+        "    h = getattr(adapter, build)(kind=2)\n"
+        "    return g, h, getattr(adapter, 'name')(), getattr(adapter, build)\n",
+        encoding="utf-8",
+    )
+    found = [line.split(": ", 1)[1] for line in string_routed_calls([probe])]
+    assert found == ["getattr(importlib.import_module(module), attr)(1)", "importlib.import_module(module)",
+                     "getattr(adapter, build)(kind=2)"]  # fmt: skip
 
 
 def test_an_incomplete_entry_is_not_an_adapter() -> None:
@@ -110,7 +184,8 @@ def test_an_unknown_framework_is_a_clear_error() -> None:
 def test_importing_the_registry_imports_no_framework() -> None:
     code = (
         "import sys\n"
-        "import conformal_rag_plugins.frameworks as f\n"
+        "import conformal_rag_plugins.frameworks\n"
+        "import conformal_rag_plugins.commands.framework_registry as f\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('llama_index', 'langchain_core', 'langchain')\n"
         "             or m.startswith(('conformal_rag_plugins.llamaindex', 'conformal_rag_plugins.langchain'))))\n"
         "print(f.FRAMEWORKS)\n"
@@ -148,7 +223,7 @@ def framework_branches(paths: list[Path]) -> list[str]:
 
 def test_commands_and_benchmarks_do_not_branch_on_a_framework() -> None:
     bad = framework_branches(NO_BRANCHES)
-    assert not bad, "use conformal_rag_plugins.frameworks.get_framework instead:\n" + "\n".join(bad)
+    assert not bad, "use conformal_rag_plugins.commands.framework_registry.get_framework instead:\n" + "\n".join(bad)
 
 
 def test_the_branch_check_can_fail(tmp_path) -> None:
@@ -166,3 +241,18 @@ def test_the_branch_check_can_fail(tmp_path) -> None:
     )
     found = [line.split(": ", 1)[1] for line in framework_branches([probe])]
     assert found == ["framework == 'llamaindex'", "spec[0] == 'langchain'", "fp.framework in ('llamaindex',)"]
+
+
+def test_looking_up_llamaindex_imports_no_langchain() -> None:
+    """The registry's loaders are plain imports run on demand: a LlamaIndex run never loads LangChain."""
+    code = (
+        "import sys\n"
+        "from conformal_rag_plugins.commands.framework_registry import get_framework\n"
+        "from conformal_rag_plugins.llamaindex.framework import FRAMEWORK\n"
+        "assert get_framework('llamaindex') is FRAMEWORK\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langchain_core', 'langchain')\n"
+        "             or m.startswith('conformal_rag_plugins.langchain')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["[]"], out.stdout

@@ -15,6 +15,7 @@ from langchain_core.documents import Document as LCDocument
 from llama_index.core import Document as LIDocument
 
 from conformal_rag_plugins import frameworks
+from conformal_rag_plugins.commands.framework_registry import get_framework
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, FingerprintMismatchError
 from conformal_rag_plugins.datasets.examples import CalibrationExample, CorpusEntry
 from conformal_rag_plugins.langchain import ConformalRetriever as LCRetriever
@@ -104,7 +105,7 @@ def test_a_calibration_of_another_host_is_refused(framework) -> None:
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_a_calibration_of_another_collection_is_refused_before_embedding(framework) -> None:
     """Chunked as at calibration the ids differ when a document is missing or the chunking changed."""
-    chunks = frameworks.get_framework(framework).chunk_entries(
+    chunks = get_framework(framework).chunk_entries(
         li_entries(_docs("llamaindex")), chunk_size=None, chunk_overlap=None
     )
     cal = _tuned_calibration(framework, corpus_=corpus_digest(c.id for c in chunks))
@@ -123,8 +124,8 @@ def test_document_gold_moves_onto_the_chunk_with_the_answer_on_the_command_lines
     class Stop(Exception):
         pass
 
-    def route(fw, chunks, examples, **kwargs):
-        seen.update(framework=fw, chunks=list(chunks), examples=list(examples), **kwargs)
+    def route(adapter, chunks, examples, **kwargs):
+        seen.update(adapter=adapter, chunks=list(chunks), examples=list(examples), **kwargs)
         raise Stop
 
     monkeypatch.setattr(frameworks, "calibrate_tuned_chunks", route)
@@ -132,7 +133,9 @@ def test_document_gold_moves_onto_the_chunk_with_the_answer_on_the_command_lines
     with pytest.raises(Stop):
         _retriever(framework).from_documents(_docs(framework), [EXAMPLE], confidence_level=0.8, persist_dir="here")
     chunk_ids = [c.id for c in seen["chunks"]]
-    assert seen["framework"] == framework and "short" in chunk_ids and "normans::chunk0" in chunk_ids
+    # the adapter passes its own object (no call back through a name): the registry's, whose name is the framework
+    assert seen["adapter"] is get_framework(framework) and seen["adapter"].name == framework
+    assert "short" in chunk_ids and "normans::chunk0" in chunk_ids
     (ex,) = seen["examples"]
     rollo = [c.id for c in seen["chunks"] if "Rollo" in c.text]
     assert list(ex.gold_ids) == rollo and ex.metadata["gold_rule"] == "answer-in-chunk"
@@ -153,5 +156,6 @@ def test_the_command_line_takes_the_same_route(monkeypatch) -> None:
                                pool_sizes=[100])  # fmt: skip
     assert got == "cal"
     ((args, kwargs),) = calls
-    assert args == ("langchain", ["c"], ["e"]) and kwargs["client"] == "client" and kwargs["pool_size"] == 50
+    assert args == (get_framework("langchain"), ["c"], ["e"])
+    assert kwargs["client"] == "client" and kwargs["pool_size"] == 50
     assert list(kwargs["tuning"].pool_sizes) == [50, 100]

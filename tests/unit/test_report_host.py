@@ -36,8 +36,8 @@ def _cal(fp: Fingerprint, pool: int = 3, **kw) -> RetrievalCalibration:
     ],
 )
 def test_every_host_kind_round_trips_through_its_fingerprint(spec, chroma_memory_client) -> None:
+    from conformal_rag_plugins.commands.framework_registry import get_framework
     from conformal_rag_plugins.commands.hosts import build_host
-    from conformal_rag_plugins.frameworks import get_framework
 
     framework, kind, fusion = spec
     bundle = build_host(framework, kind, ENTRIES, pool_size=3, client=chroma_memory_client, fusion=fusion)
