@@ -44,10 +44,10 @@ from .datasets.examples import (
     CorpusEntry,
     load_corpus,
     load_examples,
-    load_qa,
     save_examples,
     split_examples,
 )
+from .datasets.question_file import load_qa
 from .datasets.text_folder import load_text_folder
 from .labelling.options import JudgeOptions, QuestionOptions
 from .monitor.monitor import ConformalMonitor, ServedScores

@@ -7,9 +7,9 @@ from pathlib import Path
 
 def _read_questions(path: str | Path, what: str) -> list[str]:
     from ..core.errors import InputFileError
-    from ..datasets.examples import _read_input_jsonl
+    from ..datasets.jsonl_input import read_input_jsonl
 
-    rows = _read_input_jsonl(path, what)
+    rows = read_input_jsonl(path, what)
     out = []
     for lineno, row in rows:
         question = row.get("question")

@@ -1,4 +1,4 @@
-"""Calibration examples, the corpus/qa JSONL format, and seeded splits."""
+"""Calibration examples, the corpus JSONL format, and seeded splits (question files: :mod:`.question_file`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..core.errors import CalibrationError
+from ..core.errors import CalibrationError, InputFileError
 from ..runtime.strict_json import StrictJSONError, loads_finite
+from .jsonl_input import json_type, read_input_jsonl
 
 T = TypeVar("T")
 
@@ -140,55 +141,6 @@ def load_examples(path: str | Path) -> list[CalibrationExample]:
     return [CalibrationExample.from_dict(r) for r in _read_jsonl(path)]
 
 
-_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "true/false", type(None): "null"}
-
-
-def _json_type(value: Any) -> str:
-    """How a JSON value is named in error messages ("an array", "a number", ...)."""
-    return _JSON_TYPES.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
-
-
-def _read_input_jsonl(path: str | Path, what: str) -> list[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` of every non-blank line of a user's JSONL file (a UTF-8 BOM is accepted).
-
-    Any problem (missing, directory, unreadable, non-UTF-8, invalid JSON, not an object) is an
-    ``InputFileError`` naming the file and line.
-    """
-    from ..core.errors import InputFileError
-
-    if Path(path).is_dir():
-        raise InputFileError(f"{path}: is a directory, not a {what} JSONL file.")
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError as exc:
-        raise InputFileError(f"{path}: no such {what} file.") from exc
-    except OSError as exc:
-        raise InputFileError(f"{path}: cannot read the {what} file ({exc.strerror or exc}).") from exc
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    rows: list[tuple[int, dict[str, Any]]] = []
-    for lineno, raw in enumerate(data.split(b"\n"), 1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputFileError(
-                f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                f"the {what} file must be UTF-8 encoded JSONL."
-            ) from exc
-        if not line.strip():
-            continue
-        try:
-            value = loads_finite(line)
-        except json.JSONDecodeError as exc:
-            raise InputFileError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno}).") from exc
-        except StrictJSONError as exc:
-            raise InputFileError(f"{path}:{lineno}: the line {exc}.") from None
-        if not isinstance(value, dict):
-            raise InputFileError(f"{path}:{lineno}: expected one JSON object per line, got {_json_type(value)}.")
-        rows.append((lineno, value))
-    return rows
-
-
 def load_corpus(*paths: str | Path) -> list[CorpusEntry]:
     """Read one or more corpus JSONL files (``{"id", "text", "title"?}`` per line).
 
@@ -205,12 +157,10 @@ def load_corpus(*paths: str | Path) -> list[CorpusEntry]:
     >>> len(load_corpus(*bundled_corpus_paths())) > 1000
     True
     """
-    from ..core.errors import InputFileError
-
     entries: list[CorpusEntry] = []
     seen: dict[str, str] = {}
     for path in paths:
-        rows = _read_input_jsonl(path, "corpus")
+        rows = read_input_jsonl(path, "corpus")
         if not rows:
             raise InputFileError(f"{path}: the corpus file holds no entries.")
         for lineno, row in rows:
@@ -219,42 +169,17 @@ def load_corpus(*paths: str | Path) -> list[CorpusEntry]:
                 raise InputFileError(f"{where}: every corpus line needs 'id' and 'text'.")
             raw_id, text, title = row["id"], row["text"], row.get("title")
             if isinstance(raw_id, bool) or not isinstance(raw_id, str | int) or raw_id == "":
-                raise InputFileError(f"{where}: 'id' must be a non-empty string, got {_json_type(raw_id)}.")
+                raise InputFileError(f"{where}: 'id' must be a non-empty string, got {json_type(raw_id)}.")
             if not isinstance(text, str):
-                raise InputFileError(f"{where}: 'text' must be a string, got {_json_type(text)}.")
+                raise InputFileError(f"{where}: 'text' must be a string, got {json_type(text)}.")
             if title is not None and not isinstance(title, str):
-                raise InputFileError(f"{where}: 'title' must be a string, got {_json_type(title)}.")
+                raise InputFileError(f"{where}: 'title' must be a string, got {json_type(title)}.")
             entry_id = str(raw_id)
             if entry_id in seen:
                 raise InputFileError(f"{where}: duplicate corpus id {entry_id!r} (first at {seen[entry_id]}).")
             seen[entry_id] = where
             entries.append(CorpusEntry(entry_id, text, title))
     return entries
-
-
-def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[CalibrationExample]:
-    """Read a question JSONL file: SQuAD-style (``question``, ``context_id``, ``answers``) or labelled lines.
-
-    A ``context_id`` becomes the one gold id; labelled lines (``gold_ids``/``gold_texts``, as
-    ``label`` writes them) are read as they are; other fields go to ``metadata``. Rules:
-    :func:`~conformal_rag_plugins.datasets.question_file.read_question_file`.
-
-    Parameters
-    ----------
-    answerable_only : bool
-        Skip ``is_impossible`` questions (retrieval evaluation does).
-
-    Raises
-    ------
-    InputFileError
-        (a ``CalibrationError``) naming file and line: missing, unreadable or non-UTF-8 file, invalid
-        JSON, a non-object line, a missing or empty ``question``, a wrong field type, a duplicate
-        ``id``, a file mixing the two forms, or no questions.
-    """
-    from .question_file import read_question_file
-
-    file = read_question_file(path, "qa")
-    return file.answerable() if answerable_only else list(file.examples)
 
 
 def split_examples(items: Sequence[T], fractions: Sequence[float] = (0.5, 0.5), *, seed: int = 0) -> list[list[T]]:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import InputFileError
-from .examples import CalibrationExample, _json_type, _read_input_jsonl
+from .examples import CalibrationExample
+from .jsonl_input import json_type, read_input_jsonl
 
 FORM_SQUAD = "squad"
 FORM_LABELLED = "labelled"
@@ -101,13 +102,13 @@ def _strings(value: Any, name: str, where: str) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InputFileError(f"{where}: '{name}' must be a list of strings, got {_json_type(value)}.")
+        raise InputFileError(f"{where}: '{name}' must be a list of strings, got {json_type(value)}.")
     return tuple(value)
 
 
 def _id(value: Any, name: str, where: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, str | int | None):
-        raise InputFileError(f"{where}: '{name}' must be a string, got {_json_type(value)}.")
+        raise InputFileError(f"{where}: '{name}' must be a string, got {json_type(value)}.")
     return value
 
 
@@ -126,7 +127,7 @@ def _line_form(row: dict[str, Any], where: str) -> str | None:
 def _example(row: dict[str, Any], where: str) -> CalibrationExample:
     question = row.get("question")
     if not isinstance(question, str) or not question.strip():
-        got = "is missing" if "question" not in row else f"must be a non-empty string, got {_json_type(question)}"
+        got = "is missing" if "question" not in row else f"must be a non-empty string, got {json_type(question)}"
         raise InputFileError(f"{where}: 'question' {got}.")
     context_id = _id(row.get("context_id"), "context_id", where)
     gold_ids = tuple(str(g) for g in _strings(row.get("gold_ids"), "gold_ids", where))
@@ -134,10 +135,10 @@ def _example(row: dict[str, Any], where: str) -> CalibrationExample:
         gold_ids = (str(context_id),)
     impossible = row.get("is_impossible", False)
     if not isinstance(impossible, bool | None):
-        raise InputFileError(f"{where}: 'is_impossible' must be true or false, got {_json_type(impossible)}.")
+        raise InputFileError(f"{where}: 'is_impossible' must be true or false, got {json_type(impossible)}.")
     meta = row.get("metadata") or {}
     if not isinstance(meta, dict):
-        raise InputFileError(f"{where}: 'metadata' must be an object, got {_json_type(meta)}.")
+        raise InputFileError(f"{where}: 'metadata' must be an object, got {json_type(meta)}.")
     return CalibrationExample(
         question=question,
         gold_ids=gold_ids,
@@ -153,7 +154,7 @@ def read_question_file(path: str | Path, what: str = "qa") -> QuestionFile:
     """Read a question JSONL file of either form; ``what`` names the file in messages (``"qa"``, ``"questions"``).
 
     Raises ``InputFileError`` (a ``CalibrationError``) naming file and line, for the problems
-    :func:`~conformal_rag_plugins.datasets.examples.load_qa` lists, a line with both forms of gold,
+    :func:`load_qa` lists, a line with both forms of gold,
     or a line of the other form than the file's first gold line.
 
     Examples
@@ -162,7 +163,7 @@ def read_question_file(path: str | Path, what: str = "qa") -> QuestionFile:
     >>> read_question_file(bundled_qa_path()).form
     'squad'
     """
-    rows = _read_input_jsonl(path, what)
+    rows = read_input_jsonl(path, what)
     if not rows:
         raise InputFileError(f"{path}: the {what} file holds no questions.")
     examples: list[CalibrationExample] = []
@@ -191,3 +192,26 @@ def read_question_file(path: str | Path, what: str = "qa") -> QuestionFile:
         examples=tuple(examples),
         lines=tuple(lineno for lineno, _ in rows),
     )
+
+
+def load_qa(path: str | Path, *, answerable_only: bool = False) -> list[CalibrationExample]:
+    """Read a question JSONL file: SQuAD-style (``question``, ``context_id``, ``answers``) or labelled lines.
+
+    A ``context_id`` becomes the one gold id; labelled lines (``gold_ids``/``gold_texts``, as
+    ``label`` writes them) are read as they are; other fields go to ``metadata``. Rules:
+    :func:`read_question_file`.
+
+    Parameters
+    ----------
+    answerable_only : bool
+        Skip ``is_impossible`` questions (retrieval evaluation does).
+
+    Raises
+    ------
+    InputFileError
+        (a ``CalibrationError``) naming file and line: missing, unreadable or non-UTF-8 file, invalid
+        JSON, a non-object line, a missing or empty ``question``, a wrong field type, a duplicate
+        ``id``, a file mixing the two forms, or no questions.
+    """
+    file = read_question_file(path, "qa")
+    return file.answerable() if answerable_only else list(file.examples)

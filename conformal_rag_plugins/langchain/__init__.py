@@ -10,10 +10,10 @@ from .calibrate_compressor import calibrate_compressor
 from .compressor import ConformalDocumentCompressor
 from .fingerprint import fingerprint_of
 from .fusion import ScoredFusionRetriever
-from .host import LangChainHost
 from .hybrid_tuning import calibrate_hybrid_retriever
 from .judge_labels import label_with_judge
 from .question_gen import generate_calibration_questions
+from .retrieval_host import LangChainHost
 from .retriever import ConformalRetriever
 from .synthesizer import ConformalAnswerSetSynthesizer
 

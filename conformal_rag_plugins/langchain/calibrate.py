@@ -10,7 +10,8 @@ from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.conformalizer import calibrate_host
 from ..retrieval.host import Parents
 from ..retrieval.options import RetrievalOptions, with_level
-from .host import Host, LangChainHost
+from .host import Host
+from .retrieval_host import LangChainHost
 
 
 def calibrate_retriever(

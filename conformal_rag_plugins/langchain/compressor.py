@@ -14,10 +14,11 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from ..core.errors import ConformalError, FingerprintMismatchError
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.dropin_init import validated_init
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.served_checks import ServedPoolCheck
 from ..retrieval.serving import ServingMixin, ServingOptions, check_pool_count, ordered_by_score, serving_calibration
-from .document_selection import select_documents, validated_init
+from .document_selection import select_documents
 from .fingerprint import describe_embeddings
 from .host import SCORE_KEY, doc_id
 

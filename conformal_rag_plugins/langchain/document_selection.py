@@ -4,15 +4,13 @@ of :func:`~conformal_rag_plugins.retrieval.serving.serve_set` as document copies
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.documents import Document
-from pydantic import ValidationError
 
-from ..core.errors import ConformalError
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.serving import ServingOptions, refuse_loose_options, serve_set
+from ..retrieval.serving import ServingOptions, serve_set
 
 
 def select_documents(
@@ -46,25 +44,3 @@ def select_documents(
         merged = dict(doc.metadata) | {"score": score} | meta
         out.append(Document(id=doc.id, page_content=doc.page_content, metadata=merged))
     return out
-
-
-def validated_init(init: Callable[..., None], data: dict[str, Any], what: str) -> None:
-    """Build a pydantic drop-in: refuse loose :class:`ServingOptions` keywords, surface a validator's ConformalError."""
-    refuse_loose_options(data, what)
-    try:
-        init(**data)
-    except ValidationError as exc:
-        raise_conformal_cause(exc)
-        raise
-
-
-def raise_conformal_cause(exc: ValidationError) -> None:
-    """Raise the :class:`ConformalError` a drop-in's validator raised inside pydantic's ``ValidationError``.
-
-    So the drop-ins raise theirs unwrapped, as the LlamaIndex adapter does; returns when the error is
-    pydantic's own (the caller re-raises it).
-    """
-    for err in exc.errors():
-        cause = (err.get("ctx") or {}).get("error")
-        if isinstance(cause, ConformalError):
-            raise cause from None

@@ -1,4 +1,7 @@
-"""Read a LangChain vector store, retriever or parent setup as a :class:`~..retrieval.host.RetrievalHost`."""
+"""Read a LangChain vector store or scored retriever: its scored pools, its store's ids, texts and documents.
+
+:class:`~.retrieval_host.LangChainHost` builds the ``RetrievalHost`` on these readers.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,6 @@ import warnings
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from itertools import pairwise
 from typing import Any
 
 from langchain_core.documents import Document
@@ -16,12 +17,10 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 
 from ..core.errors import ConformalError, FingerprintMismatchError
 from ..core.validation import check_pool_size
-from ..datasets.examples import CalibrationExample
-from ..labelling.gold_ids import GoldLookup, gold_on_chunks
-from ..local.chroma import stored_ids, stored_texts
-from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import Parents
+from ..labelling.gold_ids import GoldLookup, chunks_of_documents
+from ..local.chroma import chunks_by_metadata, stored_ids, stored_texts
 from ..retrieval.pool_calibration import CandidatePool
+from ..retrieval.score_direction import higher_is_better, runs_against, score_direction
 
 Host = VectorStore | BaseRetriever
 SCORE_KEY = "score"
@@ -80,15 +79,14 @@ def _has_relevance(store: VectorStore) -> bool:
 
 def _probe_kind(store: VectorStore) -> str:
     scores = [float(s) for _, s in store.similarity_search_with_score(_PROBE, k=8)]
-    down = any(b < a for a, b in pairwise(scores))
-    up = any(b > a for a, b in pairwise(scores))
-    if down != up:
-        return "similarity" if down else "distance"
+    kind = score_direction(scores)
+    if kind is not None:
+        return kind
     raise ConformalError(
         f"{type(store).__name__} has no relevance scores, and a probe query returned "
-        f"{'scores in no order' if down else 'fewer than two distinct scores'}, so it cannot be told whether its "
-        "similarity_search_with_score gives similarities or distances. Use a store with relevance scores (e.g. "
-        "Chroma), or add more documents."
+        f"{'scores in no order' if len(set(scores)) > 1 else 'fewer than two distinct scores'}, so it cannot be "
+        "told whether its similarity_search_with_score gives similarities or distances. Use a store with relevance "
+        "scores (e.g. Chroma), or add more documents."
     )
 
 
@@ -118,18 +116,14 @@ def raw_score_kind(store: VectorStore) -> str | None:
 
 def _on_scale(host: VectorStore, kind: str, pairs: list[tuple[Document, float]]) -> list[tuple[Document, float]]:
     """Raw store scores as higher-is-better (distances negated), refusing an order against ``kind``."""
-    scores = [float(s) for _, s in pairs]
-    wrong = any(b > a for a, b in pairwise(scores))
-    if kind == "distance":
-        wrong = any(b < a for a, b in pairwise(scores))
-    if wrong:
+    if runs_against([float(s) for _, s in pairs], kind):
         raise FingerprintMismatchError(
             f"{type(host).__name__}.similarity_search_with_score returned its results in "
             f"{'decreasing' if kind == 'distance' else 'increasing'} score order, but its scores were read as "
             f"{'distances' if kind == 'distance' else 'similarities'} (best first): the store's scale changed. "
             "Re-calibrate on the store you query."
         )
-    return pairs if kind == "similarity" else [(d, -float(s)) for d, s in pairs]
+    return [(d, higher_is_better(s, kind)) for d, s in pairs]
 
 
 def _relevance(host: VectorStore, query: str, k: int) -> list[tuple[Document, float]]:
@@ -262,25 +256,13 @@ def document_chunks(host: Host, doc_ids: Sequence[str]) -> dict[str, list[tuple[
     store = _store_of(host)
     wanted = sorted({str(d) for d in doc_ids})
     collection = getattr(store, "_collection", None) if store is not None else None
-    rows: list[tuple[str, str, dict[str, Any] | None]] = []
     if collection is not None:
-        if not wanted:
-            return {}
-        among = {"$in": wanted}
-        got = collection.get(
-            where={"$or": [{DOC_ID_KEY: among}, {PARENT_ID_KEY: among}]}, include=["documents", "metadatas"]
-        )
-        rows = [(str(i), t or "", m) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
+        rows = chunks_by_metadata(collection, (DOC_ID_KEY, PARENT_ID_KEY), wanted) if wanted else []
     elif isinstance(store, InMemoryVectorStore):
         rows = [(str(i), str(r.get("text", "")), r.get("metadata")) for i, r in store.store.items()]
     else:
         return None
-    want, out = set(wanted), {}
-    for ident, text, meta in rows:
-        doc = document_of(meta)
-        if doc in want:
-            out.setdefault(doc, []).append((ident, text))
-    return out
+    return chunks_of_documents(((ident, text, document_of(meta)) for ident, text, meta in rows), wanted)
 
 
 def gold_lookup(host: Host) -> GoldLookup:
@@ -298,63 +280,3 @@ def resolve_pool_size(host: Any, pool_size: int | None) -> int:
     if isinstance(host_k, int) and host_k < pool_size:
         raise ConformalError(f"The host retriever returns k={host_k} candidates, fewer than pool_size={pool_size}.")
     return pool_size
-
-
-@dataclass(frozen=True)
-class LangChainHost:
-    """A LangChain vector store or scored retriever (optionally at parent level) read as a ``RetrievalHost``.
-
-    What :func:`calibrate_retriever` builds; give it to
-    :class:`~conformal_rag_plugins.RetrievalConformalizer` to calibrate the MAPIE way. Build it with
-    :meth:`of` (pool: ``pool_size``, else the host's ``k``, else 50).
-
-    Examples
-    --------
-    >>> LangChainHost.of(vectorstore, pool_size=50).fetch("Who founded Normandy?").ids[:2]  # doctest: +SKIP
-    ('Normans#0', 'Normans#3')
-    >>> RetrievalConformalizer(0.9).conformalize(LangChainHost.of(vectorstore), examples).threshold_  # doctest: +SKIP
-    0.07...
-    """
-
-    host: Host
-    pool_size: int
-    source: Any = None
-
-    @classmethod
-    def of(cls, host: Host, *, pool_size: int | None = None, parents: Parents | None = None) -> LangChainHost:
-        """Read a host (pool: ``pool_size``, else its ``k``, else 50).
-
-        A ``MultiVectorRetriever`` / ``ParentDocumentRetriever`` brings its own docstore and ``id_key``.
-        """
-        from .parent_retrieval import parent_host  # it builds on this module's readers
-
-        spec = parents if parents is not None else Parents()
-        source = parent_host(host, parents=spec.store, id_key=spec.id_key, how=spec.aggregation)
-        return cls(host, resolve_pool_size(host if source is None else source, pool_size), source)
-
-    def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
-        with quiet_relevance():
-            if self.source is not None:
-                return self.source.fetch_pool(question, self.pool_size)
-            pool, docs = fetch_pool(self.host, question, self.pool_size)
-        if group_key is None:
-            return pool
-        return replace(pool, groups=tuple(d.metadata.get(group_key) for d in docs))
-
-    def existing_ids(self, ids: Sequence[str]) -> set[str] | None:
-        return existing_ids(self.host, ids) if self.source is None else self.source.known_parents(ids)
-
-    def all_ids(self) -> list[str] | None:
-        return all_ids(self.host)
-
-    def fingerprint(self) -> Fingerprint:
-        from .fingerprint import fingerprint_of  # it reads raw_score_kind from this module
-
-        return fingerprint_of(self.host) if self.source is None else self.source.fingerprint()
-
-    def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
-        if self.source is not None:
-            from .parent_retrieval import parent_examples
-
-            return parent_examples(self.source, examples)
-        return gold_on_chunks(examples, gold_lookup(self.host))

@@ -23,12 +23,13 @@ from ..datasets.examples import CalibrationExample
 from ..monitor.monitor import ServedScores
 from ..report.held_out import HeldOutReport, held_out_report
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.dropin_init import validated_init
 from ..retrieval.groups import check_group_options
 from ..retrieval.options import RetrievalOptions
 from ..retrieval.served_checks import ServedPoolCheck, check_host
 from ..retrieval.serving import ServingMixin, ServingOptions, ordered_by_score, serving_calibration
 from ..tuning.options import TuningOptions
-from .document_selection import select_documents, validated_init
+from .document_selection import select_documents
 from .fingerprint import fingerprint_of
 from .host import afetch_pool, all_ids, doc_id, fetch_pairs, pool_from_pairs
 from .parent_retrieval import ParentHost, parent_host
@@ -239,7 +240,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         held-out coverage 0.907 at target 0.9, inside the 95% band [0.827, 0.963]: consistent with the guarantee; ...
         """
         from ..local.tokens import count_tokens
-        from .host import LangChainHost
+        from .retrieval_host import LangChainHost
 
         reader = LangChainHost(self._host, self.calibration.pool_size_, self._parent)
 

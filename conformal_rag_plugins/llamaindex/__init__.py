@@ -7,11 +7,11 @@ from .adaptive_synthesizer import AdaptiveContextSynthesizer
 from .calibrate import calibrate_retriever
 from .calibrate_answers import LlamaIndexAnswerHost, calibrate_answer_sets
 from .fingerprint import fingerprint_of
-from .host import LlamaIndexHost
 from .hybrid_tuning import calibrate_hybrid_retriever
 from .judge_labels import label_with_judge
 from .postprocessor import ConformalNodePostprocessor
 from .question_gen import generate_calibration_questions
+from .retrieval_host import LlamaIndexHost
 from .retriever import ConformalRetriever
 from .synthesizer import ConformalAnswerSetSynthesizer
 

@@ -10,7 +10,7 @@ from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.conformalizer import calibrate_host
 from ..retrieval.host import Parents
 from ..retrieval.options import RetrievalOptions, with_level
-from .host import LlamaIndexHost
+from .retrieval_host import LlamaIndexHost
 
 
 def calibrate_retriever(

@@ -1,9 +1,11 @@
-"""Read a LlamaIndex index, retriever or parent setup as a :class:`~..retrieval.host.RetrievalHost`."""
+"""Read a LlamaIndex index or retriever: its pools, its store's ids, texts and documents, and gold on its nodes.
+
+:class:`~.retrieval_host.LlamaIndexHost` builds the ``RetrievalHost`` on these readers.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -12,13 +14,12 @@ from llama_index.core.schema import MetadataMode, NodeWithScore
 from ..core.errors import ConformalError
 from ..core.validation import check_pool_size
 from ..datasets.examples import CalibrationExample
-from ..labelling.gold_ids import GoldLookup
+from ..labelling.gold_ids import GoldLookup, chunks_of_documents
 from ..labelling.gold_ids import gold_on_chunks as map_gold_ids
-from ..local.chroma import stored_texts
-from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import Parents, agreed_pool_size
+from ..local.chroma import chunks_by_metadata, stored_texts
+from ..retrieval.host import agreed_pool_size
 from ..retrieval.pool_calibration import CandidatePool
-from .fingerprint import fingerprint_of, pool_size_of
+from .fingerprint import pool_size_of
 
 #: Candidates per query of an index host when no pool size is given.
 DEFAULT_POOL_SIZE = 50
@@ -141,15 +142,10 @@ def document_chunks(retriever: BaseRetriever, doc_ids: Sequence[str]) -> dict[st
         return {}
     collection = getattr(index.vector_store, "_collection", None)
     if collection is not None:
-        among = {"$in": sorted(wanted)}
-        where = {"$or": [{"ref_doc_id": among}, {PARENT_ID_KEY: among}]}
-        got = collection.get(where=where, include=["documents", "metadatas"])
-        out: dict[str, list[tuple[str, str]]] = {}
-        for node_id, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
-            meta = meta or {}
-            doc = str(meta.get("ref_doc_id")) if str(meta.get("ref_doc_id")) in wanted else str(meta.get(PARENT_ID_KEY))
-            out.setdefault(doc, []).append((node_id, text or ""))
-        return out
+        rows = chunks_by_metadata(collection, ("ref_doc_id", PARENT_ID_KEY), sorted(wanted))
+        ref = [str(m.get("ref_doc_id")) for *_, m in rows]  # a chunk's document: ref_doc_id, else parent_id
+        docs = [r if r in wanted else str(m.get(PARENT_ID_KEY)) for r, (*_, m) in zip(ref, rows, strict=True)]
+        return chunks_of_documents(((i, t, d) for (i, t, _), d in zip(rows, docs, strict=True)), wanted)
     by_doc = _node_ids_of_documents(index, wanted)
     if by_doc is None:
         return None
@@ -190,60 +186,3 @@ def gold_on_chunks(retriever: BaseRetriever, examples: list[CalibrationExample])
     (when the store can tell).
     """
     return map_gold_ids(examples, gold_lookup(retriever))
-
-
-@dataclass(frozen=True)
-class LlamaIndexHost:
-    """A LlamaIndex index or retriever (``level``: optionally at parent level) read as a ``RetrievalHost``.
-
-    What :func:`calibrate_retriever` builds; give it to
-    :class:`~conformal_rag_plugins.RetrievalConformalizer` to calibrate the MAPIE way. Build it with
-    :meth:`of` (an index is queried with ``as_retriever(similarity_top_k=pool_size)``, default 50).
-
-    Examples
-    --------
-    >>> LlamaIndexHost.of(index, pool_size=50).fetch("Who founded Normandy?").ids[:2]  # doctest: +SKIP
-    ('Normans#0', 'Normans#3')
-    >>> RetrievalConformalizer(0.9).conformalize(LlamaIndexHost.of(index), examples).threshold_  # doctest: +SKIP
-    0.07...
-    """
-
-    retriever: BaseRetriever
-    pool_size: int
-    level: Any = None
-
-    @classmethod
-    def of(cls, host: Any, *, pool_size: int | None = None, parents: Parents | None = None) -> LlamaIndexHost:
-        """Read an index (``as_retriever(similarity_top_k=pool_size)``, default 50) or retriever.
-
-        An ``AutoMergingRetriever`` or ``RecursiveRetriever`` host brings its own parents.
-        """
-        from .parent_retrieval import resolve_parent_level  # it builds on this module's readers
-
-        spec = parents if parents is not None else Parents()
-        level = resolve_parent_level(host, spec.store, spec.aggregation)
-        retriever, size = resolve_host(host if level is None else level.retriever, pool_size)
-        return cls(retriever, size, level)
-
-    def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
-        nodes = self.retriever.retrieve(question)
-        if self.level is not None:
-            return self.level.parent_pool(nodes)
-        pool, ordered = pool_from_nodes(nodes)
-        if group_key is None:
-            return pool
-        return replace(pool, groups=tuple(n.node.metadata.get(group_key) for n in ordered))
-
-    def existing_ids(self, ids: Sequence[str]) -> set[str] | None:
-        return existing_ids(self.retriever, ids)
-
-    def all_ids(self) -> list[str] | None:
-        return all_ids(self.retriever)
-
-    def fingerprint(self) -> Fingerprint:
-        return fingerprint_of(self.retriever) if self.level is None else self.level.fingerprint(self.retriever)
-
-    def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
-        if self.level is not None:
-            return self.level.lift_gold(list(examples), self.retriever)
-        return gold_on_chunks(self.retriever, list(examples))

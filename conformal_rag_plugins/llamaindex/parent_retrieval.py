@@ -20,7 +20,7 @@ from llama_index.core.schema import BaseNode, IndexNode, MetadataMode, NodeWithS
 from ..core.errors import CalibrationError, ConformalError
 from ..datasets.examples import CalibrationExample
 from ..labelling.chunk_labels import answer_in_text
-from ..monitor.monitor import calibration_unit
+from ..retrieval.calibrated_unit import check_unit
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.parent_pools import (
     ParentCandidates,
@@ -258,14 +258,5 @@ def resolve_parent_level(host: Any, parents: Any = None, how: str = "max") -> Pa
 
 def check_level(calibration: Any, level: ParentLevel | None) -> None:
     """Refuse a parent-level calibration used at chunk level and the other way round, in plain words."""
-    calibrated_parent = calibration_unit(calibration) != "chunk"
-    if calibrated_parent and level is None:
-        raise ConformalError(
-            "This calibration was made at parent level (small-to-big), but no parents were given: pass "
-            "parents=... (the docstore) or the AutoMergingRetriever / RecursiveRetriever host."
-        )
-    if level is not None and not calibrated_parent:
-        raise ConformalError(
-            "This calibration was made at chunk level, so its threshold does not hold for parents: re-run "
-            "calibrate_retriever(..., parents=...) on this host."
-        )
+    give = "parents=... (the docstore) or the AutoMergingRetriever / RecursiveRetriever host"
+    check_unit(calibration, level is not None, give_parents=give)

@@ -210,7 +210,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         held-out coverage 0.907 at target 0.9, inside the 95% band [0.827, 0.963]: consistent with the guarantee; ...
         """
         from ..local.tokens import count_tokens
-        from .host import LlamaIndexHost
+        from .retrieval_host import LlamaIndexHost
 
         reader = LlamaIndexHost(self._host, self.calibration.pool_size_, self.parent_level)
 

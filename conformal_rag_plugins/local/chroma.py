@@ -50,6 +50,13 @@ def stored_texts(collection: Any, ids: Sequence[str]) -> dict[str, str]:
     return {i: d for i, d in zip(got["ids"], got["documents"], strict=True) if d is not None}
 
 
+def chunks_by_metadata(collection: Any, keys: Sequence[str], values: Sequence[str]) -> list[tuple[str, str, dict]]:
+    """``(id, text, metadata)`` of the chunks whose metadata holds one of ``values`` under one of ``keys``."""
+    among = {"$in": sorted(values)}
+    got = collection.get(where={"$or": [{k: among} for k in keys]}, include=["documents", "metadatas"])
+    return [(str(i), t or "", m or {}) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)]
+
+
 def chroma_space(collection: Any) -> str:
     """The distance space of a chromadb collection (``l2`` when unset)."""
     space = None

@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from ..datasets.examples import CalibrationExample, CorpusEntry, load_corpus, load_qa
+from ..datasets.examples import CalibrationExample, CorpusEntry, load_corpus
+from ..datasets.question_file import load_qa
 from .data import bundled_corpus_paths, bundled_qa_path
 
 

@@ -37,9 +37,10 @@ from ..core.martingale import (
 from ..core.mondrian import check_group_label
 from ..core.online_coverage import aci_miss, aci_next_alpha, aci_threshold, coverage_confidence_sequence
 from ..core.retrieval_scores import keep_mask
+from ..retrieval.calibrated_unit import calibration_unit
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.groups import query_threshold, threshold_for
-from ..retrieval.parent_pools import PARENT_MARK, parent_unit_name
+from ..retrieval.parent_pools import parent_unit_name
 from ..storage.jsonio import (
     SIGNING_KEY_ENV,
     check_signature,
@@ -75,15 +76,6 @@ def calibration_identity(calibration: RetrievalCalibration) -> dict[str, Any]:
         "score_family": calibration.score_family_,
         "checksum": calibration.to_dict()["checksum"],
     }
-
-
-def calibration_unit(calibration: RetrievalCalibration | Any) -> str:
-    """The unit a calibration's retriever serves, from its fingerprint: ``"chunk"`` or ``"parent:<how>"``."""
-    if hasattr(calibration, "retrieval_stage"):
-        calibration = calibration.retrieval_stage()
-    retriever = str(calibration.fingerprint_.retriever)
-    mark = PARENT_MARK + "parent:"
-    return retriever[retriever.rindex(mark) + len(PARENT_MARK) :] if mark in retriever else "chunk"
 
 
 def served_threshold(calibration: RetrievalCalibration | Any, group: str | None) -> float:

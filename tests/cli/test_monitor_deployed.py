@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conformal_rag_plugins.cli import main
-from conformal_rag_plugins.datasets.examples import load_qa, save_examples
+from conformal_rag_plugins.datasets.examples import save_examples
+from conformal_rag_plugins.datasets.question_file import load_qa
 from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint

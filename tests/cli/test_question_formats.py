@@ -18,7 +18,7 @@ import pytest
 from conformal_rag_plugins.cli import _parser, main
 from conformal_rag_plugins.commands import calibration_inputs, input_checks
 from conformal_rag_plugins.core.errors import ConformalError
-from conformal_rag_plugins.datasets.examples import load_qa
+from conformal_rag_plugins.datasets.question_file import load_qa
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 

@@ -26,7 +26,7 @@ import pytest
 
 from conformal_rag_plugins.commands.monitor_questions import reference_questions
 from conformal_rag_plugins.core.binomial import binom_cdf
-from conformal_rag_plugins.datasets.examples import load_qa
+from conformal_rag_plugins.datasets.question_file import load_qa
 from conformal_rag_plugins.local.data import bundled_corpus_paths
 from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration

@@ -14,10 +14,10 @@ from conformal_rag_plugins.datasets.examples import (
     CorpusEntry,
     load_corpus,
     load_examples,
-    load_qa,
     save_examples,
     split_examples,
 )
+from conformal_rag_plugins.datasets.question_file import load_qa
 from conformal_rag_plugins.local.data import bundled_corpus_paths, bundled_qa_path
 from conformal_rag_plugins.retrieval.gold_matching import gold_positions
 
