@@ -183,7 +183,11 @@ def _labels(short_obs, long_obs) -> list[dict]:
     cal_obs = [short_obs[i] for i in perm[:N_CAL]]
     held = [short_obs[i] for i in perm[N_CAL:]]
     fp = Fingerprint("llamaindex", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "benchmark")
-    cal = RetrievalConformalizer(0.9, score="relative").conformalize(cal_obs, fingerprint=fp, pool_size=50).calibration_
+    cal = (
+        RetrievalConformalizer(0.9, score="relative")
+        .conformalize_pools(cal_obs, fingerprint=fp, pool_size=50)
+        .calibration_
+    )
     rows = []
     for name, stream in (("held-out SQuAD", held), ("long documents", long_obs)):
         for gamma in (0.01, 0.05):

@@ -55,7 +55,8 @@ from .report.data import Verdict
 from .report.held_out import HeldOutReport
 from .report.notebook import answer_sets_figure, coverage_figure, scores_figure, set_sizes_figure
 from .retrieval.calibration import RetrievalCalibration
-from .retrieval.conformalizer import RetrievalConformalizer, calibrate_host
+from .retrieval.conformalizer import RetrievalConformalizer
+from .retrieval.conformalizer import calibrate_on_host as calibrate_host
 from .retrieval.fingerprint import Fingerprint
 from .retrieval.host import Parents, RetrievalHost
 from .retrieval.options import RetrievalOptions

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.errors import CalibrationError, NotFittedError
-from ..core.validation import check_alpha
+from ..core.validation import DEFAULT_CONFIDENCE_LEVEL, alpha_from_confidence_level
 from ..datasets.examples import CalibrationExample, split_examples
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.conformalizer import optimisation_ids
@@ -20,7 +20,7 @@ from ..runtime.run_sync import run_sync
 from .calibration import AnswerSetCalibration, check_answer_set_request, min_answer_set_questions
 from .engine import GeneratorStage, acalibrate_generation
 from .gold import GoldChunk, defining_gold, references_of
-from .host import AnswerSetHost
+from .host import AnswerSetHost, Embedding, GeneratorSampler, GoldPreparingHost
 from .identity import live_generator
 from .options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
 from .pilot import PilotEstimate, draw_pilot, judge_pilot, pilot_size
@@ -78,7 +78,7 @@ class AnswerSetConformalizer:
 
     def __init__(
         self,
-        confidence_level: float = 0.9,
+        confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
         *,
         sampling: SamplingOptions | None = None,
         split: SplitOptions | None = None,
@@ -161,7 +161,7 @@ class AnswerSetConformalizer:
     def _check(self, alpha: float, n_questions: int | None) -> None:
         split = self.split
         check_answer_set_request(
-            round(alpha, 12),
+            alpha,
             method=split.method,
             alpha_retrieval=None if split.optimise else split.alpha_retrieval,
             delta=split.delta,
@@ -203,7 +203,7 @@ class AnswerSetConformalizer:
             "hmp_weight": None if split.optimise else split.hmp_weight,
         }
         try:  # what _check asks for, and what this split's delta_retrieval needs
-            needs = [min_answer_set_questions(round(alpha, 12), **common, delta_retrieval=d)
+            needs = [min_answer_set_questions(alpha, **common, delta_retrieval=d)
                      for d in {None, split.delta_retrieval}]  # fmt: skip
         except ValueError:
             return None  # an impossible request: _check says why, and no pilot runs
@@ -225,31 +225,67 @@ class AnswerSetConformalizer:
         return judge_pilot(estimate)
 
     def _plan(self, host: AnswerSetHost, examples: Sequence[CalibrationExample]) -> _Plan:
-        """Check the request, calibrate (or align) the retrieval stage, optimise the split, find the gold chunks."""
+        """Everything before the generator stage is sampled, one step per job, in this order."""
         sampler = host.sampler(self.sampling)
+        examples = self._labelled(host, examples)
+        clustering = self.clustering.record()  # checked before the level, as ever
+        alpha = alpha_from_confidence_level(self.confidence_level)
+        opt, examples = self._optimisation_split(examples)
+        pilot, examples = self._checked_pilot(alpha, examples, opt)
+        embedding = host.embedding(self.clustering.embedder)
+        stage = self._generator_stage(sampler, clustering, embedding)
+        estimate = self._run_pilot(host, stage, pilot) if pilot else None
+        retrieval, aligned = self._retrieval_stage(host, examples)
+        split, optimisation = self._optimised_split(host, stage, alpha, opt, retrieval, aligned)
+        if estimate is not None:
+            optimisation = {**(optimisation or {}), "pilot": estimate.to_dict()}
+        gold = {ex.digest: defining_gold(ex, host.fetch(ex.question), host.texts_for) for ex in aligned}
+        stage = self._described(stage, sampler, clustering, embedding)
+        return _Plan(retrieval, aligned, gold, stage, split, optimisation)
+
+    @staticmethod
+    def _labelled(host: AnswerSetHost, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
+        """The examples, refused when empty, with gold on the host's chunks when it can put it there.
+
+        Same questions, same digests: both stages use the gold that ``prepare_gold`` places.
+        """
         examples = list(examples)
         if not examples:
             raise CalibrationError("No calibration examples were given; pass labelled questions.")
-        prepare = getattr(host, "prepare_gold", None)
-        if prepare is not None:  # gold on the host's chunks first (same questions, same digests): both stages use it
-            examples = list(prepare(examples))
-        clustering = self.clustering.record()
-        alpha = 1.0 - check_alpha(self.confidence_level, "confidence_level")
+        if isinstance(host, GoldPreparingHost):
+            examples = list(host.prepare_gold(examples))
+        return examples
+
+    def _optimisation_split(
+        self, examples: list[CalibrationExample]
+    ) -> tuple[list[CalibrationExample], list[CalibrationExample]]:
+        """With ``split.optimise``: the seeded optimisation questions and the rest (else none and all)."""
         split = self.split
-        opt: list[CalibrationExample] = []
-        if split.optimise:
-            fraction = split.optimisation_fraction
-            if not 0.0 < fraction < 1.0:
-                raise CalibrationError(f"optimisation_fraction must lie in (0, 1), got {fraction!r}.")
-            opt, examples = split_examples(examples, (fraction, 1 - fraction), seed=split.random_state)
+        if not split.optimise:
+            return [], examples
+        fraction = split.optimisation_fraction
+        if not 0.0 < fraction < 1.0:
+            raise CalibrationError(f"optimisation_fraction must lie in (0, 1), got {fraction!r}.")
+        opt, rest = split_examples(examples, (fraction, 1 - fraction), seed=split.random_state)
+        return opt, rest
+
+    def _checked_pilot(
+        self, alpha: float, examples: list[CalibrationExample], opt: list[CalibrationExample]
+    ) -> tuple[list[CalibrationExample], list[CalibrationExample]]:
+        """Check the request, draw the pilot (only when the rest can still be guaranteed), check what is left."""
         self._check(alpha, None)  # the request's own checks first, then what a pilot must leave
         needed = self._needed(alpha)
         size = 0 if needed is None else pilot_size(len(examples), self.sampling.pilot_options, needed)
         pilot, examples = draw_pilot(examples, size, self.sampling.pilot_options.random_state)
         self._check(alpha, len(examples))
         self._check_disjoint(opt)
-        embedding = host.embedding(self.clustering.embedder)
-        stage = GeneratorStage(
+        return pilot, examples
+
+    def _generator_stage(
+        self, sampler: GeneratorSampler, clustering: dict[str, Any], embedding: Embedding | None
+    ) -> GeneratorStage:
+        """The generator stage's sampling and clustering settings (its record is added by :meth:`_described`)."""
+        return GeneratorStage(
             sampler.asample,
             n_samples=self.sampling.n_samples,
             clustering=clustering,
@@ -258,34 +294,52 @@ class AnswerSetConformalizer:
             progress=self.sampling.progress,
             model=sampler.model_label(),
         )
-        estimate = self._run_pilot(host, stage, pilot) if pilot else None
+
+    def _retrieval_stage(
+        self, host: AnswerSetHost, examples: list[CalibrationExample]
+    ) -> tuple[RetrievalCalibration, list[CalibrationExample]]:
+        """The given retrieval calibration, or the host's on ``examples``, aligned with the examples it used."""
         retrieval = self.retrieval.calibration or host.calibrate_retrieval(
             examples,
             confidence_level=self.confidence_level,
             score=self.retrieval.score,
             progress=self.sampling.progress,
         )
-        retrieval, aligned = align_stages(retrieval, examples)
-        optimisation = None
-        if opt:
-            optimisation = optimise_split_on_host(
-                opt, host, stage, alpha=round(alpha, 12), retrieval=retrieval, split=split
-            )
-            # recorded like the retrieval side's selection, so a report leaves them out of its held-out questions
-            optimisation["optimisation_question_ids"] = optimisation_ids(opt, aligned)
-            split = replace(
-                split,
-                alpha_retrieval=optimisation.get("alpha_retrieval", split.alpha_retrieval),
-                hmp_weight=optimisation.get("hmp_weight", split.hmp_weight),
-            )
-        if estimate is not None:
-            optimisation = {**(optimisation or {}), "pilot": estimate.to_dict()}
-        gold = {ex.digest: defining_gold(ex, host.fetch(ex.question), host.texts_for) for ex in aligned}
+        return align_stages(retrieval, examples)
+
+    def _optimised_split(
+        self,
+        host: AnswerSetHost,
+        stage: GeneratorStage,
+        alpha: float,
+        opt: list[CalibrationExample],
+        retrieval: RetrievalCalibration,
+        aligned: list[CalibrationExample],
+    ) -> tuple[SplitOptions, dict[str, Any] | None]:
+        """The split of alpha: as given, or chosen on the optimisation questions (recorded, so reports skip them)."""
+        split = self.split
+        if not opt:
+            return split, None
+        optimisation = optimise_split_on_host(opt, host, stage, alpha=alpha, retrieval=retrieval, split=split)
+        # recorded like the retrieval side's selection, so a report leaves them out of its held-out questions
+        optimisation["optimisation_question_ids"] = optimisation_ids(opt, aligned)
+        split = replace(
+            split,
+            alpha_retrieval=optimisation.get("alpha_retrieval", split.alpha_retrieval),
+            hmp_weight=optimisation.get("hmp_weight", split.hmp_weight),
+        )
+        return split, optimisation
+
+    @staticmethod
+    def _described(
+        stage: GeneratorStage, sampler: GeneratorSampler, clustering: dict[str, Any], embedding: Embedding | None
+    ) -> GeneratorStage:
+        """``stage`` with the generator record queries check (none when the sampler cannot describe its LLM)."""
         identity = sampler.identity()
-        if identity is not None:
-            described = None if embedding is None else embedding.identity
-            stage = replace(stage, generator=live_generator(identity, clustering, described))
-        return _Plan(retrieval, aligned, gold, stage, split, optimisation)
+        if identity is None:
+            return stage
+        described = None if embedding is None else embedding.identity
+        return replace(stage, generator=live_generator(identity, clustering, described))
 
     async def _acombine(self, plan: _Plan) -> AnswerSetCalibration:
         return await acalibrate_end_to_end(

@@ -1,23 +1,27 @@
 """What answer-set calibration needs from a framework's host and LLM: a small protocol each adapter implements once.
 
+Each adapter's answer host (``LlamaIndexAnswerHost``, ``LangChainAnswerHost`` in its
+``calibrate_answers.py``) implements :class:`AnswerSetHost` with plain methods: its retriever's pools
+and chunk texts, its ``calibrate_retriever``, its :class:`~.sampler.AnswerSampler` and its embedding
+model's batch call. :class:`~.conformalizer.AnswerSetConformalizer` calls only these methods.
+
 >>> from types import SimpleNamespace
 >>> isinstance(SimpleNamespace(), AnswerSetHost)
 False
+>>> isinstance(SimpleNamespace(prepare_gold=list), GoldPreparingHost)
+True
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.options import RetrievalOptions
 from .options import SamplingOptions
 from .sample_record import Sample
-from .sampler import AnswerSampler
 
 EmbedFn = Callable[[list[str]], Any]
 
@@ -49,11 +53,10 @@ class GeneratorSampler(Protocol):
 
 @runtime_checkable
 class AnswerSetHost(Protocol):
-    """A host (retriever or store) and an LLM, seen by answer-set calibration.
+    """A host (retriever or store) and an LLM, seen by answer-set calibration: what an adapter provides.
 
     ``fetch`` returns a question's scored candidate pool (best first); ``embedding`` is ``None`` for none.
-    An optional ``prepare_gold(examples)`` (both adapters' hosts have it) puts document-id gold on the
-    host's chunks before either stage is calibrated, by the one gold-id rule.
+    A host may also be a :class:`GoldPreparingHost` (both adapters' hosts are).
     """
 
     def fetch(self, question: str) -> Any:
@@ -79,57 +82,10 @@ class AnswerSetHost(Protocol):
         ...
 
 
-class LLMReader:
-    """The framework-neutral half of an adapter's :class:`AnswerSetHost`; the adapter adds ``fetch`` and its hooks.
+@runtime_checkable
+class GoldPreparingHost(Protocol):
+    """A host that puts document-id gold on its own chunks, by the one gold-id rule, before either stage."""
 
-    >>> from types import SimpleNamespace
-    >>> class Reader(LLMReader):
-    ...     embed_method = "embed_documents"
-    ...     read_texts = staticmethod(lambda host, ids: {i: host[i] for i in ids})
-    >>> reader = Reader(llm=None, host={"c1": "Rollo."})
-    >>> reader.texts_for(["c1"])
-    {'c1': 'Rollo.'}
-    >>> got = reader.embedding(SimpleNamespace(embed_documents=lambda texts: [[1.0] for _ in texts]))
-    >>> got.embed(["a", "b"])
-    [[1.0], [1.0]]
-    """
-
-    sampler_class: ClassVar[type[AnswerSampler]]
-    """The adapter's :class:`~.sampler.AnswerSampler`."""
-    embed_method: ClassVar[str] = "embed_documents"
-    """The batch method of the framework's embedding models."""
-    read_texts: ClassVar[Callable[[Any, list[str]], dict[str, str]]]
-    """The adapter's ``texts_by_id(host, ids)``: the text of each chunk id the host knows."""
-    calibrate_host: ClassVar[Callable[..., RetrievalCalibration]]
-    """The adapter's ``calibrate_retriever(host, examples, *, confidence_level, pool_size, options)``."""
-
-    def __init__(self, llm: Any, host: Any = None, pool_size: int | None = None) -> None:
-        self.llm, self.host, self.pool_size = llm, host, pool_size
-
-    def texts_for(self, ids: list[str]) -> dict[str, str]:
-        """The text of each chunk id the host knows (:attr:`read_texts`)."""
-        return self.read_texts(self.host, ids)
-
-    def calibrate_retrieval(
-        self, examples: list[CalibrationExample], *, confidence_level: float, score: str, progress: bool
-    ) -> RetrievalCalibration:
-        """The host's calibration on ``examples`` (:attr:`calibrate_host` with ``pool_size``)."""
-        return self.calibrate_host(
-            self.host, examples, confidence_level=confidence_level, pool_size=self.pool_size,
-            options=RetrievalOptions(score=score, progress=progress),
-        )  # fmt: skip
-
-    def sampler(self, options: SamplingOptions) -> AnswerSampler:
-        """The adapter's sampler of :attr:`llm` with these options."""
-        return self.sampler_class.with_options(self.llm, options)
-
-    @staticmethod
-    def describe_embedder(embedder: Any) -> dict[str, Any] | None:
-        """Name and dimension of an embedding model (:func:`~.identity.embedding_identity`)."""
-        return None
-
-    def embedding(self, embedder: Any) -> Embedding | None:
-        """``embedder``'s batch call and its lazy description, ``None`` for none."""
-        if embedder is None:
-            return None
-        return Embedding(getattr(embedder, self.embed_method), partial(self.describe_embedder, embedder))
+    def prepare_gold(self, examples: Sequence[CalibrationExample]) -> Sequence[CalibrationExample]:
+        """The examples with their gold on the host's chunks (same questions, same digests)."""
+        ...

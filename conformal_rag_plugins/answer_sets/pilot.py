@@ -25,6 +25,7 @@ import numpy as np
 
 from ..core.binomial import clopper_pearson_upper
 from ..core.errors import CoverageCeilingWarning, UnreachableTargetError
+from ..core.validation import alpha_from_confidence_level
 from ..runtime.caller_warning import warn_at_caller
 from .options import PilotOptions, SplitOptions
 
@@ -109,7 +110,7 @@ class PilotEstimate:
     @property
     def target(self) -> float:
         """The coverage the generator stage needs at the requested level (``1 - generator share``)."""
-        return 1.0 - generator_share(round(1.0 - self.confidence_level, 12), self.split)
+        return 1.0 - generator_share(alpha_from_confidence_level(self.confidence_level), self.split)
 
     @property
     def unreachable(self) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..core.errors import CalibrationError, CoverageCeilingWarning
-from ..core.validation import check_alpha
+from ..core.validation import alpha_from_confidence_level
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibration import RetrievalCalibration
 from ..runtime.caller_warning import warn_at_caller
@@ -112,7 +112,7 @@ async def acalibrate_end_to_end(
 
     A calibration that is not guaranteed warns (:class:`CoverageCeilingWarning`) at the caller's line.
     """
-    alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
+    alpha = alpha_from_confidence_level(confidence_level)
     stage = replace(stage, clustering=dict(stage.clustering or DEFAULT_CLUSTERING))
     if retrieval.question_ids_ and [ex.digest for ex in examples] != list(retrieval.question_ids_):
         raise CalibrationError(
@@ -123,7 +123,7 @@ async def acalibrate_end_to_end(
     cal = AnswerSetCalibration.from_stages(
         retrieval,
         scores,
-        alpha=round(alpha, 12),
+        alpha=alpha,
         split=split,
         n_samples=stage.n_samples,
         model=stage.model,

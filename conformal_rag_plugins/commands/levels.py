@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
-from decimal import Decimal
 from typing import Any
 
 from ..core.errors import ConformalError
+from ..core.validation import alpha_from_confidence_level
 
 _GIVEN = "_level_flags_given"
 
@@ -44,7 +44,7 @@ def alpha_of(level: float) -> float:
     >>> alpha_of(0.9), alpha_of(0.95)
     (0.1, 0.05)
     """
-    return float(1 - Decimal(repr(float(level))))
+    return alpha_from_confidence_level(level, "--confidence-level")
 
 
 def confidence_level_of(alpha: float) -> float:
@@ -55,7 +55,7 @@ def confidence_level_of(alpha: float) -> float:
     >>> confidence_level_of(0.1), confidence_level_of(0.05)
     (0.9, 0.95)
     """
-    return alpha_of(alpha)
+    return alpha_from_confidence_level(alpha, "alpha")
 
 
 def add_confidence_level(parser: argparse.ArgumentParser, *, default: str, repeatable: bool = False) -> None:

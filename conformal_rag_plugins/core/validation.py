@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from decimal import Decimal
 
 import numpy as np
 
 from .errors import CalibrationError, ConformalError
+
+#: The confidence level every calibration (retrieval, answer sets, tuned) uses when none is given.
+DEFAULT_CONFIDENCE_LEVEL = 0.9
 
 
 def check_alpha(alpha: float, name: str = "alpha") -> float:
@@ -28,6 +32,51 @@ def check_alpha(alpha: float, name: str = "alpha") -> float:
             f"For 90% coverage pass {name}=0.1 (or confidence_level=0.9)."
         )
     return value
+
+
+def alpha_from_confidence_level(confidence_level: float, name: str = "confidence_level") -> float:
+    """The target miscoverage ``alpha = 1 - confidence_level``: the library's one conversion of a level.
+
+    Computed in decimal on the level as written, so ``0.9`` gives ``0.1`` (not ``0.09999999999999998``,
+    which would move the finite-sample rank ``ceil((n+1)(1-alpha))`` up by one where it is a whole
+    number). The same function turns an ``alpha`` back into its level.
+
+    Parameters
+    ----------
+    confidence_level : float
+        Strictly between 0 and 1.
+    name : str, default "confidence_level"
+        How the error names the value (e.g. ``"--confidence-level"``).
+
+    Returns
+    -------
+    float
+        ``1 - confidence_level``, strictly between 0 and 1.
+
+    Raises
+    ------
+    ConformalError
+        Not a number, or not strictly between 0 and 1.
+
+    Examples
+    --------
+    >>> alpha_from_confidence_level(0.9), alpha_from_confidence_level(0.95)
+    (0.1, 0.05)
+    >>> alpha_from_confidence_level(1.0)
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: confidence_level must lie strictly between 0 and 1, got 1.0. ...
+    """
+    try:
+        level = float(confidence_level)
+    except (TypeError, ValueError) as exc:
+        raise ConformalError(f"{name} must be a number in (0, 1), got {confidence_level!r}.") from exc
+    if not (0.0 < level < 1.0) or math.isnan(level):
+        raise ConformalError(
+            f"{name} must lie strictly between 0 and 1, got {confidence_level!r}. "
+            "For 90% coverage pass confidence_level=0.9 (alpha=0.1)."
+        )
+    return float(1 - Decimal(repr(level)))
 
 
 def check_pool_size(pool_size: object, name: str = "pool_size") -> int:

@@ -91,7 +91,7 @@ def _pooled_draws(
         for _ in range(draws):
             cal = [_pool(rng, miss_rate, pool_size, n_gold) for _ in range(n)]
             test = [_pool(rng, miss_rate, pool_size, n_gold) for _ in range(n_test)]
-            q = conformalizer.conformalize(cal, fingerprint=_FINGERPRINT, pool_size=pool_size).threshold_
+            q = conformalizer.conformalize_pools(cal, fingerprint=_FINGERPRINT, pool_size=pool_size).threshold_
             if math.isinf(q):
                 continue
             flagged.append(_means([serve(o, q) for o in test]))
@@ -149,7 +149,7 @@ def simulate_group_flag_coverage(
             warnings.simplefilter("ignore", category)
         for _ in range(draws):
             cal = [_pool(rng, miss_rate, pool_size) for _ in labels]
-            fitted = RetrievalConformalizer(confidence_level, score="similarity").conformalize(
+            fitted = RetrievalConformalizer(confidence_level, score="similarity").conformalize_pools(
                 cal, fingerprint=_FINGERPRINT, pool_size=pool_size, groups=labels
             )
             for g in range(len(group_sizes)):

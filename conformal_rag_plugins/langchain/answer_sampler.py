@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from langchain_core.language_models import BaseLLM
 from langchain_core.outputs import LLMResult
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
+from ..answer_sets.host import Embedding
 from ..answer_sets.identity import SAMPLING_ATTRS, embedding_identity, json_settings
 from ..answer_sets.prompts import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE
 from ..answer_sets.sample_record import Sample, mean_logprob
@@ -32,6 +34,13 @@ def embedder_identity(embeddings: Any) -> dict[str, Any] | None:
     from .fingerprint import describe_embeddings
 
     return embedding_identity(*describe_embeddings(embeddings))
+
+
+def answer_embedding(embedder: Any) -> Embedding | None:
+    """LangChain embeddings' ``embed_documents`` and lazy description (``None`` for none)."""
+    if embedder is None:
+        return None
+    return Embedding(embedder.embed_documents, partial(embedder_identity, embedder))
 
 
 def _to_sample(out: Any) -> Sample:

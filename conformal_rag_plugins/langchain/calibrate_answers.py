@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseLanguageModel
 
 from ..answer_sets.calibration import AnswerSetCalibration
 from ..answer_sets.conformalizer import AnswerSetConformalizer
-from ..answer_sets.host import LLMReader
+from ..answer_sets.host import Embedding
 from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
+from ..core.validation import DEFAULT_CONFIDENCE_LEVEL
 from ..datasets.examples import CalibrationExample
 from ..labelling.gold_ids import gold_on_chunks
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.options import RetrievalOptions
 from ..retrieval.pool_calibration import CandidatePool
-from .answer_sampler import LangChainSampler, embedder_identity
+from .answer_sampler import LangChainSampler, answer_embedding
 from .calibrate import calibrate_retriever
 from .host import Host, fetch_pool, gold_lookup, resolve_pool_size, texts_by_id
 
 
-class LangChainAnswerHost(LLMReader):
+class LangChainAnswerHost:
     """A store or retriever and model as an :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost`.
 
     What :func:`calibrate_answer_sets` builds; give it to :class:`~conformal_rag_plugins.AnswerSetConformalizer`.
@@ -30,18 +34,34 @@ class LangChainAnswerHost(LLMReader):
     True
     """
 
-    sampler_class = LangChainSampler
-    embed_method = "embed_documents"
-    describe_embedder = staticmethod(embedder_identity)
-    read_texts = staticmethod(texts_by_id)
-    calibrate_host = staticmethod(calibrate_retriever)
-
     def __init__(self, host: Host, llm: BaseLanguageModel, *, pool_size: int | None = None) -> None:
-        super().__init__(llm, host, pool_size)
+        self.llm, self.host, self.pool_size = llm, host, pool_size
         self._size = resolve_pool_size(host, pool_size)
 
     def fetch(self, question: str) -> CandidatePool:
+        """The store's (or retriever's) scored documents for ``question`` as a candidate pool."""
         return fetch_pool(self.host, question, self._size)[0]
+
+    def texts_for(self, ids: list[str]) -> dict[str, str]:
+        """The text of each chunk id the store knows."""
+        return texts_by_id(self.host, ids)
+
+    def calibrate_retrieval(
+        self, examples: list[CalibrationExample], *, confidence_level: float, score: str, progress: bool
+    ) -> RetrievalCalibration:
+        """:func:`~.calibrate.calibrate_retriever` on the store, with this host's ``pool_size``."""
+        options = RetrievalOptions(score=score, progress=progress)
+        return calibrate_retriever(
+            self.host, examples, confidence_level=confidence_level, pool_size=self.pool_size, options=options
+        )
+
+    def sampler(self, options: SamplingOptions) -> LangChainSampler:
+        """The model's answer sampler with these options."""
+        return LangChainSampler.with_options(self.llm, options)
+
+    def embedding(self, embedder: Any) -> Embedding | None:
+        """LangChain ``Embeddings``' batch call (``None`` for none)."""
+        return answer_embedding(embedder)
 
     def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
         """The examples with gold on the store's chunks (the one gold-id rule: chunk or document ids)."""
@@ -53,7 +73,7 @@ def calibrate_answer_sets(
     llm: BaseLanguageModel,
     examples: Sequence[CalibrationExample],
     *,
-    confidence_level: float = 0.8,
+    confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
     sampling: SamplingOptions | None = None,
     split: SplitOptions | None = None,
     clustering: ClusteringOptions | None = None,

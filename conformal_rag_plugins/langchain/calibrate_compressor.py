@@ -12,7 +12,7 @@ from ..core.errors import ConformalError
 from ..datasets.examples import CalibrationExample
 from ..labelling.gold_ids import gold_on_chunks
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.conformalizer import calibrate_host
+from ..retrieval.conformalizer import calibrate_on_host
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.host import agreed_pool_size
 from ..retrieval.options import RetrievalOptions, with_level
@@ -132,4 +132,4 @@ def calibrate_compressor(
     >>> cal = calibrate_compressor(store.as_retriever(search_kwargs={"k": 50}), examples)  # doctest: +SKIP
     """
     reader = CompressorHost(base_retriever, _base_pool_size(base_retriever, pool_size), embeddings)
-    return calibrate_host(reader, examples, with_level(options, confidence_level))
+    return calibrate_on_host(reader, examples, with_level(options, confidence_level))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from llama_index.core.base.llms.base import BaseLLM
@@ -9,6 +10,7 @@ from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.prompts import ChatPromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 
+from ..answer_sets.host import Embedding
 from ..answer_sets.identity import embedding_identity
 from ..answer_sets.prompts import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE
 from ..answer_sets.sample_record import Sample, mean_logprob
@@ -32,6 +34,13 @@ def embedder_identity(embed_model: Any) -> dict[str, Any] | None:
     from .fingerprint import _embed_description
 
     return embedding_identity(*_embed_description(embed_model))
+
+
+def answer_embedding(embedder: Any) -> Embedding | None:
+    """An embedding model's ``get_text_embedding_batch`` and lazy description (``None`` for none)."""
+    if embedder is None:
+        return None
+    return Embedding(embedder.get_text_embedding_batch, partial(embedder_identity, embedder))
 
 
 def _usage(raw: Any) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.conformalizer import calibrate_host
+from ..retrieval.conformalizer import calibrate_on_host
 from ..retrieval.host import Parents
 from ..retrieval.options import RetrievalOptions, with_level
 from .retrieval_host import LlamaIndexHost
@@ -61,4 +61,4 @@ def calibrate_retriever(
     """
     spec = parents if isinstance(parents, Parents) else Parents(parents, parent_aggregation)
     reader = LlamaIndexHost.of(host, pool_size=pool_size, parents=spec)
-    return calibrate_host(reader, examples, with_level(options, confidence_level))
+    return calibrate_on_host(reader, examples, with_level(options, confidence_level))

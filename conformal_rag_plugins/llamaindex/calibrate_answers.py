@@ -9,16 +9,19 @@ from llama_index.core.base.llms.base import BaseLLM
 
 from ..answer_sets.calibration import AnswerSetCalibration
 from ..answer_sets.conformalizer import AnswerSetConformalizer
-from ..answer_sets.host import LLMReader
+from ..answer_sets.host import Embedding
 from ..answer_sets.options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
+from ..core.validation import DEFAULT_CONFIDENCE_LEVEL
 from ..datasets.examples import CalibrationExample
+from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.options import RetrievalOptions
 from ..retrieval.pool_calibration import CandidatePool
-from .answer_sampler import LlamaIndexSampler, embedder_identity
+from .answer_sampler import LlamaIndexSampler, answer_embedding
 from .calibrate import calibrate_retriever
 from .host import gold_on_chunks, pool_from_nodes, resolve_host, texts_by_id
 
 
-class LlamaIndexAnswerHost(LLMReader):
+class LlamaIndexAnswerHost:
     """An index or retriever and LLM as an :class:`~conformal_rag_plugins.answer_sets.host.AnswerSetHost`.
 
     What :func:`calibrate_answer_sets` builds; give it to :class:`~conformal_rag_plugins.AnswerSetConformalizer`.
@@ -30,18 +33,32 @@ class LlamaIndexAnswerHost(LLMReader):
     True
     """
 
-    sampler_class = LlamaIndexSampler
-    embed_method = "get_text_embedding_batch"
-    describe_embedder = staticmethod(embedder_identity)
-    read_texts = staticmethod(texts_by_id)
-    calibrate_host = staticmethod(calibrate_retriever)
-
     def __init__(self, host: Any, llm: BaseLLM, *, pool_size: int | None = None) -> None:
         # the retriever already has the pool size, so calibration reads it from there
-        super().__init__(llm, resolve_host(host, pool_size)[0])
+        self.llm, self.host = llm, resolve_host(host, pool_size)[0]
 
     def fetch(self, question: str) -> CandidatePool:
+        """The retriever's scored nodes for ``question`` as a candidate pool."""
         return pool_from_nodes(self.host.retrieve(question))[0]
+
+    def texts_for(self, ids: list[str]) -> dict[str, str]:
+        """The text of each node id the retriever's docstore knows."""
+        return texts_by_id(self.host, ids)
+
+    def calibrate_retrieval(
+        self, examples: list[CalibrationExample], *, confidence_level: float, score: str, progress: bool
+    ) -> RetrievalCalibration:
+        """:func:`~.calibrate.calibrate_retriever` on the retriever."""
+        options = RetrievalOptions(score=score, progress=progress)
+        return calibrate_retriever(self.host, examples, confidence_level=confidence_level, options=options)
+
+    def sampler(self, options: SamplingOptions) -> LlamaIndexSampler:
+        """The LLM's answer sampler with these options."""
+        return LlamaIndexSampler.with_options(self.llm, options)
+
+    def embedding(self, embedder: Any) -> Embedding | None:
+        """A LlamaIndex embedding model's batch call (``None`` for none)."""
+        return answer_embedding(embedder)
 
     def prepare_gold(self, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
         """The examples with gold on the host's nodes (the one gold-id rule: node or document ids)."""
@@ -53,7 +70,7 @@ def calibrate_answer_sets(
     llm: BaseLLM,
     examples: Sequence[CalibrationExample],
     *,
-    confidence_level: float = 0.8,
+    confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
     sampling: SamplingOptions | None = None,
     split: SplitOptions | None = None,
     clustering: ClusteringOptions | None = None,
@@ -75,7 +92,7 @@ def calibrate_answer_sets(
     examples : sequence of CalibrationExample
         Reference answers and gold: node ids or document ids (see the docs' Gold ids page); both
         stages use the same gold chunks.
-    confidence_level : float, default 0.8
+    confidence_level : float, default 0.9
         The end-to-end target ``1 - alpha``.
     sampling, split, clustering, retrieval : optional
         :class:`~conformal_rag_plugins.answer_sets.options.SamplingOptions`,

@@ -20,6 +20,7 @@ from ..core.coverage_band import split_conformal_band
 from ..core.errors import CalibrationError, InfiniteThresholdWarning
 from ..core.pools import PoolObservation
 from ..core.quantile import conformal_quantile, conformal_rank, flagged_rank
+from ..core.validation import alpha_from_confidence_level
 from ..storage.jsonio import encode_float
 
 if TYPE_CHECKING:
@@ -164,15 +165,15 @@ def _level_check(
     calibration: RetrievalCalibration, level: float, n_test: int
 ) -> tuple[ThresholdRank, tuple[float, float]]:
     """The split-conformal threshold of the stored scores at ``level``, its rank, and the 95% band for ``n_test``."""
-    n = len(calibration.scores_)
-    q = _quantile(calibration.scores_, 1.0 - level)
-    rank = flagged_rank(n, 1.0 - level)
+    n, alpha = len(calibration.scores_), alpha_from_confidence_level(level, "level")
+    q = _quantile(calibration.scores_, alpha)
+    rank = flagged_rank(n, alpha)
     checked = ThresholdRank(
         q,
-        rank=conformal_rank(n, 1.0 - level) if rank is None else rank.rank,
+        rank=conformal_rank(n, alpha) if rank is None else rank.rank,
         n_at_or_below=sum(1 for r in calibration.scores_ if r <= q),
     )
-    return checked, split_conformal_band(n, n_test, 1.0 - level)
+    return checked, split_conformal_band(n, n_test, alpha)
 
 
 def coverage_verdict(

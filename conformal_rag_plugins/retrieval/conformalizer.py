@@ -14,7 +14,7 @@ from ..core.pools import PoolObservation, choose_family
 from ..core.quantile import conformal_quantile, min_calibration_size, pac_quantile
 from ..core.recall_pools import choose_recall_family
 from ..core.retrieval_scores import SCORE_FAMILIES
-from ..core.validation import check_alpha
+from ..core.validation import DEFAULT_CONFIDENCE_LEVEL, alpha_from_confidence_level, check_alpha
 from ..datasets.examples import CalibrationExample, split_examples
 from ..runtime.caller_warning import warn_at_caller
 from .calibration import RetrievalCalibration
@@ -105,7 +105,7 @@ class RetrievalConformalizer:
     >>> from conformal_rag_plugins import Fingerprint
     >>> obs = [PoolObservation(np.array([1.0, 0.5 - i / 100]), (1,)) for i in range(20)]
     >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
-    >>> cal = RetrievalConformalizer(0.9).conformalize(obs, fingerprint=fp, pool_size=2).calibration_
+    >>> cal = RetrievalConformalizer(0.9).conformalize_pools(obs, fingerprint=fp, pool_size=2).calibration_
     >>> round(cal.threshold_, 2)  # scores 0.50..0.69 (n = 20): rank 20, since the pool may miss (flagged_rank)
     0.69
 
@@ -117,7 +117,7 @@ class RetrievalConformalizer:
 
     def __init__(
         self,
-        confidence_level: float = 0.9,
+        confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
         *,
         score: str = "relative",
         method: str = "split",
@@ -155,8 +155,7 @@ class RetrievalConformalizer:
         )
 
     def _check_params(self) -> float:
-        alpha = 1.0 - check_alpha(self.confidence_level, "confidence_level")
-        alpha = check_alpha(round(alpha, 12))
+        alpha = alpha_from_confidence_level(self.confidence_level)
         if self.score not in (*SCORE_FAMILIES, "auto"):
             raise CalibrationError(f"score must be one of {(*SCORE_FAMILIES, 'auto')}, got {self.score!r}.")
         if self.control not in CONTROLS:
@@ -177,63 +176,112 @@ class RetrievalConformalizer:
 
     def conformalize(
         self,
-        source: RetrievalHost | Sequence[PoolObservation],
-        examples: Sequence[CalibrationExample] | None = None,
+        host: RetrievalHost,
+        examples: Sequence[CalibrationExample],
         *,
-        fingerprint: Fingerprint | None = None,
-        pool_size: int | None = None,
-        groups: Sequence[str] | None = None,
         group_by: GroupBy | None = None,
         group_fallback: str = "keep_all",
         chunk_group_key: str | None = None,
+        progress: bool = False,
     ) -> RetrievalConformalizer:
-        """Compute the threshold (from a host and labelled examples, or observed pools) into ``calibration_``.
+        """Query ``host`` once per labelled example and compute the threshold into ``calibration_``.
 
-        ``conformalize(host, examples)`` queries the host once per labelled example (as
-        :func:`calibrate_host` does, without a progress bar): the
-        fingerprint, pool size and corpus record come from the host, per-group thresholds from
-        ``group_by`` (a metadata key or a function of the question) or ``chunk_group_key``.
-        ``conformalize(observations, fingerprint=..., pool_size=...)`` takes pools already observed;
-        with ``groups`` (each observation's group) it also holds per-group (Mondrian) thresholds and
-        ``group_by`` records how they were made. ``group_fallback`` (``"keep_all"`` or ``"pooled"``,
-        not guaranteed) is what a too-small or unseen group gets.
+        The fingerprint, pool size and corpus record come from the host, per-group (Mondrian)
+        thresholds from ``group_by`` (a metadata key or a function of the question) or
+        ``chunk_group_key`` (a metadata key of the chunks: label-conditional thresholds).
+        ``group_fallback`` (``"keep_all"`` or ``"pooled"``, not guaranteed) is what a too-small or
+        unseen group gets. Pools already observed go in through :meth:`conformalize_pools`.
 
         Raises
         ------
         CalibrationError
-            No observations, fewer than the finite-sample rank needs, (``strict``) a too-small group,
-            or arguments of the other form (a host without examples, observations with examples).
+            Not a host, no examples, fewer than the finite-sample rank needs, or (``strict``) a
+            too-small group; bad settings are refused before the host is queried.
+        ConformalError
+            Both ``group_by`` and ``chunk_group_key``; a gold id the store does not hold.
         """
         self._check_params()  # bad settings are refused before the host is queried
-        if isinstance(source, RetrievalHost):
-            if examples is None or fingerprint is not None or pool_size is not None or groups is not None:
-                raise CalibrationError(
-                    "conformalize(host, examples) takes the labelled examples; the fingerprint, pool size and "
-                    "groups come from the host and from group_by / chunk_group_key."
-                )
-            options = RetrievalOptions(
-                confidence_level=self.confidence_level,
-                score=self.score,
-                method=self.method,
-                delta=self.delta,
-                random_state=self.random_state,
-                strict=self.strict,
-                group_by=group_by,
-                group_fallback=group_fallback,
-                chunk_group_key=chunk_group_key,
-                control=self.control,
-                progress=False,
-                optimisation_fraction=self.optimisation_fraction,
-            )
-            self.calibration_ = calibrate_host(source, examples, options)
-            return self
-        if examples is not None or fingerprint is None or pool_size is None or chunk_group_key is not None:
+        if not isinstance(host, RetrievalHost):
             raise CalibrationError(
-                "conformalize(observations, fingerprint=..., pool_size=...) takes observed pools: give the host "
-                "itself to calibrate on labelled examples (chunk_group_key needs the host too)."
+                f"conformalize(host, examples) takes a host (an adapter's reader or a RetrievalHost), got "
+                f"{type(host).__name__}: pools already observed go in through "
+                "conformalize_pools(observations, fingerprint=..., pool_size=...)."
             )
-        self._fit(list(source), fingerprint, pool_size, groups, group_by or "group", group_fallback)
+        seen = observe_host(host, examples, group_by=group_by, chunk_group_key=chunk_group_key, progress=progress)
+        self._fit(
+            seen.observations,
+            seen.fingerprint,
+            seen.pool_size,
+            seen.group_labels,
+            chunk_group_key or group_by or "group",
+            group_fallback,
+        )
+        cal = self._recorded(self.calibration_, seen.labels, chunk_group_key, group_by, seen.group_labels)
+        # grouped by a function: record its inputs, so that a query-time group_by can be rerun on them
+        cal = with_group_questions(cal, examples, group_by)
+        self.calibration_ = replace(cal, corpus_=corpus_record(seen.all_ids))
         return self
+
+    def conformalize_pools(
+        self,
+        observations: Sequence[PoolObservation],
+        *,
+        fingerprint: Fingerprint,
+        pool_size: int,
+        groups: Sequence[str] | None = None,
+        group_by: GroupBy | None = None,
+        group_fallback: str = "keep_all",
+    ) -> RetrievalConformalizer:
+        """Compute the threshold from candidate pools already observed (one per question) into ``calibration_``.
+
+        ``fingerprint`` and ``pool_size`` describe the host the pools came from. With ``groups`` (each
+        observation's group) it also holds per-group (Mondrian) thresholds and ``group_by`` records
+        how they were made; ``group_fallback`` is what a too-small or unseen group gets.
+
+        Raises
+        ------
+        CalibrationError
+            No observations, fewer than the finite-sample rank needs, or (``strict``) a too-small group.
+        """
+        self._fit(list(observations), fingerprint, pool_size, groups, group_by or "group", group_fallback)
+        return self
+
+    def _recorded(
+        self,
+        cal: RetrievalCalibration,
+        labels: dict[str, Any] | None,
+        chunk_group_key: str | None,
+        group_by: GroupBy | None,
+        group_labels: Sequence[str] | None,
+    ) -> RetrievalCalibration:
+        """``cal`` with its chunk group key and gold labels recorded; logs kept misses, warns of a pool that misses."""
+        if chunk_group_key is not None:
+            if group_labels is None or group_by is not None:
+                raise CalibrationError("chunk_group_key needs the gold chunks' group labels and no group_by.")
+            cal = replace(cal, chunk_group_key_=chunk_group_key)
+        if labels:
+            cal = replace(cal, labels_=dict(labels))
+            fallback = labels.get("gold_rule", {}).get("all-chunks-fallback", 0)
+            if fallback:
+                logger.warning(
+                    "%d calibration question(s) had no chunk containing a reference answer; every chunk of "
+                    "their document counts as gold (all-chunks-fallback).",
+                    fallback,
+                )
+        if cal.n_misses_:
+            logger.warning(
+                "%d of %d calibration questions had no gold chunk in the top-%d pool; they are kept as misses "
+                "(score +inf), not dropped.",
+                cal.n_misses_,
+                cal.n_calibration_,
+                cal.pool_size_,
+            )
+        advice = pool_miss_advice(cal.n_misses_, cal.n_calibration_, cal.alpha_, cal.pool_size_)
+        if advice is not None and self.control == "coverage":
+            warn_at_caller(advice, PoolMissWarning)
+        if math.isinf(cal.threshold_):
+            logger.warning("The calibrated threshold is +inf: every candidate in the pool will be returned.")
+        return cal
 
     def _fit(
         self,
@@ -363,7 +411,7 @@ def calibrate_from_pools(
     labels: dict[str, Any] | None = None,
     group_labels: Sequence[str] | None = None,
 ) -> RetrievalCalibration:
-    """Run the conformalizer, record ``labels`` (see :func:`~.pool_calibration.label_counts`) and log kept misses.
+    """Calibrate observed pools with ``options``, record ``labels`` (:func:`~.pool_calibration.label_counts`).
 
     ``group_labels`` are the observations' groups (:func:`~.groups.group_labels`) or, with
     ``options.chunk_group_key``, their gold chunks' groups (label-conditional, see
@@ -377,57 +425,24 @@ def calibrate_from_pools(
     'similarity'
     """
     opts = options if options is not None else RetrievalOptions()
-    confidence_level, control = opts.confidence_level, opts.control
     group_by, chunk_group_key = opts.group_by, opts.chunk_group_key
-    cal = (
-        RetrievalConformalizer.from_options(opts)
-        .conformalize(
-            observations,
-            fingerprint=fingerprint,
-            pool_size=pool_size,
-            groups=group_labels,
-            group_by=chunk_group_key or group_by or "group",
-            group_fallback=opts.group_fallback,
-        )
-        .calibration_
-    )
-    if chunk_group_key is not None:
-        if group_labels is None or group_by is not None:
-            raise CalibrationError("chunk_group_key needs the gold chunks' group labels and no group_by.")
-        cal = replace(cal, chunk_group_key_=chunk_group_key)
-    if labels:
-        cal = replace(cal, labels_=dict(labels))
-        fallback = labels.get("gold_rule", {}).get("all-chunks-fallback", 0)
-        if fallback:
-            logger.warning(
-                "%d calibration question(s) had no chunk containing a reference answer; every chunk of "
-                "their document counts as gold (all-chunks-fallback).",
-                fallback,
-            )
-    if cal.n_misses_:
-        logger.warning(
-            "%d of %d calibration questions had no gold chunk in the top-%d pool; they are kept as misses "
-            "(score +inf), not dropped.",
-            cal.n_misses_,
-            cal.n_calibration_,
-            pool_size,
-        )
-    advice = pool_miss_advice(cal.n_misses_, cal.n_calibration_, 1.0 - confidence_level, pool_size)
-    if advice is not None and control == "coverage":
-        warn_at_caller(advice, PoolMissWarning)
-    if math.isinf(cal.threshold_):
-        logger.warning("The calibrated threshold is +inf: every candidate in the pool will be returned.")
-    return cal
+    conformalizer = RetrievalConformalizer.from_options(opts)
+    conformalizer._fit(
+        list(observations), fingerprint, pool_size, group_labels, chunk_group_key or group_by or "group",
+        opts.group_fallback,
+    )  # fmt: skip
+    return conformalizer._recorded(conformalizer.calibration_, labels, chunk_group_key, group_by, group_labels)
 
 
-def calibrate_host(
+def calibrate_on_host(
     host: RetrievalHost, examples: Sequence[CalibrationExample], options: RetrievalOptions | None = None
 ) -> RetrievalCalibration:
     """Calibrate the conformal retrieval threshold by querying ``host`` once per example.
 
-    The one retrieval calibration flow: both adapters' ``calibrate_retriever`` (and LangChain's
-    ``calibrate_compressor``) build their reader and call it, and so does
-    ``RetrievalConformalizer.conformalize(host, examples)``.
+    The one retrieval calibration flow, with the settings passed whole: both adapters'
+    ``calibrate_retriever`` (and LangChain's ``calibrate_compressor``) build their reader and call
+    it; it is :meth:`RetrievalConformalizer.conformalize` with the conformalizer ``options`` describe.
+    The package exports it as ``conformal_rag_plugins.calibrate_host``.
 
     Parameters
     ----------
@@ -450,20 +465,15 @@ def calibrate_host(
 
     Examples
     --------
-    >>> cal = calibrate_host(LlamaIndexHost.of(index), examples, RetrievalOptions(0.9))  # doctest: +SKIP
+    >>> cal = calibrate_on_host(LlamaIndexHost.of(index), examples, RetrievalOptions(0.9))  # doctest: +SKIP
     """
     opts = options if options is not None else RetrievalOptions()
-    seen = observe_host(
-        host, examples, group_by=opts.group_by, chunk_group_key=opts.chunk_group_key, progress=opts.progress
+    fitted = RetrievalConformalizer.from_options(opts).conformalize(
+        host,
+        examples,
+        group_by=opts.group_by,
+        group_fallback=opts.group_fallback,
+        chunk_group_key=opts.chunk_group_key,
+        progress=opts.progress,
     )
-    cal = calibrate_from_pools(
-        seen.observations,
-        fingerprint=seen.fingerprint,
-        pool_size=seen.pool_size,
-        options=opts,
-        labels=seen.labels,
-        group_labels=seen.group_labels,
-    )
-    # grouped by a function: record its inputs, so that a query-time group_by can be rerun on them
-    cal = with_group_questions(cal, examples, opts.group_by)
-    return replace(cal, corpus_=corpus_record(seen.all_ids))
+    return fitted.calibration_

@@ -1,7 +1,7 @@
 """What retrieval calibration needs from a host, whatever its framework: :class:`RetrievalHost`.
 
 Each adapter's reader (``LlamaIndexHost``, ``LangChainHost``) implements it;
-:func:`~.conformalizer.calibrate_host` is written once against it.
+:func:`~.conformalizer.calibrate_on_host` is written once against it.
 """
 
 from __future__ import annotations

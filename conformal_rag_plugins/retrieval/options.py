@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..core.errors import ConformalError
+from ..core.validation import DEFAULT_CONFIDENCE_LEVEL
 from .groups import GroupBy
-
-#: The confidence level every calibration uses when none is given.
-DEFAULT_CONFIDENCE_LEVEL = 0.9
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ..core.config_search import OBJECTIVES, choose_configuration
 from ..core.errors import CalibrationError
 from ..core.quantile import min_calibration_size
 from ..core.retrieval_scores import SCORE_FAMILIES
-from ..core.validation import check_alpha
+from ..core.validation import alpha_from_confidence_level
 from ..datasets.examples import CalibrationExample, split_examples
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.conformalizer import calibrate_from_pools, optimisation_ids
@@ -88,8 +88,7 @@ def calibrate_tuned(
         raise CalibrationError("The tuned calibration supports neither chunk_group_key nor control='recall'.")
     if not fetchers:
         raise CalibrationError("The fusion grid is empty; pass at least one FusionConfig.")
-    alpha = 1.0 - check_alpha(confidence_level, "confidence_level")
-    alpha = check_alpha(round(alpha, 12))
+    alpha = alpha_from_confidence_level(confidence_level)
     if not 0.0 < optimisation_fraction < 1.0:
         raise CalibrationError(f"optimisation_fraction must be in (0, 1), got {optimisation_fraction}.")
     families = SCORE_FAMILIES if score == "auto" else (score,)

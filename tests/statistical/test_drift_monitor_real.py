@@ -145,7 +145,11 @@ def test_labels_on_the_changed_corpus_coverage_sequence_and_aci(observations_fac
     obs = observations_factory("llamaindex", "dense")
     cal_obs = [obs[i] for i in np.random.default_rng(DROPIN_SEED).permutation(len(obs))[:300]]
     fp = Fingerprint("llamaindex", "Chroma", "cosine", "all-MiniLM-L6-v2", 384, "test")
-    cal = RetrievalConformalizer(0.9, score="relative").conformalize(cal_obs, fingerprint=fp, pool_size=50).calibration_
+    cal = (
+        RetrievalConformalizer(0.9, score="relative")
+        .conformalize_pools(cal_obs, fingerprint=fp, pool_size=50)
+        .calibration_
+    )
     gamma = 0.05
     monitor = ConformalMonitor.from_observations(cal, cal_obs, delta=DELTA, coverage=CoverageTracking(aci_gamma=gamma))
     aci_misses = 0

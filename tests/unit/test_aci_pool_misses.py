@@ -33,7 +33,9 @@ def _question(rng: np.random.Generator, p_outside: float) -> PoolObservation:
 def test_aci_reported_error_is_the_served_sets_miss_rate_with_gold_outside_the_pool() -> None:
     rng = np.random.default_rng(21)
     cal_obs = [_question(rng, 0.0) for _ in range(300)]
-    cal = RetrievalConformalizer(1 - ALPHA, score="relative").conformalize(cal_obs, fingerprint=FP, pool_size=POOL)
+    cal = RetrievalConformalizer(1 - ALPHA, score="relative").conformalize_pools(
+        cal_obs, fingerprint=FP, pool_size=POOL
+    )
     monitor = ConformalMonitor.from_observations(
         cal.calibration_, cal_obs, delta=0.05, coverage=CoverageTracking(aci_gamma=GAMMA)
     )
@@ -68,7 +70,7 @@ def test_a_monitor_saved_with_the_old_count_still_loads(tmp_path) -> None:
 
     rng = np.random.default_rng(5)
     cal_obs = [_question(rng, 0.0) for _ in range(100)]
-    cal = RetrievalConformalizer(1 - ALPHA).conformalize(cal_obs, fingerprint=FP, pool_size=POOL).calibration_
+    cal = RetrievalConformalizer(1 - ALPHA).conformalize_pools(cal_obs, fingerprint=FP, pool_size=POOL).calibration_
     monitor = ConformalMonitor.from_observations(cal, cal_obs, coverage=CoverageTracking(aci_gamma=0.2))
     monitor.observe_label(nonconformity=5.0)  # a miss: alpha_t = 0.1 - 0.2 * 0.9 = -0.08, threshold +inf
     assert monitor.aci_threshold() == math.inf

@@ -56,7 +56,7 @@ def miss_pool(_: int) -> PoolObservation:
 
 def fit(obs, **kw) -> RetrievalCalibration:
     conf = kw.pop("confidence_level", 0.9)
-    return RetrievalConformalizer(conf, **kw).conformalize(obs, fingerprint=FP, pool_size=POOL).calibration_
+    return RetrievalConformalizer(conf, **kw).conformalize_pools(obs, fingerprint=FP, pool_size=POOL).calibration_
 
 
 # --- fixed family ------------------------------------------------------------------------------------
@@ -99,7 +99,7 @@ def test_threshold_shortcut_and_not_fitted():
     with pytest.raises(AttributeError):  # NotFittedError is an AttributeError too (hasattr works)
         _ = est.calibration
     assert not hasattr(est, "calibration_")
-    returned = est.conformalize(relative_pools(50), fingerprint=FP, pool_size=POOL)
+    returned = est.conformalize_pools(relative_pools(50), fingerprint=FP, pool_size=POOL)
     assert returned is est
     assert est.threshold_ == est.calibration_.threshold_ == est.calibration.threshold_
 

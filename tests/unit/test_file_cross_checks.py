@@ -48,7 +48,9 @@ def pools(n: int, seed: int, pool: int = POOL) -> list[PoolObservation]:
 
 
 def calibrate(score: str = "similarity", fp: Fingerprint = DENSE, **kw: Any) -> RetrievalCalibration:
-    cal = RetrievalConformalizer(0.9, score=score, **kw).conformalize(pools(200, 1), fingerprint=fp, pool_size=POOL)
+    cal = RetrievalConformalizer(0.9, score=score, **kw).conformalize_pools(
+        pools(200, 1), fingerprint=fp, pool_size=POOL
+    )
     return cal.calibration_
 
 
@@ -225,6 +227,6 @@ def test_calibration_refuses_repeated_questions_and_oversized_pools():
     obs = pools(40, 3)
     twice = [*obs, PoolObservation(obs[0].scores, obs[0].gold_positions, question_id=obs[0].question_id)]
     with pytest.raises(CalibrationError, match="more than once"):
-        RetrievalConformalizer(0.9, score="similarity").conformalize(twice, fingerprint=DENSE, pool_size=POOL)
+        RetrievalConformalizer(0.9, score="similarity").conformalize_pools(twice, fingerprint=DENSE, pool_size=POOL)
     with pytest.raises(CalibrationError, match="beyond pool_size=10"):
-        RetrievalConformalizer(0.9, score="similarity").conformalize(obs, fingerprint=DENSE, pool_size=10)
+        RetrievalConformalizer(0.9, score="similarity").conformalize_pools(obs, fingerprint=DENSE, pool_size=10)

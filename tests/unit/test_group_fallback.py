@@ -46,7 +46,7 @@ def _calibrate(fallback: str | None = None) -> RetrievalCalibration:
     with pytest.warns(SmallGroupWarning, match="'hard' has 6"):
         return (
             RetrievalConformalizer(0.9, score="rank")
-            .conformalize(obs, fingerprint=FP, pool_size=POOL, groups=groups, **kw)
+            .conformalize_pools(obs, fingerprint=FP, pool_size=POOL, groups=groups, **kw)
             .calibration_
         )
 

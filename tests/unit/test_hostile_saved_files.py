@@ -54,7 +54,9 @@ def _pools(n: int = 40, seed: int = 3) -> list[PoolObservation]:
 
 def _retrieval() -> RetrievalCalibration:
     return (
-        RetrievalConformalizer(0.8, score="relative").conformalize(_pools(), fingerprint=FP, pool_size=5).calibration_
+        RetrievalConformalizer(0.8, score="relative")
+        .conformalize_pools(_pools(), fingerprint=FP, pool_size=5)
+        .calibration_
     )
 
 

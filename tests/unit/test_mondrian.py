@@ -165,10 +165,10 @@ def test_calibrate_from_pools_with_auto_keeps_labels_aligned() -> None:
     assert math.isfinite(RetrievalCalibration.from_dict(cal.to_dict()).threshold_for("y")[0])
     # grouping does not move the pooled calibration: same auto split, family, threshold and scores
     conformalizer = RetrievalConformalizer(0.9, score="auto")
-    plain = conformalizer.conformalize(obs, fingerprint=FP, pool_size=6).calibration_
+    plain = conformalizer.conformalize_pools(obs, fingerprint=FP, pool_size=6).calibration_
     assert (plain.threshold_, plain.score_family_, plain.scores_) == (cal.threshold_, cal.score_family_, cal.scores_)
     with pytest.raises(CalibrationError, match="119 group labels for 120"):
-        conformalizer.conformalize(obs, fingerprint=FP, pool_size=6, groups=labels[:-1])
+        conformalizer.conformalize_pools(obs, fingerprint=FP, pool_size=6, groups=labels[:-1])
 
 
 def test_calibrate_tuned_groups_the_calibration_part_only() -> None:

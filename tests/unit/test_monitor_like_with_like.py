@@ -58,7 +58,7 @@ def _grouped(rng: np.random.Generator, n: int = N_CAL) -> tuple[RetrievalCalibra
         warnings.simplefilter("ignore")
         cal = (
             RetrievalConformalizer(0.9, score="relative")
-            .conformalize(obs, fingerprint=FP, pool_size=POOL, groups=[g for _, g in questions], group_by="g")
+            .conformalize_pools(obs, fingerprint=FP, pool_size=POOL, groups=[g for _, g in questions], group_by="g")
             .calibration_
         )
     return cal, obs

@@ -178,7 +178,7 @@ def multi_gold_observations(n: int = 60, seed: int = 3) -> list[PoolObservation]
 
 def recall_cal(method: str = "split", delta: float | None = None) -> RetrievalCalibration:
     con = RetrievalConformalizer(0.8, control="recall", method=method, delta=delta)
-    return con.conformalize(multi_gold_observations(), fingerprint=FP, pool_size=10).calibration_
+    return con.conformalize_pools(multi_gold_observations(), fingerprint=FP, pool_size=10).calibration_
 
 
 def resign(data: dict) -> dict:
@@ -195,7 +195,7 @@ def test_recall_calibration_records_its_risk_and_gold() -> None:
     assert cal.threshold_ == crc_threshold(gold, 0.2)
     assert cal.scores_ == tuple(g[0] for g in gold) and cal.n_misses_ == sum(np.isinf(g[0]) for g in gold)
     assert "risk=recall" in cal.summary() and cal.summary().startswith("crc alpha=0.2")
-    split = RetrievalConformalizer(0.8).conformalize(obs, fingerprint=FP, pool_size=10).calibration_
+    split = RetrievalConformalizer(0.8).conformalize_pools(obs, fingerprint=FP, pool_size=10).calibration_
     assert split.risk_ == "miscoverage" and "risk=" not in split.summary()
     assert cal.threshold_ >= split.threshold_  # every gold chunk needs at least as large a set
     ltt = recall_cal("ltt", 0.1)
@@ -239,7 +239,7 @@ def test_tampered_recall_file_is_refused(tmp_path: Path, edit, words) -> None:
 
 
 def test_old_file_without_risk_loads_as_miscoverage(tmp_path: Path) -> None:
-    split = RetrievalConformalizer(0.8).conformalize(multi_gold_observations(), fingerprint=FP, pool_size=10)
+    split = RetrievalConformalizer(0.8).conformalize_pools(multi_gold_observations(), fingerprint=FP, pool_size=10)
     data = split.calibration_.to_dict()
     assert data["risk"] == "miscoverage" and "gold_scores" not in data
     del data["risk"]  # as written before recall control existed
@@ -253,19 +253,23 @@ def test_old_file_without_risk_loads_as_miscoverage(tmp_path: Path) -> None:
 def test_conformalizer_refuses_bad_recall_settings() -> None:
     obs = multi_gold_observations()
     with pytest.raises(CalibrationError, match="control must be"):
-        RetrievalConformalizer(0.8, control="precision").conformalize(obs, fingerprint=FP, pool_size=10)
+        RetrievalConformalizer(0.8, control="precision").conformalize_pools(obs, fingerprint=FP, pool_size=10)
     with pytest.raises(CalibrationError, match="needs delta"):
-        RetrievalConformalizer(0.8, control="recall", method="ltt").conformalize(obs, fingerprint=FP, pool_size=10)
+        RetrievalConformalizer(0.8, control="recall", method="ltt").conformalize_pools(
+            obs, fingerprint=FP, pool_size=10
+        )
     with pytest.raises(CalibrationError, match="method must be 'crc'"):
-        RetrievalConformalizer(0.8, control="recall", method="bogus").conformalize(obs, fingerprint=FP, pool_size=10)
+        RetrievalConformalizer(0.8, control="recall", method="bogus").conformalize_pools(
+            obs, fingerprint=FP, pool_size=10
+        )
     with pytest.raises(CalibrationError, match="calibration questions"):
-        RetrievalConformalizer(0.8, control="recall", strict=True).conformalize(
+        RetrievalConformalizer(0.8, control="recall", strict=True).conformalize_pools(
             [PoolObservation(np.array([1.0, 0.5]), (0,), n_gold=3)] * 30, fingerprint=FP, pool_size=2
         )
 
 
 def test_auto_family_with_recall_is_chosen_on_a_disjoint_split() -> None:
-    cal = RetrievalConformalizer(0.8, control="recall", score="auto").conformalize(
+    cal = RetrievalConformalizer(0.8, control="recall", score="auto").conformalize_pools(
         multi_gold_observations(100), fingerprint=FP, pool_size=10
     )
     chosen = cal.calibration_

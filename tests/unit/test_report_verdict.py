@@ -48,7 +48,11 @@ def _pools(n: int, seed: int, top1: float | None = None) -> list[PoolObservation
 
 
 def _fit(obs: list[PoolObservation], score: str, alpha: float = 0.1) -> RetrievalCalibration:
-    return RetrievalConformalizer(1 - alpha, score=score).conformalize(obs, fingerprint=FP, pool_size=POOL).calibration_
+    return (
+        RetrievalConformalizer(1 - alpha, score=score)
+        .conformalize_pools(obs, fingerprint=FP, pool_size=POOL)
+        .calibration_
+    )
 
 
 # --- the verdict line -------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """``RetrievalConformalizer(level).conformalize(host, examples)``: the MAPIE-shaped retrieval entry point.
 
-It must give exactly what :func:`calibrate_host` gives with the same settings (one flow, two doors),
+It must give exactly what :func:`calibrate_on_host` (exported as ``calibrate_host``) gives with the same
+settings (one flow, two doors),
 take the whole host record (fingerprint, pool size, corpus), and refuse the arguments of the other form.
 """
 
@@ -14,6 +15,7 @@ import pytest
 from conformal_rag_plugins import RetrievalConformalizer, calibrate_host
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError
 from conformal_rag_plugins.datasets.examples import CalibrationExample
+from conformal_rag_plugins.retrieval.conformalizer import calibrate_on_host
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.host import RetrievalHost, check_gold_on_host, observe_host
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
@@ -133,32 +135,62 @@ def test_from_options_keeps_every_setting() -> None:
 
 
 def test_a_host_needs_examples_and_nothing_the_host_already_says() -> None:
+    """One call shape: the other form's arguments are not parameters of ``conformalize`` at all."""
     host, examples = ListHost(20), _examples(20)
-    with pytest.raises(CalibrationError, match="takes the labelled examples"):
+    with pytest.raises(TypeError, match="examples"):
         RetrievalConformalizer(0.8).conformalize(host)
-    with pytest.raises(CalibrationError, match="come from the host"):
+    with pytest.raises(TypeError, match="pool_size"):
         RetrievalConformalizer(0.8).conformalize(host, examples, pool_size=8)
-    with pytest.raises(CalibrationError, match="come from the host"):
+    with pytest.raises(TypeError, match="groups"):
         RetrievalConformalizer(0.8).conformalize(host, examples, groups=["a"] * 20)
     with pytest.raises(CalibrationError, match="method must be"):
         RetrievalConformalizer(0.8, method="bogus").conformalize(host, examples)
     assert host.fetched == []  # refused before any query
 
 
+def test_conformalize_has_one_call_shape() -> None:
+    """The host and the examples, positionally; the fingerprint, pool size and groups are not parameters."""
+    import inspect
+
+    params = inspect.signature(RetrievalConformalizer.conformalize).parameters
+    assert list(params)[:3] == ["self", "host", "examples"]
+    assert params["examples"].default is inspect.Parameter.empty
+    assert not {"fingerprint", "pool_size", "groups", "source"} & set(params)
+
+
 def test_observations_take_no_examples_and_need_the_fingerprint() -> None:
     host, examples = ListHost(20), _examples(20)
     obs = observe_host(host, examples, progress=False).observations
-    with pytest.raises(CalibrationError, match="takes observed pools"):
-        RetrievalConformalizer(0.8).conformalize(obs, examples, fingerprint=FP, pool_size=8)
-    with pytest.raises(CalibrationError, match="takes observed pools"):
-        RetrievalConformalizer(0.8).conformalize(obs, pool_size=8)
-    with pytest.raises(CalibrationError, match="chunk_group_key needs the host"):
-        RetrievalConformalizer(0.8).conformalize(obs, fingerprint=FP, pool_size=8, chunk_group_key="kind")
-    fitted = RetrievalConformalizer(0.8, score="similarity").conformalize(obs, fingerprint=FP, pool_size=8)
+    with pytest.raises(CalibrationError, match="takes a host"):  # the pools to conformalize: a clear pointer
+        RetrievalConformalizer(0.8).conformalize(obs, examples)
+    with pytest.raises(TypeError, match="fingerprint"):
+        RetrievalConformalizer(0.8).conformalize_pools(obs, pool_size=8)
+    with pytest.raises(TypeError, match=r"examples|positional"):
+        RetrievalConformalizer(0.8).conformalize_pools(obs, examples, fingerprint=FP, pool_size=8)
+    with pytest.raises(TypeError, match="chunk_group_key"):  # chunk_group_key needs the host
+        RetrievalConformalizer(0.8).conformalize_pools(obs, fingerprint=FP, pool_size=8, chunk_group_key="kind")
+    fitted = RetrievalConformalizer(0.8, score="similarity").conformalize_pools(obs, fingerprint=FP, pool_size=8)
     on_host = RetrievalConformalizer(0.8, score="similarity").conformalize(ListHost(20), examples)
     assert fitted.threshold_ == on_host.threshold_
+
+
+def test_conformalize_on_a_host_builds_no_second_conformalizer(monkeypatch) -> None:
+    """No round trip: the estimator calibrates itself, it does not pack itself into options and rebuild."""
+    import conformal_rag_plugins.retrieval.conformalizer as module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("conformalize went back through from_options / calibrate_from_pools")
+
+    monkeypatch.setattr(module.RetrievalConformalizer, "from_options", classmethod(refuse))
+    monkeypatch.setattr(module, "calibrate_from_pools", refuse)
+    fitted = RetrievalConformalizer(0.8, score="similarity").conformalize(ListHost(20), _examples(20))
+    assert fitted.calibration_.n_calibration_ == 20
 
 
 def test_group_by_and_chunk_group_key_together_are_refused() -> None:
     with pytest.raises(ConformalError, match="not both"):
         RetrievalConformalizer(0.8).conformalize(ListHost(20), _examples(20), group_by="tenant", chunk_group_key="k")
+
+
+def test_the_package_calibrate_host_is_calibrate_on_host() -> None:
+    assert calibrate_host is calibrate_on_host

@@ -57,7 +57,7 @@ def retrieval_calibration():
     obs = observations()
     groups = ["a" if i % 2 == 0 else "b" for i in range(len(obs))]
     conformalizer = RetrievalConformalizer(0.8, score="relative")
-    return conformalizer.conformalize(obs, fingerprint=FINGERPRINT, pool_size=POOL, groups=groups).calibration_
+    return conformalizer.conformalize_pools(obs, fingerprint=FINGERPRINT, pool_size=POOL, groups=groups).calibration_
 
 
 def answer_set_calibration(retrieval):
