@@ -30,12 +30,11 @@ HostFetch = tuple[Any, "Callable[[str], CandidatePool]"]
 
 
 @runtime_checkable
-class FrameworkAdapter(Protocol):
-    """What the command line, the benchmarks and the flows below need from one framework.
+class TunedHostParts(Protocol):
+    """What the tuned-host flows need from one framework: chunk, index, tune and rebuild the hybrid.
 
-    Implemented once per adapter (``llamaindex/framework.py``, ``langchain/framework.py``: ``FRAMEWORK``).
-    ``searchable``: what it searches (a ``VectorStoreIndex`` / a vector store); ``units``: what BM25
-    and gold ids read (nodes / chunks or documents).
+    Implemented once per adapter (``llamaindex/tuned_host.py``, ``langchain/tuned_host.py``:
+    ``TUNED_HOST``); ``ConformalRetriever.from_documents`` passes it to :func:`tuned_host_from_entries`.
     """
 
     name: str
@@ -46,14 +45,34 @@ class FrameworkAdapter(Protocol):
         """Split long corpus entries with the framework's own splitter (chunk ids ``parent#i``)."""
         ...
 
-    def build_llm(self, kind: str, *, temperature: float, max_tokens: int) -> Any:
-        """The framework's local Gemma 3 270M (``kind="local"``) or its OpenAI(-compatible) client."""
-        ...
-
     def index_chunks(
         self, entries: Sequence[CorpusEntry], *, client: Any, collection_name: str, show_progress: bool = False
     ) -> tuple[Any, Any]:
         """Embed ``entries`` in a Chroma collection: ``(searchable, units)``."""
+        ...
+
+    def calibrate_hybrid_retriever(
+        self, searchable: Any, units: Any, examples: Sequence[CalibrationExample], **options: Any
+    ) -> tuple[Any, Any]:
+        """The framework's tuned hybrid: ``(host, calibration)`` (fusion, score family, unit and pool chosen)."""
+        ...
+
+    def hybrid_from_calibration(self, searchable: Any, units: Any, calibration: Any) -> Any:
+        """The tuned hybrid host a ``calibrate_hybrid_retriever`` calibration was made with (no calibrating)."""
+        ...
+
+
+@runtime_checkable
+class FrameworkAdapter(TunedHostParts, Protocol):
+    """What the command line, the benchmarks and the flows below need from one framework.
+
+    Implemented once per adapter (``llamaindex/framework.py``, ``langchain/framework.py``: ``FRAMEWORK``).
+    ``searchable``: what it searches (a ``VectorStoreIndex`` / a vector store); ``units``: what BM25
+    and gold ids read (nodes / chunks or documents).
+    """
+
+    def build_llm(self, kind: str, *, temperature: float, max_tokens: int) -> Any:
+        """The framework's local Gemma 3 270M (``kind="local"``) or its OpenAI(-compatible) client."""
         ...
 
     def build_hosts(
@@ -87,16 +106,6 @@ class FrameworkAdapter(Protocol):
 
     def calibrate_retriever(self, host: Any, examples: Sequence[CalibrationExample], **options: Any) -> Any:
         """The framework's ``calibrate_retriever`` on a built host (``confidence_level=``, ``score=``, ...)."""
-        ...
-
-    def calibrate_hybrid_retriever(
-        self, searchable: Any, units: Any, examples: Sequence[CalibrationExample], **options: Any
-    ) -> tuple[Any, Any]:
-        """The framework's tuned hybrid: ``(host, calibration)`` (fusion, score family, unit and pool chosen)."""
-        ...
-
-    def hybrid_from_calibration(self, searchable: Any, units: Any, calibration: Any) -> Any:
-        """The tuned hybrid host a ``calibrate_hybrid_retriever`` calibration was made with (no calibrating)."""
         ...
 
     def unit_candidates(
@@ -180,7 +189,7 @@ def collection_name(framework: str, entries: Sequence[CorpusEntry]) -> str:
 
 
 def calibrate_tuned_chunks(
-    adapter: FrameworkAdapter,
+    adapter: TunedHostParts,
     chunks: Sequence[CorpusEntry],
     examples: Sequence[CalibrationExample],
     *,
@@ -211,7 +220,7 @@ def calibrate_tuned_chunks(
 
 
 def tuned_host_from_entries(
-    adapter: FrameworkAdapter,
+    adapter: TunedHostParts,
     entries: Sequence[CorpusEntry],
     examples: Sequence[CalibrationExample] | None = None,
     *,
@@ -227,8 +236,8 @@ def tuned_host_from_entries(
 ) -> tuple[Any, Any]:
     """``(host, calibration)`` of the tuned hybrid on ``entries``: the body of ``ConformalRetriever.from_documents``.
 
-    ``adapter`` is the framework's own object (``FRAMEWORK`` of its ``framework.py``). Chunks the
-    entries with the framework's splitter (MiniLM tokens), moves document-level gold onto
+    ``adapter`` is the framework's tuned-host part (``TUNED_HOST`` of its ``tuned_host.py``, or its
+    ``FRAMEWORK``). Chunks the entries with the framework's splitter (MiniLM tokens), moves document-level gold onto
     the chunks (:func:`~conformal_rag_plugins.labelling.chunk_labels.map_gold_to_chunks`), then either
     tunes and calibrates (:func:`calibrate_tuned_chunks`, as ``conformal-rag calibrate``) or, given a
     saved ``calibration``, rebuilds its host after checking that it was made by this framework's

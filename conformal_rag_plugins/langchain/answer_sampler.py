@@ -14,17 +14,11 @@ from ..answer_sets.identity import SAMPLING_ATTRS, embedding_identity, json_sett
 from ..answer_sets.prompts import CHAT_SYSTEM_PROMPT, CHAT_USER_TEMPLATE, FEW_SHOT_TEMPLATE
 from ..answer_sets.sample_record import Sample, mean_logprob
 from ..answer_sets.sampler import AnswerSampler
-from ..answer_sets.sampler import model_id as _model_id
 from ..local.llm import llama_cpp_identity
 from .llm_calls import is_chat
 
 DEFAULT_COMPLETION_PROMPT = PromptTemplate.from_template(FEW_SHOT_TEMPLATE)
 DEFAULT_CHAT_PROMPT = ChatPromptTemplate.from_messages([("system", CHAT_SYSTEM_PROMPT), ("human", CHAT_USER_TEMPLATE)])
-
-
-def model_id(model: Any) -> str:
-    """A stable identifier of the model for cache keys and calibration records."""
-    return _model_id(model, ("model_name", "model", "model_path"))
 
 
 def embedder_identity(embeddings: Any) -> dict[str, Any] | None:

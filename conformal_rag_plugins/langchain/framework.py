@@ -13,23 +13,17 @@ from typing import Any
 
 from ..frameworks import FrameworkAdapter, HostFetch, fusion_in
 from ..tuning.fusion_config import FusionConfig
+from .tuned_host import LangChainTunedHost
 
 _HYBRID = re.compile(r"hybrid\(method=(\w+),weight=([0-9.eE+-]+),")
 
 
-class LangChainFramework:
+class LangChainFramework(LangChainTunedHost):
     """:class:`~conformal_rag_plugins.frameworks.FrameworkAdapter` for LangChain.
 
     ``searchable`` is a Chroma vector store; ``units`` are the corpus entries themselves (LangChain's
     BM25 side and gold ids read them).
     """
-
-    name = "langchain"
-
-    def chunk_entries(self, entries: Sequence[Any], *, chunk_size: int | None, chunk_overlap: int | None) -> list[Any]:
-        from .text_splitting import chunk_entries
-
-        return chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
 
     def build_llm(self, kind: str, *, temperature: float, max_tokens: int) -> Any:
         from ..local.langchain_models import default_llm, local_llm
@@ -39,14 +33,6 @@ class LangChainFramework:
         model = default_llm(temperature=temperature)
         model.max_tokens = max_tokens  # default_llm's 32 tokens are too few for a JSON question
         return model
-
-    def index_chunks(
-        self, entries: Sequence[Any], *, client: Any, collection_name: str, show_progress: bool = False
-    ) -> tuple[Any, Any]:
-        """``(Chroma store, entries)``: LangChain's BM25 side and gold ids read the entries themselves."""
-        from ..local.langchain_stack import build_chroma_vectorstore
-
-        return build_chroma_vectorstore(entries, client=client, collection_name=collection_name), entries
 
     def build_hosts(
         self,
@@ -104,18 +90,6 @@ class LangChainFramework:
         from .calibrate import calibrate_retriever
 
         return calibrate_retriever(host, examples, **options)
-
-    def calibrate_hybrid_retriever(
-        self, searchable: Any, units: Any, examples: Sequence[Any], **options: Any
-    ) -> tuple[Any, Any]:
-        from .hybrid_tuning import calibrate_hybrid_retriever
-
-        return calibrate_hybrid_retriever(searchable, units, examples, **options)
-
-    def hybrid_from_calibration(self, searchable: Any, units: Any, calibration: Any) -> Any:
-        from .hybrid_tuning import hybrid_from_calibration
-
-        return hybrid_from_calibration(searchable, units, calibration)
 
     def unit_candidates(
         self,

@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import messages_from_dict, messages_to_dict
 from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
 
+from ..answer_sets.sampler import model_id as _model_id
 from ..core.errors import ConformalError
 from ..labelling.llm import CompleteFn, LLMTask, RenderFn, check_prompt_variables
 from ..labelling.prompts import PromptSet, to_fstring
@@ -98,6 +99,11 @@ def prompt_caller(
     return render_completion, complete_text
 
 
+def model_id(model: Any) -> str:
+    """A stable identifier of the model for cache keys and calibration records."""
+    return _model_id(model, ("model_name", "model", "model_path"))
+
+
 def llm_task(
     model: Any,
     prompts: PromptSet,
@@ -111,8 +117,6 @@ def llm_task(
     >>> llm_task(FakeListLLM(responses=["yes"]), JUDGE_PROMPTS).model
     'FakeListLLM:None'
     """
-    from .answer_sampler import model_id
-
     completion = completion_template(completion_prompt, prompts.few_shot, prompts.variables)
     chat = chat_template(chat_prompt, prompts.chat_system, prompts.chat_user, prompts.variables)
     render, complete = prompt_caller(model, completion, chat, prompts.variables)

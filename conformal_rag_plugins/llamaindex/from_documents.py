@@ -1,7 +1,7 @@
 """``ConformalRetriever.from_documents``: the tuned hybrid on the user's own LlamaIndex ``Document``s in one call.
 
 The documents become corpus entries (``Document.id_``, text, ``metadata["title"]``) and take the
-command line's route (``frameworks.tuned_host_from_entries`` with this adapter's ``FRAMEWORK``):
+command line's route (``frameworks.tuned_host_from_entries`` with this adapter's ``TUNED_HOST``):
 chunked with ``SentenceSplitter`` in MiniLM tokens, embedded in Chroma, BM25 fused, and tuned and
 calibrated as ``conformal-rag calibrate`` does, so both give the same threshold on the same
 documents and questions.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode
 
@@ -20,12 +20,8 @@ from ..datasets.examples import CalibrationExample, CorpusEntry
 from ..frameworks import tuned_host_from_entries
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.options import RetrievalOptions
-from ..retrieval.serving import ServingOptions
 from ..tuning.options import TuningOptions
-from .framework import FRAMEWORK
-
-if TYPE_CHECKING:
-    from .retriever import ConformalRetriever
+from .tuned_host import TUNED_HOST
 
 
 def entries_from_documents(documents: Sequence[BaseNode]) -> list[CorpusEntry]:
@@ -50,8 +46,7 @@ def entries_from_documents(documents: Sequence[BaseNode]) -> list[CorpusEntry]:
     return out
 
 
-def from_documents(
-    cls: type[ConformalRetriever],
+def tuned_host_of_documents(
     documents: Sequence[BaseNode],
     examples: Sequence[CalibrationExample] | None = None,
     *,
@@ -64,13 +59,11 @@ def from_documents(
     chunk_overlap: int | None = None,
     persist_dir: str | Path | None = None,
     client: Any = None,
-    serving: ServingOptions | None = None,
-) -> ConformalRetriever:
-    """The body of :meth:`ConformalRetriever.from_documents <.retriever.ConformalRetriever.from_documents>`."""
-    entries = entries_from_documents(documents)
-    host, cal = tuned_host_from_entries(
-        FRAMEWORK,
-        entries,
+) -> tuple[Any, RetrievalCalibration]:
+    """``(host, calibration)`` of the tuned hybrid on ``documents``, for ``ConformalRetriever.from_documents``."""
+    return tuned_host_from_entries(
+        TUNED_HOST,
+        entries_from_documents(documents),
         examples,
         calibration=calibration,
         confidence_level=confidence_level,
@@ -82,4 +75,3 @@ def from_documents(
         client=client,
         persist_dir=persist_dir,
     )
-    return cls(cal, retriever=host, options=serving)

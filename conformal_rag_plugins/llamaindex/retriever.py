@@ -157,10 +157,9 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         ...     docs, calibration=RetrievalCalibration.load("calibration.json"))
         >>> nodes = retriever.retrieve("Who led the Normans?")  # doctest: +SKIP
         """
-        from .from_documents import from_documents
+        from .from_documents import tuned_host_of_documents
 
-        return from_documents(
-            cls,
+        host, cal = tuned_host_of_documents(
             documents,
             examples,
             confidence_level=confidence_level,
@@ -172,8 +171,8 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
             chunk_overlap=chunk_overlap,
             persist_dir=persist_dir,
             client=client,
-            serving=serving,
         )
+        return cls(calibration=cal, retriever=host, **({} if serving is None else {"options": serving}))
 
     def evaluate(self, examples: Sequence[CalibrationExample], *, progress: bool = False) -> HeldOutReport:
         """The verdict of ``conformal-rag report`` on held-out questions, for the sets this retriever serves.

@@ -115,7 +115,7 @@ def test_local_llm_reports_logprobs_for_the_likelihood_score(framework: str) -> 
         llm = local_llm(temperature=1.0, max_new_tokens=12, n_ctx=512, logprobs=True)
     else:
         from conformal_rag_plugins.langchain.answer_sampler import LangChainSampler as Sampler
-        from conformal_rag_plugins.langchain.answer_sampler import model_id
+        from conformal_rag_plugins.langchain.llm_calls import model_id
         from conformal_rag_plugins.local.langchain_models import local_llm
 
         llm = local_llm(temperature=1.0, max_tokens=12, logprobs=True)

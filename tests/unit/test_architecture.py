@@ -303,17 +303,9 @@ def in_package_circles(root: Path = PKG) -> list[list[str]]:
     return sorted(circles)
 
 
-#: Circles that other parts of issue 35 remove; empty this once they are merged.
-_OTHERS_REMOVE = [
-    ["langchain.answer_sampler", "langchain.llm_calls"],
-    ["langchain.from_documents", "langchain.retriever"],
-    ["llamaindex.from_documents", "llamaindex.retriever"],
-]
-
-
 def test_no_import_circle_inside_a_package():
     """No module of a sub-package reaches itself through its siblings (deferred imports count: issue 35)."""
-    circles = [c for c in in_package_circles() if c not in _OTHERS_REMOVE]
+    circles = in_package_circles()
     assert circles == [], "import circles inside a package:\n" + "\n".join(" <-> ".join(c) for c in circles)
 
 

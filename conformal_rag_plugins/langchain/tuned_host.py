@@ -1,0 +1,47 @@
+"""The part of LangChain that builds the tuned host: chunk, index in Chroma, tune and calibrate the hybrid.
+
+``ConformalRetriever.from_documents`` (through ``from_documents.py``) and the command line (through
+``framework.py``, whose ``FRAMEWORK`` extends this class) take this one route
+(:func:`~conformal_rag_plugins.frameworks.tuned_host_from_entries`). It never imports the retriever,
+so ``retriever -> from_documents -> tuned_host`` runs one way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class LangChainTunedHost:
+    """:class:`~conformal_rag_plugins.frameworks.TunedHostParts` for LangChain."""
+
+    name = "langchain"
+
+    def chunk_entries(self, entries: Sequence[Any], *, chunk_size: int | None, chunk_overlap: int | None) -> list[Any]:
+        from .text_splitting import chunk_entries
+
+        return chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+
+    def index_chunks(
+        self, entries: Sequence[Any], *, client: Any, collection_name: str, show_progress: bool = False
+    ) -> tuple[Any, Any]:
+        """``(Chroma store, entries)``: LangChain's BM25 side and gold ids read the entries themselves."""
+        from ..local.langchain_stack import build_chroma_vectorstore
+
+        return build_chroma_vectorstore(entries, client=client, collection_name=collection_name), entries
+
+    def calibrate_hybrid_retriever(
+        self, searchable: Any, units: Any, examples: Sequence[Any], **options: Any
+    ) -> tuple[Any, Any]:
+        from .hybrid_tuning import calibrate_hybrid_retriever
+
+        return calibrate_hybrid_retriever(searchable, units, examples, **options)
+
+    def hybrid_from_calibration(self, searchable: Any, units: Any, calibration: Any) -> Any:
+        from .hybrid_tuning import hybrid_from_calibration
+
+        return hybrid_from_calibration(searchable, units, calibration)
+
+
+#: The one instance ``from_documents`` passes to the shared flow.
+TUNED_HOST = LangChainTunedHost()
