@@ -183,3 +183,38 @@ def chunk_with(
         out.extend(new)
     check_max_tokens(out, chunk_size, count)
     return out
+
+
+def chunk_within(
+    entries: Iterable[CorpusEntry],
+    split_for: Callable[[int], Callable[[str], Sequence[str]]],
+    *,
+    chunk_size: int,
+    count: Callable[[str], int],
+    reserve: Callable[[CorpusEntry], int],
+) -> list[Chunk]:
+    """:func:`chunk_with` per entry, in the room ``reserve(entry)`` (its embedded title) leaves of ``chunk_size``.
+
+    ``split_for(room)`` is the splitter for that room; chunk ids must stay unique across entries.
+
+    >>> words = lambda t: len(t.split())
+    >>> halves = lambda room: lambda t: [" ".join(t.split()[:room]), " ".join(t.split()[room:])]
+    >>> entries = [CorpusEntry("d", "a b c d", title="T"), CorpusEntry("s", "g")]
+    >>> [c.id for c in chunk_within(entries, halves, chunk_size=3, count=words, reserve=lambda e: len(e.title or ""))]
+    ['d::chunk0', 'd::chunk1', 's']
+    """
+    out: list[Chunk] = []
+    seen: set[str] = set()
+    for entry in entries:
+        room = chunk_size - reserve(entry)
+        if room < 1:
+            raise CalibrationError(
+                f"The title of {entry.id!r} alone fills the {chunk_size}-token chunk window; shorten it or raise "
+                "chunk_size."
+            )
+        for chunk in chunk_with([entry], split_for(room), chunk_size=room, count=count):
+            if chunk.id in seen:
+                raise CalibrationError(f"Duplicate chunk id {chunk.id!r}; entry ids must be unique.")
+            seen.add(chunk.id)
+            out.append(chunk)
+    return out

@@ -60,6 +60,25 @@ def chunks_of_documents(
     return out
 
 
+def corpus_lookup(
+    chunks: Sequence[tuple[str, str, str | None]],
+    existing: Callable[[list[str]], set[str] | None],
+    document_key: str,
+) -> GoldLookup:
+    """The lookup over an in-memory corpus of ``(chunk id, text, document id)`` triples; ``existing``: the store's.
+
+    >>> lookup = corpus_lookup([("a0", "x", "a"), ("a1", "y", "a")], lambda ids: {"s"} & set(ids), "doc_id")
+    >>> sorted(lookup.existing_ids(["a", "a1", "s"])), lookup.document_chunks(["a"])
+    (['a1', 's'], {'a': [('a0', 'x'), ('a1', 'y')]})
+    """
+    own = {ident for ident, _, _ in chunks}
+
+    def known(gold: list[str]) -> set[str]:
+        return {g for g in gold if g in own} | (existing(gold) or set())
+
+    return GoldLookup(known, lambda doc_ids: chunks_of_documents(chunks, doc_ids), document_key)
+
+
 def gold_on_chunks(examples: Iterable[CalibrationExample], lookup: GoldLookup) -> list[CalibrationExample]:
     """The examples with their gold on the store's chunks (same order, same questions and digests).
 

@@ -8,13 +8,12 @@ from dataclasses import dataclass
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 
-from ..core.errors import ConformalError
 from ..datasets.examples import CalibrationExample
 from ..labelling.gold_ids import gold_on_chunks
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.compression import base_pool_size, check_base_count
 from ..retrieval.conformalizer import calibrate_on_host
 from ..retrieval.fingerprint import Fingerprint
-from ..retrieval.host import agreed_pool_size
 from ..retrieval.options import RetrievalOptions, with_level
 from ..retrieval.pool_calibration import CandidatePool
 from .compressor import compressor_fingerprint, score_documents
@@ -22,37 +21,9 @@ from .fingerprint import fingerprint_of
 from .host import all_ids, doc_id, existing_ids, gold_lookup
 
 
-def base_retriever_k(base_retriever: BaseRetriever) -> int | None:
-    """How many documents the base retriever returns (``search_kwargs['k']`` or ``k``), if it says.
-
-    >>> from types import SimpleNamespace
-    >>> base_retriever_k(SimpleNamespace(search_kwargs={"k": 50}))
-    50
-    """
-    kwargs = getattr(base_retriever, "search_kwargs", None)
-    if isinstance(kwargs, dict) and isinstance(kwargs.get("k"), int):
-        return int(kwargs["k"])
-    k = getattr(base_retriever, "k", None)
-    if isinstance(k, int):
-        return k
-    if isinstance(kwargs, dict) and hasattr(base_retriever, "vectorstore"):
-        return 4  # VectorStoreRetriever's default k
-    return None
-
-
 def _base_fingerprint(base_retriever: BaseRetriever) -> Fingerprint:
     store = getattr(base_retriever, "vectorstore", None)
     return fingerprint_of(store if store is not None else base_retriever)
-
-
-def _base_pool_size(base_retriever: BaseRetriever, pool_size: int | None) -> int:
-    return agreed_pool_size(
-        base_retriever_k(base_retriever),
-        pool_size,
-        unknown=f"Cannot tell how many documents {type(base_retriever).__name__} returns; pass pool_size.",
-        mismatch="The base retriever returns k={own} documents but pool_size={size}; configure it with "
-        "search_kwargs={{'k': {size}}}.",
-    )
 
 
 @dataclass(frozen=True)
@@ -68,10 +39,7 @@ class CompressorHost:
 
     def fetch(self, question: str, group_key: str | None = None) -> CandidatePool:
         docs = self.base_retriever.invoke(question)
-        if len(docs) > self.pool_size:
-            raise ConformalError(
-                f"The base retriever returned {len(docs)} documents, more than pool_size={self.pool_size}."
-            )
+        check_base_count(len(docs), self.pool_size)
         scores = score_documents(question, docs, self.embeddings)
         ids = [doc_id(d) or f"doc-{i}" for i, d in enumerate(docs)]
         groups = None if group_key is None else [d.metadata.get(group_key) for d in docs]
@@ -131,5 +99,5 @@ def calibrate_compressor(
     --------
     >>> cal = calibrate_compressor(store.as_retriever(search_kwargs={"k": 50}), examples)  # doctest: +SKIP
     """
-    reader = CompressorHost(base_retriever, _base_pool_size(base_retriever, pool_size), embeddings)
+    reader = CompressorHost(base_retriever, base_pool_size(base_retriever, pool_size), embeddings)
     return calibrate_on_host(reader, examples, with_level(options, confidence_level))

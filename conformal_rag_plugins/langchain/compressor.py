@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -12,8 +11,9 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
-from ..core.errors import ConformalError, FingerprintMismatchError
+from ..core.errors import ConformalError
 from ..retrieval.calibration import RetrievalCalibration
+from ..retrieval.compression import check_compressor_scoring, compressed_fingerprint, cosine_scores
 from ..retrieval.dropin_init import validated_init
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.served_checks import ServedPoolCheck
@@ -21,17 +21,6 @@ from ..retrieval.serving import ServingMixin, ServingOptions, check_pool_count, 
 from .document_selection import select_documents
 from .fingerprint import describe_embeddings
 from .host import SCORE_KEY, doc_id
-
-#: The score scale of documents the compressor scores itself (as ``EmbeddingsFilter`` does).
-COMPRESSOR_SCALE = "cosine(embed_query, embed_documents)"
-
-
-def _cosine(query: Sequence[float], docs: Sequence[Sequence[float]]) -> np.ndarray:
-    q = np.asarray(query, dtype=float)
-    d = np.asarray(docs, dtype=float).reshape(len(docs), -1)
-    norms = np.linalg.norm(d, axis=1) * np.linalg.norm(q)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (d @ q) / np.where(norms == 0, np.nan, norms)
 
 
 def _host_scores(docs: Sequence[Document]) -> np.ndarray:
@@ -62,7 +51,7 @@ def score_documents(query: str, docs: Sequence[Document], embeddings: Embeddings
         return np.zeros(0)
     if embeddings is None:
         return _host_scores(docs)
-    return _cosine(embeddings.embed_query(query), embeddings.embed_documents([d.page_content for d in docs]))
+    return cosine_scores(embeddings.embed_query(query), embeddings.embed_documents([d.page_content for d in docs]))
 
 
 async def ascore_documents(query: str, docs: Sequence[Document], embeddings: Embeddings | None) -> np.ndarray:
@@ -70,23 +59,13 @@ async def ascore_documents(query: str, docs: Sequence[Document], embeddings: Emb
     if not docs or embeddings is None:
         return score_documents(query, docs, embeddings)
     q = await embeddings.aembed_query(query)
-    return _cosine(q, await embeddings.aembed_documents([d.page_content for d in docs]))
+    return cosine_scores(q, await embeddings.aembed_documents([d.page_content for d in docs]))
 
 
 def compressor_fingerprint(base: Fingerprint, embeddings: Embeddings | None) -> Fingerprint:
-    """``base`` (the base retriever's fingerprint) as seen through the compressor's own scoring.
-
-    Examples
-    --------
-    >>> base = Fingerprint("langchain", "Chroma", "cosine", "m", 4, "1-distance")
-    >>> compressor_fingerprint(base, None).retriever
-    'compression:dense'
-    """
-    base = replace(base, retriever=f"compression:{base.retriever.removeprefix('compression:')}")
-    if embeddings is None:
-        return base
-    name, dim = describe_embeddings(embeddings)
-    return replace(base, embedding_model=name, embedding_dim=dim, score_scale=COMPRESSOR_SCALE)
+    """``base`` (the base retriever's fingerprint) as seen through the compressor's own scoring
+    (:func:`~conformal_rag_plugins.retrieval.compression.compressed_fingerprint`)."""
+    return compressed_fingerprint(base, None if embeddings is None else describe_embeddings(embeddings))
 
 
 #: The refusal of a pool with a missing or NaN score.
@@ -132,16 +111,9 @@ class ConformalDocumentCompressor(ServingMixin, BaseDocumentCompressor):
     @model_validator(mode="after")
     def _validate(self) -> ConformalDocumentCompressor:
         self.options.check(self.calibration)
-        fp = self.calibration.fingerprint_
-        check = self.options.check_fingerprint
-        if check and self.embeddings is not None:
-            fp.check_compatible(compressor_fingerprint(fp, self.embeddings))
-        elif check and fp.score_scale == COMPRESSOR_SCALE:
-            raise FingerprintMismatchError(
-                "This calibration scored documents with embeddings (as EmbeddingsFilter does); pass the same "
-                "embeddings=... to the compressor, or re-calibrate on the base retriever's own scores."
-            )
-        if check:  # every call's documents: the scale's range, chunks new to the collection
+        if self.options.check_fingerprint:  # then every call's documents: the scale's range, new chunks
+            described = None if self.embeddings is None else describe_embeddings(self.embeddings)
+            check_compressor_scoring(self.calibration.fingerprint_, described)
             self._served = ServedPoolCheck(self.calibration, "ConformalDocumentCompressor")
         return self
 

@@ -47,35 +47,19 @@ def calibrate_hybrid_retriever(
     tuning: TuningOptions | None = None,
     parents: Any = None,
 ) -> tuple[ScoredFusionRetriever, RetrievalCalibration]:
-    """Choose what the LLM reads (unit, fusion setting, pool size) and the score family, calibrate on the rest.
+    """:func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` over one ``ScoredFusionRetriever`` per candidate.
 
-    :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` over one ``ScoredFusionRetriever``
-    per candidate.
+    Chooses what the LLM reads (unit, fusion setting, pool size) and the score family, calibrates on
+    the rest. ``vectorstore``: the dense store (e.g. ``langchain_chroma.Chroma``); ``corpus``: the
+    same passages (``CorpusEntry`` or ``Document`` with ids), for BM25; ``examples``: gold as chunk
+    ids or document ids (``metadata["doc_id"]``), by the one gold-id rule (docs: Gold ids);
+    ``confidence_level``, ``pool_size`` (default 50), ``options``, ``tuning``: as in ``tune_hybrid``;
+    ``parents`` (``BaseStore``, mapping or ``Parents`` for another ``id_key``): also try returning the
+    chunks' parent documents, named by the chunks' ``metadata["doc_id"]`` (gold may then be chunk or parent ids).
 
-    Parameters
-    ----------
-    vectorstore : VectorStore
-        The dense store (e.g. ``langchain_chroma.Chroma``).
-    corpus : sequence of CorpusEntry or Document
-        The same passages, for BM25 (documents need ids).
-    examples : sequence of CalibrationExample
-        Labelled questions; gold as chunk ids or document ids (the corpus documents'
-        ``metadata["doc_id"]``), by the one gold-id rule (docs: Gold ids), as in :func:`calibrate_retriever`.
-    confidence_level, pool_size, options, tuning
-        As in :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` (``pool_size`` default 50).
-    parents : BaseStore, Mapping or Parents, optional
-        Also try returning the chunks' parent documents (as in :func:`calibrate_retriever`), named by
-        the chunks' ``metadata["doc_id"]`` (a :class:`~conformal_rag_plugins.retrieval.host.Parents`
-        gives another ``id_key``). Gold may then be chunk or parent ids.
+    Returns ``(retriever, calibration)``: wrap them in ``ConformalRetriever(retriever=...,
+    calibration=...)``, with the same ``parents=`` (and ``id_key=``) for a parent unit.
 
-    Returns
-    -------
-    retriever, calibration : ScoredFusionRetriever, RetrievalCalibration
-        Wrap them in ``ConformalRetriever(retriever=..., calibration=...)``, with the same
-        ``parents=`` (and ``id_key=``) when ``calibration.selection_["unit"]`` is a parent unit.
-
-    Examples
-    --------
     >>> host, cal = calibrate_hybrid_retriever(store, entries, examples)  # doctest: +SKIP
     """
     candidates = partial(unit_candidates, vectorstore, corpus, examples, parents=parents)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +17,15 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from ..core.errors import ConformalError
-from ..core.selection import check_k_bounds
 from ..datasets.examples import CalibrationExample
 from ..monitor.monitor import ServedScores
-from ..report.held_out import HeldOutReport, held_out_report
+from ..report.held_out import HeldOutEvaluation
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.dropin_init import validated_init
 from ..retrieval.groups import check_group_options
 from ..retrieval.options import RetrievalOptions
 from ..retrieval.served_checks import ServedPoolCheck, check_host
-from ..retrieval.serving import ServingMixin, ServingOptions, ordered_by_score, serving_calibration
+from ..retrieval.serving import ServingMixin, ServingOptions, check_host_k, ordered_by_score, serving_calibration
 from ..tuning.options import TuningOptions
 from .document_selection import select_documents
 from .fingerprint import fingerprint_of
@@ -35,7 +33,7 @@ from .host import afetch_pool, all_ids, doc_id, fetch_pairs, pool_from_pairs
 from .parent_retrieval import ParentHost, parent_host
 
 
-class ConformalRetriever(ServingMixin, BaseRetriever):
+class ConformalRetriever(HeldOutEvaluation, ServingMixin, BaseRetriever):
     """Return every chunk whose score passes the calibrated threshold.
 
     The gold chunk is in the result with probability >= ``calibration.confidence_level_``
@@ -95,7 +93,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
     def _validate(self) -> ConformalRetriever:
         if (self.vectorstore is None) == (self.retriever is None):
             raise ConformalError("Pass exactly one host: vectorstore=... or retriever=...")
-        check_k_bounds(self.options.min_k, self._cap(None))
+        self.options.for_call(self.k)  # a k below min_k is refused now
         self.options.check(self.calibration)
         self._parent = parent_host(self._host, parents=self.parents, id_key=self.id_key, how=self.parent_aggregation)
         if self._parent is not None:
@@ -105,12 +103,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
             served = check_host(self.calibration, fp, lambda: all_ids(self._host), "ConformalRetriever", stacklevel=5)
             if self._parent is None:  # every query's chunks too: the scale's range, chunks new to the collection
                 self._served = served
-        host_k = getattr(self.retriever, "k", None)
-        if isinstance(host_k, int) and host_k < self.calibration.pool_size_:
-            raise ConformalError(
-                f"The host retriever returns k={host_k} candidates but the calibration used a pool of "
-                f"{self.calibration.pool_size_}; query with the same pool."
-            )
+        check_host_k(self.retriever, self.calibration)
         return self
 
     @classmethod
@@ -203,67 +196,21 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         )
         return cls(calibration=cal, retriever=host, **({} if serving is None else {"options": serving}))
 
-    def evaluate(self, examples: Sequence[CalibrationExample], *, progress: bool = False) -> HeldOutReport:
-        """The verdict of ``conformal-rag report`` on held-out questions, for the sets this retriever serves.
-
-        Every question of ``examples`` that the calibration did not use (neither calibrated on nor
-        tuning the host) is asked through :meth:`invoke`, as an app asks it (parents, ``k``, ``max_k``
-        and the group options apply). Its gold ids go through the one gold-id rule: chunk ids, or
-        document ids (``metadata["doc_id"]``; moved onto the chunk holding an answer, else all the
-        document's chunks).
-
-        Parameters
-        ----------
-        examples : sequence of CalibrationExample
-            Labelled questions; the calibration's own and its host-tuning ones are left out.
-        progress : bool, default False
-            A progress bar over the questions.
-
-        Returns
-        -------
-        HeldOutReport
-            ``coverage``, ``mean_set_size``, ``mean_context_tokens`` (MiniLM word pieces),
-            ``share_guaranteed``, ``n_questions``, ``n_excluded`` and ``verdict`` (status, text and
-            the 95% band, as the command line computes them); ``summary()`` is one line.
-
-        Raises
-        ------
-        CalibrationError
-            A calibration that does not record its questions, no held-out question, an unlabelled
-            question, or a gold id the store does not hold.
-
-        Examples
-        --------
-        >>> retriever = ConformalRetriever.from_documents(docs, calibration_examples)  # doctest: +SKIP
-        >>> print(retriever.evaluate(held_out_examples).summary())  # doctest: +SKIP
-        held-out coverage 0.907 at target 0.9, inside the 95% band [0.827, 0.963]: consistent with the guarantee; ...
-        """
+    def _held_out_parts(self) -> tuple[Any, Any, Any]:
+        """What :meth:`evaluate` (``report.held_out``) needs: the gold rule, one served question, MiniLM tokens."""
         from ..local.tokens import count_tokens
         from .retrieval_host import LangChainHost
-
-        reader = LangChainHost(self._host, self.calibration.pool_size_, self._parent)
 
         def serve(question: str) -> list[tuple[str | None, str, Any]]:
             return [(doc_id(d), d.page_content, d.metadata.get("conformal_guaranteed")) for d in self.invoke(question)]
 
-        return held_out_report(
-            examples,
-            self.calibration,
-            prepare_gold=reader.prepare_gold,
-            serve=serve,
-            count_tokens=count_tokens,
-            progress=progress,
-        )
+        return LangChainHost(self._host, self.calibration.pool_size_, self._parent).prepare_gold, serve, count_tokens
 
     @property
     def _host(self) -> VectorStore | BaseRetriever:
         host = self.vectorstore if self.vectorstore is not None else self.retriever
         assert host is not None
         return host
-
-    def _cap(self, k: int | None) -> int | None:
-        caps = [c for c in (k, self.k, self.options.max_k) if c is not None]
-        return min(caps) if caps else None
 
     def _select(
         self,
@@ -279,10 +226,7 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         if self._served is not None:  # stacklevel 5: one frame below _get_relevant_documents
             self._served([doc_id(d) for d in docs], scores, stacklevel=5)
         check_group_options(self.calibration, group, None)
-        options = self.options
-        cap = self._cap(k)
-        if cap != options.max_k or (group is not None and group != options.group):
-            options = replace(options, max_k=cap, group=options.group if group is None else group)
+        options = self.options.for_call(k, self.k, group=group)
         return select_documents(docs, scores, self.calibration, options, checked=checked, query=query)
 
     def _fetch(self, query: str, callbacks: Any = None) -> tuple[list[Document], np.ndarray]:

@@ -12,13 +12,12 @@ from langchain_core.vectorstores import VectorStore
 from ..datasets.examples import CalibrationExample, CorpusEntry
 from ..labelling.chunk_labels import map_gold_to_chunks
 from ..labelling.chunk_records import Chunk
-from ..labelling.gold_ids import GoldLookup, chunks_of_documents, gold_on_chunks
+from ..labelling.gold_ids import GoldLookup, corpus_lookup, gold_on_chunks
 from ..local.bm25 import BM25Index
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.host import Parents, as_parents
-from ..retrieval.parent_pools import parent_unit_name
 from ..retrieval.pool_calibration import CandidatePool
-from ..tuning.candidates import TokenCosts, TunedCandidate, candidate_grid
+from ..tuning.candidates import TunedCandidate
 from ..tuning.fusion_config import FusionConfig
 from ..tuning.unit_search import UnitSearch
 from .fusion import ScoredFusionRetriever
@@ -71,12 +70,7 @@ def corpus_gold_lookup(store: VectorStore, corpus: Sequence[CorpusEntry | Docume
     ids, texts = corpus_ids_texts(corpus)
     docs = [_document_of(item) for item in corpus]
     triples = list(zip(ids, texts, docs, strict=True))
-    own = set(ids)
-
-    def known(gold: list[str]) -> set[str]:
-        return {g for g in gold if g in own} | (existing_ids(store, gold) or set())
-
-    return GoldLookup(known, lambda doc_ids: chunks_of_documents(triples, doc_ids), DOCUMENT_KEY)
+    return corpus_lookup(triples, lambda gold: existing_ids(store, gold), DOCUMENT_KEY)
 
 
 def _document_of(item: CorpusEntry | Document) -> str | None:
@@ -157,12 +151,9 @@ def unit_candidates(
     bm25 = BM25Index(list(ids), list(texts))
     probe = ScoredFusionRetriever(vectorstore=store, bm25=bm25, k=int(pool_sizes[0]))
     level = parent_host(probe, parents=spec.store, id_key=spec.id_key, how=spec.aggregation)
-    units = ["chunk"] if level is None else ["chunk", parent_unit_name(spec.aggregation)]
-    cands, base_of = candidate_grid(list(grid), pool_sizes, units)
     fan = FusionFanout(store, bm25, "hybrid", grid, pool_sizes)
-    out = UnitCandidates(
-        cands, base_of, TokenCosts(count_tokens), spec.aggregation, store=store, bm25=bm25, fan=fan, parents=spec
-    )
+    own = {"store": store, "bm25": bm25, "parents": spec, "fan": fan}
+    out = UnitCandidates.over(grid, pool_sizes, spec.aggregation, level is not None, count_tokens, **own)
     if level is None:
         out.unit_examples["chunk"] = gold_on_chunks(examples, corpus_gold_lookup(store, corpus))
         return out

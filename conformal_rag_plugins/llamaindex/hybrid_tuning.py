@@ -50,34 +50,19 @@ def calibrate_hybrid_retriever(
     tuning: TuningOptions | None = None,
     parents: Any = None,
 ) -> tuple[QueryFusionRetriever, RetrievalCalibration]:
-    """Choose what the LLM reads (unit, fusion setting, pool size) and the score family, calibrate on the rest.
+    """:func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` over one ``QueryFusionRetriever`` per candidate.
 
-    :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` over one ``QueryFusionRetriever``
-    per candidate.
+    Chooses what the LLM reads (unit, fusion setting, pool size) and the score family, calibrates on
+    the rest. ``index``: the dense index (e.g. ``local.llamaindex_stack.build_chroma_index``);
+    ``nodes``: the same nodes, for BM25; ``examples``: gold as node ids or document ids
+    (``ref_doc_id``), by the one gold-id rule (docs: Gold ids); ``confidence_level``, ``pool_size``
+    (default 50), ``options``, ``tuning``: as in ``tune_hybrid``; ``parents`` (docstore,
+    StorageContext, mapping, list of nodes or ``Parents``): also try returning the chunks' parents,
+    as in :func:`calibrate_retriever` (gold may then be chunk, parent or document ids).
 
-    Parameters
-    ----------
-    index : VectorStoreIndex
-        The dense index (e.g. from :func:`~conformal_rag_plugins.local.llamaindex_stack.build_chroma_index`).
-    nodes : sequence of BaseNode
-        The same nodes, for BM25.
-    examples : sequence of CalibrationExample
-        Labelled questions; gold as node ids or document ids (``ref_doc_id``), by the one gold-id
-        rule (docs: Gold ids), as in :func:`calibrate_retriever`.
-    confidence_level, pool_size, options, tuning
-        As in :func:`~conformal_rag_plugins.tuning.unit_search.tune_hybrid` (``pool_size`` default 50).
-    parents : docstore, StorageContext, mapping, list of nodes or Parents, optional
-        Also try returning the chunks' parents (as in :func:`calibrate_retriever`); gold may then be
-        chunk, parent or document ids.
+    Returns ``(retriever, calibration)``: wrap them in ``ConformalRetriever(retriever=...,
+    calibration=...)``, with the same ``parents=`` when ``calibration.selection_["unit"]`` is a parent unit.
 
-    Returns
-    -------
-    retriever, calibration : QueryFusionRetriever, RetrievalCalibration
-        Wrap them in ``ConformalRetriever(retriever=..., calibration=...)``, with the same
-        ``parents=`` when ``calibration.selection_["unit"]`` is a parent unit.
-
-    Examples
-    --------
     >>> host, cal = calibrate_hybrid_retriever(index, nodes, examples)  # doctest: +SKIP
     """
     candidates = partial(unit_candidates, index, nodes, examples, parents=parents)

@@ -13,7 +13,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from ..core.errors import ConformalError
 from ..datasets.examples import CalibrationExample
 from ..monitor.monitor import ServedScores
-from ..report.held_out import HeldOutReport, held_out_report
+from ..report.held_out import HeldOutEvaluation
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.options import RetrievalOptions
 from ..retrieval.served_checks import ServedPoolCheck
@@ -24,7 +24,7 @@ from .node_selection import check_served, host_check, ordered_nodes, select_node
 from .parent_retrieval import ParentLevel, check_level, resolve_parent_level
 
 
-class ConformalRetriever(ServingMixin, BaseRetriever):
+class ConformalRetriever(HeldOutEvaluation, ServingMixin, BaseRetriever):
     """Return every node whose score passes the calibrated threshold.
 
     The gold chunk is in the result with probability >= ``calibration.confidence_level_``, unless
@@ -174,59 +174,17 @@ class ConformalRetriever(ServingMixin, BaseRetriever):
         )
         return cls(calibration=cal, retriever=host, **({} if serving is None else {"options": serving}))
 
-    def evaluate(self, examples: Sequence[CalibrationExample], *, progress: bool = False) -> HeldOutReport:
-        """The verdict of ``conformal-rag report`` on held-out questions, for the sets this retriever serves.
-
-        Every question of ``examples`` that the calibration did not use (neither calibrated on nor
-        tuning the host) is asked through :meth:`retrieve`, as an app asks it (parents, ``max_k`` and
-        the group options apply). Its gold ids go through the one gold-id rule: node ids, or document
-        ids (moved onto the node holding an answer, else all the document's nodes).
-
-        Parameters
-        ----------
-        examples : sequence of CalibrationExample
-            Labelled questions; the calibration's own and its host-tuning ones are left out.
-        progress : bool, default False
-            A progress bar over the questions.
-
-        Returns
-        -------
-        HeldOutReport
-            ``coverage``, ``mean_set_size``, ``mean_context_tokens`` (MiniLM word pieces),
-            ``share_guaranteed``, ``n_questions``, ``n_excluded`` and ``verdict`` (status, text and
-            the 95% band, as the command line computes them); ``summary()`` is one line.
-
-        Raises
-        ------
-        CalibrationError
-            A calibration that does not record its questions, no held-out question, an unlabelled
-            question, or a gold id the store does not hold.
-
-        Examples
-        --------
-        >>> retriever = ConformalRetriever.from_documents(docs, calibration_examples)  # doctest: +SKIP
-        >>> print(retriever.evaluate(held_out_examples).summary())  # doctest: +SKIP
-        held-out coverage 0.907 at target 0.9, inside the 95% band [0.827, 0.963]: consistent with the guarantee; ...
-        """
+    def _held_out_parts(self) -> tuple[Any, Any, Any]:
+        """What :meth:`evaluate` (``report.held_out``) needs: the gold rule, one served question, MiniLM tokens."""
         from ..local.tokens import count_tokens
         from .retrieval_host import LlamaIndexHost
 
-        reader = LlamaIndexHost(self._host, self.calibration.pool_size_, self.parent_level)
-
         def serve(question: str) -> list[tuple[str, str, Any]]:
-            return [
-                (n.node.node_id, n.node.get_content(), n.node.metadata.get("conformal_guaranteed"))
-                for n in self.retrieve(question)
-            ]
+            return [(n.node.node_id, n.node.get_content(), n.node.metadata.get("conformal_guaranteed"))
+                    for n in self.retrieve(question)]  # fmt: skip
 
-        return held_out_report(
-            examples,
-            self.calibration,
-            prepare_gold=reader.prepare_gold,
-            serve=serve,
-            count_tokens=count_tokens,
-            progress=progress,
-        )
+        reader = LlamaIndexHost(self._host, self.calibration.pool_size_, self.parent_level)
+        return reader.prepare_gold, serve, count_tokens
 
     def _parents(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
         """The chunks' parents for small-to-big, else the nodes."""

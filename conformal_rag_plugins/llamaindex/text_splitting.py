@@ -1,15 +1,14 @@
-"""Split corpus entries with LlamaIndex's ``SentenceSplitter`` (window and ids: ``chunk_records.chunk_with``)."""
+"""Split corpus entries with LlamaIndex's ``SentenceSplitter`` (window and ids: ``chunk_records.chunk_within``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 from llama_index.core.node_parser import SentenceSplitter
 
-from ..core.errors import CalibrationError
 from ..datasets.examples import CorpusEntry
-from ..labelling.chunk_records import Chunk, chunk_with
+from ..labelling.chunk_records import Chunk, chunk_within
 from ..local.llamaindex_models import sentence_splitter
 from ..local.tokens import chunk_window, count_tokens
 
@@ -38,18 +37,10 @@ def chunk_entries(
     pieces are ``f"{id}::chunk{i}"`` with ``parent_id=id``.
     """
     size, overlap = chunk_window(chunk_size, chunk_overlap)
-    out: list[Chunk] = []
-    seen: set[str] = set()
-    for entry in entries:
-        room = size - title_tokens(entry.title)
-        if room < 1:
-            raise CalibrationError(
-                f"The title of {entry.id!r} alone fills the {size}-token chunk window; shorten it or raise chunk_size."
-            )
-        splitter = _splitter(room, min(overlap, room // 2))
-        for chunk in chunk_with([entry], splitter.split_text, chunk_size=room, count=count_tokens):
-            if chunk.id in seen:
-                raise CalibrationError(f"Duplicate chunk id {chunk.id!r}; entry ids must be unique.")
-            seen.add(chunk.id)
-            out.append(chunk)
-    return out
+
+    def split_for(room: int) -> Callable[[str], list[str]]:
+        return _splitter(room, min(overlap, room // 2)).split_text
+
+    return chunk_within(
+        entries, split_for, chunk_size=size, count=count_tokens, reserve=lambda e: title_tokens(e.title)
+    )

@@ -17,9 +17,8 @@ from ..labelling.gold_ids import gold_on_chunks
 from ..local.llamaindex_stack import build_hybrid_retriever
 from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.host import Parents, as_parents
-from ..retrieval.parent_pools import parent_unit_name
 from ..retrieval.pool_calibration import CandidatePool
-from ..tuning.candidates import TokenCosts, TunedCandidate, candidate_grid
+from ..tuning.candidates import TunedCandidate
 from ..tuning.fusion_config import FusionConfig
 from ..tuning.unit_search import UnitSearch
 from .fingerprint import fingerprint_of
@@ -81,14 +80,12 @@ def unit_candidates(
 
     spec = as_parents(parents) or Parents()
     level = resolve_parent_level(object(), spec.store, spec.aggregation) if spec.store is not None else None
-    units = ["chunk"] if level is None else ["chunk", parent_unit_name(spec.aggregation)]
-    cands, base_of = candidate_grid(list(grid), pool_sizes, units)
     fan = FusionFanout(index, nodes, "hybrid", grid, pool_sizes)
-    out = UnitCandidates(
-        cands, base_of, TokenCosts(count_tokens), spec.aggregation, index=index, nodes=nodes, level=level, fan=fan
-    )
+    own = {"index": index, "nodes": nodes, "level": level, "fan": fan}
+    out = UnitCandidates.over(grid, pool_sizes, spec.aggregation, level is not None, count_tokens, **own)
+    first = out.candidates[0]
     if level is None:
-        out.unit_examples["chunk"] = gold_on_chunks(examples, gold_lookup(out.host(cands[0])))
+        out.unit_examples["chunk"] = gold_on_chunks(examples, gold_lookup(out.host(first)))
         return out
     records = [
         Chunk(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE), parent_id=chunk_parent_id(n) or n.node_id)
@@ -97,7 +94,7 @@ def unit_candidates(
     out.set_parent_gold(
         {n.node_id: chunk_parent_id(n) for n in nodes},
         map_gold_to_chunks(examples, records)[0],
-        lambda: level.lift_gold(list(examples), out.host(cands[0])),
+        lambda: level.lift_gold(list(examples), out.host(first)),
         document_key=DOCUMENT_KEY,
     )
     return out

@@ -187,3 +187,53 @@ def held_out_report(
         share_guaranteed=float(np.mean(flagged)),
         verdict=calibrated_verdict(calibration, coverage, len(held)),
     )
+
+
+class HeldOutEvaluation:
+    """Both adapters' ``ConformalRetriever.evaluate``, written once; the adapter gives :meth:`_held_out_parts`."""
+
+    def _held_out_parts(self) -> tuple[Callable[..., list[CalibrationExample]], Callable[[str], Any], Callable]:
+        """The host reader's ``prepare_gold``, ``serve(question)`` (the served set as :data:`ServedItem`
+        triples) and ``count_tokens`` (MiniLM word pieces)."""
+        raise NotImplementedError
+
+    def evaluate(self, examples: Sequence[CalibrationExample], *, progress: bool = False) -> HeldOutReport:
+        """The verdict of ``conformal-rag report`` on held-out questions, for the sets this retriever serves.
+
+        Every question of ``examples`` that the calibration did not use (neither calibrated on nor
+        tuning the host) is asked through the retriever (``retrieve`` / ``invoke``), as an app asks it
+        (parents, ``k``, ``max_k`` and the group options apply). Its gold ids go through the one gold-id
+        rule: chunk (node) ids, or document ids (moved onto the chunk holding an answer, else all the
+        document's chunks).
+
+        Parameters
+        ----------
+        examples : sequence of CalibrationExample
+            Labelled questions; the calibration's own and its host-tuning ones are left out.
+        progress : bool, default False
+            A progress bar over the questions.
+
+        Returns
+        -------
+        HeldOutReport
+            ``coverage``, ``mean_set_size``, ``mean_context_tokens`` (MiniLM word pieces),
+            ``share_guaranteed``, ``n_questions``, ``n_excluded`` and ``verdict`` (status, text and
+            the 95% band, as the command line computes them); ``summary()`` is one line.
+
+        Raises
+        ------
+        CalibrationError
+            A calibration that does not record its questions, no held-out question, an unlabelled
+            question, or a gold id the store does not hold.
+
+        Examples
+        --------
+        >>> retriever = ConformalRetriever.from_documents(docs, calibration_examples)  # doctest: +SKIP
+        >>> print(retriever.evaluate(held_out_examples).summary())  # doctest: +SKIP
+        held-out coverage 0.907 at target 0.9, inside the 95% band [0.827, 0.963]: consistent with the guarantee; ...
+        """
+        prepare_gold, serve, count = self._held_out_parts()
+        calibration = self.calibration  # type: ignore[attr-defined]
+        return held_out_report(
+            examples, calibration, prepare_gold=prepare_gold, serve=serve, count_tokens=count, progress=progress
+        )

@@ -95,6 +95,18 @@ class ServingOptions:
         if self.monitor is not None:
             self.monitor.check_calibration(calibration)
 
+    def for_call(self, *caps: int | None, group: str | None = None) -> ServingOptions:
+        """One call's options: ``max_k`` the smallest of ``caps`` and ``max_k``, ``group`` when given.
+
+        >>> ServingOptions(max_k=5).for_call(None, 3).max_k, ServingOptions().for_call(None).max_k
+        (3, None)
+        """
+        known = [c for c in (*caps, self.max_k) if c is not None]
+        cap = min(known) if known else None
+        if cap == self.max_k and (group is None or group == self.group):
+            return self
+        return replace(self, max_k=cap, group=self.group if group is None else group)
+
 
 #: The options of a drop-in built without ``options=``.
 DEFAULT_OPTIONS = ServingOptions()
@@ -249,6 +261,26 @@ def check_pool_count(received: int, calibration: Any, unit: str, too_many: str, 
     if end is not None:
         start = f"Received {received} {unit} but the calibration used a pool of {pool}: "
         raise ConformalError(start + end.format(n=received, pool=pool))
+
+
+def check_host_k(host: Any, calibration: Any) -> None:
+    """Refuse a host retriever whose own ``k`` (when it has one) is smaller than the calibrated pool.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> check_host_k(SimpleNamespace(k=50), SimpleNamespace(pool_size_=50))
+    >>> check_host_k(SimpleNamespace(k=4), SimpleNamespace(pool_size_=50))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: The host retriever returns k=4 candidates but ...
+    """
+    host_k = getattr(host, "k", None)
+    if isinstance(host_k, int) and host_k < calibration.pool_size_:
+        raise ConformalError(
+            f"The host retriever returns k={host_k} candidates but the calibration used a pool of "
+            f"{calibration.pool_size_}; query with the same pool."
+        )
 
 
 def check_scored(ids: Sequence[Any], scores: Sequence[float | None], message: str) -> None:

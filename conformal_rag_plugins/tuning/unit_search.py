@@ -18,7 +18,7 @@ from ..retrieval.fingerprint import Fingerprint
 from ..retrieval.options import RetrievalOptions, with_level
 from ..retrieval.parent_pools import parent_unit_name, to_parent_pool
 from ..retrieval.pool_calibration import CandidatePool, check_gold_ids
-from .candidates import CandidateSearch, TokenCosts, TunedCandidate, default_pool_sizes
+from .candidates import CandidateSearch, TokenCosts, TunedCandidate, candidate_grid, default_pool_sizes
 from .fusion_config import FusionConfig
 from .options import TuningOptions
 from .tuned_calibration import calibrate_tuned
@@ -42,6 +42,24 @@ class UnitSearch:
     parent_of: dict[str, str | None] = field(default_factory=dict)
     hosts: dict[tuple[FusionConfig, int], Any] = field(default_factory=dict)
     fan: Any = None
+
+    @classmethod
+    def over(
+        cls,
+        grid: Sequence[FusionConfig],
+        pool_sizes: Sequence[int],
+        how: str,
+        parent_level: bool,
+        count_tokens: Callable[[str], int],
+        **fields: Any,
+    ) -> Any:
+        """Every candidate of ``grid`` x ``pool_sizes`` x unit (chunk, and the parent unit when ``parent_level``).
+
+        ``fields``: the subclass's own fields (and ``fan``); ``count_tokens`` prices a context.
+        """
+        units = ["chunk", parent_unit_name(how)] if parent_level else ["chunk"]
+        cands, base_of = candidate_grid(list(grid), pool_sizes, units)
+        return cls(cands, base_of, TokenCosts(count_tokens), how, **fields)
 
     def host(self, cand: TunedCandidate) -> Any:
         """The candidate's real (chunk) host, built once, only when needed."""

@@ -50,7 +50,9 @@ def legacy_li_select(self, nodes):
 
 def legacy_lc_select(self, docs, scores, k):
     cal = self.calibration
-    decision = decide_set(cal.score_family_, scores, cal.threshold_, min_k=self.options.min_k, max_k=self._cap(k))
+    caps = [c for c in (k, self.k, self.options.max_k) if c is not None]  # the former ConformalRetriever._cap(k)
+    cap = min(caps) if caps else None
+    decision = decide_set(cal.score_family_, scores, cal.threshold_, min_k=self.options.min_k, max_k=cap)
     nonconf = candidate_nonconformity(cal.score_family_, scores)
     out = []
     for i in decision.indices:
