@@ -1,7 +1,8 @@
 """``ConformalRetriever.from_documents``: the tuned hybrid on the user's own LangChain ``Document``s in one call.
 
 The documents become corpus entries (``Document.id``, ``page_content``, ``metadata["title"]``) and
-take the command line's route (``frameworks.tuned_host_from_entries`` with this adapter's ``TUNED_HOST``): chunked with
+take the command line's route (``frameworks.tuned_host_from_entries`` with this adapter's
+``tuned_host.TUNED_HOST``): chunked with
 ``RecursiveCharacterTextSplitter`` in MiniLM tokens, embedded in Chroma, BM25 fused, and tuned and
 calibrated as ``conformal-rag calibrate --framework langchain`` does, so both give the same
 threshold on the same documents and questions.
@@ -11,18 +12,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from langchain_core.documents import Document
 
 from ..core.errors import ConformalError
-from ..datasets.examples import CalibrationExample, CorpusEntry
-from ..frameworks import tuned_host_from_entries
-from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.options import RetrievalOptions
-from ..tuning.options import TuningOptions
-from .tuned_host import TUNED_HOST
+from ..datasets.examples import CorpusEntry
 
 
 def content_id(text: str) -> str:
@@ -52,34 +46,3 @@ def entries_from_documents(documents: Sequence[Document]) -> list[CorpusEntry]:
         doc_id = doc.id if doc.id else content_id(doc.page_content)
         out.append(CorpusEntry(str(doc_id), doc.page_content, str(title) if title else None))
     return out
-
-
-def tuned_host_of_documents(
-    documents: Sequence[Document],
-    examples: Sequence[CalibrationExample] | None = None,
-    *,
-    confidence_level: float | None = None,
-    calibration: RetrievalCalibration | None = None,
-    options: RetrievalOptions | None = None,
-    tuning: TuningOptions | None = None,
-    pool_size: int = 50,
-    chunk_size: int | None = None,
-    chunk_overlap: int | None = None,
-    persist_dir: str | Path | None = None,
-    client: Any = None,
-) -> tuple[Any, RetrievalCalibration]:
-    """``(host, calibration)`` of the tuned hybrid on ``documents``, for ``ConformalRetriever.from_documents``."""
-    return tuned_host_from_entries(
-        TUNED_HOST,
-        entries_from_documents(documents),
-        examples,
-        calibration=calibration,
-        confidence_level=confidence_level,
-        pool_size=pool_size,
-        chunk_size=chunk_size,
-        chunk_overlap=chunk_overlap,
-        options=options,
-        tuning=tuning,
-        client=client,
-        persist_dir=persist_dir,
-    )

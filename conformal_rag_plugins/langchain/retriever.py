@@ -179,10 +179,13 @@ class ConformalRetriever(HeldOutEvaluation, ServingMixin, BaseRetriever):
         ...     docs, calibration=RetrievalCalibration.load("calibration.json"))
         >>> chunks = retriever.invoke("Who led the Normans?")  # doctest: +SKIP
         """
-        from .from_documents import tuned_host_of_documents
+        from ..frameworks import tuned_host_from_entries
+        from .from_documents import entries_from_documents
+        from .tuned_host import TUNED_HOST
 
-        host, cal = tuned_host_of_documents(
-            documents,
+        host, cal = tuned_host_from_entries(
+            TUNED_HOST,
+            entries_from_documents(documents),
             examples,
             confidence_level=confidence_level,
             calibration=calibration,

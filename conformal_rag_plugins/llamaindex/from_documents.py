@@ -10,18 +10,11 @@ documents and questions.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from ..core.errors import ConformalError
-from ..datasets.examples import CalibrationExample, CorpusEntry
-from ..frameworks import tuned_host_from_entries
-from ..retrieval.calibration import RetrievalCalibration
-from ..retrieval.options import RetrievalOptions
-from ..tuning.options import TuningOptions
-from .tuned_host import TUNED_HOST
+from ..datasets.examples import CorpusEntry
 
 
 def entries_from_documents(documents: Sequence[BaseNode]) -> list[CorpusEntry]:
@@ -44,34 +37,3 @@ def entries_from_documents(documents: Sequence[BaseNode]) -> list[CorpusEntry]:
             CorpusEntry(doc.node_id, doc.get_content(metadata_mode=MetadataMode.NONE), str(title) if title else None)
         )
     return out
-
-
-def tuned_host_of_documents(
-    documents: Sequence[BaseNode],
-    examples: Sequence[CalibrationExample] | None = None,
-    *,
-    confidence_level: float | None = None,
-    calibration: RetrievalCalibration | None = None,
-    options: RetrievalOptions | None = None,
-    tuning: TuningOptions | None = None,
-    pool_size: int = 50,
-    chunk_size: int | None = None,
-    chunk_overlap: int | None = None,
-    persist_dir: str | Path | None = None,
-    client: Any = None,
-) -> tuple[Any, RetrievalCalibration]:
-    """``(host, calibration)`` of the tuned hybrid on ``documents``, for ``ConformalRetriever.from_documents``."""
-    return tuned_host_from_entries(
-        TUNED_HOST,
-        entries_from_documents(documents),
-        examples,
-        calibration=calibration,
-        confidence_level=confidence_level,
-        pool_size=pool_size,
-        chunk_size=chunk_size,
-        chunk_overlap=chunk_overlap,
-        options=options,
-        tuning=tuning,
-        client=client,
-        persist_dir=persist_dir,
-    )
