@@ -232,9 +232,21 @@ def flagged_min_calibration_size(alpha: float, miss_bound: float | None = None) 
     n = min_calibration_size(alpha)
     if n > _SEARCH_LIMIT:  # an adaptive level can come close to 0 (ACI): do not build tables of that size
         return n
-    while flagged_rank(n, alpha, miss_bound) is None:
-        n += 1
-    return n
+    if flagged_rank(n, alpha, miss_bound) is not None:
+        return n
+    # Whether a rank exists only turns on as n grows: gallop to a size that has one, then bisect
+    # (O(log n) calls rather than one per size: ~1/alpha of them at a small adaptive level).
+    without, step = n, 1  # ``without``: a size known to have no rank
+    while flagged_rank(n + step, alpha, miss_bound) is None:
+        without, step = n + step, step * 2
+    with_rank = n + step
+    while with_rank - without > 1:
+        mid = (without + with_rank) // 2
+        if flagged_rank(mid, alpha, miss_bound) is None:
+            without = mid
+        else:
+            with_rank = mid
+    return with_rank
 
 
 def _score_array(scores: Iterable[float]) -> np.ndarray:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
+from conformal_rag_plugins.core import quantile
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, InfiniteThresholdWarning
 from conformal_rag_plugins.core.quantile import (
     MISS_CAP_QUANTILE,
@@ -183,3 +184,36 @@ def test_crc_controls_the_loss_inside_the_pool_and_withdraws_the_flag_for_implau
         assert crc_threshold([[0.1, math.inf]] * 50, ALPHA) == math.inf
     # the plain rule reads the same misses as loss and still gives a finite threshold at a larger alpha
     assert math.isfinite(crc_threshold([[0.1, math.inf]] * 50, 0.6, miss_bound=0))
+
+
+def _linear_min_size(alpha: float, miss_bound: float | None) -> int:
+    """The reference: every size from the plain minimum up, one by one."""
+    n = quantile.min_calibration_size(alpha)
+    while quantile.flagged_rank(n, alpha, miss_bound) is None:
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("share", [None, 0.0, 0.1, 0.5, 0.9])
+def test_flagged_min_calibration_size_is_the_smallest_size_with_a_rank(share: float | None) -> None:
+    # the search gallops and bisects; it must find what the one-by-one walk finds
+    for alpha in [0.5, 0.3, 0.2, 0.137, 0.1, 0.05, 0.0312, 0.01, 0.004]:
+        bound = None if share is None else share * alpha
+        found = quantile.flagged_min_calibration_size(alpha, bound)
+        assert found == _linear_min_size(alpha, bound), (alpha, bound)
+        assert quantile.flagged_rank(found, alpha, bound) is not None
+        assert found == quantile.min_calibration_size(alpha) or quantile.flagged_rank(found - 1, alpha, bound) is None
+
+
+def test_flagged_min_calibration_size_asks_few_sizes_at_a_small_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ACI drives the level toward 0; the warning's "use at least N" walked ~1/alpha sizes (93 s at 3e-5)
+    calls = []
+    real = quantile.flagged_rank
+
+    def counted(n: int, alpha: float, miss_bound: float | None = None):
+        calls.append(n)
+        return real(n, alpha, miss_bound)
+
+    monkeypatch.setattr(quantile, "flagged_rank", counted)
+    assert quantile.flagged_min_calibration_size(3e-5) == 66665
+    assert 0 < len(calls) < 80, len(calls)
