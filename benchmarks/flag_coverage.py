@@ -6,7 +6,7 @@ pools of 20 (:func:`conformal_rag_plugins.evaluation.flag_trials.simulate_flag_c
 fresh questions each. Only the draws whose threshold is finite count, as a user reads the flag per
 answer. ``before`` is the plain rank ``ceil((n+1)(1-alpha))`` (the rule until this change), ``after``
 the rule of :func:`conformal_rag_plugins.core.quantile.flagged_rank`. Beside the simulated coverage,
-the exact value of each rule (continuous scores) from the closed form in ``tests/unit/test_flagged_rank.py``.
+the exact value of each rule (continuous scores) from the closed form in ``tests/core/test_quantile_flagged.py``.
 
 Writes ``benchmarks/results/flag_coverage.json`` and ``benchmarks/results/flag_coverage.md``.
 

@@ -18,7 +18,7 @@ Each is asked the held-out questions: coverage (a gold chunk, i.e. one holding a
 of the gold document, is returned), mean units returned and mean context tokens (MiniLM word pieces
 of the returned texts). Target 0.9.
 
-Writes ``benchmarks/results/tuned_one_call.json`` and ``.md``. ``tests/integration/test_tuned_one_call.py``
+Writes ``benchmarks/results/tuned_one_call.json`` and ``.md``. ``tests/tuning/test_tuned_calibration_one_call.py``
 runs :func:`measure` and compares the rows.
 
 Usage::

@@ -3,7 +3,7 @@
 Each loader is a plain import of one adapter's ``framework.py``, run only when that framework is
 asked for, so ``import conformal_rag_plugins`` stays light and a LlamaIndex run never imports
 LangChain. The commands and the benchmarks look a framework up here instead of branching on its
-name (``tests/unit/test_framework_registry.py``).
+name (``tests/test_frameworks.py``).
 
 Examples
 --------

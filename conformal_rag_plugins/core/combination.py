@@ -474,7 +474,7 @@ def harmonic_mean_rule(
     ``P(excluded) <= sum_i w_i alpha = alpha``. **K = 2 is tight:** with equal weights, coupling two
     uniform p-values so a small one comes with a large one (``p_gen = 4b - p_ret`` on ``[b, 3b]``,
     ``b = alpha / (2c)``) excludes with probability ``2 alpha / c > alpha`` for any factor ``c < 2``
-    (simulated in ``tests/unit/test_combination.py``).
+    (simulated in ``tests/core/test_combination.py``).
     **Cost:** sets are never smaller than Bonferroni's with ``alpha_ret = w_ret * alpha``.
     ``asymptotic=True`` uses Wilson's Landau threshold (:func:`hmp_asymptotic_threshold`, about
     0.078 at ``alpha = 0.1``), as TRAC did: not finite-sample valid for ``L = 2``.

@@ -5,7 +5,7 @@ fresh questions whose pool of ``pool_size`` candidates misses the gold with prob
 (independently), then serves ``n_test`` fresh questions: a draw whose threshold is finite says
 ``guaranteed``, and the figures are taken over those draws only, as a user reads the flag per answer.
 ``rule`` chooses the threshold rule (the current one, or the plain rank as a negative control). The
-benchmark ``benchmarks/flag_coverage.py`` and ``tests/statistical/test_flag_given_misses.py`` use it.
+benchmark ``benchmarks/flag_coverage.py`` and ``tests/evaluation/test_flag_trials.py`` use it.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Each search runs once at the largest pool; the top-``k`` prefixes are fused with
 :func:`~conformal_rag_plugins.retrieval.fanout.fuse_ranked` (``QueryFusionRetriever``'s arithmetic),
 so pools equal that host's, scores bit for bit, except where BM25 scores tie:
 bm25s orders tied documents differently for another top-k, so they may swap places or, at the
-cut, which of them is in the pool (``tests/integration/test_fusion_fanout.py``). Batched pools
-equal the one-question path's given the same query vectors (``tests/integration/test_batched_fanout.py``).
+cut, which of them is in the pool (``tests/llamaindex/test_fusion_fanout.py``). Batched pools
+equal the one-question path's given the same query vectors (``tests/retrieval/test_fanout_batched.py``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``mkdocs.yml`` lists this file under ``hooks:``. A page that holds the line
 ``<!-- cli-reference -->`` gets it replaced by one section per sub-command: what it does, its
 usage line, every option with its default and help text, and its usage example. Nothing here
-is written by hand, so the page cannot fall behind the parser. ``tests/unit/test_docs.py``
+is written by hand, so the page cannot fall behind the parser. ``tests/docs/test_docs.py``
 checks that every sub-command and every option of the parser appears in the rendered text.
 """
 
