@@ -17,7 +17,6 @@ through the one gold-id rule, and that ``k``/``max_k``/parents behave as served.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import warnings
@@ -26,10 +25,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from langchain_core.documents import Document as LCDocument
-from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 from llama_index.core import Document, VectorStoreIndex
-from llama_index.core.embeddings import BaseEmbedding
 from llama_index.core.node_parser import SentenceSplitter
 
 from conformal_rag_plugins import HeldOutReport, ServingOptions, Verdict
@@ -43,40 +40,11 @@ from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 
+from ..fake_embeddings import HashEmbedding, HashEmbeddings
+
 N_DOCS, N_SENT = 12, 6
 OPTIONS = RetrievalOptions(confidence_level=0.8, progress=False)
 pytestmark = pytest.mark.filterwarnings("ignore::conformal_rag_plugins.core.errors.PoolMissWarning")
-
-
-def _vector(text: str) -> list[float]:
-    v = np.zeros(64)
-    for word in text.lower().replace("?", " ").replace(".", " ").split():
-        v[int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1.0
-    norm = np.linalg.norm(v)
-    return (v / norm if norm else np.full(64, 0.125)).tolist()
-
-
-class HashEmbedding(BaseEmbedding):
-    """LlamaIndex: a deterministic bag-of-words embedding (no model)."""
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return _vector(query)
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return _vector(text)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return _vector(query)
-
-
-class HashEmbeddings(Embeddings):
-    """LangChain: the same embedding."""
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [_vector(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return _vector(text)
 
 
 def _sentences(d: int) -> list[str]:
