@@ -52,7 +52,12 @@ def main() -> None:
         base_compressor=ConformalDocumentCompressor(calibration=calibration, embeddings=embeddings),
         base_retriever=base,
     )
-    prompt = PromptTemplate.from_template("{context}\n\nQuestion: {question}\nAnswer:")
+    prompt = PromptTemplate.from_template(  # a base model answers after one worked example
+        "Answer the question with a short phrase from the context.\n\n"
+        "Context: The Eiffel Tower in Paris was completed in 1889 for the World's Fair.\n"
+        "Question: When was the Eiffel Tower completed?\nAnswer: 1889\n\n"
+        "Context: {context}\nQuestion: {question}\nAnswer:"
+    )
     llm = langchain_llm(temperature=0.0, n_ctx=8192)
     chain = {"context": retriever | format_docs, "question": RunnablePassthrough()} | prompt | llm | StrOutputParser()
     question = held_out[0]

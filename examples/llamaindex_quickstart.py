@@ -37,7 +37,12 @@ def main() -> None:
         similarity_top_k=50,
         node_postprocessors=[ConformalNodePostprocessor(calibration=calibration)],
         llm=llamaindex_llm(temperature=0.0),
-        text_qa_template=PromptTemplate("{context_str}\n\nQuestion: {query_str}\nAnswer:"),  # a base model's prompt
+        text_qa_template=PromptTemplate(  # a base model answers after one worked example
+            "Answer the question with a short phrase from the context.\n\n"
+            "Context: The Eiffel Tower in Paris was completed in 1889 for the World's Fair.\n"
+            "Question: When was the Eiffel Tower completed?\nAnswer: 1889\n\n"
+            "Context: {context_str}\nQuestion: {query_str}\nAnswer:"
+        ),
     )
     question = held_out[0]
     response = engine.query(question.question)

@@ -22,6 +22,11 @@ def test_example_script_runs(script: str, tmp_path: Path) -> None:
     assert "split alpha=0.1" in proc.stdout
     assert proc.stdout.count("held-out coverage") == 2  # the verdict of the app's own host and of the tuned one
     assert (tmp_path / "calibration.json").exists()
+    # the app answers the held-out question: the base model, prompted with one worked example, does not
+    # open with a newline (a zero-shot prompt gave LlamaIndex's "Empty Response" and an empty LangChain string)
+    (line,) = [ln for ln in proc.stdout.splitlines() if " -> " in ln]
+    answer = line.split(" -> ", 1)[1].split(" (", 1)[0].strip()
+    assert answer and answer != "Empty Response", line
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
