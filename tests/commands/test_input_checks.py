@@ -26,23 +26,7 @@ from conformal_rag_plugins.commands import calibration_inputs
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, InputFileError
 from conformal_rag_plugins.runtime.atomic import atomic_path, atomic_write_text, check_output_dir, check_output_file
 
-ENTRIES = [
-    ("normans", "The Normans gave their name to Normandy, a region in northern France."),
-    ("rollo", "Rollo was the Viking leader who founded the duchy of Normandy in 911."),
-    ("seine", "The Seine is a river that flows through Paris into the English Channel."),
-    ("hastings", "At the Battle of Hastings in 1066 the Normans defeated the English army."),
-]
-QUESTIONS = [
-    ("q1", "What region did the Normans name?", "Normandy", "normans"),
-    ("q2", "Who founded the duchy of Normandy?", "Rollo", "rollo"),
-    ("q3", "Which river flows through Paris?", "Seine", "seine"),
-    ("q4", "When was the Battle of Hastings?", "1066", "hastings"),
-]
-
-
-def _jsonl(path: Path, rows: list) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
+from ..norman_files import QUESTIONS, write_corpus, write_jsonl
 
 
 def _qa_rows(context_ids: list[str] | None = None) -> list[dict]:
@@ -55,19 +39,19 @@ def _qa_rows(context_ids: list[str] | None = None) -> list[dict]:
 
 @pytest.fixture
 def corpus(tmp_path) -> Path:
-    return _jsonl(tmp_path / "corpus.jsonl", [{"id": i, "text": t} for i, t in ENTRIES])
+    return write_corpus(tmp_path / "corpus.jsonl")
 
 
 @pytest.fixture
 def qa(tmp_path) -> Path:
-    return _jsonl(tmp_path / "qa.jsonl", _qa_rows())
+    return write_jsonl(tmp_path / "qa.jsonl", _qa_rows())
 
 
 @pytest.fixture
 def questions(tmp_path) -> Path:
     """A labelled questions file as ``label`` writes it (gold ids, not context ids)."""
     rows = [{"id": qid, "question": q, "answers": [a], "gold_ids": [c]} for qid, q, a, c in QUESTIONS]
-    return _jsonl(tmp_path / "labelled.jsonl", rows)
+    return write_jsonl(tmp_path / "labelled.jsonl", rows)
 
 
 @pytest.fixture(autouse=True)
@@ -111,9 +95,9 @@ def _evaluate(corpus, qa, out, *extra) -> list:
 
 # the sub-commands that read a corpus, with their other arguments
 CORPUS_COMMANDS = {
-    "evaluate": lambda c, tmp: _evaluate(c, _jsonl(tmp / "qa.jsonl", _qa_rows()), tmp / "o.json"),
+    "evaluate": lambda c, tmp: _evaluate(c, write_jsonl(tmp / "qa.jsonl", _qa_rows()), tmp / "o.json"),
     "evaluate --answers": lambda c, tmp: [
-        *_evaluate(c, _jsonl(tmp / "qa.jsonl", _qa_rows()), tmp / "o.json"),
+        *_evaluate(c, write_jsonl(tmp / "qa.jsonl", _qa_rows()), tmp / "o.json"),
         "--answers",
     ],
     "calibrate": lambda c, tmp: ["calibrate", "--corpus", c, "--questions", _labelled(tmp), "--out", tmp / "c.json"],
@@ -132,7 +116,7 @@ CORPUS_COMMANDS = {
 
 def _labelled(tmp: Path) -> Path:
     rows = [{"id": qid, "question": q, "answers": [a], "gold_ids": [c]} for qid, q, a, c in QUESTIONS]
-    return _jsonl(tmp / "labelled.jsonl", rows)
+    return write_jsonl(tmp / "labelled.jsonl", rows)
 
 
 # the sub-commands that read a qa/questions file, with the corpus
@@ -150,20 +134,20 @@ def _qa_commands(corpus: Path, tmp: Path) -> dict:
 
 @pytest.mark.parametrize("chunking", [[], ["--no-chunking"]], ids=["chunked", "unchunked"])
 def test_evaluate_refuses_context_ids_missing_from_the_corpus(tmp_path, corpus, capsys, chunking) -> None:
-    qa = _jsonl(tmp_path / "qa.jsonl", _qa_rows(["normans", "typo-1", "seine", "typo-2"]))
+    qa = write_jsonl(tmp_path / "qa.jsonl", _qa_rows(["normans", "typo-1", "seine", "typo-2"]))
     line = _fails(_evaluate(corpus, qa, tmp_path / "o.json", *chunking), capsys, str(qa), "'typo-1'", "2 gold")
     assert "not in the corpus" in line
     assert not (tmp_path / "o.json").exists()
 
 
 def test_evaluate_answers_refuses_context_ids_missing_from_the_corpus(tmp_path, corpus, capsys) -> None:
-    qa = _jsonl(tmp_path / "qa.jsonl", _qa_rows(["normans", "rollo", "nowhere", "hastings"]))
+    qa = write_jsonl(tmp_path / "qa.jsonl", _qa_rows(["normans", "rollo", "nowhere", "hastings"]))
     _fails([*_evaluate(corpus, qa, tmp_path / "o.json"), "--answers"], capsys, str(qa), "'nowhere'")
 
 
 def test_calibrate_refuses_gold_ids_missing_from_the_corpus_before_indexing(tmp_path, corpus, capsys) -> None:
     rows = [{"question": "Who?", "answers": ["Rollo"], "gold_ids": ["no-such-doc"]}]
-    questions = _jsonl(tmp_path / "labelled.jsonl", rows)
+    questions = write_jsonl(tmp_path / "labelled.jsonl", rows)
     _fails(["calibrate", "--corpus", corpus, "--questions", questions, "--out", tmp_path / "c.json"], capsys,
            str(questions), "'no-such-doc'")  # fmt: skip
 
@@ -192,7 +176,7 @@ def test_duplicate_question_ids_are_refused_with_both_lines(tmp_path, corpus, ca
     rows[2]["id"] = "q1"
     if command in ("calibrate", "label"):
         rows = [{"id": r["id"], "question": r["question"], "gold_ids": [r["context_id"]]} for r in rows]
-    q = _jsonl(tmp_path / "dup.jsonl", rows)
+    q = write_jsonl(tmp_path / "dup.jsonl", rows)
     _fails(_qa_commands(corpus, tmp_path)[command](q), capsys, f"{q}:3:", "duplicate question id 'q1'", "line 1")
 
 
@@ -273,7 +257,7 @@ def test_non_utf8_file_in_a_docs_folder_is_named(tmp_path, capsys) -> None:
 def test_text_null_is_no_longer_indexed_as_the_string_none(tmp_path) -> None:
     from conformal_rag_plugins.datasets.examples import load_corpus
 
-    path = _jsonl(tmp_path / "c.jsonl", [{"id": "a", "text": None}])
+    path = write_jsonl(tmp_path / "c.jsonl", [{"id": "a", "text": None}])
     with pytest.raises(InputFileError, match=r"c\.jsonl:1: 'text' must be a string, got null"):
         load_corpus(path)
     assert issubclass(InputFileError, CalibrationError) and issubclass(InputFileError, ConformalError)
@@ -315,7 +299,7 @@ def test_missing_or_directory_qa(tmp_path, corpus, capsys, command, kind) -> Non
 
 def test_no_answerable_question_is_refused(tmp_path, corpus, capsys) -> None:
     rows = [{"id": "u", "question": "Unanswerable?", "answers": [], "is_impossible": True}]
-    qa = _jsonl(tmp_path / "qa.jsonl", rows)
+    qa = write_jsonl(tmp_path / "qa.jsonl", rows)
     _fails(_evaluate(corpus, qa, tmp_path / "o.json"), capsys, str(qa), "no answerable questions")
 
 
@@ -496,7 +480,7 @@ def _self_overwrites(corpus: Path, qa: Path, questions: Path, tmp: Path) -> dict
     calibration.write_text("{}", encoding="utf-8")
     report_dir = tmp / "report"
     report_dir.mkdir()
-    heldout = _jsonl(report_dir / "report.json", _qa_rows())  # the report would write report.json over it
+    heldout = write_jsonl(report_dir / "report.json", _qa_rows())  # the report would write report.json over it
     return {
         "evaluate --json QA": (_evaluate(corpus, qa, qa), qa),
         "evaluate --json CORPUS": (_evaluate(corpus, qa, corpus), corpus),

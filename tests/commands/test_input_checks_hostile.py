@@ -16,32 +16,24 @@ import pytest
 from conformal_rag_plugins.cli import main
 from conformal_rag_plugins.commands import calibration_inputs
 
-ENTRIES = [
-    ("normans", "The Normans gave their name to Normandy, a region in northern France."),
-    ("rollo", "Rollo was the Viking leader who founded the duchy of Normandy in 911."),
-]
-
-
-def _jsonl(path: Path, rows: list) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
+from ..norman_files import ENTRIES, write_corpus, write_jsonl
 
 
 @pytest.fixture
 def corpus(tmp_path) -> Path:
-    return _jsonl(tmp_path / "corpus.jsonl", [{"id": i, "text": t} for i, t in ENTRIES])
+    return write_corpus(tmp_path / "corpus.jsonl", ENTRIES[:2])
 
 
 @pytest.fixture
 def qa(tmp_path) -> Path:
     rows = [{"id": "q1", "question": "Who founded Normandy?", "answers": ["Rollo"], "context_id": "rollo"}]
-    return _jsonl(tmp_path / "qa.jsonl", rows)
+    return write_jsonl(tmp_path / "qa.jsonl", rows)
 
 
 @pytest.fixture
 def questions(tmp_path) -> Path:
     rows = [{"id": "q1", "question": "Who founded Normandy?", "answers": ["Rollo"], "gold_ids": ["rollo"]}]
-    return _jsonl(tmp_path / "labelled.jsonl", rows)
+    return write_jsonl(tmp_path / "labelled.jsonl", rows)
 
 
 @pytest.fixture(autouse=True)
@@ -177,7 +169,7 @@ def test_an_output_device_is_refused(tmp_path, corpus, qa, questions, capsys, co
 def test_a_monitor_output_fifo_is_refused(tmp_path, corpus, qa, capsys) -> None:
     fifo = tmp_path / "monitor.fifo"
     os.mkfifo(fifo)
-    stream = _jsonl(tmp_path / "stream.jsonl", [{"question": "Who?"}])
+    stream = write_jsonl(tmp_path / "stream.jsonl", [{"question": "Who?"}])
     argv = ["monitor", "--corpus", corpus, "--qa", qa, "--stream", stream, "--alpha", "0.1", "--out", fifo]
     _fails(argv, capsys, str(fifo), "not a regular file")
     assert fifo.is_fifo()

@@ -25,18 +25,8 @@ from conformal_rag_plugins.datasets.question_file import load_qa
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
-ENTRIES = [
-    ("normans", "The Normans gave their name to Normandy, a region in northern France."),
-    ("rollo", "Rollo was the Viking leader who founded the duchy of Normandy in 911."),
-    ("seine", "The Seine is a river that flows through Paris into the English Channel."),
-    ("hastings", "At the Battle of Hastings in 1066 the Normans defeated the English army."),
-]
-QUESTIONS = [
-    ("q1", "What region did the Normans name?", "Normandy", "normans"),
-    ("q2", "Who founded the duchy of Normandy?", "Rollo", "rollo"),
-    ("q3", "Which river flows through Paris?", "Seine", "seine"),
-    ("q4", "When was the Battle of Hastings?", "1066", "hastings"),
-]
+from ..norman_files import ENTRIES, QUESTIONS, write_corpus, write_jsonl
+
 UNANSWERABLE = {"id": "u1", "question": "Who painted the Seine in 911?", "answers": [], "context_id": "seine",
                 "is_impossible": True, "plausible_answers": ["Monet"]}  # fmt: skip
 SQUAD_NOTE = "(SQuAD-style: question, context_id, answers"
@@ -45,11 +35,6 @@ LABELLED_NOTE = "(labelled: question, gold_ids/gold_texts"
 
 class Reached(ConformalError):
     """Raised by a recorder where a command's work would start (the CLI prints it as an error)."""
-
-
-def _jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def _squad_rows() -> list[dict]:
@@ -69,17 +54,17 @@ def _labelled_rows() -> list[dict]:
 
 @pytest.fixture
 def corpus(tmp_path) -> Path:
-    return _jsonl(tmp_path / "corpus.jsonl", [{"id": i, "text": t} for i, t in ENTRIES])
+    return write_corpus(tmp_path / "corpus.jsonl")
 
 
 @pytest.fixture
 def squad(tmp_path) -> Path:
-    return _jsonl(tmp_path / "squad.jsonl", [*_squad_rows(), UNANSWERABLE])
+    return write_jsonl(tmp_path / "squad.jsonl", [*_squad_rows(), UNANSWERABLE])
 
 
 @pytest.fixture
 def labelled(tmp_path) -> Path:
-    return _jsonl(tmp_path / "labelled.jsonl", _labelled_rows())
+    return write_jsonl(tmp_path / "labelled.jsonl", _labelled_rows())
 
 
 @pytest.fixture(autouse=True)
@@ -112,7 +97,7 @@ def _key(ex) -> tuple:
 
 def test_both_forms_read_to_the_same_questions(squad, labelled, tmp_path) -> None:
     """The two public loaders read either form; today each drops the other form's gold."""
-    labelled_with_unanswerable = _jsonl(
+    labelled_with_unanswerable = write_jsonl(
         tmp_path / "l2.jsonl",
         [*_labelled_rows(), {"id": "u1", "question": UNANSWERABLE["question"], "gold_ids": ["seine"],
                              "is_impossible": True, "plausible_answers": ["Monet"]}],
@@ -127,7 +112,7 @@ def test_both_forms_read_to_the_same_questions(squad, labelled, tmp_path) -> Non
     assert input_checks.read_questions(squad).form == "squad"
     assert input_checks.read_questions(labelled).form == "labelled"
     assert input_checks.load_questions(labelled)[0].metadata == {"label_rule": "judge"}
-    bare = _jsonl(tmp_path / "bare.jsonl", [{"question": q} for _, q, _, _ in QUESTIONS])
+    bare = write_jsonl(tmp_path / "bare.jsonl", [{"question": q} for _, q, _, _ in QUESTIONS])
     assert input_checks.read_questions(bare).form == "questions"
 
 
@@ -137,13 +122,13 @@ def test_gold_texts_and_lines_without_gold_fit_either_form(tmp_path) -> None:
         {"question": "B?", "gold_ids": [], "gold_texts": []},  # unlabelled (label found nothing): no form
         {"question": "C?", "gold_ids": ["rollo"]},
     ]
-    file = input_checks.read_questions(_jsonl(tmp_path / "q.jsonl", rows))
+    file = input_checks.read_questions(write_jsonl(tmp_path / "q.jsonl", rows))
     assert file.form == "labelled" and [ex.gold_texts for ex in file.examples][:2] == [
         ("Rollo was the Viking leader.",),
         (),
     ]
     squad = input_checks.read_questions(
-        _jsonl(tmp_path / "s.jsonl", [{"question": "A?"}, {"question": "B?", "context_id": "x"}])
+        write_jsonl(tmp_path / "s.jsonl", [{"question": "A?"}, {"question": "B?", "context_id": "x"}])
     )
     assert squad.form == "squad" and squad.lines == (1, 2)
 
@@ -204,7 +189,7 @@ def test_calibrate_reads_both_forms_and_skips_unanswerable_lines(
 
 def test_calibrate_names_the_line_of_an_unlabelled_question(tmp_path, corpus, capsys) -> None:
     rows = [*_labelled_rows()[:2], {"question": "Unlabelled?", "gold_ids": [], "gold_texts": []}]
-    path = _jsonl(tmp_path / "labelled.jsonl", rows)
+    path = write_jsonl(tmp_path / "labelled.jsonl", rows)
     argv = ["calibrate", "--corpus", corpus, "--questions", path, "--out", tmp_path / "c.json"]
     assert main([str(a) for a in argv]) == 2
     (line,) = _stderr_lines(capsys)
@@ -221,7 +206,7 @@ def test_evaluate_reads_both_forms_with_chunk_or_document_gold(
     long_text = " ".join(
         ["The Normans were a people in the north of France."] * 8 + ["Rollo founded the duchy in 911."]
     )
-    corpus = _jsonl(
+    corpus = write_jsonl(
         tmp_path / "corpus.jsonl", [{"id": i, "text": long_text if i == "rollo" else t} for i, t in ENTRIES]
     )
     seen: dict = {}
@@ -240,7 +225,7 @@ def test_evaluate_reads_both_forms_with_chunk_or_document_gold(
     rows = _squad_rows() if form == "squad" else _labelled_rows()
     if form == "labelled":  # the chunk that holds the answer, as `label` would name it
         rows[1]["gold_ids"] = [answer_chunk]
-    path = _jsonl(tmp_path / f"{form}.jsonl", rows)
+    path = write_jsonl(tmp_path / f"{form}.jsonl", rows)
     argv = ["evaluate", "--corpus", corpus, "--questions", path, "--alpha", "0.1", "--json", tmp_path / "o.json",
             "--chunk-size", "48", "--chunk-overlap", "0", "--retriever", "dense"]  # fmt: skip
     assert main([str(a) for a in argv]) == 2
@@ -265,7 +250,7 @@ def test_monitor_calibrates_on_labelled_lines(monkeypatch, tmp_path, corpus, lab
         raise Reached("reached the calibration")
 
     monkeypatch.setattr(monitor_cmd, "calibrate_here", recorder)
-    stream = _jsonl(tmp_path / "stream.jsonl", [{"question": "Where is Normandy?"}])
+    stream = write_jsonl(tmp_path / "stream.jsonl", [{"question": "Where is Normandy?"}])
     argv = ["monitor", "--corpus", corpus, flag, labelled, "--stream", stream, "--json", tmp_path / "m.json"]
     assert main([str(a) for a in argv]) == 2
     assert _stderr_lines(capsys) == [
@@ -309,7 +294,7 @@ def _calibration_file(tmp_path: Path) -> Path:
 
 
 def _commands(corpus: Path, tmp: Path) -> dict:
-    stream = _jsonl(tmp / "stream.jsonl", [{"question": "Where is Normandy?"}])
+    stream = write_jsonl(tmp / "stream.jsonl", [{"question": "Where is Normandy?"}])
     evaluate = ["evaluate", "--corpus", corpus, "--alpha", "0.1", "--json", tmp / "o.json", "--qa"]
     return {
         "evaluate": evaluate,
@@ -348,7 +333,7 @@ GARBLED = {
 @pytest.mark.parametrize("command", ["evaluate", "evaluate --answers", "calibrate", "label", "report", "monitor"])
 def test_mixed_or_garbled_lines_are_one_error_line_with_file_and_line(tmp_path, corpus, capsys, command, case) -> None:
     rows, line, message = GARBLED[case]
-    path = _jsonl(tmp_path / "questions.jsonl", rows)
+    path = write_jsonl(tmp_path / "questions.jsonl", rows)
     code = main([str(a) for a in [*_commands(corpus, tmp_path)[command], path]])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
@@ -371,12 +356,12 @@ def test_calibrate_on_squad_lines_then_report_on_labelled_lines(tmp_path, capsys
     ids = {e["id"] for e in entries}
     rows = [json.loads(line) for line in source.with_name("qa.jsonl").read_text(encoding="utf-8").splitlines() if line]
     mine = [r for r in rows if r["context_id"] in ids]
-    corpus = _jsonl(tmp_path / "corpus.jsonl", [{"id": e["id"], "text": e["text"]} for e in entries])
-    cal_qa = _jsonl(tmp_path / "cal_qa.jsonl", mine[:80])
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [{"id": e["id"], "text": e["text"]} for e in entries])
+    cal_qa = write_jsonl(tmp_path / "cal_qa.jsonl", mine[:80])
     n_unanswerable = sum(r["is_impossible"] for r in mine[:80])
     held_out = [r for r in mine[80:] if not r["is_impossible"]][:40]
     labelled = tmp_path / "heldout_labelled.jsonl"
-    save_examples(load_qa(_jsonl(tmp_path / "held.jsonl", held_out)), labelled)
+    save_examples(load_qa(write_jsonl(tmp_path / "held.jsonl", held_out)), labelled)
     assert '"gold_ids"' in labelled.read_text() and '"context_id"' not in labelled.read_text()
 
     out = tmp_path / "calibration.json"
