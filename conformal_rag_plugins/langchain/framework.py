@@ -1,8 +1,9 @@
 """LangChain as the command line, the benchmarks and ``from_documents`` use it: the object ``FRAMEWORK``.
 
-Each method imports the adapter function it runs (on first call, so importing this module loads no
-model and no Chroma) and calls it; :class:`~conformal_rag_plugins.frameworks.FrameworkAdapter` says
-what the methods are. The command line finds ``FRAMEWORK`` in ``commands/framework_registry.py``.
+Each method calls the adapter function it names (importing the package already loads them all; no
+model and no Chroma client is made before a method runs);
+:class:`~conformal_rag_plugins.frameworks.FrameworkAdapter` says what the methods are. The command
+line finds ``FRAMEWORK`` in ``commands/framework_registry.py``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..frameworks import FrameworkAdapter, HostFetch, fusion_in
+from ..local.bm25 import BM25Index
+from ..local.langchain_models import default_llm, local_llm
+from ..local.langchain_stack import build_chroma_vectorstore
 from ..tuning.fusion_config import FusionConfig
+from .calibrate import calibrate_retriever
+from .fingerprint import fingerprint_of
+from .fusion_fanout import FusionFanout
+from .host import doc_id, fetch_pool
+from .hybrid_tuning import hybrid_retrievers
+from .judge_labels import label_with_judge
+from .question_gen import generate_calibration_questions
+from .retriever import ConformalRetriever
 from .tuned_host import LangChainTunedHost
+from .tuned_units import unit_candidates
 
 _HYBRID = re.compile(r"hybrid\(method=(\w+),weight=([0-9.eE+-]+),")
 
@@ -26,8 +39,6 @@ class LangChainFramework(LangChainTunedHost):
     """
 
     def build_llm(self, kind: str, *, temperature: float, max_tokens: int) -> Any:
-        from ..local.langchain_models import default_llm, local_llm
-
         if kind == "local":
             return local_llm(temperature=temperature, max_tokens=max_tokens)
         model = default_llm(temperature=temperature)
@@ -46,9 +57,6 @@ class LangChainFramework(LangChainTunedHost):
         show_progress: bool = False,
     ) -> dict[FusionConfig | None, HostFetch]:
         """A dense host is the vector store itself; BM25 is the hybrid with no dense weight."""
-        from .host import fetch_pool
-        from .hybrid_tuning import hybrid_retrievers
-
         store, units = self.index_chunks(entries, client=client, collection_name=collection_name,
                                          show_progress=show_progress)  # fmt: skip
         if kind == "dense":
@@ -76,10 +84,6 @@ class LangChainFramework(LangChainTunedHost):
         show_progress: bool = False,
         whole_documents: bool = False,
     ) -> Any:
-        from ..local.bm25 import BM25Index
-        from ..local.langchain_stack import build_chroma_vectorstore
-        from .fusion_fanout import FusionFanout
-
         store = build_chroma_vectorstore(
             entries, client=client, collection_name=collection_name, warn_truncation=not whole_documents
         )
@@ -87,8 +91,6 @@ class LangChainFramework(LangChainTunedHost):
         return FusionFanout(store, bm25, kind, grid, pool_sizes)
 
     def calibrate_retriever(self, host: Any, examples: Sequence[Any], **options: Any) -> Any:
-        from .calibrate import calibrate_retriever
-
         return calibrate_retriever(host, examples, **options)
 
     def unit_candidates(
@@ -99,25 +101,17 @@ class LangChainFramework(LangChainTunedHost):
         grid: Sequence[FusionConfig],
         pool_sizes: Sequence[int],
     ) -> Any:
-        from .tuned_units import unit_candidates
-
         return unit_candidates(searchable, units, examples, grid, pool_sizes)
 
     def label_with_judge(
         self, host: Any, examples: Sequence[Any], model: Any, budget: int, **options: Any
     ) -> tuple[list[Any], Any]:
-        from .judge_labels import label_with_judge
-
         return label_with_judge(host, examples, model, budget, **options)
 
     def generate_questions(self, chunks: Sequence[Any], model: Any, n: int, **options: Any) -> tuple[list, Any]:
-        from .question_gen import generate_calibration_questions
-
         return generate_calibration_questions(chunks, model, n, **options)
 
     def fingerprint_of(self, host: Any) -> Any:
-        from .fingerprint import fingerprint_of
-
         return fingerprint_of(host)
 
     def rebuildable_host(self, fingerprint: Any) -> tuple[str, FusionConfig | None] | None:
@@ -135,8 +129,6 @@ class LangChainFramework(LangChainTunedHost):
 
     def conformal_retriever(self, kind: str, host: Any, calibration: Any, **options: Any) -> Any:
         """A dense host is the vector store itself; any other host is a retriever."""
-        from .retriever import ConformalRetriever
-
         if kind == "dense":
             return ConformalRetriever(calibration=calibration, vectorstore=host, **options)
         return ConformalRetriever(calibration=calibration, retriever=host, **options)
@@ -154,8 +146,6 @@ class LangChainFramework(LangChainTunedHost):
         return host.invoke
 
     def ids_and_texts(self, results: Sequence[Any]) -> list[tuple[str, str]]:
-        from .host import doc_id
-
         return [(doc_id(d), d.page_content) for d in results]
 
 

@@ -1,8 +1,9 @@
 """LlamaIndex as the command line, the benchmarks and ``from_documents`` use it: the object ``FRAMEWORK``.
 
-Each method imports the adapter function it runs (on first call, so importing this module loads no
-model and no Chroma) and calls it; :class:`~conformal_rag_plugins.frameworks.FrameworkAdapter` says
-what the methods are. The command line finds ``FRAMEWORK`` in ``commands/framework_registry.py``.
+Each method calls the adapter function it names (importing the package already loads them all; no
+model and no Chroma client is made before a method runs);
+:class:`~conformal_rag_plugins.frameworks.FrameworkAdapter` says what the methods are. The command
+line finds ``FRAMEWORK`` in ``commands/framework_registry.py``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..frameworks import FrameworkAdapter, HostFetch, fusion_in
+from ..local.llamaindex_models import default_llm, local_llm
+from ..local.llamaindex_stack import build_chroma_index
 from ..tuning.fusion_config import FusionConfig
+from .calibrate import calibrate_retriever
+from .fingerprint import fingerprint_of
+from .fusion_fanout import FusionFanout
+from .host import pool_from_nodes
+from .hybrid_tuning import hybrid_retrievers
+from .judge_labels import label_with_judge
+from .question_gen import generate_calibration_questions
+from .retriever import ConformalRetriever
 from .tuned_host import LlamaIndexTunedHost
+from .tuned_units import unit_candidates
 
 _FUSION = re.compile(r"fusion\(mode=(\w+),weights=([0-9.eE+-]+),")
 
@@ -25,8 +37,6 @@ class LlamaIndexFramework(LlamaIndexTunedHost):
     """
 
     def build_llm(self, kind: str, *, temperature: float, max_tokens: int) -> Any:
-        from ..local.llamaindex_models import default_llm, local_llm
-
         if kind == "local":
             return local_llm(temperature=temperature, max_new_tokens=max_tokens)
         model = default_llm(temperature=temperature)
@@ -44,9 +54,6 @@ class LlamaIndexFramework(LlamaIndexTunedHost):
         collection_name: str,
         show_progress: bool = False,
     ) -> dict[FusionConfig | None, HostFetch]:
-        from .host import pool_from_nodes
-        from .hybrid_tuning import hybrid_retrievers
-
         index, nodes = self.index_chunks(entries, client=client, collection_name=collection_name,
                                          show_progress=show_progress)  # fmt: skip
         if kind == "dense":
@@ -75,9 +82,6 @@ class LlamaIndexFramework(LlamaIndexTunedHost):
         show_progress: bool = False,
         whole_documents: bool = False,
     ) -> Any:
-        from ..local.llamaindex_stack import build_chroma_index
-        from .fusion_fanout import FusionFanout
-
         index, nodes = build_chroma_index(
             entries,
             client=client,
@@ -88,8 +92,6 @@ class LlamaIndexFramework(LlamaIndexTunedHost):
         return FusionFanout(index, nodes, kind, grid, pool_sizes)
 
     def calibrate_retriever(self, host: Any, examples: Sequence[Any], **options: Any) -> Any:
-        from .calibrate import calibrate_retriever
-
         return calibrate_retriever(host, examples, **options)
 
     def unit_candidates(
@@ -100,25 +102,17 @@ class LlamaIndexFramework(LlamaIndexTunedHost):
         grid: Sequence[FusionConfig],
         pool_sizes: Sequence[int],
     ) -> Any:
-        from .tuned_units import unit_candidates
-
         return unit_candidates(searchable, units, examples, grid, pool_sizes)
 
     def label_with_judge(
         self, host: Any, examples: Sequence[Any], model: Any, budget: int, **options: Any
     ) -> tuple[list[Any], Any]:
-        from .judge_labels import label_with_judge
-
         return label_with_judge(host, examples, model, budget, **options)
 
     def generate_questions(self, chunks: Sequence[Any], model: Any, n: int, **options: Any) -> tuple[list, Any]:
-        from .question_gen import generate_calibration_questions
-
         return generate_calibration_questions(chunks, model, n, **options)
 
     def fingerprint_of(self, host: Any) -> Any:
-        from .fingerprint import fingerprint_of
-
         return fingerprint_of(host)
 
     def rebuildable_host(self, fingerprint: Any) -> tuple[str, FusionConfig | None] | None:
@@ -139,8 +133,6 @@ class LlamaIndexFramework(LlamaIndexTunedHost):
         return ("hybrid", fusion) if fusion is not None else None
 
     def conformal_retriever(self, kind: str, host: Any, calibration: Any, **options: Any) -> Any:
-        from .retriever import ConformalRetriever
-
         return ConformalRetriever(calibration, retriever=host, **options)
 
     def ask(self, retriever: Any) -> Callable[[str], list[Any]]:

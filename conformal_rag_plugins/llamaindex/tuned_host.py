@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..local.llamaindex_stack import build_chroma_index
+from .hybrid_tuning import calibrate_hybrid_retriever, hybrid_from_calibration
+from .text_splitting import chunk_entries
+
 
 class LlamaIndexTunedHost:
     """:class:`~conformal_rag_plugins.frameworks.TunedHostParts` for LlamaIndex."""
@@ -18,27 +22,19 @@ class LlamaIndexTunedHost:
     name = "llamaindex"
 
     def chunk_entries(self, entries: Sequence[Any], *, chunk_size: int | None, chunk_overlap: int | None) -> list[Any]:
-        from .text_splitting import chunk_entries
-
         return chunk_entries(entries, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
 
     def index_chunks(
         self, entries: Sequence[Any], *, client: Any, collection_name: str, show_progress: bool = False
     ) -> tuple[Any, Any]:
-        from ..local.llamaindex_stack import build_chroma_index
-
         return build_chroma_index(entries, client=client, collection_name=collection_name, show_progress=show_progress)
 
     def calibrate_hybrid_retriever(
         self, searchable: Any, units: Any, examples: Sequence[Any], **options: Any
     ) -> tuple[Any, Any]:
-        from .hybrid_tuning import calibrate_hybrid_retriever
-
         return calibrate_hybrid_retriever(searchable, units, examples, **options)
 
     def hybrid_from_calibration(self, searchable: Any, units: Any, calibration: Any) -> Any:
-        from .hybrid_tuning import hybrid_from_calibration
-
         return hybrid_from_calibration(searchable, units, calibration)
 
 

@@ -422,7 +422,7 @@ def test_a_failing_save_in_the_cli_leaves_no_output(monkeypatch, tmp_path, corpu
     """``generate-calibration`` writes through ``atomic_path``: a save that dies half-way leaves nothing."""
     from types import SimpleNamespace
 
-    import conformal_rag_plugins.llamaindex.question_gen as li_question_gen
+    import conformal_rag_plugins.llamaindex.framework as li_framework  # the name FRAMEWORK calls
     from conformal_rag_plugins.datasets import examples
     from conformal_rag_plugins.datasets.examples import CalibrationExample
 
@@ -434,7 +434,7 @@ def test_a_failing_save_in_the_cli_leaves_no_output(monkeypatch, tmp_path, corpu
     monkeypatch.setattr(calibration_inputs, "build_llm", lambda *a, **k: object())
     generated = [CalibrationExample("Who led them?", gold_ids=("rollo",), answers=("Rollo",))]
     report = SimpleNamespace(n_generated=1)  # an empty run is refused before the save (test_generate_dead_endpoint.py)
-    monkeypatch.setattr(li_question_gen, "generate_calibration_questions", lambda *a, **k: (generated, report))
+    monkeypatch.setattr(li_framework, "generate_calibration_questions", lambda *a, **k: (generated, report))
     out = tmp_path / "g.jsonl"
     _fails(["generate-calibration", "--corpus", corpus, "--n", "1", "--out", out, "--quiet"], capsys,
            "No space left on device")  # fmt: skip

@@ -264,7 +264,7 @@ def test_label_keeps_the_gold_of_squad_lines(monkeypatch, tmp_path, corpus, squa
     """A question the judge cannot place keeps the gold it came with; a SQuAD-style line's is its context_id."""
     from types import SimpleNamespace
 
-    import conformal_rag_plugins.llamaindex.judge_labels as judge_labels
+    import conformal_rag_plugins.llamaindex.framework as li_framework  # the name FRAMEWORK calls
     from conformal_rag_plugins.commands import hosts
 
     seen: list = []
@@ -275,7 +275,7 @@ def test_label_keeps_the_gold_of_squad_lines(monkeypatch, tmp_path, corpus, squa
 
     monkeypatch.setattr(hosts, "build_host", lambda *a, **k: SimpleNamespace(host=None))
     monkeypatch.setattr(calibration_inputs, "build_llm", lambda *a, **k: None)
-    monkeypatch.setattr(judge_labels, "label_with_judge", recorder)
+    monkeypatch.setattr(li_framework, "label_with_judge", recorder)
     argv = ["label", "--corpus", corpus, "--qa", squad, "--out", tmp_path / "l.jsonl", "--budget", "0"]
     assert main([str(a) for a in argv]) == 2
     assert _stderr_lines(capsys)[0].startswith(f"read 5 questions from {squad} {SQUAD_NOTE}")

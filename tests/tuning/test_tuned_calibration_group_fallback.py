@@ -143,9 +143,8 @@ def test_both_hybrid_tuning_adapters_pass_the_option_on(monkeypatch, framework: 
 
 def test_the_cli_flag_reaches_the_tuned_default_path(monkeypatch, tmp_path: Path, capsys) -> None:
     from conformal_rag_plugins.cli import main
-    from conformal_rag_plugins.llamaindex import hybrid_tuning
+    from conformal_rag_plugins.llamaindex import tuned_host  # the names LlamaIndex's TUNED_HOST calls
     from conformal_rag_plugins.local import chroma
-    from conformal_rag_plugins.local import llamaindex_stack as stack
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"c{j}", "text": f"Passage {j}."}) + "\n" for j in range(POOL)))
@@ -160,8 +159,8 @@ def test_the_cli_flag_reaches_the_tuned_default_path(monkeypatch, tmp_path: Path
         return None, _tuned(fixed, group_fallback=seen["group_fallback"])
 
     monkeypatch.setattr(chroma, "chroma_client", lambda *a, **k: None)  # no Chroma in the fast tier
-    monkeypatch.setattr(stack, "build_chroma_index", lambda *a, **k: (None, []))
-    monkeypatch.setattr(hybrid_tuning, "calibrate_hybrid_retriever", spy)
+    monkeypatch.setattr(tuned_host, "build_chroma_index", lambda *a, **k: (None, []))
+    monkeypatch.setattr(tuned_host, "calibrate_hybrid_retriever", spy)
     out = tmp_path / "cal.json"
     argv = ["calibrate", "--corpus", corpus, "--questions", questions, "--out", out, "--persist-dir",
             tmp_path / "chroma", "--group-by", "tenant", "--group-fallback", "pooled", "--quiet"]  # fmt: skip
