@@ -77,6 +77,7 @@ from conformal_rag_plugins.answer_sets.options import (
     SamplingOptions,
     SplitOptions,
 )
+from conformal_rag_plugins.answer_sets.sample_cache import SampleCache
 from conformal_rag_plugins.core import clustering as clustering_module
 from conformal_rag_plugins.core import generation_scores as generation_scores_module
 from conformal_rag_plugins.core.clustering import cluster_answers, merge_clusters
@@ -203,6 +204,9 @@ class Harness:
     def __init__(self, framework: str, host, llm, questions: list[Question], generator_score: str) -> None:
         self.framework, self.host, self.llm, self.questions = framework, host, llm, questions
         self.generator_score = generator_score
+        # the library's own sample cache, one per harness: each (question, chunk) is drawn from the replay LLM
+        # through the framework's sampler once, then served as the library serves a user's cached samples
+        self.cache = SampleCache(":memory:")
 
     def calibrate(self, examples):
         if self.framework == "llamaindex":
@@ -215,16 +219,15 @@ class Harness:
             examples,
             confidence_level=1 - ALPHA,
             # pilot=None: each draw's coverage as calibrated on all its questions (the pilot is tested apart)
-            sampling=SamplingOptions(n_samples=M, max_concurrency=1, progress=False, pilot=None),
+            sampling=SamplingOptions(n_samples=M, max_concurrency=1, progress=False, pilot=None, cache=self.cache),
             split=SplitOptions(alpha_retrieval=ALPHA_RET),
             clustering=ClusteringOptions(**CLUSTERING, generator_score=self.generator_score),
             retrieval=RetrievalStageOptions(score=SCORE, pool_size=POOL),
         )
 
-    @staticmethod
-    def query_sampling(calibration) -> SamplingOptions:
-        """One call at a time (the local model is not thread-safe), with the calibrated M."""
-        return SamplingOptions(n_samples=calibration.n_samples_, max_concurrency=1)
+    def query_sampling(self, calibration) -> SamplingOptions:
+        """One call at a time (the local model is not thread-safe), with the calibrated M and the harness's cache."""
+        return SamplingOptions(n_samples=calibration.n_samples_, max_concurrency=1, cache=self.cache)
 
     def answer(self, calibration, questions: list[str]) -> list[dict]:
         if self.framework == "llamaindex":
@@ -333,6 +336,51 @@ def _rouge_memo():
         patch.setattr(generation_scores_module, "rouge_f1", memo)
         yield
     memo.cache_clear()
+
+
+def _frozen(value):
+    """A hashable, exact stand-in for a Chroma query argument (arrays by dtype, shape and bytes)."""
+    if isinstance(value, list | tuple) and value and not isinstance(value[0], str | dict):
+        array = np.asarray(value)  # a query embedding (or a batch of them): one bytes key, not 384 floats
+        if array.dtype.kind in "fiu":
+            value = array
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    return value
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _chroma_query_memo():
+    """Replay each distinct Chroma query after its first, real run (same collection, same arguments).
+
+    The trials ask the same 200 questions of the same two read-only collections over and over (about 12,000
+    queries in each generator control alone), and Chroma's query was half of this module's time. Every
+    (collection, question, ``n_results``) pair is still answered once by the real Chroma, the rest of the path
+    (MiniLM query embedding, the frameworks' retrievers, the library) runs on every call, and the memo returns
+    a deep copy of the real answer, so the sets and the statistics are the ones the real store gives. Nothing in
+    this module writes to a collection while the memo is on (a write would make the memo stale).
+    """
+    import copy
+
+    from chromadb.api.models.Collection import Collection
+
+    real = Collection.query
+    memo: dict = {}
+
+    def query(self, *args, **kwargs):
+        key = (str(self.id), _frozen(args), _frozen(kwargs))
+        if key not in memo:
+            memo[key] = real(self, *args, **kwargs)
+        return copy.deepcopy(memo[key])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Collection, "query", query)
+        yield memo
+    memo.clear()
 
 
 @pytest.fixture(scope="module")
