@@ -10,11 +10,14 @@ an invisible block just before it, ``<!-- invisible-code-block: python ... -->``
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pytest
 from sybil import Sybil
 from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
+
+from ..examples.test_example_scripts import QUICKSTARTS, check_quickstart_output
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted(
@@ -40,11 +43,18 @@ def test_no_block_is_skipped() -> None:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_page_runs_as_shown(page: Path, docs_objects, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_page_runs_as_shown(
+    page: Path, docs_objects, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The page's blocks run as shown; a quick start's output is what its example script shows a user."""
     monkeypatch.chdir(tmp_path)  # files the page writes (calibration.json, ...) land here
     document = SYBIL.parse(page)
     document.namespace["docs_objects"] = docs_objects
     examples = list(document.examples())
     assert examples, f"{page} has Python blocks but Sybil found none"
-    for example in examples:
-        example.evaluate()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for example in examples:
+            example.evaluate()
+    if page.relative_to(ROOT).as_posix() in QUICKSTARTS.values():  # also examples/<framework>_quickstart.py
+        check_quickstart_output(capsys.readouterr().out, [type(w.message).__name__ for w in caught], tmp_path)
