@@ -66,6 +66,11 @@ class QuestionOptions:
     min_words : int
         Chunks with fewer words are not used.
     progress : bool
+    passage_sentences : int, optional
+        Show the LLM only this many consecutive sentences of each chunk (a seeded window, another one on
+        each retry); the answer is still checked against the whole chunk, whose id stays the gold. ``None``
+        (default): the whole chunk. Small base models write usable questions far more often from a short
+        passage (Gemma 3 270M: about twice as often with 3 sentences).
 
     Examples
     --------
@@ -81,3 +86,4 @@ class QuestionOptions:
     call_retries: int = 2
     min_words: int = DEFAULT_MIN_WORDS
     progress: bool = False
+    passage_sentences: int | None = None

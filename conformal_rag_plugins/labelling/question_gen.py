@@ -5,7 +5,11 @@
 :class:`~conformal_rag_plugins.core.errors.CalibrationError` naming the achievable number. Each
 chunk gets one question, parsed and filtered (:mod:`~conformal_rag_plugins.labelling.question_filters`)
 and retried up to ``max_retries`` times; duplicates are removed in sampling order and skipped
-chunks replaced by the next ones. Every rejection and skip is counted by reason. LLM outputs are
+chunks replaced by the next ones. Every rejection and skip is counted by reason. With
+``QuestionOptions(passage_sentences=k)`` the LLM sees a window of ``k`` consecutive sentences of the
+chunk (:func:`passage_window`, seeded by the chunk id and the attempt, so a retry sees another window)
+while the checks still read the whole chunk: a small base model writes a usable question from a short
+passage far more often than from a long one. LLM outputs are
 cached under (model, prompt, attempt, temperature), so a re-run makes no repeated calls. With
 ``max_concurrency=1`` the LLM is called in the same order on every run, so a seeded local model
 writes the same questions again. A call that still fails after its retries is an ``llm_error``
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -75,6 +80,31 @@ def stratified_order(
     for depth in range(max((len(g) for g in groups.values()), default=0)):
         order.extend(groups[d][depth] for d in docs if depth < len(groups[d]))
     return order
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def passage_window(text: str, sentences: int | None, key: str) -> str:
+    """``sentences`` consecutive sentences of ``text`` (white space collapsed), the start seeded by ``key``.
+
+    The whole text when ``sentences`` is ``None`` or the text has no more sentences than that. The same
+    ``key`` gives the same window on every run (``random.Random`` seeded with a string is stable).
+
+    >>> text = "Rollo led the Normans. He took Rouen in 911. His son was William. The duchy grew."
+    >>> passage_window(text, 2, "chunk1:0")
+    'His son was William. The duchy grew.'
+    >>> passage_window(text, 2, "chunk1:0") == passage_window(text, 2, "chunk1:0"), passage_window(text, None, "k")
+    (True, 'Rollo led the Normans. He took Rouen in 911. His son was William. The duchy grew.')
+    """
+    flat = " ".join(text.split())
+    if sentences is None:
+        return flat
+    parts = _SENTENCE_END.split(flat)
+    if len(parts) <= sentences:
+        return flat
+    start = random.Random(key).randrange(len(parts) - sentences + 1)
+    return " ".join(parts[start : start + sentences])
 
 
 def _too_small(n: int, usable: int, total: int, min_words: int) -> CalibrationError:
@@ -192,6 +222,9 @@ async def agenerate_questions(
         raise _too_small(n_questions, len(order), len(chunks), min_words)
     if max_retries < 0:
         raise CalibrationError(f"max_retries must be >= 0, got {max_retries}.")
+    window = options.passage_sentences
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise CalibrationError(f"passage_sentences must be a positive whole number or None, got {window!r}.")
     report = GenerationReport(n_questions, len(order), model)
     rejected: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
@@ -236,9 +269,10 @@ async def agenerate_questions(
         return None if out is None else str(out)
 
     async def one(chunk: CorpusEntry) -> tuple[dict[str, str], int] | None:
-        text = task.render({"context": " ".join(chunk.text.split()), **values_base})
         reason = None
         for attempt in range(max_retries + 1):
+            passage = passage_window(chunk.text, window, f"{seed}:{chunk.id}:{attempt}")
+            text = task.render({"context": passage, **values_base})
             reason, record = check_generated(await ask(text, attempt), chunk.text)
             if reason is None and record is not None:
                 return record, attempt

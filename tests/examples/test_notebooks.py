@@ -96,6 +96,23 @@ def test_notebook_imports_only_public_names(name: str) -> None:
 @pytest.mark.integration
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_from_text_files_to_answer_sets(name: str, tmp_path: Path) -> None:
+    """The notebook, run top to bottom in a fresh directory as a reader would, walks the whole user path.
+
+    Real parts, nothing faked: MiniLM embeddings, the framework's vector store, the bundled Gemma 3 270M
+    through llama.cpp (writer, judge, sampler), BM25, on the notebook's own demo size (five bundled
+    articles, 16 requested questions, 3 samples per chunk). What it claims, and the assertion that checks it:
+
+    - a text folder becomes chunks in an index (``5 files -> ``);
+    - the small base model writes at least half of the requested calibration questions
+      (``generated k of 16``, k >= 8; fails if parsing, filtering or the passage window breaks the yield);
+    - the LLM judge labels them (``labelled n questions``);
+    - the tuned hybrid retriever calibrates at the notebook's level (``split alpha=0.2``: fails if the
+      threshold is out of reach for the questions kept);
+    - the answer sets calibrate end to end within the model's reach (the Bonferroni line: fails on
+      ``UnreachableTargetError`` or a changed split);
+    - both synthesizers answer through the framework's own engine or chain (``answer:``, ``rounds ``);
+    - every file the notebook says it writes is there (labels, both calibrations, sample cache, figure).
+    """
     nb = nbformat.read(EXAMPLES / name, as_version=4)
     client = nbclient.NotebookClient(
         nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections import Counter
 
@@ -342,3 +343,61 @@ def test_one_call_at_a_time_asks_in_the_same_order_on_every_run(tmp_path) -> Non
         runs.append(([Scripted.passage(p) for p in model.prompts], [e.id for e in examples], report.llm_calls))
     assert runs[0][2] > 6 and len(runs[0][1]) == 6
     assert all(r == runs[0] for r in runs[1:])
+
+
+# --- passage windows (QuestionOptions.passage_sentences) -----------------------------------------------------------
+
+LONG = (
+    "The Normans gave their name to Normandy. Rollo led the Norse raiders. He took Rouen in 911. "
+    "His son was William Longsword. The duchy grew under Richard I. The Normans later conquered England."
+)
+
+
+class ShortPassageWriter:
+    """A fake small base model: a good question (about the passage's first fact) only from a short passage."""
+
+    def __init__(self) -> None:
+        self.passages: list[str] = []
+
+    async def __call__(self, prompt: str) -> str:
+        passage = Scripted.passage(prompt)
+        self.passages.append(passage)
+        if len(passage.split()) > 20:
+            return '{"question": "Which country is Mount Kilimanjaro in?", "answer": "Tanzania"}'
+        first = passage.split(". ")[0].split()
+        return json.dumps({"question": f"What about {first[0]}?", "answer": " ".join(first[1:3])})
+
+
+def test_a_passage_window_shows_the_llm_a_few_sentences_and_checks_against_the_whole_chunk() -> None:
+    """With ``passage_sentences`` a small model gets short passages: more questions, gold still the chunk."""
+    chunks = [CorpusEntry(f"c{i}", LONG) for i in range(4)]
+    whole, whole_report = run(chunks, ShortPassageWriter(), 4, max_retries=1)
+    assert whole == [] and whole_report.rejected == {"answer_not_in_chunk": 8}  # the old behaviour: no question
+
+    writer = ShortPassageWriter()
+    examples, report = run(chunks, writer, 4, max_retries=1, passage_sentences=2)
+    assert len(examples) >= 2 and report.llm_calls <= 8
+    assert {ex.gold_ids for ex in examples} <= {(c.id,) for c in chunks}
+    sentences = [s.strip(". ") for s in LONG.split(". ")]
+    for passage in writer.passages:  # two consecutive sentences of the chunk, never the whole chunk
+        parts = [s.strip(". ") for s in passage.split(". ")]
+        assert len(parts) == 2 and " ".join(parts) in " ".join(sentences)
+    again = ShortPassageWriter()
+    run(chunks, again, 4, max_retries=1, passage_sentences=2)
+    assert again.passages == writer.passages  # seeded: the same windows on every run
+
+
+def test_a_retry_sees_another_window_and_no_window_keeps_the_whole_chunk() -> None:
+    """Each attempt has its own seeded window; without ``passage_sentences`` every attempt sees the whole chunk."""
+    seen = Scripted({}, default="not json")
+    run([CorpusEntry("c", LONG)], seen, 1, max_retries=5, passage_sentences=1)
+    assert len(set(seen.prompts)) > 1 and all(Scripted.passage(p) in LONG for p in seen.prompts)
+    whole = Scripted({}, default="not json")
+    run([CorpusEntry("c", LONG)], whole, 1, max_retries=2)
+    assert {Scripted.passage(p) for p in whole.prompts} == {LONG}
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_a_bad_passage_window_is_refused(bad) -> None:
+    with pytest.raises(CalibrationError, match="passage_sentences"):
+        run([CorpusEntry("c", LONG)], Scripted({}, default=GOOD), 1, passage_sentences=bad)
