@@ -50,10 +50,11 @@ SETTINGS = {
     "prompt": "FEW_SHOT_TEMPLATE (conformal_rag_plugins/answer_sets/prompts.py)",
     "logprob": "mean token log-probability of ' ' + answer after the prompt (local/logprobs.continuation_logprob)",
 }
-CHECK_QUESTIONS = 3  # the first rows of the recording, every pool chunk's every answer re-scored
+CHECK_QUESTIONS = 1  # the first row of the recording (48 answers over 8 pool chunks), every answer re-scored
 #: The live model does not give the recorded values bit for bit (the recording ran under another llama.cpp build and
-#: batching): on these questions the median gap is 0.014 nats, the largest 0.12. The same answers under another
-#: question's context move by a median 0.17. So the check is on medians, with a 5x margin between the two.
+#: batching): on the first question the median gap is 0.010 nats, the largest 0.085 (0.014 and 0.12 over the first
+#: three). The same answers under another question's context move by a median 0.17. So the check is on medians,
+#: with a 5x margin between the two.
 MEDIAN_GAP = 0.03
 SEPARATION = 5.0
 
@@ -129,15 +130,17 @@ def test_live_gemma_gives_the_recorded_log_probabilities(gemma, squad_entries) -
         for cid, answers in row["samples"].items():
             prompt = FEW_SHOT_TEMPLATE.format(context=texts[cid], question=row["question"])
             wrong = FEW_SHOT_TEMPLATE.format(context=foreign, question=row["question"])
-            for answer, recorded in zip(answers, row["logprobs"][cid], strict=True):
-                live = continuation_logprob(gemma, prompt, " " + answer) if answer else None
+            pairs = [(a, r) for a, r in zip(answers, row["logprobs"][cid], strict=True)]
+            # one prompt at a time: the scorer keeps one prompt's state, so the two prompts are not interleaved
+            lives = [continuation_logprob(gemma, prompt, " " + a) if a else None for a, _ in pairs]
+            for (answer, recorded), live in zip(pairs, lives, strict=True):
                 if recorded is None:
                     assert live is None, (row["id"], cid, answer)
                     continue
                 assert live is not None and math.isfinite(live), (row["id"], cid, answer, live)
                 gaps.append(abs(live - recorded))
-                moved.append(abs(continuation_logprob(gemma, wrong, " " + answer) - recorded))
-    assert len(gaps) >= 100, len(gaps)
+            moved += [abs(continuation_logprob(gemma, wrong, " " + a) - r) for a, r in pairs if a and r is not None]
+    assert len(gaps) >= 40, len(gaps)
     gap, control = statistics.median(gaps), statistics.median(moved)
     assert gap <= MEDIAN_GAP, (gap, sorted(gaps)[-5:])
     # negative control: another context moves the scores far more than the live model's gap to the recording
