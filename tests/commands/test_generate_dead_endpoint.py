@@ -37,6 +37,8 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+# integration: a child process with the real HTTP client and its retries and back-off (about 7 s each)
+@pytest.mark.integration
 @pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
 def test_an_unreachable_server_fails_fast_with_one_line_and_no_file(tmp_path, corpus, framework) -> None:
     out = tmp_path / "questions.jsonl"
