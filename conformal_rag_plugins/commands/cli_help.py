@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Iterable
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 _R = TypeVar("_R")
 
@@ -50,11 +50,21 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """``argparse.ArgumentParser`` with :class:`HelpFormatter` unless another is given."""
+    """``argparse.ArgumentParser`` with :class:`HelpFormatter` unless another is given, and one-line errors."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """A usage error as one line on stderr, exit status 2 (argparse would print its usage block first).
+
+        Examples
+        --------
+        >>> Parser(prog="conformal-rag").error("argument --n: invalid int value: 'abc'")  # doctest: +SKIP
+        conformal-rag: error: argument --n: invalid int value: 'abc' (see conformal-rag --help)
+        """
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def examples(*lines: str) -> str:

@@ -138,3 +138,27 @@ def test_evaluate_names_the_options_its_mode_ignores(tmp_path, capsys) -> None:
     for argv in ([*base, "--answers", "--samples", "3"], [*base, "--retriever", "dense"]):
         assert main(argv) == 2
         assert "warning" not in capsys.readouterr().err, argv
+
+
+@pytest.mark.parametrize("name", sorted(_subcommands()))
+def test_a_usage_error_is_one_line_and_exit_2(name, capsys) -> None:
+    """Argparse's own errors (unknown option, bad int, bad choice) print one line, not the usage block."""
+    for argv in ([name, "--no-such-option"], [name, "--framework", "haystack"], [name, "--chunk-size", "abc"]):
+        parser = _subcommands()[name]
+        if argv[1] != "--no-such-option" and not any(argv[1] in a.option_strings for a in parser._actions):
+            continue  # this sub-command has no such option
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err  # the usage block would add several lines
+        assert re.match(rf"conformal-rag( {name})?: error: \S", err), err  # unknown options: the top parser's
+        assert "usage:" not in err
+
+
+def test_a_missing_command_is_one_line_and_exit_2(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("conformal-rag: error: "), err
