@@ -39,6 +39,31 @@ def check_at_least(name: str, value: int, minimum: int = 1, maximum: int | None 
     return value
 
 
+def whole_number_option(flag: str, text: str | None, minimum: int = 1) -> int | None:
+    """An optional integer option read as text: ``None`` stays ``None``, anything else must be a whole number.
+
+    Not an integer (``abc``, ``2.5``) or below ``minimum`` is a :class:`ConformalError` worded as
+    :func:`check_at_least` words it, so the command line prints one ``conformal-rag: error:`` line
+    (``argparse``'s own ``type=int`` would print its usage block instead).
+
+    Examples
+    --------
+    >>> whole_number_option("--passage-sentences", "3"), whole_number_option("--passage-sentences", None)
+    (3, None)
+    >>> whole_number_option("--passage-sentences", "two")
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: --passage-sentences must be an integer >= 1, got 'two'.
+    """
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConformalError(f"{flag} must be an integer >= {minimum}, got {text!r}.") from None
+    return check_at_least(flag, value, minimum)
+
+
 #: Largest ``--pool-size`` (candidates retrieved and scored per question): far above any useful pool,
 #: low enough that the pool matrices fit in memory and the stores accept it.
 MAX_POOL_SIZE = 100_000
