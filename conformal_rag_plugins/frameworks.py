@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .core.errors import CalibrationError, ConformalError
@@ -27,6 +28,62 @@ if TYPE_CHECKING:
 
 #: A built host and ``fetch(question) -> CandidatePool`` on its own scale.
 HostFetch = tuple[Any, "Callable[[str], CandidatePool]"]
+
+
+@dataclass(frozen=True)
+class IndexRequest:
+    """What :meth:`FrameworkAdapter.build_hosts` and :meth:`FrameworkAdapter.build_fanout` index and build.
+
+    Attributes
+    ----------
+    kind : {"dense", "bm25", "hybrid"}
+        The host retriever.
+    entries : sequence of CorpusEntry
+        The chunks embedded in one Chroma collection.
+    grid : sequence of FusionConfig
+        The fusion settings of a hybrid host (one host, or one fan-out key, per setting).
+    pool_sizes : sequence of int
+        The fan-out's pool sizes; ``build_hosts`` takes exactly one (:attr:`pool_size`).
+    client : chromadb client
+        Where the collection is made.
+    collection_name : str
+        The collection (:func:`collection_name`: one per framework and corpus).
+    show_progress : bool, default False
+        Show the embedding progress bar (where the framework has one).
+    whole_documents : bool, default False
+        The ``document`` unit's index, embedded past the window on purpose: no truncation warning.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins.datasets.examples import CorpusEntry
+    >>> entries = [CorpusEntry("a", "text")]
+    >>> request = IndexRequest("bm25", entries, grid=(), pool_sizes=(20,), client=None,
+    ...                        collection_name=collection_name("llamaindex", entries))
+    >>> request.pool_size, request.collection_name
+    (20, 'crp-llamaindex-...')
+    """
+
+    kind: str
+    entries: Sequence[CorpusEntry]
+    grid: Sequence[FusionConfig]
+    pool_sizes: Sequence[int]
+    client: Any
+    collection_name: str
+    show_progress: bool = False
+    whole_documents: bool = False
+
+    @property
+    def pool_size(self) -> int:
+        """The one pool size of the hosts ``build_hosts`` makes.
+
+        Raises
+        ------
+        ValueError
+            When the request holds more or fewer than one pool size (a fan-out's request).
+        """
+        if len(self.pool_sizes) != 1:
+            raise ValueError(f"build_hosts makes hosts of one pool size, got pool_sizes={tuple(self.pool_sizes)}.")
+        return self.pool_sizes[0]
 
 
 @runtime_checkable
@@ -75,33 +132,14 @@ class FrameworkAdapter(TunedHostParts, Protocol):
         """The framework's local Gemma 3 270M (``kind="local"``) or its OpenAI(-compatible) client."""
         ...
 
-    def build_hosts(
-        self,
-        kind: str,
-        entries: Sequence[CorpusEntry],
-        *,
-        grid: Sequence[FusionConfig],
-        pool_size: int,
-        client: Any,
-        collection_name: str,
-        show_progress: bool = False,
-    ) -> dict[FusionConfig | None, HostFetch]:
+    def build_hosts(self, request: IndexRequest) -> dict[FusionConfig | None, HostFetch]:
         """Index once and build the dense, BM25 or hybrid host(s): ``{fusion or None: (host, fetch)}``."""
         ...
 
     def build_fanout(
-        self,
-        kind: str,
-        entries: Sequence[CorpusEntry],
-        *,
-        grid: Sequence[FusionConfig],
-        pool_sizes: Sequence[int],
-        client: Any,
-        collection_name: str,
-        show_progress: bool = False,
-        whole_documents: bool = False,
+        self, request: IndexRequest
     ) -> Callable[[str], dict[tuple[FusionConfig | None, int], CandidatePool]]:
-        """One dense and one BM25 search per question serving every fusion setting and pool size."""
+        """One dense and one BM25 search per question serving every fusion setting and pool size of ``request``."""
         ...
 
     def calibrate_retriever(self, host: Any, examples: Sequence[CalibrationExample], **options: Any) -> Any:

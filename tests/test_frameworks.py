@@ -8,6 +8,7 @@ run (building hosts needs MiniLM and Chroma).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 import conformal_rag_plugins
 from conformal_rag_plugins.commands.framework_registry import FRAMEWORKS, get_framework
 from conformal_rag_plugins.core.errors import ConformalError
-from conformal_rag_plugins.frameworks import FrameworkAdapter
+from conformal_rag_plugins.frameworks import FrameworkAdapter, IndexRequest
 
 ROOT = Path(conformal_rag_plugins.__file__).resolve().parents[1]
 PKG = ROOT / "conformal_rag_plugins"
@@ -264,3 +265,23 @@ def test_looking_up_llamaindex_imports_no_langchain() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["[]"], out.stdout
+
+
+def test_an_index_request_is_frozen_and_a_host_request_has_one_pool_size() -> None:
+    """``build_hosts`` reads ``request.pool_size``: a fan-out's several pool sizes are refused, not guessed."""
+    host = IndexRequest("dense", [], grid=(), pool_sizes=(30,), client=None, collection_name="crp-x")
+    assert host.pool_size == 30 and not host.show_progress and not host.whole_documents
+    for sizes in [(20, 50), ()]:
+        fanout = dataclasses.replace(host, pool_sizes=sizes)
+        with pytest.raises(ValueError, match="one pool size"):
+            _ = fanout.pool_size
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        host.kind = "bm25"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_the_adapters_take_an_index_request_whole(name: str) -> None:
+    """The two index-building methods take one option object, not a keyword chain (issue 35)."""
+    entry = type(get_framework(name))
+    for op in ("build_hosts", "build_fanout"):
+        assert list(inspect.signature(getattr(entry, op)).parameters) == ["self", "request"], (name, op)

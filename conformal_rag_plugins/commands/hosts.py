@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.fusion import DEFAULT_DENSE_WEIGHT
 from ..datasets.examples import CorpusEntry
-from ..frameworks import FrameworkAdapter, collection_name
+from ..frameworks import FrameworkAdapter, IndexRequest, collection_name
 from ..frameworks import corpus_key as corpus_key  # the commands and benchmarks name collections with it
 from ..retrieval.pool_calibration import CandidatePool
 from ..tuning.fusion_config import DEFAULT_FUSION_GRID
@@ -48,15 +48,16 @@ def build_hosts(
     show_progress: bool = False,
 ) -> dict[FusionConfig | None, HostBundle]:
     """Index ``entries`` once and build one host per fusion configuration (``{None: bundle}`` if not hybrid)."""
-    hosts = _adapter(framework, kind).build_hosts(
+    request = IndexRequest(
         kind,
         entries,
         grid=grid,
-        pool_size=pool_size,
+        pool_sizes=(pool_size,),
         client=client,
         collection_name=collection_name(framework, entries),
         show_progress=show_progress,
     )
+    hosts = _adapter(framework, kind).build_hosts(request)
     return {c: HostBundle(framework, kind, host, pool_size, fetch, c) for c, (host, fetch) in hosts.items()}
 
 
@@ -95,7 +96,7 @@ def build_fanout(
     One dense and one BM25 search per question serve every setting. ``whole_documents`` (the
     ``document`` unit's index, embedded past the window on purpose) silences the truncation warning.
     """
-    return _adapter(framework, kind).build_fanout(
+    request = IndexRequest(
         kind,
         entries,
         grid=grid,
@@ -105,3 +106,4 @@ def build_fanout(
         show_progress=show_progress,
         whole_documents=whole_documents,
     )
+    return _adapter(framework, kind).build_fanout(request)

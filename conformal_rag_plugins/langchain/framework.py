@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..frameworks import FrameworkAdapter, HostFetch, fusion_in
+from ..frameworks import FrameworkAdapter, HostFetch, IndexRequest, fusion_in
 from ..local.bm25 import BM25Index
 from ..local.langchain_models import default_llm, local_llm
 from ..local.langchain_stack import build_chroma_vectorstore
@@ -45,50 +45,36 @@ class LangChainFramework(LangChainTunedHost):
         model.max_tokens = max_tokens  # default_llm's 32 tokens are too few for a JSON question
         return model
 
-    def build_hosts(
-        self,
-        kind: str,
-        entries: Sequence[Any],
-        *,
-        grid: Sequence[FusionConfig],
-        pool_size: int,
-        client: Any,
-        collection_name: str,
-        show_progress: bool = False,
-    ) -> dict[FusionConfig | None, HostFetch]:
+    def build_hosts(self, request: IndexRequest) -> dict[FusionConfig | None, HostFetch]:
         """A dense host is the vector store itself; BM25 is the hybrid with no dense weight."""
-        store, units = self.index_chunks(entries, client=client, collection_name=collection_name,
-                                         show_progress=show_progress)  # fmt: skip
-        if kind == "dense":
+        store, units = self.index_chunks(request.entries, client=request.client,
+                                         collection_name=request.collection_name,
+                                         show_progress=request.show_progress)  # fmt: skip
+        pool_size = request.pool_size
+        if request.kind == "dense":
             hosts: dict[FusionConfig | None, Any] = {None: store}
-        elif kind == "bm25":
+        elif request.kind == "bm25":
             bm25_only = hybrid_retrievers(store, units, [FusionConfig("zscore", 0.0)], pool_size=pool_size)
             hosts = {None: next(iter(bm25_only.values()))}
         else:
-            hosts = dict(hybrid_retrievers(store, units, grid, pool_size=pool_size))
+            hosts = dict(hybrid_retrievers(store, units, request.grid, pool_size=pool_size))
 
         def fetch_on(host: Any) -> Callable[[str], Any]:
             return lambda q: fetch_pool(host, q, pool_size)[0]
 
         return {fusion: (host, fetch_on(host)) for fusion, host in hosts.items()}
 
-    def build_fanout(
-        self,
-        kind: str,
-        entries: Sequence[Any],
-        *,
-        grid: Sequence[FusionConfig],
-        pool_sizes: Sequence[int],
-        client: Any,
-        collection_name: str,
-        show_progress: bool = False,
-        whole_documents: bool = False,
-    ) -> Any:
+    def build_fanout(self, request: IndexRequest) -> Any:
+        """LangChain's Chroma store shows no progress bar; its BM25 side reads the entries themselves."""
+        entries = request.entries
         store = build_chroma_vectorstore(
-            entries, client=client, collection_name=collection_name, warn_truncation=not whole_documents
+            entries,
+            client=request.client,
+            collection_name=request.collection_name,
+            warn_truncation=not request.whole_documents,
         )
         bm25 = BM25Index([e.id for e in entries], [e.text for e in entries])
-        return FusionFanout(store, bm25, kind, grid, pool_sizes)
+        return FusionFanout(store, bm25, request.kind, request.grid, request.pool_sizes)
 
     def calibrate_retriever(self, host: Any, examples: Sequence[Any], **options: Any) -> Any:
         return calibrate_retriever(host, examples, **options)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..frameworks import FrameworkAdapter, HostFetch, fusion_in
+from ..frameworks import FrameworkAdapter, HostFetch, IndexRequest, fusion_in
 from ..local.llamaindex_models import default_llm, local_llm
 from ..local.llamaindex_stack import build_chroma_index
 from ..tuning.fusion_config import FusionConfig
@@ -43,53 +43,34 @@ class LlamaIndexFramework(LlamaIndexTunedHost):
         model.max_tokens = max_tokens  # default_llm's 32 tokens are too few for a JSON question
         return model
 
-    def build_hosts(
-        self,
-        kind: str,
-        entries: Sequence[Any],
-        *,
-        grid: Sequence[FusionConfig],
-        pool_size: int,
-        client: Any,
-        collection_name: str,
-        show_progress: bool = False,
-    ) -> dict[FusionConfig | None, HostFetch]:
-        index, nodes = self.index_chunks(entries, client=client, collection_name=collection_name,
-                                         show_progress=show_progress)  # fmt: skip
-        if kind == "dense":
+    def build_hosts(self, request: IndexRequest) -> dict[FusionConfig | None, HostFetch]:
+        index, nodes = self.index_chunks(request.entries, client=request.client,
+                                         collection_name=request.collection_name,
+                                         show_progress=request.show_progress)  # fmt: skip
+        pool_size = request.pool_size
+        if request.kind == "dense":
             hosts: dict[FusionConfig | None, Any] = {None: index.as_retriever(similarity_top_k=pool_size)}
-        elif kind == "bm25":
+        elif request.kind == "bm25":
             from llama_index.retrievers.bm25 import BM25Retriever
 
             hosts = {None: BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=pool_size)}
         else:
-            hosts = dict(hybrid_retrievers(index, nodes, grid, pool_size=pool_size))
+            hosts = dict(hybrid_retrievers(index, nodes, request.grid, pool_size=pool_size))
 
         def fetch_on(host: Any) -> Callable[[str], Any]:
             return lambda q: pool_from_nodes(host.retrieve(q))[0]
 
         return {fusion: (host, fetch_on(host)) for fusion, host in hosts.items()}
 
-    def build_fanout(
-        self,
-        kind: str,
-        entries: Sequence[Any],
-        *,
-        grid: Sequence[FusionConfig],
-        pool_sizes: Sequence[int],
-        client: Any,
-        collection_name: str,
-        show_progress: bool = False,
-        whole_documents: bool = False,
-    ) -> Any:
+    def build_fanout(self, request: IndexRequest) -> Any:
         index, nodes = build_chroma_index(
-            entries,
-            client=client,
-            collection_name=collection_name,
-            show_progress=show_progress,
-            warn_truncation=not whole_documents,
+            request.entries,
+            client=request.client,
+            collection_name=request.collection_name,
+            show_progress=request.show_progress,
+            warn_truncation=not request.whole_documents,
         )
-        return FusionFanout(index, nodes, kind, grid, pool_sizes)
+        return FusionFanout(index, nodes, request.kind, request.grid, request.pool_sizes)
 
     def calibrate_retriever(self, host: Any, examples: Sequence[Any], **options: Any) -> Any:
         return calibrate_retriever(host, examples, **options)
