@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from ..core.errors import ConformalError
 from ..datasets.examples import CalibrationExample
+from ..frameworks import tuned_host_from_entries
 from ..monitor.monitor import ServedScores
 from ..report.held_out import HeldOutEvaluation
 from ..retrieval.calibration import RetrievalCalibration
@@ -29,8 +30,10 @@ from ..retrieval.serving import ServingMixin, ServingOptions, check_host_k, orde
 from ..tuning.options import TuningOptions
 from .document_selection import select_documents
 from .fingerprint import fingerprint_of
+from .from_documents import entries_from_documents
 from .host import afetch_pool, all_ids, doc_id, fetch_pairs, pool_from_pairs
 from .parent_retrieval import ParentHost, parent_host
+from .tuned_host import TUNED_HOST
 
 
 class ConformalRetriever(HeldOutEvaluation, ServingMixin, BaseRetriever):
@@ -179,10 +182,6 @@ class ConformalRetriever(HeldOutEvaluation, ServingMixin, BaseRetriever):
         ...     docs, calibration=RetrievalCalibration.load("calibration.json"))
         >>> chunks = retriever.invoke("Who led the Normans?")  # doctest: +SKIP
         """
-        from ..frameworks import tuned_host_from_entries
-        from .from_documents import entries_from_documents
-        from .tuned_host import TUNED_HOST
-
         host, cal = tuned_host_from_entries(
             TUNED_HOST,
             entries_from_documents(documents),

@@ -12,6 +12,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from ..core.errors import ConformalError
 from ..datasets.examples import CalibrationExample
+from ..frameworks import tuned_host_from_entries
 from ..monitor.monitor import ServedScores
 from ..report.held_out import HeldOutEvaluation
 from ..retrieval.calibration import RetrievalCalibration
@@ -19,9 +20,11 @@ from ..retrieval.options import RetrievalOptions
 from ..retrieval.served_checks import ServedPoolCheck
 from ..retrieval.serving import DEFAULT_OPTIONS, ServingMixin, ServingOptions, serving_calibration
 from ..tuning.options import TuningOptions
+from .from_documents import entries_from_documents
 from .host import resolve_host
 from .node_selection import check_served, host_check, ordered_nodes, select_nodes
 from .parent_retrieval import ParentLevel, check_level, resolve_parent_level
+from .tuned_host import TUNED_HOST
 
 
 class ConformalRetriever(HeldOutEvaluation, ServingMixin, BaseRetriever):
@@ -157,10 +160,6 @@ class ConformalRetriever(HeldOutEvaluation, ServingMixin, BaseRetriever):
         ...     docs, calibration=RetrievalCalibration.load("calibration.json"))
         >>> nodes = retriever.retrieve("Who led the Normans?")  # doctest: +SKIP
         """
-        from ..frameworks import tuned_host_from_entries
-        from .from_documents import entries_from_documents
-        from .tuned_host import TUNED_HOST
-
         host, cal = tuned_host_from_entries(
             TUNED_HOST,
             entries_from_documents(documents),
