@@ -73,20 +73,33 @@ def chroma_memory_client():
     return chroma_client()
 
 
+def _memo_by_framework(build: Callable[[str, str], object]) -> Callable[..., object]:
+    """``get(framework, kind="hybrid")``: ``build(framework, kind)`` once per pair, then the same object.
+
+    Examples
+    --------
+    >>> get = _memo_by_framework(lambda framework, kind: [framework, kind])
+    >>> get("langchain") is get("langchain", "hybrid")
+    True
+    """
+    cache: dict[tuple[str, str], object] = {}
+
+    def get(framework: str, kind: str = "hybrid") -> object:
+        if (framework, kind) not in cache:
+            cache[framework, kind] = build(framework, kind)
+        return cache[framework, kind]
+
+    return get
+
+
 @pytest.fixture(scope="session")
 def host_factory(squad_entries, chroma_memory_client) -> Callable:
     """``host_factory(framework, kind)`` -> HostBundle over Chroma + MiniLM (pool 50), cached."""
     from conformal_rag_plugins.commands.hosts import build_host
 
-    cache: dict = {}
-
-    def make(framework: str, kind: str = "hybrid"):
-        key = (framework, kind)
-        if key not in cache:
-            cache[key] = build_host(framework, kind, squad_entries, pool_size=50, client=chroma_memory_client)
-        return cache[key]
-
-    return make
+    return _memo_by_framework(
+        lambda framework, kind: build_host(framework, kind, squad_entries, pool_size=50, client=chroma_memory_client)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -94,15 +107,11 @@ def observations_factory(host_factory, squad_questions) -> Callable:
     """``observations_factory(framework, kind)`` -> list of PoolObservation for all 705 questions."""
     from conformal_rag_plugins.retrieval.pool_calibration import collect_observations
 
-    cache: dict = {}
-
-    def make(framework: str, kind: str = "hybrid"):
-        key = (framework, kind)
-        if key not in cache:
-            cache[key] = collect_observations(squad_questions, host_factory(framework, kind).fetch, progress=False)
-        return cache[key]
-
-    return make
+    return _memo_by_framework(
+        lambda framework, kind: collect_observations(
+            squad_questions, host_factory(framework, kind).fetch, progress=False
+        )
+    )
 
 
 @pytest.fixture(scope="session")
@@ -361,17 +370,19 @@ def dropin_examples(squad_questions, dropin_split):
     return [squad_questions[i] for i in dropin_split.calibration]
 
 
+def _calibrate_dropin(
+    calibrate_retriever: Callable[..., RetrievalCalibration], host: object, examples: list
+) -> RetrievalCalibration:
+    """One adapter's ``calibrate_retriever(host, examples)`` at the drop-in confidence, with no progress bar."""
+    return calibrate_retriever(host, examples, confidence_level=CONFIDENCE, options=RetrievalOptions(progress=False))
+
+
 @pytest.fixture(scope="session")
 def li_hybrid_calibration(host_factory, dropin_examples):
     """``llamaindex.calibrate_retriever`` on the default hybrid host (QueryFusionRetriever)."""
     from conformal_rag_plugins.llamaindex import calibrate_retriever
 
-    return calibrate_retriever(
-        host_factory("llamaindex", "hybrid").host,
-        dropin_examples,
-        confidence_level=CONFIDENCE,
-        options=RetrievalOptions(progress=False),
-    )
+    return _calibrate_dropin(calibrate_retriever, host_factory("llamaindex", "hybrid").host, dropin_examples)
 
 
 @pytest.fixture(scope="session")
@@ -379,12 +390,7 @@ def lc_hybrid_calibration(host_factory, dropin_examples):
     """``langchain.calibrate_retriever`` on the default hybrid host (ScoredFusionRetriever)."""
     from conformal_rag_plugins.langchain import calibrate_retriever
 
-    return calibrate_retriever(
-        host_factory("langchain", "hybrid").host,
-        dropin_examples,
-        confidence_level=CONFIDENCE,
-        options=RetrievalOptions(progress=False),
-    )
+    return _calibrate_dropin(calibrate_retriever, host_factory("langchain", "hybrid").host, dropin_examples)
 
 
 @pytest.fixture(scope="session")
@@ -392,12 +398,7 @@ def li_index_calibration(li_index, dropin_examples):
     """A calibration made on the ``VectorStoreIndex`` itself (150 questions, pool 50)."""
     from conformal_rag_plugins.llamaindex import calibrate_retriever
 
-    return calibrate_retriever(
-        li_index,
-        dropin_examples[:150],
-        confidence_level=CONFIDENCE,
-        options=RetrievalOptions(progress=False),
-    )
+    return _calibrate_dropin(calibrate_retriever, li_index, dropin_examples[:150])
 
 
 @pytest.fixture(scope="session")
@@ -405,12 +406,7 @@ def lc_store_calibration(lc_store, dropin_examples):
     """A calibration made on the LangChain Chroma vector store (150 questions, pool 50)."""
     from conformal_rag_plugins.langchain import calibrate_retriever
 
-    return calibrate_retriever(
-        lc_store,
-        dropin_examples[:150],
-        confidence_level=CONFIDENCE,
-        options=RetrievalOptions(progress=False),
-    )
+    return _calibrate_dropin(calibrate_retriever, lc_store, dropin_examples[:150])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -557,6 +553,15 @@ def li_replay_llm(replay_table) -> LlamaIndexReplay:
 @pytest.fixture(scope="session")
 def lc_replay_llm(replay_table) -> LangChainReplay:
     return LangChainReplay(table=replay_table)
+
+
+@pytest.fixture(scope="session")
+def long_documents():
+    """``(documents, questions)``: the bundled paragraphs joined into 199 long documents, and the 705 questions
+    labelled with their document id (``bundled_long_documents()``, shared by the small-to-big tests)."""
+    from conformal_rag_plugins.local.long_documents import bundled_long_documents
+
+    return bundled_long_documents()
 
 
 @pytest.fixture(scope="session")

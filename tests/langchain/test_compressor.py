@@ -8,7 +8,6 @@ the bundled SQuAD subset in Chroma with MiniLM embeddings; only the compressor l
 from __future__ import annotations
 
 import asyncio
-import math
 
 import numpy as np
 import pytest
@@ -23,13 +22,12 @@ from langchain_core.runnables import RunnablePassthrough
 
 from conformal_rag_plugins.core.errors import ConformalError, FingerprintMismatchError
 from conformal_rag_plugins.core.pools import PoolObservation
-from conformal_rag_plugins.core.quantile import conformal_rank
-from conformal_rag_plugins.core.splits import RandomSplits
-from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.langchain import ConformalDocumentCompressor, calibrate_compressor
 from conformal_rag_plugins.langchain.compressor import score_documents
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.serving import ServingOptions
+
+from ..dropin_checks import assert_covers_within_3_sd, assert_split_rule_covers
 
 pytestmark = pytest.mark.integration
 
@@ -89,18 +87,10 @@ def test_one_line_swap_covers_held_out_questions(base, embeddings, calibration, 
         gold = tuple(int(p) for p, j in enumerate(order) if pool[j].id in ex.gold_ids)
         observations.append(PoolObservation(scores[order], gold))
         assert observations[-1].covered_and_size("relative", calibration.threshold_) == (covered[-1], len(ids))
-    n_cal, n_test = calibration.n_calibration_, len(covered)
-    k = conformal_rank(n_cal, 1 - CONFIDENCE)
-    sd = math.sqrt(k * (n_cal + 1 - k) * (n_cal + 1 + n_test) / (n_test * (n_cal + 1) ** 2 * (n_cal + 2)))
-    assert float(np.mean(covered)) >= CONFIDENCE - 3 * sd, (np.mean(covered), sd)
+    assert_covers_within_3_sd(covered, calibration.n_calibration_, 1 - CONFIDENCE)
     assert 1.0 <= float(np.mean(sizes)) < POOL / 5, np.mean(sizes)  # keeping the whole pool would fail this
     # over 300 seeded calibration/test splits of the held-out pools the same rule covers >= 1 - alpha - 0.01
-    (split,) = [
-        r
-        for r in evaluate_splits(observations, 1 - CONFIDENCE, splits=RandomSplits(trials=300, seed=7))
-        if r.method == "split"
-    ]
-    assert float(np.mean(split.coverages)) >= CONFIDENCE - 0.01, np.mean(split.coverages)
+    assert_split_rule_covers(observations, 1 - CONFIDENCE)
 
 
 def test_async_and_batch_match_sync(base, embeddings, calibration, squad_questions, dropin_split):

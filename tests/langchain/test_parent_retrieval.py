@@ -12,7 +12,7 @@ random splits are then arithmetic on those observations.
 
 * Coverage over ``TRIALS`` seeded 50/50 splits at alpha = 0.1 (``relative`` family, the default):
   mean test coverage >= 1 - alpha - tol, tol = Z * max(sd_theory, sample sd) / sqrt(TRIALS), with
-  sd_theory the BetaBinomial(n_test, k, n_cal + 1 - k) / n_test sd of one trial (see
+  sd_theory the BetaBinomial(n_test, k, n_cal + 1 - k) / n_test sd of one trial (``coverage_sd``; see
   ``test_retrieval_trials.py``). Negative control: the same threshold applied to the parents scored
   with the other aggregation (``sum``; the mismatch the fingerprint refuses) fails the same bound.
 * Deterministic: the exact expected coverage over all splits (hypergeometric, ``similarity``
@@ -38,6 +38,8 @@ from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.serving import ServingOptions
 
+from ..dropin_checks import coverage_sd
+
 pytest.importorskip("langchain_classic")
 pytestmark = [pytest.mark.integration]
 
@@ -53,32 +55,25 @@ N_QUERY = 80
 
 
 @pytest.fixture(scope="module")
-def long_docs():
-    from conformal_rag_plugins.local.long_documents import bundled_long_documents
-
-    return bundled_long_documents()
-
-
-@pytest.fixture(scope="module")
-def pdr(long_docs, chroma_memory_client):
+def pdr(long_documents, chroma_memory_client):
     """LangChain's ParentDocumentRetriever: 96-token chunks in Chroma, the documents in an InMemoryStore."""
     from conformal_rag_plugins.local.langchain_parents import build_parent_document_retriever
 
-    return build_parent_document_retriever(long_docs[0], chunk_size=96, client=chroma_memory_client)
+    return build_parent_document_retriever(long_documents[0], chunk_size=96, client=chroma_memory_client)
 
 
 @pytest.fixture(scope="module")
-def split(long_docs):
-    perm = np.random.default_rng(SEED).permutation(len(long_docs[1]))
+def split(long_documents):
+    perm = np.random.default_rng(SEED).permutation(len(long_documents[1]))
     return perm[:N_CAL], perm[N_CAL:]
 
 
 @pytest.fixture(scope="module")
-def parent_cal(pdr, long_docs, split):
+def parent_cal(pdr, long_documents, split):
     """The user path: ``calibrate_retriever`` on the ParentDocumentRetriever, 300 questions, gold = document ids."""
     from conformal_rag_plugins.langchain import calibrate_retriever
 
-    questions = long_docs[1]
+    questions = long_documents[1]
     return calibrate_retriever(
         pdr,
         [questions[i] for i in split[0]],
@@ -88,7 +83,7 @@ def parent_cal(pdr, long_docs, split):
 
 
 @pytest.fixture(scope="module")
-def observations(pdr, long_docs):
+def observations(pdr, long_documents):
     """{"max"|"sum": parent-level observations of all 705 questions}, from one chunk query each."""
     from conformal_rag_plugins.langchain.host import fetch_pairs, pool_from_pairs
     from conformal_rag_plugins.langchain.parent_retrieval import parent_host
@@ -96,17 +91,12 @@ def observations(pdr, long_docs):
 
     hosts = {how: parent_host(pdr, how=how) for how in ("max", "sum")}
     out: dict[str, list[PoolObservation]] = {how: [] for how in hosts}
-    for q in long_docs[1]:
+    for q in long_documents[1]:
         pool, docs = pool_from_pairs(fetch_pairs(pdr.vectorstore, q.question, POOL))
         for how, host in hosts.items():
             cands = host.candidates(pool, docs)[0].pool
             out[how].append(PoolObservation(cands.scores, gold_positions(q, cands.ids, cands.texts)))
     return out
-
-
-def _sd_theory(k: int, n_cal: int, n_test: int) -> float:
-    a, b = k, n_cal + 1 - k
-    return math.sqrt(a * b * (a + b + n_test) / (n_test * (a + b) ** 2 * (a + b + 1)))
 
 
 def _gold_chunk(pdr, parent_id: str) -> str:
@@ -116,7 +106,7 @@ def _gold_chunk(pdr, parent_id: str) -> str:
 
 
 def test_parent_document_retriever_returns_parent_copies_with_their_chunks(
-    pdr, parent_cal, long_docs, split, observations
+    pdr, parent_cal, long_documents, split, observations
 ) -> None:
     """Held-out queries through ConformalRetriever: parent copies with their chunks, the set the observations give."""
     from conformal_rag_plugins.langchain import ConformalRetriever
@@ -124,7 +114,7 @@ def test_parent_document_retriever_returns_parent_copies_with_their_chunks(
     assert parent_cal.fingerprint_.retriever == "dense>parent:max"
     assert parent_cal.pool_size_ == POOL and parent_cal.n_calibration_ == N_CAL and parent_cal.n_misses_ == 0
     retriever = ConformalRetriever(retriever=pdr, calibration=parent_cal)
-    questions = long_docs[1]
+    questions = long_documents[1]
     sizes = []
     for i in split[1][:N_QUERY]:
         docs = retriever.invoke(questions[i].question)
@@ -159,7 +149,7 @@ def test_parent_level_coverage_over_seeded_splits_and_negative_control(observati
         cov.append(float(np.mean(r_max[perm[n_cal:]] <= q)))
         wrong.append(float(np.mean(r_sum[perm[n_cal:]] <= q)))
     k = int(conformal_quantile(np.arange(n_cal, dtype=float), ALPHA)) + 1
-    sd = _sd_theory(k, n_cal, n - n_cal)
+    sd = coverage_sd(k, n_cal, n - n_cal)
     tol = Z * max(sd, float(np.std(cov, ddof=1))) / math.sqrt(TRIALS)
     assert tol < 0.01, tol
     assert np.mean(cov) >= 1 - ALPHA - tol, (np.mean(cov), tol)
@@ -191,7 +181,7 @@ def test_parent_set_size_check_fails_keep_everything(parent_cal, observations, s
     coverage, size = np.mean([c for c, _ in kept]), np.mean([s for _, s in kept])
     n_test = len(held)
     k = math.ceil((N_CAL + 1) * (1 - ALPHA))
-    assert coverage >= 1 - ALPHA - Z * _sd_theory(k, N_CAL, n_test), coverage
+    assert coverage >= 1 - ALPHA - Z * coverage_sd(k, N_CAL, n_test), coverage
     assert size <= SIZE_LIMIT, size
     everything = [o.covered_and_size("relative", math.inf) for o in held]
     assert np.mean([c for c, _ in everything]) == 1.0
@@ -199,7 +189,7 @@ def test_parent_set_size_check_fails_keep_everything(parent_cal, observations, s
 
 
 def test_multi_vector_retriever_and_store_with_parents_share_the_calibration(
-    pdr, parent_cal, long_docs, split, tmp_path
+    pdr, parent_cal, long_documents, split, tmp_path
 ) -> None:
     """A MultiVectorRetriever and a plain store with parents= take the PDR calibration and return the same parents;
     chunk gold ids are lifted to their parents."""
@@ -214,7 +204,7 @@ def test_multi_vector_retriever_and_store_with_parents_share_the_calibration(
         ConformalRetriever(retriever=mvr, calibration=parent_cal),
         ConformalRetriever(vectorstore=pdr.vectorstore, parents=pdr.docstore, calibration=parent_cal),
     ]
-    questions = long_docs[1]
+    questions = long_documents[1]
     for i in split[1][:10]:
         got = [[(d.id, d.metadata["score"]) for d in r.invoke(questions[i].question)] for r in hosts]
         assert got[0] == got[1] == got[2]
@@ -236,7 +226,7 @@ def test_multi_vector_retriever_and_store_with_parents_share_the_calibration(
     assert [d.id for d in docs] == [target]
 
 
-def test_scored_fusion_host_with_parents_and_callbacks(pdr, long_docs, split) -> None:
+def test_scored_fusion_host_with_parents_and_callbacks(pdr, long_documents, split) -> None:
     """A ScoredFusionRetriever (dense + BM25 over the chunks) with parents=: BM25-only chunks find their parent
     through the store, and the host's run is a child of the ConformalRetriever's run."""
     from langchain_core.callbacks import BaseCallbackHandler
@@ -245,7 +235,7 @@ def test_scored_fusion_host_with_parents_and_callbacks(pdr, long_docs, split) ->
 
     got = pdr.vectorstore._collection.get(include=["documents"])
     fusion = ScoredFusionRetriever.from_vectorstore(pdr.vectorstore, got["ids"], got["documents"], k=POOL)
-    questions = long_docs[1]
+    questions = long_documents[1]
     cal = calibrate_retriever(
         fusion,
         [questions[i] for i in split[0][:40]],
@@ -270,11 +260,11 @@ def test_scored_fusion_host_with_parents_and_callbacks(pdr, long_docs, split) ->
         ConformalRetriever(retriever=fusion, calibration=cal)  # parent-level calibration without parents
 
 
-def test_async_returns_what_sync_returns(pdr, parent_cal, long_docs, split) -> None:
+def test_async_returns_what_sync_returns(pdr, parent_cal, long_documents, split) -> None:
     from conformal_rag_plugins.langchain import ConformalRetriever
 
     retriever = ConformalRetriever(retriever=pdr, calibration=parent_cal)
-    questions = [long_docs[1][i].question for i in split[1][:5]]
+    questions = [long_documents[1][i].question for i in split[1][:5]]
 
     async def run() -> list:
         return await asyncio.gather(*(retriever.ainvoke(q) for q in questions))
@@ -283,12 +273,12 @@ def test_async_returns_what_sync_returns(pdr, parent_cal, long_docs, split) -> N
         assert [(d.id, d.metadata) for d in sync] == [(d.id, d.metadata) for d in got]
 
 
-def test_bad_input_gets_a_clear_error(pdr, parent_cal, long_docs, split) -> None:
+def test_bad_input_gets_a_clear_error(pdr, parent_cal, long_documents, split) -> None:
     from langchain_classic.retrievers import MultiVectorRetriever
 
     from conformal_rag_plugins.langchain import ConformalRetriever, calibrate_retriever
 
-    question = long_docs[1][split[1][0]].question
+    question = long_documents[1][split[1][0]].question
     store = pdr.vectorstore
     # a chunk without a parent: the chunks do not carry this metadata key
     orphan = ConformalRetriever(vectorstore=store, parents=pdr.docstore, id_key="parent", calibration=parent_cal)
@@ -298,9 +288,9 @@ def test_bad_input_gets_a_clear_error(pdr, parent_cal, long_docs, split) -> None
     with pytest.raises(CalibrationError, match="not in the store"):
         ConformalRetriever(vectorstore=store, parents={}, calibration=parent_cal).invoke(question)
     with pytest.raises(CalibrationError, match=r"neither as chunk ids nor as document ids.*or parent ids"):
-        calibrate_retriever(store, long_docs[1][:20], parents={}, options=RetrievalOptions(progress=False))
+        calibrate_retriever(store, long_documents[1][:20], parents={}, options=RetrievalOptions(progress=False))
     # chunk-level and parent-level calibrations refuse each other; max refuses sum
-    subset = [long_docs[1][i] for i in split[0][:20]]
+    subset = [long_documents[1][i] for i in split[0][:20]]
     chunk_examples = [CalibrationExample(q.question, gold_ids=(_gold_chunk(pdr, q.gold_ids[0]),)) for q in subset]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -323,7 +313,9 @@ def test_bad_input_gets_a_clear_error(pdr, parent_cal, long_docs, split) -> None
         ConformalRetriever(retriever=small_k, calibration=parent_cal)
 
 
-def test_the_drift_monitor_reference_is_built_at_parent_level(pdr, parent_cal, long_docs, split, observations) -> None:
+def test_the_drift_monitor_reference_is_built_at_parent_level(
+    pdr, parent_cal, long_documents, split, observations
+) -> None:
     """``pool_scores`` gives the parent scores the monitor sees; chunk score lists are refused for this calibration.
 
     Negative control: set sizes taken on the chunk scores (what a reference of ``host`` scores gives)
@@ -332,7 +324,7 @@ def test_the_drift_monitor_reference_is_built_at_parent_level(pdr, parent_cal, l
     from conformal_rag_plugins.langchain import ConformalRetriever
     from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 
-    questions = long_docs[1]
+    questions = long_documents[1]
     plain = ConformalRetriever(retriever=pdr, calibration=parent_cal)
     ref = [plain.pool_scores(questions[i].question) for i in split[0][:40]]
     assert {r.unit for r in ref} == {"parent:max"}

@@ -145,23 +145,16 @@ def test_langchain_small_pool_tunes_a_larger_pool(lc_store, squad_entries, dropi
 
 
 @pytest.fixture(scope="module")
-def long_docs():
-    from conformal_rag_plugins.local.long_documents import bundled_long_documents
-
-    return bundled_long_documents()
-
-
-@pytest.fixture(scope="module")
-def long_split(long_docs):
-    perm = np.random.default_rng(SEED).permutation(len(long_docs[1]))
-    return [long_docs[1][i] for i in perm[:N_CAL]], [long_docs[1][i] for i in perm[N_CAL:]]
+def long_split(long_documents):
+    perm = np.random.default_rng(SEED).permutation(len(long_documents[1]))
+    return [long_documents[1][i] for i in perm[:N_CAL]], [long_documents[1][i] for i in perm[N_CAL:]]
 
 
 @pytest.fixture(scope="module")
-def flat(long_docs, chroma_memory_client):
+def flat(long_documents, chroma_memory_client):
     from conformal_rag_plugins.local.llamaindex_parents import build_parent_stack
 
-    return build_parent_stack(long_docs[0], layout="flat", client=chroma_memory_client)
+    return build_parent_stack(long_documents[0], layout="flat", client=chroma_memory_client)
 
 
 def test_llamaindex_parents_compete_by_tokens_not_units(flat, long_split) -> None:
@@ -229,7 +222,7 @@ def test_llamaindex_parent_level_chosen_and_used(flat, long_split) -> None:
         ConformalRetriever(retriever=host, calibration=cal)
 
 
-def test_langchain_parents_by_tokens_and_the_parent_path(long_docs, long_split, chroma_memory_client) -> None:
+def test_langchain_parents_by_tokens_and_the_parent_path(long_documents, long_split, chroma_memory_client) -> None:
     """Parents make fewer units but many more tokens, so chunks are chosen; the parent candidate's
     calibration (same machinery, parent candidates only) works through ``ConformalRetriever`` with parents."""
     from langchain_core.documents import Document
@@ -241,7 +234,7 @@ def test_langchain_parents_by_tokens_and_the_parent_path(long_docs, long_split, 
     from conformal_rag_plugins.local.langchain_parents import build_parent_document_retriever
     from conformal_rag_plugins.tuning.tuned_calibration import FusionConfig, calibrate_tuned
 
-    pdr = build_parent_document_retriever(long_docs[0], chunk_size=96, client=chroma_memory_client)
+    pdr = build_parent_document_retriever(long_documents[0], chunk_size=96, client=chroma_memory_client)
     got = pdr.vectorstore.get(include=["documents", "metadatas"])
     chunks = [Document(id=i, page_content=t, metadata=m) for i, t, m in
               zip(got["ids"], got["documents"], got["metadatas"], strict=True)]  # fmt: skip

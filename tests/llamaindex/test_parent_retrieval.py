@@ -42,22 +42,15 @@ N_CAL = 300
 
 
 @pytest.fixture(scope="module")
-def long_docs():
-    from conformal_rag_plugins.local.long_documents import bundled_long_documents
-
-    return bundled_long_documents()
-
-
-@pytest.fixture(scope="module")
-def flat(long_docs, chroma_memory_client):
+def flat(long_documents, chroma_memory_client):
     """SentenceSplitter chunks (SOURCE -> Document) in Chroma, the Documents in a docstore."""
-    return build_parent_stack(long_docs[0], layout="flat", client=chroma_memory_client)
+    return build_parent_stack(long_documents[0], layout="flat", client=chroma_memory_client)
 
 
 @pytest.fixture(scope="module")
-def split(long_docs):
-    perm = np.random.default_rng(SEED).permutation(len(long_docs[1]))
-    return [long_docs[1][i] for i in perm[:N_CAL]], [long_docs[1][i] for i in perm[N_CAL:]]
+def split(long_documents):
+    perm = np.random.default_rng(SEED).permutation(len(long_documents[1]))
+    return [long_documents[1][i] for i in perm[:N_CAL]], [long_documents[1][i] for i in perm[N_CAL:]]
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +80,10 @@ def retriever(chunk_retriever, cal, docstore):
 
 
 @pytest.fixture(scope="module")
-def parent_observations(chunk_retriever, docstore, long_docs):
+def parent_observations(chunk_retriever, docstore, long_documents):
     """Parent-level pools of all 705 questions, built by the same function the calibration uses."""
     level = resolve_parent_level(chunk_retriever, docstore)
-    examples = level.lift_gold(long_docs[1], chunk_retriever)
+    examples = level.lift_gold(long_documents[1], chunk_retriever)
     return collect_observations(examples, lambda q: level.parent_pool(chunk_retriever.retrieve(q)), progress=False)
 
 
@@ -103,10 +96,10 @@ def test_calibration_is_parent_level(cal, chunk_retriever):
     assert cal.n_calibration_ == N_CAL and cal.pool_size_ == POOL and math.isfinite(cal.threshold_)
 
 
-def test_held_out_coverage_through_the_retriever(retriever, cal, split, parent_observations, docstore, long_docs):
+def test_held_out_coverage_through_the_retriever(retriever, cal, split, parent_observations, docstore, long_documents):
     """The user path: held-out coverage in the exact split-conformal band, parents with their chunks,
     and every set equal to the one the numpy simulation below computes from the observations."""
-    position = {id(q): i for i, q in enumerate(long_docs[1])}
+    position = {id(q): i for i, q in enumerate(long_documents[1])}
     covered = []
     for q in split[1]:
         nodes = retriever.retrieve(q.question)
@@ -175,10 +168,10 @@ def test_sets_are_small_and_keep_everything_fails(parent_observations):
     assert cov.mean() >= 1 - ALPHA - _tolerance(N_CAL, len(parent_observations) - N_CAL, 50)
 
 
-def test_automerging_retriever_host(long_docs, chroma_memory_client, split, cal, retriever):
+def test_automerging_retriever_host(long_documents, chroma_memory_client, split, cal, retriever):
     """An AutoMergingRetriever brings its vector retriever and docstore; gold document ids are lifted to the
     HierarchicalNodeParser's parents (PARENT relationship); same chunks and parents give the flat threshold."""
-    stack = build_parent_stack(long_docs[0], layout="hierarchical", client=chroma_memory_client)
+    stack = build_parent_stack(long_documents[0], layout="hierarchical", client=chroma_memory_client)
     host = AutoMergingRetriever(stack.index.as_retriever(similarity_top_k=POOL), stack.storage_context)
     am_cal = calibrate_retriever(host, split[0], confidence_level=1 - ALPHA, options=RetrievalOptions(progress=False))
     assert am_cal.threshold_ == pytest.approx(cal.threshold_, abs=1e-6)
@@ -202,15 +195,15 @@ def test_recursive_retriever_host(chunk_retriever, flat, retriever, cal, split):
         assert _ids(got) == _ids(want) and [n.score for n in got] == [n.score for n in want]
 
 
-def test_recursive_retriever_with_index_nodes(flat, long_docs):
+def test_recursive_retriever_with_index_nodes(flat, long_documents):
     """The RecursiveRetriever pattern proper: IndexNode chunks (no relationships) whose ``index_id`` names the
     parent in ``node_dict``; a SimpleVectorStore index; calibrated and queried through the RecursiveRetriever."""
-    keep = [d.id for d in long_docs[0][:4]]
+    keep = [d.id for d in long_documents[0][:4]]
     chunks = [c for c in flat.chunks if c.source_node.node_id in keep]
     nodes = [IndexNode(id_=f"ix-{c.node_id}", text=c.text, index_id=c.source_node.node_id) for c in chunks]
     vector = VectorStoreIndex(nodes, embed_model=MiniLMEmbedding()).as_retriever(similarity_top_k=POOL)
     host = RecursiveRetriever("vector", retriever_dict={"vector": vector}, node_dict={k: flat.parents[k] for k in keep})
-    questions = [q for q in long_docs[1] if q.gold_ids[0] in keep]
+    questions = [q for q in long_documents[1] if q.gold_ids[0] in keep]
     rec_cal = calibrate_retriever(
         host,
         questions[:30],
@@ -224,13 +217,13 @@ def test_recursive_retriever_with_index_nodes(flat, long_docs):
         assert all(c["id"].startswith(f"ix-{n.node.node_id}::chunk") for c in n.node.metadata[CHUNKS_METADATA_KEY])
 
 
-def test_three_level_hierarchy_gold(long_docs):
+def test_three_level_hierarchy_gold(long_documents):
     """HierarchicalNodeParser with three levels: parents are the level above the leaves, and gold given as a
     document, root, parent or leaf id all become parent ids; the calibration path queries the leaves."""
     from llama_index.core import StorageContext
     from llama_index.core.node_parser import HierarchicalNodeParser, get_leaf_nodes, get_root_nodes
 
-    documents = [Document(id_=d.id, text=d.text) for d in long_docs[0][:2]]
+    documents = [Document(id_=d.id, text=d.text) for d in long_documents[0][:2]]
     nodes = HierarchicalNodeParser.from_defaults(chunk_sizes=[1024, 256, 96]).get_nodes_from_documents(documents)
     storage = StorageContext.from_defaults()
     storage.docstore.add_documents(nodes)
@@ -249,7 +242,7 @@ def test_three_level_hierarchy_gold(long_docs):
     lifted = level.lift_gold([CalibrationExample("q", gold_ids=(g,)) for g in gold], level.retriever)
     assert [ex.gold_ids for ex in lifted] == [tuple(doc_mids), tuple(mids), (mids[0],), (leaf.parent_node.node_id,)]
     assert len(mids) > 1 and set(mids) <= set(doc_mids)
-    pool = level.parent_pool(level.retriever.retrieve(long_docs[1][0].question))
+    pool = level.parent_pool(level.retriever.retrieve(long_documents[1][0].question))
     assert set(pool.ids) <= {n.node_id for n in nodes if n.child_nodes and n.parent_node is not None}
 
 

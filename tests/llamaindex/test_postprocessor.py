@@ -7,7 +7,6 @@ over the bundled SQuAD subset in Chroma with MiniLM embeddings; only the postpro
 from __future__ import annotations
 
 import asyncio
-import math
 
 import numpy as np
 import pytest
@@ -17,12 +16,11 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from conformal_rag_plugins.core.errors import ConformalError, FingerprintMismatchError
-from conformal_rag_plugins.core.quantile import conformal_rank
-from conformal_rag_plugins.core.splits import RandomSplits
-from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 from conformal_rag_plugins.llamaindex import ConformalNodePostprocessor, ConformalRetriever, calibrate_retriever
 from conformal_rag_plugins.retrieval.options import RetrievalOptions
 from conformal_rag_plugins.retrieval.serving import ServingOptions
+
+from ..dropin_checks import assert_covers_within_3_sd, assert_split_rule_covers
 
 pytestmark = pytest.mark.integration
 
@@ -62,19 +60,11 @@ def test_one_line_swap_covers_held_out_questions(
         covered.append(expect[0])
         sizes.append(len(ids))
     # this one split: within 3 sd of a random calibration draw (BetaBinomial), as the drop-in tests check
-    n_cal, n_test = calibration.n_calibration_, len(covered)
-    k = conformal_rank(n_cal, 1 - CONFIDENCE)
-    sd = math.sqrt(k * (n_cal + 1 - k) * (n_cal + 1 + n_test) / (n_test * (n_cal + 1) ** 2 * (n_cal + 2)))
-    assert float(np.mean(covered)) >= CONFIDENCE - 3 * sd, (np.mean(covered), sd)
+    assert_covers_within_3_sd(covered, calibration.n_calibration_, 1 - CONFIDENCE)
     assert 1.0 <= float(np.mean(sizes)) < POOL / 5, np.mean(sizes)  # keeping the whole pool would fail this
     # the guarantee is over calibration draws: the same rule over 300 seeded splits of the 705 questions
     # (the postprocessor's set is the core's set, checked above) covers >= 1 - alpha - 0.01 on average
-    (split,) = [
-        r
-        for r in evaluate_splits(dense, 1 - CONFIDENCE, splits=RandomSplits(trials=300, seed=7))
-        if r.method == "split"
-    ]
-    assert float(np.mean(split.coverages)) >= CONFIDENCE - 0.01, np.mean(split.coverages)
+    assert_split_rule_covers(dense, 1 - CONFIDENCE)
     assert before.query(squad_questions[dropin_split.held_out[0]].question).source_nodes is not None
 
 
