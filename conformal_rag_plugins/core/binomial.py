@@ -62,6 +62,41 @@ def binom_cdf_all(n: int, p: float) -> np.ndarray:
     return np.minimum(cdf, 1.0)
 
 
+def binom_pmf_head(n: int, p: float, last: int) -> np.ndarray:
+    """``P(X = x)`` for ``x in 0..last`` (``X ~ Binomial(n, p)``), up to one common positive factor.
+
+    From the exact ratios ``pmf(x) / pmf(x-1)`` in log space, ``O(last)`` terms rather than the whole
+    table: what a comparison of ratios of head terms needs (the flagged rank, the miss cap).
+
+    Examples
+    --------
+    >>> w = binom_pmf_head(4, 0.5, 2)
+    >>> np.round(w / w[0], 12).tolist()
+    [1.0, 4.0, 6.0]
+    """
+    last = min(int(last), n)
+    if last < 0:
+        return np.zeros(0)
+    if p <= 0.0 or p >= 1.0:
+        return binom_pmf_all(n, p)[: last + 1]
+    j = np.arange(1, last + 1, dtype=float)
+    log_w = np.concatenate(([0.0], np.cumsum(np.log((n - j + 1) / j) + (math.log(p) - math.log1p(-p)))))
+    return np.exp(log_w - log_w.max())
+
+
+def binom_quantile(n: int, p: float, level: float) -> int:
+    """Smallest ``x`` with ``P(X <= x) > level`` for ``X ~ Binomial(n, p)`` (the quantile), from ``O(sqrt(n))`` terms.
+
+    Examples
+    --------
+    >>> binom_quantile(100, 0.05, 0.9), binom_quantile(1000, 0.05, 0.999)
+    (8, 73)
+    """
+    if p <= 0.0:
+        return 0
+    return min(n, binom_cdf_last_at_most(n, p, level) + 1)
+
+
 def binom_cdf(x: int, n: int, p: float) -> float:
     """``P(X <= x)`` for ``X ~ Binomial(n, p)``.
 

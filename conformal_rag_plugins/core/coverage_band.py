@@ -34,11 +34,13 @@ def beta_binomial_pmf(m: int, a: float, b: float) -> np.ndarray:
     return pmf / pmf.sum()
 
 
-def split_conformal_band(n_calibration: int, n_test: int, alpha: float, level: float = 0.95) -> tuple[float, float]:
+def split_conformal_band(
+    n_calibration: int, n_test: int, alpha: float, level: float = 0.95, *, misses: int = 0
+) -> tuple[float, float]:
     """Central ``level`` interval of held-out coverage for a split-conformal threshold.
 
-    The rank is :func:`~.quantile.flagged_rank`'s, the one the threshold uses; ``(nan, nan)`` when there is
-    none (threshold ``+inf``): calibration says nothing then.
+    The rank is :func:`~.quantile.flagged_rank`'s for a calibration with ``misses`` pool misses, the one
+    the threshold uses; ``(nan, nan)`` when there is none (threshold ``+inf``): calibration says nothing then.
 
     Examples
     --------
@@ -51,9 +53,9 @@ def split_conformal_band(n_calibration: int, n_test: int, alpha: float, level: f
     if n_test < 1 or n_calibration < 1:
         raise ValueError(f"need n_calibration >= 1 and n_test >= 1, got {n_calibration} and {n_test}.")
     rank = flagged_rank(n_calibration, alpha)
-    if rank is None:
+    k = None if rank is None else rank.rank_for(misses)
+    if k is None:
         return (math.nan, math.nan)
-    k = rank.rank
     cdf = np.cumsum(beta_binomial_pmf(n_test, k, n_calibration + 1 - k))
     tail = (1.0 - level) / 2
     low = int(np.searchsorted(cdf, tail, side="left"))

@@ -86,7 +86,9 @@ def check_group_label(label: object, where: str = "") -> str:
     return text
 
 
-def is_small_group(n: int, alpha: float, *, method: str = "split", delta: float | None = None) -> bool:
+def is_small_group(
+    n: int, alpha: float, *, method: str = "split", delta: float | None = None, miss_bound: float | None = None
+) -> bool:
     """True when ``n`` questions give no finite rank (split: no :func:`~.quantile.flagged_rank`; PAC: no rank).
 
     Examples
@@ -100,7 +102,7 @@ def is_small_group(n: int, alpha: float, *, method: str = "split", delta: float 
         if delta is None:
             raise CalibrationError("method='pac' needs delta.")
         return pac_rank(n, alpha, delta) is None
-    return flagged_rank(n, alpha) is None
+    return flagged_rank(n, alpha, miss_bound) is None
 
 
 def group_thresholds(
@@ -113,12 +115,14 @@ def group_thresholds(
     delta: float | None = None,
     errors: str = "warn",
     fallback: str = "keep_all",
+    miss_bound: float | None = None,
 ) -> dict[str, GroupThreshold]:
     """The threshold of every group, computed on that group's scores only.
 
     Returns label -> :class:`GroupThreshold`, sorted by label. ``errors`` says what a small group or
     a rank on a miss does: warn (:class:`SmallGroupWarning` / :class:`InfiniteThresholdWarning`),
-    stay silent (``"ignore"``, trial simulations) or raise :class:`CalibrationError`.
+    stay silent (``"ignore"``, trial simulations) or raise :class:`CalibrationError`. ``miss_bound`` is the
+    share of each group's questions its pool may miss (``None``: ``alpha / 2``).
 
     Examples
     --------
@@ -153,8 +157,8 @@ def group_thresholds(
     for g in sorted(by_group):
         g_scores = arr[by_group[g]]
         n = int(g_scores.size)
-        if is_small_group(n, alpha, method=method, delta=delta):
-            need = f"at least {flagged_min_calibration_size(alpha)}" if method == "split" else "more"
+        if is_small_group(n, alpha, method=method, delta=delta, miss_bound=miss_bound):
+            need = f"at least {flagged_min_calibration_size(alpha, miss_bound)}" if method == "split" else "more"
             what = (
                 "it uses the pooled threshold, which covers only marginally over all groups, not within this "
                 "group (its sets are marked not guaranteed)"
@@ -179,9 +183,9 @@ def group_thresholds(
                 warnings.simplefilter("ignore", InfiniteThresholdWarning)
             try:
                 q = (
-                    pac_quantile(g_scores, alpha, delta, strict=strict)  # type: ignore[arg-type]
+                    pac_quantile(g_scores, alpha, delta, strict=strict, miss_bound=miss_bound)  # type: ignore[arg-type]
                     if method == "pac"
-                    else conformal_quantile(g_scores, alpha, strict=strict)
+                    else conformal_quantile(g_scores, alpha, strict=strict, miss_bound=miss_bound)
                 )
             except CalibrationError as exc:
                 raise CalibrationError(f"Group {g!r}: {exc}") from None

@@ -30,7 +30,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .binomial import binom_cdf_all, binom_cdf_last_at_most, binom_pmf_all
+from .binomial import binom_cdf_all, binom_cdf_last_at_most, binom_pmf_head, binom_quantile
 from .errors import CalibrationError, ConformalError, InfiniteThresholdWarning
 from .recall_risk import risk_curve
 from .validation import check_alpha, check_scores
@@ -67,24 +67,33 @@ def min_calibration_size(alpha: float) -> int:
 MISS_BOUND_SHARE = Fraction(1, 2)
 #: :func:`flagged_min_calibration_size` searches no further than this (it returns the plain minimum past it).
 _SEARCH_LIMIT = 10**6
-#: More calibration misses than this quantile of ``Binomial(n, miss_bound)`` contradict the bound: no flag.
-MISS_CAP_QUANTILE = 0.999
+#: The stated confidence at which a calibration's own misses contradict the miss bound: more misses than
+#: this quantile of ``Binomial(n, miss_bound)`` withdraw the flag (a one-sided test of "the pool misses
+#: at most ``miss_bound``" at level 0.1). A pool that honours the bound keeps the flag in >= 90% of
+#: calibrations; one that misses twice the bound loses it in most large calibrations.
+MISS_CAP_QUANTILE = 0.9
 
 
-#: The rule every threshold follows now, as saved files record it (``threshold_rule``).
-THRESHOLD_RULE = "pool-miss-1"
+#: The rule every threshold follows now, as saved files record it (``threshold_rule``): the flagged rank with the
+#: plain rank when nothing missed, and misses past the :data:`MISS_CAP_QUANTILE` quantile withdrawing the flag.
+THRESHOLD_RULE = "pool-miss-2"
+#: The first pool-miss rule (one rank for every miss count, misses past the 0.999 quantile withdrawing the flag):
+#: files saved under it still load and serve their thresholds, unflagged, until ``with_current_rule()``.
+POOL_MISS_1_RULE = "pool-miss-1"
 #: The rule of files saved before ``threshold_rule`` existed: the plain rank, pool misses not accounted for.
 PLAIN_RANK_RULE = "plain-rank"
-THRESHOLD_RULES = (THRESHOLD_RULE, PLAIN_RANK_RULE)
+THRESHOLD_RULES = (THRESHOLD_RULE, POOL_MISS_1_RULE, PLAIN_RANK_RULE)
+#: The miss cap quantile of :data:`POOL_MISS_1_RULE`.
+_POOL_MISS_1_CAP = 0.999
 
-_PLAIN_RANK: ContextVar[bool] = ContextVar("conformal_rag_plain_rank", default=False)
+_RULE: ContextVar[str] = ContextVar("conformal_rag_threshold_rule", default=THRESHOLD_RULE)
 
 
 @contextlib.contextmanager
 def threshold_rule(rule: str) -> Iterator[None]:
     """Compute thresholds under ``rule`` inside the block (a default ``miss_bound`` of 0 for :data:`PLAIN_RANK_RULE`).
 
-    What a calibration saved under the older rule uses to check its stored thresholds.
+    What a calibration saved under an older rule uses to check its stored thresholds.
 
     Examples
     --------
@@ -94,22 +103,27 @@ def threshold_rule(rule: str) -> Iterator[None]:
     """
     if rule not in THRESHOLD_RULES:
         raise ConformalError(f"Unknown threshold rule {rule!r}; known: {THRESHOLD_RULES}.")
-    token = _PLAIN_RANK.set(rule == PLAIN_RANK_RULE)
+    token = _RULE.set(rule)
     try:
         yield
     finally:
-        _PLAIN_RANK.reset(token)
+        _RULE.reset(token)
 
 
 def current_threshold_rule() -> str:
-    """The rule thresholds follow here: :data:`THRESHOLD_RULE`, or the plain rank inside :func:`threshold_rule`.
+    """The rule thresholds follow here: :data:`THRESHOLD_RULE`, or another inside :func:`threshold_rule`.
 
     Examples
     --------
     >>> current_threshold_rule()
-    'pool-miss-1'
+    'pool-miss-2'
     """
-    return PLAIN_RANK_RULE if _PLAIN_RANK.get() else THRESHOLD_RULE
+    return _RULE.get()
+
+
+def _cap_quantile() -> float:
+    """The miss cap quantile of the rule in force (:data:`MISS_CAP_QUANTILE`, or the first rule's 0.999)."""
+    return _POOL_MISS_1_CAP if _RULE.get() == POOL_MISS_1_RULE else MISS_CAP_QUANTILE
 
 
 def default_miss_bound(alpha: float) -> float:
@@ -132,7 +146,7 @@ def check_miss_bound(miss_bound: float | None, alpha: float) -> float:
     (0.1, 0.0)
     """
     if miss_bound is None:
-        return 0.0 if _PLAIN_RANK.get() else default_miss_bound(alpha)
+        return 0.0 if _RULE.get() == PLAIN_RANK_RULE else default_miss_bound(alpha)
     bound = float(miss_bound)
     if not 0.0 <= bound < alpha:
         raise ConformalError(
@@ -144,79 +158,117 @@ def check_miss_bound(miss_bound: float | None, alpha: float) -> float:
 
 @dataclass(frozen=True)
 class FlaggedRank:
-    """The rank a flagged threshold uses and the most calibration misses it may have (see :func:`flagged_rank`)."""
+    """The ranks a flagged threshold uses and the most calibration misses it may have (see :func:`flagged_rank`).
+
+    ``rank`` serves a calibration with at least one miss, ``rank_without_misses`` one with none (the
+    plain ``ceil((n+1)(1-alpha))`` whenever that holds given the flag; ``None``: the same as ``rank``).
+    """
 
     rank: int
     max_misses: int
     miss_bound: float
+    rank_without_misses: int | None = None
+
+    def rank_for(self, misses: int) -> int | None:
+        """The rank a calibration with ``misses`` misses uses, or ``None`` when they withdraw the flag.
+
+        >>> FlaggedRank(92, 8, 0.05, 91).rank_for(0), FlaggedRank(92, 8, 0.05, 91).rank_for(3)
+        (91, 92)
+        """
+        if misses > self.max_misses:
+            return None
+        if misses == 0 and self.rank_without_misses is not None:
+            return self.rank_without_misses
+        return self.rank
 
 
 def _miss_cap(n: int, bound: float) -> int:
     """The :data:`MISS_CAP_QUANTILE` quantile of ``Binomial(n, bound)`` (``n`` when ``bound`` is 0: no cap)."""
     if bound <= 0.0:
         return n
-    return int(np.searchsorted(binom_cdf_all(n, bound), MISS_CAP_QUANTILE))
+    return binom_quantile(n, bound, _cap_quantile())
+
+
+def _holds(n: int, alpha: Fraction, pmf: np.ndarray, k0: int, k: int, m_max: int) -> bool:
+    """The theorem's condition for ranks ``k0`` (no miss) and ``k`` (1..``m_max`` misses) at the bound's law ``pmf``."""
+    a = float(1 - alpha)
+    slack0, slack = float(k0 - (1 - alpha) * (n + 1)), float(k - (1 - alpha) * (n + 1))
+    flagged_rest = float(pmf[1 : m_max + 1].sum())
+    return slack0 * float(pmf[0]) + slack * flagged_rest >= a * (m_max + 1) * float(pmf[m_max + 1])
 
 
 @lru_cache(maxsize=4096)
-def _flagged_rank(n: int, k0: int, alpha: Fraction, bound: float) -> FlaggedRank | None:
+def _flagged_rank(n: int, k0: int, alpha: Fraction, bound: float, rule: str) -> FlaggedRank | None:
     if k0 > n:
         return None
     if bound == 0.0:
         return FlaggedRank(k0, n - k0, 0.0)
-    pmf = binom_pmf_all(n + 1, bound)  # the law of M, the misses among the n + 1 questions
-    cdf = np.cumsum(pmf)
     cap = _miss_cap(n, bound)
-    for k in range(k0, n + 1):
+    pmf = binom_pmf_head(n + 1, bound, min(cap, n - k0) + 1)  # the law of M, the misses among the n + 1 questions
+    # The plain rank when the calibration has no miss, the smallest rank that then holds for 1..m_max misses ...
+    for k in range(k0, n + 1) if rule == THRESHOLD_RULE else ():
         m_max = min(n - k, cap)
-        slack = float(k - (1 - alpha) * (n + 1))
-        if slack * float(cdf[m_max]) >= float(1 - alpha) * (m_max + 1) * float(pmf[m_max + 1]):
+        if _holds(n, alpha, pmf, k0, k, m_max):
+            if m_max == 0:  # only a calibration without misses is flagged: it uses k0
+                return FlaggedRank(k0, 0, bound)
+            return FlaggedRank(k, m_max, bound, k0 if k != k0 else None)
+    # ... else one rank for every miss count (also a schedule the theorem covers; the first rule's only one)
+    for k in range(k0 if rule != THRESHOLD_RULE else k0 + 1, n + 1):
+        m_max = min(n - k, cap)
+        if _holds(n, alpha, pmf, k, k, m_max):
             return FlaggedRank(k, m_max, bound)
     return None
 
 
 def flagged_rank(n: int, alpha: float, miss_bound: float | None = None) -> FlaggedRank | None:
-    """The smallest rank ``k`` and the most misses ``m_max`` under which a finite threshold holds given the flag.
+    """The ranks and the most misses ``m_max`` under which a finite threshold holds given the flag.
 
     A calibration of ``n`` questions with ``m`` misses (gold outside the pool, score ``+inf``) gets
-    the ``k``-th smallest score as its threshold when ``m <= m_max`` (then it is a real score, and the
-    served sets say ``guaranteed``), else ``+inf``. ``None`` when no rank qualifies.
+    the ``k(m)``-th smallest score as its threshold when ``m <= m_max`` (then it is a real score, and
+    the served sets say ``guaranteed``), else ``+inf``. ``k(0)`` is the plain rank
+    ``k0 = ceil((n+1)(1-alpha))`` whenever the condition below holds with it, so a calibration whose
+    pool missed nothing pays nothing; ``k(m) = k`` for ``1 <= m <= m_max`` is the smallest rank that
+    then satisfies it (else one rank for every ``m``). ``None`` when no rank qualifies.
 
     Theorem. Let the ``n`` calibration questions and the test question be exchangeable, ``M`` the
-    number of them whose gold is outside the pool, and ``F = {m <= m_max}`` the flag. Then
+    number of them whose gold is outside the pool, ``F = {m <= m_max}`` the flag, and ``k(j) >= k0``
+    with ``k(j) <= n - j``. Then
 
-    ``(n+1) [P(covered and F) - (1-alpha) P(F)] >= (k - (1-alpha)(n+1)) P(M <= m_max)
-    - (1-alpha)(m_max+1) P(M = m_max+1)``,
+    ``(n+1) [P(covered and F) - (1-alpha) P(F)] >= sum_{j <= m_max} s_j P(M = j)
+    - (1-alpha)(m_max+1) P(M = m_max+1)``,  ``s_j = k(j) - (1-alpha)(n+1) >= 0``,
 
     so ``P(covered | F) >= 1 - alpha`` whenever the right side is ``>= 0``. If questions miss
-    independently with probability ``pi <= miss_bound``, the ratio ``P(M = m_max+1) / P(M <= m_max)``
-    grows with ``pi`` (monotone likelihood ratio), so checking ``Binomial(n+1, miss_bound)`` -- which
-    is how ``k`` is chosen -- covers every such ``pi``.
+    independently with probability ``pi``, ``P(M = j) = C(n+1, j) pi^j (1-pi)^(n+1-j)``; dividing by
+    ``(1-pi)^(n+1) t^(m_max+1)`` with ``t = pi / (1-pi)`` leaves ``sum_j C(n+1, j) s_j t^(j-m_max-1) -
+    (1-alpha)(m_max+1) C(n+1, m_max+1)``, which decreases in ``t`` (every ``s_j >= 0``). So checking
+    ``pi = miss_bound`` -- which is how the ranks are chosen -- covers every ``pi <= miss_bound``:
+    an exact statement, not a simulation.
 
     Proof. Condition on the multiset of the ``n+1`` questions: ``M`` is fixed and the test is a
     uniform draw. If the test is a hit (probability ``(n+1-M)/(n+1)``) the calibration has ``m = M``
-    misses, and when ``M <= m_max <= n-k`` the threshold is the ``k``-th smallest of the ``n+1-M``
-    hit scores but the test's, which covers the test with probability ``>= k/(n+1-M)`` (ties only
+    misses, and when ``M <= m_max`` the threshold is the ``k(M)``-th smallest of the ``n+1-M`` hit
+    scores but the test's, which covers the test with probability ``>= k(M)/(n+1-M)`` (ties only
     help). If the test is a miss, ``m = M-1`` and it is never covered. Hence
-    ``(n+1) P(covered and F) >= k 1{M <= m_max}`` and
+    ``(n+1) P(covered and F) >= sum_{j <= m_max} k(j) P(M = j)`` and
     ``(n+1) P(F) = (n+1-M) 1{M <= m_max} + M 1{M <= m_max+1}``; averaging over ``M``, the terms
-    ``(1-alpha) j P(M=j)`` cancel for ``j <= m_max`` and leave the bound. The flag is withdrawn
+    ``(1-alpha) j P(M=j)`` cancel for ``j <= m_max`` and leave the bound. The flag is also withdrawn
     (``m_max`` lowered to the :data:`MISS_CAP_QUANTILE` quantile of ``Binomial(n, miss_bound)``)
     when the misses contradict the bound; the bound holds for any ``m_max``. With
-    ``miss_bound=0`` the rank is :func:`conformal_rank` and ``m_max = n - k``. No rule can promise
+    ``miss_bound=0`` the rank is :func:`conformal_rank` and ``m_max = n - k0``. No rule can promise
     ``1 - alpha`` given the flag when the pool misses more than ``alpha`` of questions.
 
     Examples
     --------
     >>> flagged_rank(100, 0.1), conformal_rank(100, 0.1)
-    (FlaggedRank(rank=92, max_misses=8, miss_bound=0.05), 91)
-    >>> flagged_rank(1000, 0.1).rank, flagged_rank(12, 0.1), flagged_rank(12, 0.1, miss_bound=0).rank
+    (FlaggedRank(rank=92, max_misses=8, miss_bound=0.05, rank_without_misses=91), 91)
+    >>> flagged_rank(1000, 0.1).rank_for(0), flagged_rank(12, 0.1), flagged_rank(12, 0.1, miss_bound=0).rank
     (901, None, 12)
     """
     alpha = check_alpha(alpha)
     if n < 1:
         return None
-    return _flagged_rank(int(n), conformal_rank(n, alpha), Fraction(str(alpha)), check_miss_bound(miss_bound, alpha))
+    bound = check_miss_bound(miss_bound, alpha)
+    return _flagged_rank(int(n), conformal_rank(n, alpha), Fraction(str(alpha)), bound, _RULE.get())
 
 
 def flagged_min_calibration_size(alpha: float, miss_bound: float | None = None) -> int:
@@ -318,15 +370,26 @@ def conformal_quantile(
             strict,
         )
     misses = int(np.isposinf(arr).sum())
-    if misses > rank.max_misses:
-        return _infinite(
-            f"{misses} of {n} calibration questions are misses (no gold candidate in the pool, +inf), but a threshold "
-            f"flagged guaranteed at alpha={alpha} allows at most {rank.max_misses} (rank {rank.rank}; the pool "
-            f"may miss up to {rank.miss_bound:.3g} of questions): the threshold is +inf and every candidate is "
-            "included. Enlarge the candidate pool or raise alpha.",
-            strict,
-        )
-    return float(np.partition(arr, rank.rank - 1)[rank.rank - 1])
+    k = rank.rank_for(misses)
+    if k is None:
+        return _infinite(too_many_misses_message(misses, n, alpha, rank), strict)
+    return float(np.partition(arr, k - 1)[k - 1])
+
+
+def too_many_misses_message(misses: int, n: int, alpha: float, rank: FlaggedRank) -> str:
+    """Why ``misses`` of ``n`` calibration questions withdraw the flag of ``rank`` (the threshold is then ``+inf``).
+
+    >>> too_many_misses_message(9, 100, 0.1, flagged_rank(100, 0.1))[:60]
+    '9 of 100 calibration questions are misses (no gold candidate'
+    """
+    return (
+        f"{misses} of {n} calibration questions are misses (no gold candidate in the pool, +inf), but a threshold "
+        f"flagged guaranteed at alpha={alpha} allows at most {rank.max_misses} misses (rank {rank.rank}): more "
+        f"contradict the assumed pool-miss rate of at most {rank.miss_bound:.3g} (beyond the {_cap_quantile():g} "
+        f"quantile of Binomial({n}, {rank.miss_bound:.3g})) or leave the rank no room. The threshold is +inf, the "
+        "flag is withdrawn and every candidate is included. Enlarge the candidate pool or raise alpha (or "
+        "miss_bound, if the pool really misses more)."
+    )
 
 
 def pac_rank(n: int, epsilon: float, delta: float) -> int | None:
@@ -446,7 +509,7 @@ def _miss_share_cap(n: int, bound: float) -> float:
     Chernoff-Hoeffding for values in [0, 1] with mean ``<= bound``: ``P(sum > n x) <= exp(-n KL(x || bound))``,
     which is ``1 - MISS_CAP_QUANTILE`` at the returned ``n x`` (``n`` when no ``x < 1`` reaches it).
     """
-    target = -math.log1p(-MISS_CAP_QUANTILE) / n
+    target = -math.log1p(-_cap_quantile()) / n
 
     def kl(x: float) -> float:
         return x * math.log(x / bound) + (1 - x) * math.log((1 - x) / (1 - bound))
@@ -468,6 +531,7 @@ class _RecallCurve:
     level: Fraction  # the level the loss is controlled at
     misses: float  # the summed share of gold chunks outside the pool
     cap: float  # the summed miss share above which the bound b is contradicted (no flag)
+    bound: float  # b, the share of gold chunks the pool may miss
 
 
 def _recall_curve(gold_scores: Sequence[Sequence[float]], alpha: float, miss_bound: float | None) -> _RecallCurve:
@@ -478,9 +542,9 @@ def _recall_curve(gold_scores: Sequence[Sequence[float]], alpha: float, miss_bou
     lambdas, total, n = risk_curve(gold_scores)
     misses = float(total[-1]) if total.size else float(n)
     if bound == 0:
-        return _RecallCurve(lambdas, total, n, Fraction(str(alpha)), misses, float(n))
-    level = (Fraction(str(alpha)) - Fraction(bound)) * Fraction(MISS_CAP_QUANTILE)
-    return _RecallCurve(lambdas, np.maximum(total - misses, 0.0), n, level, misses, _miss_share_cap(n, bound))
+        return _RecallCurve(lambdas, total, n, Fraction(str(alpha)), misses, float(n), 0.0)
+    level = (Fraction(str(alpha)) - Fraction(bound)) * Fraction(str(_cap_quantile()))
+    return _RecallCurve(lambdas, np.maximum(total - misses, 0.0), n, level, misses, _miss_share_cap(n, bound), bound)
 
 
 def _too_many_recall_misses(curve: _RecallCurve, alpha: float, strict: bool) -> float | None:
@@ -488,8 +552,9 @@ def _too_many_recall_misses(curve: _RecallCurve, alpha: float, strict: bool) -> 
         return None
     return _infinite(
         f"The {curve.n} calibration questions miss {curve.misses:.4g} gold chunks' worth outside the pool (summed "
-        f"share), more than a pool missing up to alpha/2 = {alpha / 2:g} of them makes plausible ({curve.cap:.4g}): "
-        "the threshold is +inf and every candidate is included. Enlarge the candidate pool or raise alpha.",
+        f"share), more than a pool missing up to {curve.bound:.3g} of them makes plausible at {_cap_quantile():g} "
+        f"confidence ({curve.cap:.4g}): the flag is withdrawn, the threshold is +inf and every candidate is "
+        "included. Enlarge the candidate pool or raise alpha (or miss_bound, if the pool really misses more).",
         strict,
     )
 
@@ -515,8 +580,8 @@ def crc_threshold(
     0.9
     >>> crc_threshold([[0.1, 0.5]] * 19, 0.1, miss_bound=0)  # half of each question's gold at 0.1 is not enough
     0.5
-    >>> crc_threshold([[i / 40] for i in range(1, 41)], 0.1)  # in-pool loss at about alpha/2: 1 + sum <= 2.05
-    0.975
+    >>> crc_threshold([[i / 60] for i in range(1, 61)], 0.1)  # in-pool level (0.1 - 0.05) 0.9: 1 + sum <= 2.745
+    0.9833333333333333
     """
     curve = _recall_curve(gold_scores, alpha, miss_bound)
     refused = _too_many_recall_misses(curve, alpha, strict)
@@ -597,7 +662,7 @@ def ltt_threshold(
     lambdas, total, n = curve.lambdas, curve.total, curve.n
     bound = check_miss_bound(miss_bound, alpha)
     test_level = float(Fraction(str(alpha)) - Fraction(bound)) if bound > 0 else float(curve.level)
-    test_delta = delta * MISS_CAP_QUANTILE if bound > 0 else delta
+    test_delta = delta * _cap_quantile() if bound > 0 else delta
     pvalues = _hb_pvalues(total / n, n, test_level)
     rejected = None
     for j in range(lambdas.size - 1, -1, -1):

@@ -168,12 +168,14 @@ def _level_check(
     n, alpha = len(calibration.scores_), alpha_from_confidence_level(level, "level")
     q = _quantile(calibration.scores_, alpha)
     rank = flagged_rank(n, alpha)
+    misses = sum(1 for r in calibration.scores_ if math.isinf(r))
+    used = None if rank is None else rank.rank_for(misses)
     checked = ThresholdRank(
         q,
-        rank=conformal_rank(n, alpha) if rank is None else rank.rank,
+        rank=conformal_rank(n, alpha) if used is None else used,
         n_at_or_below=sum(1 for r in calibration.scores_ if r <= q),
     )
-    return checked, split_conformal_band(n, n_test, alpha)
+    return checked, split_conformal_band(n, n_test, alpha, misses=misses)
 
 
 def coverage_verdict(

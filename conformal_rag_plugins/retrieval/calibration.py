@@ -106,12 +106,16 @@ class RetrievalCalibration:
     gold_ranks_ : tuple of int or None
         1-based pool position of each question's best gold chunk (``None`` for a miss; empty when
         not recorded); each is at most ``pool_size_``, which is how a loaded file's pool is checked.
+    miss_bound_ : float or None
+        The share of questions the pool may miss that a flagged set assumes (``None``: ``alpha_ / 2``,
+        the default; ``0``: a pool that cannot miss). Written to the file only when set.
     threshold_rule_ : str
-        The rule the thresholds follow: ``"pool-miss-1"`` (a finite threshold holds given its flag when the
-        pool may miss the gold; :func:`~conformal_rag_plugins.core.quantile.flagged_rank`), or
-        ``"plain-rank"`` for files saved before it. A plain-rank calibration still loads and serves its
-        stored thresholds, but its sets are never flagged guaranteed; :meth:`with_current_rule` recomputes
-        them from the stored scores.
+        The rule the thresholds follow: ``"pool-miss-2"`` (a finite threshold holds given its flag when the
+        pool may miss the gold, and misses the bound makes implausible withdraw it;
+        :func:`~conformal_rag_plugins.core.quantile.flagged_rank`), ``"pool-miss-1"`` (the first such rule)
+        or ``"plain-rank"`` for files saved before both. An older-rule calibration still loads and serves
+        its stored thresholds, but its sets are never flagged guaranteed; :meth:`with_current_rule`
+        recomputes them from the stored scores.
     schema_version_ : int
         The format :meth:`to_dict` writes: the current one, or the loaded file's (so a re-saved
         old file keeps its checksum).
@@ -145,6 +149,7 @@ class RetrievalCalibration:
     gold_scores_: tuple[tuple[float, ...], ...] = field(default=(), compare=False, hash=False)
     gold_ranks_: tuple[int | None, ...] = field(default=(), compare=False, hash=False)
     threshold_rule_: str = field(default_factory=current_threshold_rule, compare=False, hash=False)
+    miss_bound_: float | None = None
     schema_version_: int = field(default=SCHEMA_VERSION, compare=False, hash=False, repr=False)
     grouping_recorded_: bool = field(default=True, compare=False, hash=False, repr=False)
 
@@ -190,13 +195,14 @@ class RetrievalCalibration:
         """
         with warnings.catch_warnings(), threshold_rule(self.threshold_rule_):
             warnings.simplefilter("ignore", InfiniteThresholdWarning)
+            bound = self.miss_bound_
             if self.risk_ == "recall":
-                return recall_threshold(self.gold_scores_, self.alpha_, self.method_, self.delta_)
+                return recall_threshold(self.gold_scores_, self.alpha_, self.method_, self.delta_, miss_bound=bound)
             if self.method_ == "pac":
                 if self.delta_ is None:
                     raise CalibrationIntegrityError("A PAC calibration without delta.")
-                return pac_quantile(self.scores_, self.alpha_, self.delta_)
-            return conformal_quantile(self.scores_, self.alpha_)
+                return pac_quantile(self.scores_, self.alpha_, self.delta_, miss_bound=bound)
+            return conformal_quantile(self.scores_, self.alpha_, miss_bound=bound)
 
     def check_threshold(self) -> None:
         """Raise :class:`CalibrationIntegrityError` unless ``threshold_`` is the one its scores give."""
@@ -217,10 +223,15 @@ class RetrievalCalibration:
         """Why its sets are never flagged guaranteed (empty under the current rule)."""
         if self.threshold_rule_ == current_threshold_rule():
             return ""
+        what = (
+            "before thresholds accounted for pool misses"
+            if self.threshold_rule_ == PLAIN_RANK_RULE
+            else "under an older pool-miss rule, whose flag is not withdrawn when the pool misses more than it assumes"
+        )
         return (
-            "This calibration was saved before thresholds accounted for pool misses (threshold rule "
-            f"{self.threshold_rule_!r}), so its sets are not flagged guaranteed. Re-calibrate, or recompute it from "
-            "its stored scores with calibration.with_current_rule() and save it."
+            f"This calibration was saved {what} (threshold rule {self.threshold_rule_!r}), so its sets are not flagged "
+            "guaranteed. Re-calibrate, or recompute it from its stored scores with calibration.with_current_rule() "
+            "and save it."
         )
 
     def with_current_rule(self) -> RetrievalCalibration:
@@ -236,7 +247,7 @@ class RetrievalCalibration:
         ... )
         >>> new = old.with_current_rule()
         >>> old.threshold_, new.threshold_, new.threshold_rule_, new.stale_rule_reason_
-        (0.95, 1.0, 'pool-miss-1', '')
+        (0.95, 1.0, 'pool-miss-2', '')
         """
         if self.threshold_rule_ == THRESHOLD_RULE:
             return self
@@ -284,8 +295,10 @@ class RetrievalCalibration:
         if self.group_questions_:  # only when grouped by a function, so older readers see older files
             payload["group_questions"] = list(self.group_questions_)
         payload["risk"] = self.risk_
-        if self.threshold_rule_ == THRESHOLD_RULE:  # absent: the plain rank of older files (they re-save unchanged)
+        if self.threshold_rule_ != PLAIN_RANK_RULE:  # absent: the plain rank of older files (they re-save unchanged)
             payload["threshold_rule"] = self.threshold_rule_
+        if self.miss_bound_ is not None:  # only when set, so that older readers see default files unchanged
+            payload["miss_bound"] = self.miss_bound_
         if self.risk_ == "recall":
             payload["gold_scores"] = [[_enc(s) for s in g] for g in self.gold_scores_]
         key = resolve_signing_key(signing_key) if signing_key is not None else None
@@ -337,6 +350,7 @@ class RetrievalCalibration:
                 gold_scores_=tuple(tuple(_dec(s) for s in g) for g in data.get("gold_scores") or ()),
                 gold_ranks_=tuple(data.get("gold_ranks") or ()),
                 threshold_rule_=str(data.get("threshold_rule") or PLAIN_RANK_RULE),
+                miss_bound_=None if data.get("miss_bound") is None else float(data["miss_bound"]),
                 schema_version_=int(data["schema_version"]),
                 grouping_recorded_="grouping" in data or not data.get("groups"),
             )

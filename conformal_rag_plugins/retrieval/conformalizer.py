@@ -11,7 +11,7 @@ from typing import Any
 from ..core.errors import CalibrationError, NotFittedError, PoolMissWarning
 from ..core.pool_misses import pool_miss_advice
 from ..core.pools import PoolObservation, choose_family
-from ..core.quantile import conformal_quantile, min_calibration_size, pac_quantile
+from ..core.quantile import check_miss_bound, conformal_quantile, min_calibration_size, pac_quantile
 from ..core.recall_pools import choose_recall_family
 from ..core.retrieval_scores import SCORE_FAMILIES
 from ..core.validation import DEFAULT_CONFIDENCE_LEVEL, alpha_from_confidence_level, check_alpha
@@ -97,6 +97,9 @@ class RetrievalConformalizer:
         ``recall`` controls ``E[1 - recall] <= alpha`` by conformal risk control (``method="split"``
         or ``"crc"``), or ``P(E[1 - recall] <= alpha) >= 1 - delta`` by Learn-then-Test
         (``"pac"`` or ``"ltt"``). Every gold chunk counts, in the pool or not (``PoolObservation.n_gold``).
+    miss_bound : float, optional
+        The share of questions the pool may miss that a flagged set assumes (``None``: ``alpha / 2``;
+        ``0``: a pool that cannot miss, the plain rank). Recorded in the calibration.
 
     Examples
     --------
@@ -126,8 +129,10 @@ class RetrievalConformalizer:
         random_state: int = 0,
         strict: bool = False,
         control: str = "coverage",
+        miss_bound: float | None = None,
     ) -> None:
         self.control = control
+        self.miss_bound = miss_bound
         self.confidence_level = confidence_level
         self.score = score
         self.method = method
@@ -152,6 +157,7 @@ class RetrievalConformalizer:
             random_state=options.random_state,
             strict=options.strict,
             control=options.control,
+            miss_bound=options.miss_bound,
         )
 
     def _check_params(self) -> float:
@@ -160,6 +166,7 @@ class RetrievalConformalizer:
             raise CalibrationError(f"score must be one of {(*SCORE_FAMILIES, 'auto')}, got {self.score!r}.")
         if self.control not in CONTROLS:
             raise CalibrationError(f"control must be one of {CONTROLS}, got {self.control!r}.")
+        check_miss_bound(self.miss_bound, alpha)
         if self.control == "recall":
             if recall_method(self.method) == "ltt":
                 if self.delta is None:
@@ -333,10 +340,10 @@ class RetrievalConformalizer:
             return
         scores = [o.score(family) for o in obs]
         if self.method == "split":
-            q = conformal_quantile(scores, alpha, strict=self.strict)
+            q = conformal_quantile(scores, alpha, strict=self.strict, miss_bound=self.miss_bound)
         else:
             assert self.delta is not None
-            q = pac_quantile(scores, alpha, self.delta, strict=self.strict)
+            q = pac_quantile(scores, alpha, self.delta, strict=self.strict, miss_bound=self.miss_bound)
         self.calibration_ = RetrievalCalibration(
             threshold_=q,
             alpha_=alpha,
@@ -351,6 +358,7 @@ class RetrievalConformalizer:
             selection_=selection,
             question_ids_=_question_ids(obs),
             gold_ranks_=_gold_ranks(obs, int(pool_size)),
+            miss_bound_=self._recorded_bound(),
         )
         if groups is not None:
             labels = [groups[i] for i in kept]
@@ -372,7 +380,7 @@ class RetrievalConformalizer:
         delta = self.delta if method == "ltt" else None
         scores = tuple(g[0] for g in gold)
         return RetrievalCalibration(
-            threshold_=recall_threshold(gold, alpha, method, delta, strict=self.strict),
+            threshold_=recall_threshold(gold, alpha, method, delta, strict=self.strict, miss_bound=self.miss_bound),
             alpha_=alpha,
             method_=method,
             score_family_=family,
@@ -387,7 +395,12 @@ class RetrievalConformalizer:
             gold_ranks_=_gold_ranks(obs, int(pool_size)),
             risk_="recall",
             gold_scores_=gold,
+            miss_bound_=self._recorded_bound(),
         )
+
+    def _recorded_bound(self) -> float | None:
+        """The ``miss_bound`` a calibration records: ``None`` (the default ``alpha / 2``) or the given float."""
+        return None if self.miss_bound is None else float(self.miss_bound)
 
     @property
     def threshold_(self) -> float:

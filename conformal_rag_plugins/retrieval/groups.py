@@ -146,6 +146,7 @@ def recomputed_groups(cal: Any, *, strict: bool = False, warn: bool = False) -> 
         delta=cal.delta_,
         errors="raise" if strict else "warn" if warn else "ignore",
         fallback=cal.group_fallback_,
+        miss_bound=getattr(cal, "miss_bound_", None),
     )
     return {g: v.to_dict() for g, v in out.items()}
 

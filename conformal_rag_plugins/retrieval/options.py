@@ -40,6 +40,11 @@ class RetrievalOptions:
     optimisation_fraction : float, default 0.3
         With ``score="auto"``: the seeded share of the questions that chooses the family (not used
         for the threshold).
+    miss_bound : float, optional
+        The share of questions whose gold the candidate pool may miss, which a set flagged guaranteed
+        assumes (``None``: ``alpha / 2``; ``0``: a pool that is the whole corpus, the plain rank
+        ``ceil((n+1)(1-alpha))``). In ``[0, alpha)``; recorded in the saved file. Calibration
+        misses that contradict it withdraw the flag (see :func:`~conformal_rag_plugins.core.quantile.flagged_rank`).
 
     Examples
     --------
@@ -60,6 +65,7 @@ class RetrievalOptions:
     control: str = "coverage"
     progress: bool = True
     optimisation_fraction: float = 0.3
+    miss_bound: float | None = None
 
     def family(self, default: str = "relative") -> str:
         """The score family: ``score``, else ``default`` (``"relative"``, or ``"auto"`` when tuning)."""

@@ -36,19 +36,25 @@ def recall_method(method: str) -> str:
 
 
 def recall_threshold(
-    gold_scores: Sequence[Sequence[float]], alpha: float, method: str, delta: float | None, *, strict: bool = False
+    gold_scores: Sequence[Sequence[float]],
+    alpha: float,
+    method: str,
+    delta: float | None,
+    *,
+    strict: bool = False,
+    miss_bound: float | None = None,
 ) -> float:
-    """The recall threshold of ``method`` (``crc`` or ``ltt``, which needs ``delta``).
+    """The recall threshold of ``method`` (``crc`` or ``ltt``, which needs ``delta``); ``miss_bound`` as in the core.
 
-    >>> recall_threshold([[i / 40] for i in range(1, 41)], 0.1, "crc", None)
-    0.975
+    >>> recall_threshold([[i / 40] for i in range(1, 41)], 0.1, "crc", None, miss_bound=0)
+    0.9
     """
     if method == "crc":
-        return crc_threshold(gold_scores, alpha, strict=strict)
+        return crc_threshold(gold_scores, alpha, strict=strict, miss_bound=miss_bound)
     if method == "ltt":
         if delta is None:
             raise CalibrationIntegrityError("A Learn-then-Test recall calibration without delta.")
-        return ltt_threshold(gold_scores, alpha, delta, strict=strict)
+        return ltt_threshold(gold_scores, alpha, delta, strict=strict, miss_bound=miss_bound)
     raise CalibrationIntegrityError(f"A recall calibration must use method 'crc' or 'ltt', not {method!r}.")
 
 

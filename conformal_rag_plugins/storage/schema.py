@@ -173,7 +173,9 @@ class RetrievalFile(_Strict):
     grouping: Literal["query", "chunk"] | None = None
     risk: Literal["miscoverage", "recall"] = "miscoverage"
     gold_scores: list[Annotated[list[Score], Field(min_length=1)]] | None = None
-    threshold_rule: Literal["pool-miss-1"] | None = None  # absent in files saved before it: the plain rank
+    # absent in files saved before it: the plain rank
+    threshold_rule: Literal["pool-miss-2", "pool-miss-1"] | None = None
+    miss_bound: Annotated[float, Field(ge=0.0, lt=1.0)] | None = None
 
     @model_validator(mode="after")
     def _agree(self) -> RetrievalFile:
@@ -185,6 +187,8 @@ class RetrievalFile(_Strict):
             problems.append(f"n_misses = {self.n_misses} but {misses} stored scores are +inf")
         if abs(self.confidence_level - (1.0 - self.alpha)) > 1e-9:
             problems.append(f"confidence_level = {self.confidence_level} is not 1 - alpha = {1 - self.alpha}")
+        if self.miss_bound is not None and self.miss_bound >= self.alpha:
+            problems.append(f"miss_bound = {self.miss_bound} is not below alpha = {self.alpha}")
         if self.method == "pac":
             if self.delta is None:
                 problems.append("method 'pac' without delta")

@@ -96,13 +96,14 @@ def test_the_flagged_threshold_is_the_rank_among_the_scores_and_misses_past_the_
 
 
 def test_misses_beyond_the_cap_withdraw_the_flag_at_large_n() -> None:
-    """At n = 1000 the rank allows 99 misses, but more than the 0.999 quantile of Bin(1000, alpha/2) contradict
-    the assumed miss rate: the flag is withdrawn there (73), not at 99."""
+    """At n = 1000 the rank would allow 97 misses, but more than the 0.9 quantile of Bin(1000, alpha/2) contradict
+    the assumed miss rate: the flag is withdrawn there (59), not at 97."""
     rank = flagged_rank(1000, ALPHA)
-    assert rank is not None and rank.rank == conformal_rank(1000, ALPHA) == 901
-    assert rank.max_misses == int(binom.ppf(MISS_CAP_QUANTILE, 1000, ALPHA / 2)) == 73
-    scores = [float(i) for i in range(1000 - 74)] + [math.inf] * 74
-    with pytest.warns(InfiniteThresholdWarning, match="74 of 1000"):
+    assert rank is not None and rank.rank_for(0) == conformal_rank(1000, ALPHA) == 901 and rank.rank == 903
+    assert MISS_CAP_QUANTILE == 0.9
+    assert rank.max_misses == int(binom.ppf(MISS_CAP_QUANTILE, 1000, ALPHA / 2)) == 59
+    scores = [float(i) for i in range(1000 - 60)] + [math.inf] * 60
+    with pytest.warns(InfiniteThresholdWarning, match="60 of 1000"):
         assert conformal_quantile(scores, ALPHA) == math.inf
 
 
@@ -180,7 +181,7 @@ def test_crc_controls_the_loss_inside_the_pool_and_withdraws_the_flag_for_implau
     in_pool_loss = sum(sum(1 for s in g if s > lam) / len(g) for g in gold)
     assert (in_pool_loss + 1) / 101 <= level + 1e-12
     # half of every question's gold outside the pool: a mean miss share of 0.5 is no pool missing alpha/2
-    with pytest.warns(InfiniteThresholdWarning, match="more than a pool missing up to alpha/2"):
+    with pytest.warns(InfiniteThresholdWarning, match="more than a pool missing up to 0.05 of them"):
         assert crc_threshold([[0.1, math.inf]] * 50, ALPHA) == math.inf
     # the plain rule reads the same misses as loss and still gives a finite threshold at a larger alpha
     assert math.isfinite(crc_threshold([[0.1, math.inf]] * 50, 0.6, miss_bound=0))

@@ -13,7 +13,7 @@ import pytest
 from conformal_rag_plugins.core.coverage_band import split_conformal_band
 from conformal_rag_plugins.core.errors import CalibrationIntegrityError
 from conformal_rag_plugins.core.pools import PoolObservation
-from conformal_rag_plugins.core.quantile import conformal_quantile
+from conformal_rag_plugins.core.quantile import conformal_quantile, flagged_rank
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.report.data import (
     ThresholdRank,
@@ -123,7 +123,10 @@ def test_levels_above_the_band_are_explained_by_ties_of_the_relative_score() -> 
             assert "Scores tie at the threshold" in t.text
     data = grid.to_dict()
     at = data["levels"].index(0.5)
-    assert data["ranks"][at] == math.ceil(301 * 0.5)
+    misses = sum(1 for s in relative.scores_ if math.isinf(s))
+    rank = flagged_rank(300, 0.5)
+    assert rank is not None and data["ranks"][at] == rank.rank_for(misses)
+    assert rank.rank_for(0) == math.ceil(301 * 0.5)  # the plain rank, when nothing missed
     assert data["n_at_or_below"][at] == sum(1 for s in relative.scores_ if s <= 0.0)
     similarity = _fit(obs[:300], "similarity")
     assert not any(t.ties for t in tie_levels(coverage_grid(similarity, obs[300:])))
