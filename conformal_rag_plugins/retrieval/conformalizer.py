@@ -283,9 +283,6 @@ class RetrievalConformalizer:
                 cal.n_calibration_,
                 cal.pool_size_,
             )
-        advice = pool_miss_advice(cal.n_misses_, cal.n_calibration_, cal.alpha_, cal.pool_size_)
-        if advice is not None and self.control == "coverage":
-            warn_at_caller(advice, PoolMissWarning)
         if math.isinf(cal.threshold_):
             logger.warning("The calibrated threshold is +inf: every candidate in the pool will be returned.")
         return cal
@@ -365,6 +362,29 @@ class RetrievalConformalizer:
             self.calibration_ = with_groups(
                 self.calibration_, labels, group_by, strict=self.strict, fallback=group_fallback
             )
+        self._warn_pool_misses(self.calibration_)
+
+    def _warn_pool_misses(self, cal: RetrievalCalibration) -> None:
+        """Warn :class:`PoolMissWarning` when the pool, or a group's, misses more than the bound the flag assumes."""
+        advice = pool_miss_advice(
+            cal.n_misses_,
+            cal.n_calibration_,
+            cal.alpha_,
+            cal.pool_size_,
+            miss_bound=cal.miss_bound_,
+            flagged=math.isfinite(cal.threshold_),
+        )
+        if advice is not None:
+            warn_at_caller(advice, PoolMissWarning)
+        for group, record in sorted(cal.groups_.items()):
+            at = [i for i, g in enumerate(cal.group_labels_) if g == group]
+            misses = sum(1 for i in at if math.isinf(cal.scores_[i]))
+            flagged = record["source"] == "group" and math.isfinite(float(record["threshold"]))
+            advice = pool_miss_advice(
+                misses, len(at), cal.alpha_, cal.pool_size_, miss_bound=cal.miss_bound_, flagged=flagged
+            )
+            if advice is not None:
+                warn_at_caller(f"Group {group!r}: {advice}", PoolMissWarning)
 
     def _recall_calibration(
         self,
