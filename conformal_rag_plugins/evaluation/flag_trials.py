@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.combination import bonferroni_thresholds
-from ..core.errors import GuaranteeCutWarning, InfiniteThresholdWarning, SmallGroupWarning
+from ..core.errors import GuaranteeCutWarning, InfiniteThresholdWarning, PoolMissWarning, SmallGroupWarning
 from ..core.pools import PoolObservation
 from ..core.quantile import THRESHOLD_RULE, threshold_rule
 from ..retrieval.conformalizer import RetrievalConformalizer
@@ -88,6 +88,7 @@ def _pooled_draws(
     flagged = []
     with threshold_rule(settings.rule), warnings.catch_warnings():
         warnings.simplefilter("ignore", InfiniteThresholdWarning)
+        warnings.simplefilter("ignore", PoolMissWarning)
         for _ in range(draws):
             cal = [_pool(rng, miss_rate, pool_size, n_gold) for _ in range(n)]
             test = [_pool(rng, miss_rate, pool_size, n_gold) for _ in range(n_test)]
@@ -128,7 +129,7 @@ def simulate_flag_coverage(
 def simulate_group_flag_coverage(
     group_sizes: Sequence[int],
     confidence_level: float,
-    miss_rate: float,
+    miss_rate: float | Sequence[float],
     *,
     draws: int,
     seed: int = 0,
@@ -138,27 +139,32 @@ def simulate_group_flag_coverage(
 ) -> list[FlagTrial]:
     """The same per group (Mondrian, ``groups=``): each group's test questions given that group's own flag.
 
-    The label-conditional form (``chunk_group_key``) computes its per-group thresholds with the same
+    ``miss_rate`` is one rate for every group or one per group. The label-conditional form
+    (``chunk_group_key``) computes its per-group thresholds with the same
     :func:`~conformal_rag_plugins.core.mondrian.group_thresholds`, so these figures hold for it too.
     """
     rng = np.random.default_rng(seed)
+    rates = [float(miss_rate)] * len(group_sizes) if np.isscalar(miss_rate) else [float(r) for r in miss_rate]  # type: ignore[arg-type, union-attr]
+    if len(rates) != len(group_sizes):
+        raise ValueError(f"{len(rates)} miss rates for {len(group_sizes)} groups.")
     labels = [f"g{i}" for i, size in enumerate(group_sizes) for _ in range(size)]
+    label_rates = [rates[i] for i, size in enumerate(group_sizes) for _ in range(size)]
     flagged: list[list[tuple[float, float]]] = [[] for _ in group_sizes]
     with threshold_rule(rule), warnings.catch_warnings():
-        for category in (InfiniteThresholdWarning, SmallGroupWarning, GuaranteeCutWarning):
+        for category in (InfiniteThresholdWarning, SmallGroupWarning, GuaranteeCutWarning, PoolMissWarning):
             warnings.simplefilter("ignore", category)
         for _ in range(draws):
-            cal = [_pool(rng, miss_rate, pool_size) for _ in labels]
+            cal = [_pool(rng, rate, pool_size) for rate in label_rates]
             fitted = RetrievalConformalizer(confidence_level, score="similarity").conformalize_pools(
                 cal, fingerprint=_FINGERPRINT, pool_size=pool_size, groups=labels
             )
             for g in range(len(group_sizes)):
                 q = float(fitted.calibration_.groups_[f"g{g}"]["threshold"])
-                test = [_pool(rng, miss_rate, pool_size) for _ in range(n_test)]
+                test = [_pool(rng, rates[g], pool_size) for _ in range(n_test)]
                 if math.isinf(q):
                     continue
                 flagged[g].append(_means([o.covered_and_size("similarity", q) for o in test]))
-    return [_summary(size, miss_rate, draws, f) for size, f in zip(group_sizes, flagged, strict=True)]
+    return [_summary(size, rate, draws, f) for size, rate, f in zip(group_sizes, rates, flagged, strict=True)]
 
 
 def simulate_recall_given_flag(
@@ -172,14 +178,19 @@ def simulate_recall_given_flag(
     n_test: int = 20,
     pool_size: int = 20,
     rule: str = THRESHOLD_RULE,
+    method: str = "crc",
+    delta: float | None = None,
 ) -> FlagTrial:
-    """Mean recall (``coverage``) given the flag of recall control (CRC), each gold chunk missed independently."""
+    """Mean recall (``coverage``) given the flag of recall control (``method`` ``"crc"``, or ``"ltt"`` with
+    ``delta``), each gold chunk missed independently."""
 
     def serve(pool: PoolObservation, q: float) -> tuple[float, int]:
         recall = float(np.sum(pool.gold_scores("similarity") <= q)) / (pool.n_gold or 1)
         return recall, pool.covered_and_size("similarity", q)[1]
 
-    conformalizer = RetrievalConformalizer(confidence_level, score="similarity", control="recall")
+    conformalizer = RetrievalConformalizer(
+        confidence_level, score="similarity", control="recall", method=method, delta=delta
+    )
     return _pooled_draws(n, miss_rate, conformalizer, _Draws(draws, seed, n_test, pool_size, rule, n_gold), serve)
 
 

@@ -288,7 +288,7 @@ def calibrated_verdict(calibration: RetrievalCalibration, coverage: float, n_tes
     >>> scores = tuple(i / 100 for i in range(1, 100))
     >>> cal = RetrievalCalibration(0.9, 0.1, "split", "similarity", 5, 99, 0, scores, fp)
     >>> calibrated_verdict(cal, 0.9, n_test=200).text
-    'held-out coverage 0.900 at target 0.9, inside the 95% band [0.835, 0.970]: consistent with the guarantee'
+    'held-out coverage 0.900 at target 0.9, inside the 95% band [0.820, 0.960]: consistent with the guarantee'
     >>> calibrated_verdict(cal, 0.7, n_test=200).status
     'below'
     """

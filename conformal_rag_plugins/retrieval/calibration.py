@@ -10,10 +10,11 @@ import math
 import warnings
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import CalibrationIntegrityError, InfiniteThresholdWarning
+from ..core.errors import CalibrationError, CalibrationIntegrityError, InfiniteThresholdWarning
 from ..core.quantile import (
     PLAIN_RANK_RULE,
     THRESHOLD_RULE,
@@ -181,8 +182,11 @@ class RetrievalCalibration:
         """True when every candidate must be returned."""
         return math.isinf(self.threshold_)
 
-    def recomputed_threshold(self) -> float:
-        """The threshold recomputed from ``scores_``, ``alpha_``, ``method_`` and ``delta_`` (``inf`` kept).
+    def recomputed_threshold(self, *, strict: bool = False) -> float:
+        """The threshold recomputed from the stored scores, level, method, delta and miss bound (``inf`` kept).
+
+        ``strict=True`` raises :class:`~conformal_rag_plugins.core.errors.CalibrationError` saying why
+        instead of returning ``inf``.
 
         Examples
         --------
@@ -197,12 +201,34 @@ class RetrievalCalibration:
             warnings.simplefilter("ignore", InfiniteThresholdWarning)
             bound = self.miss_bound_
             if self.risk_ == "recall":
-                return recall_threshold(self.gold_scores_, self.alpha_, self.method_, self.delta_, miss_bound=bound)
+                return recall_threshold(
+                    self.gold_scores_, self.alpha_, self.method_, self.delta_, strict=strict, miss_bound=bound
+                )
             if self.method_ == "pac":
                 if self.delta_ is None:
                     raise CalibrationIntegrityError("A PAC calibration without delta.")
-                return pac_quantile(self.scores_, self.alpha_, self.delta_, miss_bound=bound)
-            return conformal_quantile(self.scores_, self.alpha_, miss_bound=bound)
+                return pac_quantile(self.scores_, self.alpha_, self.delta_, strict=strict, miss_bound=bound)
+            return conformal_quantile(self.scores_, self.alpha_, strict=strict, miss_bound=bound)
+
+    @cached_property
+    def infinite_reason_(self) -> str:
+        """Why the threshold is ``+inf`` (too few questions, or misses that withdraw the flag); empty when finite.
+
+        Examples
+        --------
+        >>> from conformal_rag_plugins import Fingerprint
+        >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+        >>> scores = tuple(i / 10 for i in range(1, 10))
+        >>> RetrievalCalibration(math.inf, 0.1, "split", "similarity", 5, 9, 0, scores, fp).infinite_reason_[:40]
+        '9 calibration points are too few at alph'
+        """
+        if not self.is_infinite_:
+            return ""
+        try:
+            self.recomputed_threshold(strict=True)
+        except CalibrationError as exc:
+            return str(exc)
+        return ""
 
     def check_threshold(self) -> None:
         """Raise :class:`CalibrationIntegrityError` unless ``threshold_`` is the one its scores give."""

@@ -47,7 +47,7 @@ def recall_threshold(
     """The recall threshold of ``method`` (``crc`` or ``ltt``, which needs ``delta``); ``miss_bound`` as in the core.
 
     >>> recall_threshold([[i / 40] for i in range(1, 41)], 0.1, "crc", None, miss_bound=0)
-    0.9
+    0.925
     """
     if method == "crc":
         return crc_threshold(gold_scores, alpha, strict=strict, miss_bound=miss_bound)

@@ -163,6 +163,10 @@ def serve_set(
         decision = mark_group_fallback(decided, group_meta)
         if options.group is None:
             decision = mark_unchecked_group_by(decision, unchecked_group_by(calibration, options.group_by))
+    if math.isinf(threshold) and group_meta.get("conformal_group") is None:  # the pooled threshold: say why
+        why = getattr(calibration, "infinite_reason_", "")
+        if why and why not in decision.reason:
+            decision = replace(decision, reason=" ".join(filter(None, (decision.reason, why))))
     stale = getattr(calibration, "stale_rule_reason_", "")
     if stale and decision.guaranteed:
         decision = replace(decision, guaranteed=False, reason=stale)
