@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from ..core.clustering import cluster_answers, merge_clusters
-from ..core.combination import decide_end_to_end
 from ..core.errors import CalibrationError, ConformalError, SamplingMismatchError
 from ..core.generation_scores import generation_score
 from ..datasets.examples import CalibrationExample
 from .calibration import AnswerSetCalibration
+from .group_rules import OWN_SOURCES, chunk_rules, decide_chunks
 from .identity import check_generator
 from .options import SamplingOptions
 from .prompts import IDK
@@ -30,12 +30,15 @@ SampleFn = Callable[[str, str], Awaitable[list[Sample]]]
 
 @dataclass(frozen=True)
 class ChunkInput:
-    """A retrieved chunk: id, text, nonconformity, and whether its retriever kept the guarantee (not cut, conformal)."""
+    """A retrieved chunk: id, text, nonconformity, whether its retriever kept the guarantee (not cut, conformal),
+    and the group its retriever served it for (``conformal_group``; ``None`` when ungrouped).
+    """
 
     chunk_id: str
     text: str
     nonconformity: float
     guaranteed: bool = True
+    group: str | None = None
 
 
 def chunks_from_metadata(
@@ -44,13 +47,13 @@ def chunks_from_metadata(
     """Turn ``(id, text, metadata)`` of retrieved items into chunk inputs (best first) and why the guarantee is lost.
 
     Every item must carry a ``ConformalRetriever``'s ``conformal_*`` metadata (re-scoring another
-    retriever's item would use another scale). The guarantee is lost by a cut set or a retriever
-    calibrated at a smaller threshold than this calibration's retrieval stage.
+    retriever's item would use another scale). The guarantee is lost by a cut set, a group served a
+    fallback threshold, or a retriever calibrated at a smaller threshold than the one the end-to-end
+    rule uses for that chunk: the retrieval stage's threshold of the chunk's group
+    (``conformal_group``, :func:`~.group_rules.chunk_rules`) when the stage is grouped, else the pooled one.
     """
     family = calibration.retrieval_.score_family_
-    need = calibration.retrieval_threshold_
-    reasons = []
-    out = []
+    parsed = []
     for cid, text, meta in items:
         if "conformal_nonconformity" not in meta:
             raise ConformalError(
@@ -64,19 +67,38 @@ def chunks_from_metadata(
                 f"Chunk {cid!r} was scored with the {got_family!r} family but the calibration uses {family!r}: use "
                 "the ConformalRetriever of this calibration."
             )
+        group = meta.get("conformal_group")
+        parsed.append((cid, text, meta, None if group is None else str(group)))
+    needs = chunk_rules(calibration, [g for *_, g in parsed]).thresholds
+    reasons = []
+    out = []
+    for (cid, text, meta, group), need in zip(parsed, needs, strict=True):
         ok = bool(meta.get("conformal_guaranteed", True))
         if not ok:
-            reasons.append("the retriever cut its conformal set (max_k / k)")
+            reasons.append(_not_kept_reason(meta))
         threshold = meta.get("conformal_threshold")
         if threshold is not None and float(threshold) < need and not math.isclose(float(threshold), need):
             ok = False
+            whose = "this calibration's retrieval threshold" if group is None else f"group {group!r}'s threshold"
             reasons.append(
-                f"the retriever's threshold {float(threshold):.4g} is below this calibration's retrieval threshold "
+                f"the retriever's threshold {float(threshold):.4g} is below {whose} "
                 f"{need:.4g}, so its set may miss chunks the rule keeps"
             )
-        out.append(ChunkInput(str(cid), text, float(meta["conformal_nonconformity"]), ok))
+        out.append(ChunkInput(str(cid), text, float(meta["conformal_nonconformity"]), ok, group))
     out.sort(key=lambda c: c.nonconformity)
     return out, "; ".join(dict.fromkeys(reasons))
+
+
+def _not_kept_reason(meta: Mapping[str, Any]) -> str:
+    """Why a retriever marked its set not guaranteed, from its metadata.
+
+    >>> _not_kept_reason({"conformal_group": "b", "conformal_threshold_source": "keep-all-small-group"})
+    "the retriever served group 'b' a fallback threshold (keep-all-small-group)"
+    """
+    source = meta.get("conformal_threshold_source")
+    if source is not None and source not in OWN_SOURCES:
+        return f"the retriever served group {meta.get('conformal_group')!r} a fallback threshold ({source})"
+    return "the retriever cut its conformal set (max_k / k)"
 
 
 def check_synthesizer_calibration(calibration: Any) -> None:
@@ -239,8 +261,10 @@ async def abuild_answer_set(
 ) -> AnswerSetResult:
     """Sample every chunk the rule can keep, cluster, and apply the end-to-end rule.
 
-    ``guaranteed`` only if the rule is, every chunk's retriever kept its set and the generator was
-    checked. ``generator`` is compared with the calibration's before any LLM call (mismatch:
+    A grouped retrieval stage gives each chunk the rule of its group (:func:`~.group_rules.chunk_rules`:
+    the query's group, or label-conditional each chunk's own), never the pooled threshold on a group's set.
+    ``guaranteed`` only if the rule is (every group's own, no fallback), every chunk's retriever kept its
+    set and the generator was checked. ``generator`` is compared with the calibration's before any LLM call (mismatch:
     :class:`~conformal_rag_plugins.core.errors.GeneratorMismatchError`); a missing record on either
     side warns ``UncheckedGeneratorWarning``, sets ``extra["generator_checked"]`` False and makes the
     set not guaranteed, the ``reason`` naming the missing record.
@@ -248,10 +272,10 @@ async def abuild_answer_set(
     check_equivalence(calibration, equivalence)
     kwargs = clustering_kwargs(calibration.clustering_, equivalence, embed)
     unchecked = check_generator(calibration.generator_, generator, calibration.clustering_)
-    rule = calibration.rule()
+    rules = chunk_rules(calibration, [c.group for c in chunks])
     ids = [c.chunk_id for c in chunks]
     nonconf = np.array([c.nonconformity for c in chunks], dtype=float)
-    keep = rule.retrieval_mask(nonconf) if chunks else np.zeros(0, dtype=bool)
+    keep = rules.retrieval_mask(nonconf) if chunks else np.zeros(0, dtype=bool)
     todo = [c for c, k in zip(chunks, keep, strict=True) if k]
     sampled = await asyncio.gather(*(sample(question, c.text) for c in todo))
     clusters = {
@@ -260,7 +284,7 @@ async def abuild_answer_set(
         )
         for c, got in zip(todo, sampled, strict=True)
     }
-    decision = decide_end_to_end(rule, ids, nonconf, clusters)
+    decision = decide_chunks(rules, ids, nonconf, clusters, calibration.rule())
     merged = decision.answer_set(**kwargs)
     sampled_clusters = len(merge_clusters(clusters, **kwargs)) if clusters else 0
     answers = [
@@ -276,6 +300,8 @@ async def abuild_answer_set(
     reasons = []
     if not decision.guaranteed:
         reasons.append(f"{decision.reason} (generator coverage ceiling {calibration.coverage_ceiling_:.2f})")
+    if rules.reason:
+        reasons.append(rules.reason)
     if calibration.retrieval_.stale_rule_reason_:
         reasons.append(calibration.retrieval_.stale_rule_reason_)
     if not all(c.guaranteed for c in chunks):
