@@ -178,9 +178,10 @@ class AnswerSetCalibration:
     ``delta_retrieval_ + delta_generation_ = delta_``; HMP: the finite-sample weighted harmonic-mean
     rule with ``hmp_weight_``). :meth:`retrieval_stage` drives a ``ConformalRetriever``.
     ``generator_`` records the LLM, sampling, prompt and embedder the generator threshold is tied to
-    (checked at every query); ``None`` for older files, which load with an
-    :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning` and whose answer sets are
-    not guaranteed (the generator cannot be checked).
+    (checked at every query); ``None`` for older files and for hosts that cannot describe their LLM.
+    Without it no query can check its generator against the calibrated one, so ``guaranteed_`` is
+    ``False`` (``reason_`` says why), as is the saved ``"guaranteed"`` and every answer set served;
+    such a file loads with an :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning`.
     """
 
     retrieval_: RetrievalCalibration
@@ -256,14 +257,44 @@ class AnswerSetCalibration:
         """Whether the end-to-end guarantee holds: the rule rejects a pair missed in either stage.
 
         Bonferroni/PAC: both thresholds finite. HMP: a miss in either stage (p-value ``(1 + m) / (n + 1)``)
-        is rejected even with the other stage's p-value at 1.
+        is rejected even with the other stage's p-value at 1. Also needs the current threshold rule and
+        a generator record (``generator_``), without which no query can check its generator.
         """
-        return bool(self.rule().guaranteed) and not self.retrieval_.stale_rule_reason_
+        checked = not self.retrieval_.stale_rule_reason_ and not self.unchecked_reason_
+        return bool(self.rule().guaranteed) and checked
+
+    @property
+    def unchecked_reason_(self) -> str:
+        """Why queries cannot check the generator (no ``generator_`` record), empty when they can.
+
+        >>> from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+        >>> from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+        >>> scores = tuple(i / 40 for i in range(40))
+        >>> ret = RetrievalCalibration(1.0, 0.1, "split", "relative", 5, 40, 0, scores,
+        ...                            Fingerprint("none", "list", "cosine", "toy", 2, "cosine"))
+        >>> cal = AnswerSetCalibration.from_stages(ret, [-1.0] * 40, alpha=0.4, n_samples=4, model="m",
+        ...                                        clustering={"method": "exact"})
+        >>> cal.guaranteed_, cal.unchecked_reason_[:39]
+        (False, 'The calibration has no generator record')
+        """
+        if self.generator_ is not None:
+            return ""
+        return (
+            "The calibration has no generator record (saved by an older version, or made with a host that does not "
+            "describe its LLM), so no query can check that it uses the calibrated LLM, sampling settings, prompt and "
+            "embedding model: its answer sets are not guaranteed. Re-calibrate with calibrate_answer_sets to record "
+            "them."
+        )
+
+    @property
+    def rule_reason_(self) -> str:
+        """Why the combination rule or a stale threshold rule withholds the guarantee (empty when neither does)."""
+        return " ".join(filter(None, (str(self.rule().reason), self.retrieval_.stale_rule_reason_)))
 
     @property
     def reason_(self) -> str:
-        """Why the calibration is not guaranteed (empty when it is)."""
-        return " ".join(filter(None, (str(self.rule().reason), self.retrieval_.stale_rule_reason_)))
+        """Why the calibration is not guaranteed (empty when it is): the rule's reason, then the unchecked one."""
+        return " ".join(filter(None, (self.rule_reason_, self.unchecked_reason_)))
 
     @property
     def generator_reachable_(self) -> bool:
@@ -313,6 +344,13 @@ class AnswerSetCalibration:
             return bonferroni_thresholds(
                 ret, gen, self.alpha_, alpha_ret=self.alpha_retrieval_, alpha_gen=self.alpha_generation_
             )
+
+    @property
+    def provenance_(self) -> StageProvenance:
+        """Where the scores came from: question digests, the optimisation and pilot record, the generator record."""
+        return StageProvenance(
+            question_ids=self.question_ids_, optimisation=dict(self.optimisation_), generator=self.generator_
+        )
 
     @classmethod
     def from_stages(
@@ -450,8 +488,9 @@ class AnswerSetCalibration:
             warnings.warn(
                 "This answer-set calibration does not record the LLM, sampling settings and embedding model it was "
                 "made with (saved by an older version, or made without an adapter that describes its LLM), so "
-                "queries cannot check that they use the same ones; its generator threshold is used unchecked and its "
-                "answer sets say guaranteed=False. Re-calibrate with calibrate_answer_sets to record them.",
+                "queries cannot check that they use the same ones; its generator threshold is used unchecked, so the "
+                "calibration (guaranteed_) and its answer sets say guaranteed=False. Re-calibrate with "
+                "calibrate_answer_sets to record them.",
                 UncheckedGeneratorWarning,
                 stacklevel=3,
             )

@@ -530,6 +530,7 @@ def answer_set_summary(
             fitted = calibration if own else AnswerSetCalibration.from_stages(
                 calibration.retrieval_, calibration.generation_scores_, alpha=calibration.alpha_, split=split,
                 n_samples=calibration.n_samples_, model=calibration.model_, clustering=calibration.clustering_,
+                provenance=calibration.provenance_,  # the same generator record: checked at query time alike
             )  # fmt: skip
         except CalibrationError as exc:
             methods[name] = {"error": str(exc)}
