@@ -352,6 +352,57 @@ class AnswerSetCalibration:
             question_ids=self.question_ids_, optimisation=dict(self.optimisation_), generator=self.generator_
         )
 
+    def split_options(self) -> SplitOptions:
+        """The :class:`SplitOptions` that give this calibration's rule and split of alpha (no optimisation)."""
+        return SplitOptions(
+            method=self.method_,
+            alpha_retrieval=self.alpha_retrieval_,
+            delta=self.delta_,
+            delta_retrieval=self.delta_retrieval_,
+            hmp_weight=self.hmp_weight_,
+        )
+
+    def with_current_rule(self) -> AnswerSetCalibration:
+        """A copy whose two stages' thresholds are recomputed from the stored scores under the current rule.
+
+        The upgrade path of a file saved before thresholds accounted for pool misses (its retrieval
+        stage's ``threshold_rule_`` is ``"plain-rank"``; :attr:`reason_` says so and its sets are never
+        flagged guaranteed). The retrieval stage goes through
+        :meth:`RetrievalCalibration.with_current_rule` (pooled and per-group thresholds), then both
+        stages' thresholds are combined again at the same level, rule and split of alpha from the same
+        scores; the questions, optimisation and pilot record, generator record and ``created_at_`` are
+        kept. No LLM call. Under the current rule already, it returns ``self``.
+
+        Examples
+        --------
+        >>> from dataclasses import replace
+        >>> from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+        >>> from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+        >>> scores = tuple(i / 40 for i in range(40))
+        >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+        >>> old_stage = RetrievalCalibration(1.0, 0.1, "split", "relative", 5, 40, 0, scores, fp,
+        ...                                  threshold_rule_="plain-rank")
+        >>> old = AnswerSetCalibration.from_stages(old_stage, [-1.0] * 40, alpha=0.2, n_samples=4, model="m",
+        ...     clustering={"method": "exact"}, provenance=StageProvenance(generator={"llm": {"name": "m"}}))
+        >>> new = old.with_current_rule()
+        >>> old.guaranteed_, new.guaranteed_, new.retrieval_.threshold_rule_, new.generator_ == old.generator_
+        (False, True, 'pool-miss-1', True)
+        >>> new.save("calibration.json")  # doctest: +SKIP
+        """
+        if not self.retrieval_.stale_rule_reason_:
+            return self
+        fresh = self.from_stages(
+            self.retrieval_.with_current_rule(),
+            self.generation_scores_,
+            alpha=self.alpha_,
+            split=self.split_options(),
+            n_samples=self.n_samples_,
+            model=self.model_,
+            clustering=self.clustering_,
+            provenance=self.provenance_,
+        )
+        return replace(fresh, created_at_=self.created_at_)
+
     @classmethod
     def from_stages(
         cls,
@@ -498,18 +549,11 @@ class AnswerSetCalibration:
 
     @classmethod
     def _recompute(cls, cal: AnswerSetCalibration) -> AnswerSetCalibration:
-        split = SplitOptions(
-            method=cal.method_,
-            alpha_retrieval=cal.alpha_retrieval_,
-            delta=cal.delta_,
-            delta_retrieval=cal.delta_retrieval_,
-            hmp_weight=cal.hmp_weight_,
-        )
         return cls.from_stages(
             cal.retrieval_,
             cal.generation_scores_,
             alpha=cal.alpha_,
-            split=split,
+            split=cal.split_options(),
             n_samples=cal.n_samples_,
             model=cal.model_,
             clustering=cal.clustering_,
