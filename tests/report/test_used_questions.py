@@ -91,3 +91,23 @@ def test_an_older_answer_set_file_without_the_ids_warns() -> None:
         warnings.simplefilter("error")  # recorded: nothing to warn about
         held_out_report(HELD, replace(cal, optimisation_=RECORDED), prepare_gold=list,
                         serve=lambda q: [("c1", "t", True)], count_tokens=len)  # fmt: skip
+
+
+def test_evaluate_reads_the_given_calibration_while_it_is_the_one_served() -> None:
+    """The adapters' ``evaluate``: the answer-set calibration given, unless ``calibration`` was replaced since."""
+    from conformal_rag_plugins.report.held_out import HeldOutEvaluation
+    from conformal_rag_plugins.retrieval.serving import serving_calibration
+
+    class DropIn(HeldOutEvaluation):
+        def __init__(self, given: AnswerSetCalibration) -> None:
+            self._given_calibration = given
+            self.calibration = serving_calibration(given)
+
+        def _held_out_parts(self):
+            return list, lambda question: [("c1", "t", True)], len
+
+    drop_in = DropIn(_answer_sets(RECORDED))
+    everything = CAL + SPLIT + PILOT + HELD
+    assert drop_in.evaluate(everything).n_questions == len(HELD)
+    drop_in.calibration = replace(drop_in.calibration, alpha_=0.15)  # another calibration served since
+    assert drop_in.evaluate(everything).n_questions == len(HELD) + len(SPLIT) + len(PILOT)
