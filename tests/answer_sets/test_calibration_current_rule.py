@@ -24,7 +24,7 @@ from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
 N, ALPHA = 100, 0.2
-RET = tuple(i / N for i in range(N))  # no retrieval miss
+RET = (*(i / N for i in range(N - 1)), math.inf)  # one retrieval miss
 GEN = (*(-1.0 + i / N for i in range(N - 1)), math.inf)  # one generator miss
 IDS = tuple(f"q{i:03d}" for i in range(N))
 RECORD = generator_record({"llm": {"class": "Fake", "name": "toy"}, "sampling": {"temperature": 1.0, "n_samples": 4}})
@@ -37,7 +37,7 @@ def _old(method: str) -> AnswerSetCalibration:
     with threshold_rule(PLAIN_RANK_RULE):
         q = conformal_quantile(RET, 0.1)
     retrieval = RetrievalCalibration(
-        q, 0.1, "split", "relative", 5, N, 0, RET, FP, question_ids_=IDS, threshold_rule_=PLAIN_RANK_RULE
+        q, 0.1, "split", "relative", 5, N, 1, RET, FP, question_ids_=IDS, threshold_rule_=PLAIN_RANK_RULE
     )
     return AnswerSetCalibration.from_stages(
         retrieval,

@@ -19,13 +19,14 @@ from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
 
 FP = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
-SCORES = tuple(i / 100 for i in range(1, 100))  # 99 questions, no miss
+# 100 questions, one miss: the flag rule's rank is not the plain one (with or without misses in other rules)
+SCORES = (*(i / 100 for i in range(1, 100)), float("inf"))
 
 
 def _old() -> RetrievalCalibration:
     with threshold_rule(PLAIN_RANK_RULE):
         q = conformal_quantile(SCORES, 0.1)
-    return RetrievalCalibration(q, 0.1, "split", "similarity", 5, 99, 0, SCORES, FP, threshold_rule_=PLAIN_RANK_RULE)
+    return RetrievalCalibration(q, 0.1, "split", "similarity", 5, 100, 1, SCORES, FP, threshold_rule_=PLAIN_RANK_RULE)
 
 
 def _observations() -> list[PoolObservation]:
