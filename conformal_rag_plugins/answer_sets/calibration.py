@@ -178,9 +178,10 @@ class AnswerSetCalibration:
     ``delta_retrieval_ + delta_generation_ = delta_``; HMP: the finite-sample weighted harmonic-mean
     rule with ``hmp_weight_``). :meth:`retrieval_stage` drives a ``ConformalRetriever``.
     ``generator_`` records the LLM, sampling, prompt and embedder the generator threshold is tied to
-    (checked at every query); ``None`` for older files, which load with an
-    :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning` and whose answer sets are
-    not guaranteed (the generator cannot be checked).
+    (checked at every query); ``None`` for older files and for hosts that cannot describe their LLM.
+    Without it no query can check its generator against the calibrated one, so ``guaranteed_`` is
+    ``False`` (``reason_`` says why), as is the saved ``"guaranteed"`` and every answer set served;
+    such a file loads with an :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning`.
     """
 
     retrieval_: RetrievalCalibration
@@ -256,14 +257,44 @@ class AnswerSetCalibration:
         """Whether the end-to-end guarantee holds: the rule rejects a pair missed in either stage.
 
         Bonferroni/PAC: both thresholds finite. HMP: a miss in either stage (p-value ``(1 + m) / (n + 1)``)
-        is rejected even with the other stage's p-value at 1.
+        is rejected even with the other stage's p-value at 1. Also needs the current threshold rule and
+        a generator record (``generator_``), without which no query can check its generator.
         """
-        return bool(self.rule().guaranteed) and not self.retrieval_.stale_rule_reason_
+        checked = not self.retrieval_.stale_rule_reason_ and not self.unchecked_reason_
+        return bool(self.rule().guaranteed) and checked
+
+    @property
+    def unchecked_reason_(self) -> str:
+        """Why queries cannot check the generator (no ``generator_`` record), empty when they can.
+
+        >>> from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+        >>> from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+        >>> scores = tuple(i / 40 for i in range(40))
+        >>> ret = RetrievalCalibration(1.0, 0.1, "split", "relative", 5, 40, 0, scores,
+        ...                            Fingerprint("none", "list", "cosine", "toy", 2, "cosine"))
+        >>> cal = AnswerSetCalibration.from_stages(ret, [-1.0] * 40, alpha=0.4, n_samples=4, model="m",
+        ...                                        clustering={"method": "exact"})
+        >>> cal.guaranteed_, cal.unchecked_reason_[:39]
+        (False, 'The calibration has no generator record')
+        """
+        if self.generator_ is not None:
+            return ""
+        return (
+            "The calibration has no generator record (saved by an older version, or made with a host that does not "
+            "describe its LLM), so no query can check that it uses the calibrated LLM, sampling settings, prompt and "
+            "embedding model: its answer sets are not guaranteed. Re-calibrate with calibrate_answer_sets to record "
+            "them."
+        )
+
+    @property
+    def rule_reason_(self) -> str:
+        """Why the combination rule or a stale threshold rule withholds the guarantee (empty when neither does)."""
+        return " ".join(filter(None, (str(self.rule().reason), self.retrieval_.stale_rule_reason_)))
 
     @property
     def reason_(self) -> str:
-        """Why the calibration is not guaranteed (empty when it is)."""
-        return " ".join(filter(None, (str(self.rule().reason), self.retrieval_.stale_rule_reason_)))
+        """Why the calibration is not guaranteed (empty when it is): the rule's reason, then the unchecked one."""
+        return " ".join(filter(None, (self.rule_reason_, self.unchecked_reason_)))
 
     @property
     def generator_reachable_(self) -> bool:
@@ -313,6 +344,64 @@ class AnswerSetCalibration:
             return bonferroni_thresholds(
                 ret, gen, self.alpha_, alpha_ret=self.alpha_retrieval_, alpha_gen=self.alpha_generation_
             )
+
+    @property
+    def provenance_(self) -> StageProvenance:
+        """Where the scores came from: question digests, the optimisation and pilot record, the generator record."""
+        return StageProvenance(
+            question_ids=self.question_ids_, optimisation=dict(self.optimisation_), generator=self.generator_
+        )
+
+    def split_options(self) -> SplitOptions:
+        """The :class:`SplitOptions` that give this calibration's rule and split of alpha (no optimisation)."""
+        return SplitOptions(
+            method=self.method_,
+            alpha_retrieval=self.alpha_retrieval_,
+            delta=self.delta_,
+            delta_retrieval=self.delta_retrieval_,
+            hmp_weight=self.hmp_weight_,
+        )
+
+    def with_current_rule(self) -> AnswerSetCalibration:
+        """A copy whose two stages' thresholds are recomputed from the stored scores under the current rule.
+
+        The upgrade path of a file saved before thresholds accounted for pool misses (its retrieval
+        stage's ``threshold_rule_`` is ``"plain-rank"``; :attr:`reason_` says so and its sets are never
+        flagged guaranteed). The retrieval stage goes through
+        :meth:`RetrievalCalibration.with_current_rule` (pooled and per-group thresholds), then both
+        stages' thresholds are combined again at the same level, rule and split of alpha from the same
+        scores; the questions, optimisation and pilot record, generator record and ``created_at_`` are
+        kept. No LLM call. Under the current rule already, it returns ``self``.
+
+        Examples
+        --------
+        >>> from dataclasses import replace
+        >>> from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+        >>> from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+        >>> scores = tuple(i / 40 for i in range(40))
+        >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+        >>> old_stage = RetrievalCalibration(1.0, 0.1, "split", "relative", 5, 40, 0, scores, fp,
+        ...                                  threshold_rule_="plain-rank")
+        >>> old = AnswerSetCalibration.from_stages(old_stage, [-1.0] * 40, alpha=0.2, n_samples=4, model="m",
+        ...     clustering={"method": "exact"}, provenance=StageProvenance(generator={"llm": {"name": "m"}}))
+        >>> new = old.with_current_rule()
+        >>> old.guaranteed_, new.guaranteed_, new.retrieval_.threshold_rule_, new.generator_ == old.generator_
+        (False, True, 'pool-miss-1', True)
+        >>> new.save("calibration.json")  # doctest: +SKIP
+        """
+        if not self.retrieval_.stale_rule_reason_:
+            return self
+        fresh = self.from_stages(
+            self.retrieval_.with_current_rule(),
+            self.generation_scores_,
+            alpha=self.alpha_,
+            split=self.split_options(),
+            n_samples=self.n_samples_,
+            model=self.model_,
+            clustering=self.clustering_,
+            provenance=self.provenance_,
+        )
+        return replace(fresh, created_at_=self.created_at_)
 
     @classmethod
     def from_stages(
@@ -450,8 +539,9 @@ class AnswerSetCalibration:
             warnings.warn(
                 "This answer-set calibration does not record the LLM, sampling settings and embedding model it was "
                 "made with (saved by an older version, or made without an adapter that describes its LLM), so "
-                "queries cannot check that they use the same ones; its generator threshold is used unchecked and its "
-                "answer sets say guaranteed=False. Re-calibrate with calibrate_answer_sets to record them.",
+                "queries cannot check that they use the same ones; its generator threshold is used unchecked, so the "
+                "calibration (guaranteed_) and its answer sets say guaranteed=False. Re-calibrate with "
+                "calibrate_answer_sets to record them.",
                 UncheckedGeneratorWarning,
                 stacklevel=3,
             )
@@ -459,18 +549,11 @@ class AnswerSetCalibration:
 
     @classmethod
     def _recompute(cls, cal: AnswerSetCalibration) -> AnswerSetCalibration:
-        split = SplitOptions(
-            method=cal.method_,
-            alpha_retrieval=cal.alpha_retrieval_,
-            delta=cal.delta_,
-            delta_retrieval=cal.delta_retrieval_,
-            hmp_weight=cal.hmp_weight_,
-        )
         return cls.from_stages(
             cal.retrieval_,
             cal.generation_scores_,
             alpha=cal.alpha_,
-            split=split,
+            split=cal.split_options(),
             n_samples=cal.n_samples_,
             model=cal.model_,
             clustering=cal.clustering_,

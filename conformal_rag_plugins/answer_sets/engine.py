@@ -382,10 +382,15 @@ def coverage_report(scores: Sequence[float], alpha_generation: float, *, thresho
     """One line on the generator's coverage ceiling (share of finite scores) and whether the target is reachable.
 
     Reachable: the generator threshold is finite (HMP: a miss is rejected). A ceiling above the
-    target is not enough: the rank also needs at most ``n - ceil((n+1)(1-alpha))`` misses.
+    target is not enough: the threshold follows the flag rule, so it is finite only when
+    :func:`~conformal_rag_plugins.core.quantile.flagged_rank` gives ``n`` scores a rank at
+    ``alpha_generation`` and the calibration has at most that rank's ``max_misses`` misses (questions
+    without a correct sample). Twelve questions, none missed, are too few at 0.1:
 
     >>> coverage_report([-1.0] * 9 + [float("inf")], 0.1)
     'coverage ceiling 0.90; target 1-alpha_gen = 0.90 is UNREACHABLE with this LLM and prompt (threshold +inf)'
+    >>> coverage_report([-1.0] * 12, 0.1)
+    'coverage ceiling 1.00; target 1-alpha_gen = 0.90 is UNREACHABLE with this LLM and prompt (threshold +inf)'
     """
     ceiling = sum(1 for s in scores if math.isfinite(s)) / max(1, len(scores))
     if threshold_finite is None:

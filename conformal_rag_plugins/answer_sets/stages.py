@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..core.errors import CalibrationError, CoverageCeilingWarning
+from ..core.errors import CalibrationError, CoverageCeilingWarning, UncheckedGeneratorWarning
 from ..core.validation import alpha_from_confidence_level
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibration import RetrievalCalibration
@@ -110,7 +110,9 @@ async def acalibrate_end_to_end(
 ) -> AnswerSetCalibration:
     """Score the generator on each example (aligned with ``retrieval``) and combine the stages.
 
-    A calibration that is not guaranteed warns (:class:`CoverageCeilingWarning`) at the caller's line.
+    A calibration that is not guaranteed warns at the caller's line: :class:`CoverageCeilingWarning`
+    when its rule or threshold rule withholds the guarantee, :class:`UncheckedGeneratorWarning` when
+    ``stage`` has no generator record (queries could not check the generator).
     """
     alpha = alpha_from_confidence_level(confidence_level)
     stage = replace(stage, clustering=dict(stage.clustering or DEFAULT_CLUSTERING))
@@ -134,11 +136,13 @@ async def acalibrate_end_to_end(
     )
     report = coverage_report(scores, cal.alpha_generation_, threshold_finite=cal.generator_reachable_)
     logger.warning("Generator stage: %s", report)
-    if not cal.guaranteed_:
-        # run by run_sync, a fixed stacklevel would name asyncio's event loop: name the user's line
+    # run by run_sync, a fixed stacklevel would name asyncio's event loop: name the user's line
+    if cal.rule_reason_:
         warn_at_caller(
-            f"{cal.reason_} (generator coverage ceiling {cal.coverage_ceiling_:.2f}, retrieval misses "
+            f"{cal.rule_reason_} (generator coverage ceiling {cal.coverage_ceiling_:.2f}, retrieval misses "
             f"{cal.retrieval_.n_misses_} of {cal.retrieval_.n_calibration_}).",
             CoverageCeilingWarning,
         )
+    if cal.unchecked_reason_:
+        warn_at_caller(cal.unchecked_reason_, UncheckedGeneratorWarning)
     return cal

@@ -53,8 +53,8 @@ def _handle(args: argparse.Namespace) -> None:
     if report["n_unrecorded_optimisation_questions"]:
         print(
             f"note: this calibration file predates the record of the {report['n_unrecorded_optimisation_questions']} "
-            "questions that tuned the host (or chose the answer-set split), so they may be among the held-out ones: "
-            "re-run calibrate to record them"
+            "questions that tuned the host (or chose the answer-set split, or ran its pilot), so they may be among the "
+            "held-out ones: re-run calibrate to record them"
         )
     print(
         f"{report['verdict']['text']} (n_test={grid['n_test']}, n_calibration={grid['n_calibration']}); "
@@ -78,27 +78,6 @@ def load_any_calibration(path: str | Path) -> Any:
     if isinstance(kind, str) and kind.endswith("answer_set_calibration"):
         return AnswerSetCalibration.load(path)
     return RetrievalCalibration.load(path)
-
-
-def _unrecorded_optimisation_questions(retrieval: Any, answer_sets: Any = None) -> int:
-    """How many optimisation questions a calibration used without recording which (files saved before the record).
-
-    The host's (``selection_["n_optimisation"]`` without ``optimisation_question_ids``) plus, for an
-    answer-set calibration, those that chose its split of alpha (``optimisation_["n_optimisation"]``).
-
-    Examples
-    --------
-    >>> from types import SimpleNamespace
-    >>> old = SimpleNamespace(selection_={"rule": "auto", "n_optimisation": 45})
-    >>> split = SimpleNamespace(optimisation_={"n_optimisation": 24, "optimisation_question_ids": ["a"] * 24})
-    >>> _unrecorded_optimisation_questions(old), _unrecorded_optimisation_questions(old, split)
-    (45, 45)
-    """
-    n = 0
-    for record in (retrieval.selection_, {} if answer_sets is None else answer_sets.optimisation_):
-        if "optimisation_question_ids" not in record:
-            n += int(record.get("n_optimisation") or 0)
-    return n
 
 
 def _write(out: Path, name: str, data: bytes) -> None:
@@ -138,6 +117,7 @@ def run_report(
     from ..datasets.examples import load_corpus
     from ..local.chroma import chroma_client
     from ..report.figures import FIGURE_NAMES, build_figures
+    from ..report.used_questions import used_questions
     from ..retrieval.pool_calibration import collect_observations
     from .chunk_corpus import chunk_corpus
     from .input_checks import announce_questions, check_gold_in_corpus, check_not_inputs, check_outputs, read_questions
@@ -163,20 +143,17 @@ def run_report(
         )
     chunked = chunk_corpus(spec[0], entries, questions, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     check_gold_in_corpus(chunked.questions, {c.id for c in chunked.chunks}, qa)
-    used = set(retrieval.question_ids_)
-    tuning = set(retrieval.selection_.get("optimisation_question_ids") or ())
-    split_tuning = set(answer_cal.optimisation_.get("optimisation_question_ids") or ()) if answer_cal else set()
-    # the answer-set pilot's questions decided whether to calibrate at all: not held out either
-    pilot = (answer_cal.optimisation_.get("pilot") or {}) if answer_cal else {}
-    split_tuning |= set(pilot.get("question_ids") or ())
-    heldout = [q for q in chunked.questions if q.digest not in used | tuning | split_tuning]
+    # its own questions, the host's tuning ones, an answer-set split's and pilot's (one rule with evaluate)
+    questions_used = used_questions(cal)
+    used = questions_used.calibration
+    heldout = [q for q in chunked.questions if q.digest not in questions_used.all]
     if not heldout:
         raise InputFileError(
             f"{qa}: no held-out question: all {len(chunked.questions)} answerable questions were used to calibrate, "
             "to tune the host or to choose the answer-set split."
         )
     n_calibration_left_out = sum(1 for q in chunked.questions if q.digest in used)
-    n_split_left_out = sum(1 for q in chunked.questions if q.digest in split_tuning - used - tuning)
+    n_split_left_out = sum(1 for q in chunked.questions if q.digest in questions_used.answer_set_only)
     bundle = rebuild_host(retrieval, spec, chunked.chunks, client=client or chroma_client())
     announce_questions(question_file, f"{len(heldout)} answerable ones held out from the calibration")
     observations = collect_observations(heldout, bundle.fetch, progress=progress)
@@ -202,7 +179,7 @@ def run_report(
         "n_excluded_optimisation_questions": len(chunked.questions) - len(heldout) - n_calibration_left_out,
         "n_excluded_split_optimisation_questions": n_split_left_out,
         # files saved before the optimisation questions were recorded: they cannot be left out
-        "n_unrecorded_optimisation_questions": _unrecorded_optimisation_questions(retrieval, answer_cal),
+        "n_unrecorded_optimisation_questions": questions_used.unrecorded,
         **numbers,
         "figures": [f.name for f in figures],
     }

@@ -80,9 +80,12 @@ class ConformalRetriever(HeldOutEvaluation, ServingMixin, BaseRetriever):
     parent_aggregation: str = "max"
     _parent: ParentHost | None = PrivateAttr(default=None)
     _served: ServedPoolCheck | None = PrivateAttr(default=None)
+    # the calibration given, which evaluate() reads: an answer-set one's split and pilot questions are not held out
+    _given_calibration: Any = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         validated_init(super().__init__, data, "ConformalRetriever")
+        self._given_calibration = data.get("calibration")
 
     @model_validator(mode="before")
     @classmethod

@@ -73,6 +73,7 @@ class ConformalRetriever(HeldOutEvaluation, ServingMixin, BaseRetriever):
     ) -> None:
         if (index is None) == (retriever is None):
             raise ConformalError("Pass exactly one host: index=... or retriever=...")
+        self._given_calibration = calibration  # what evaluate() leaves out: an answer-set one's split and pilot too
         self.calibration = calibration = serving_calibration(calibration)
         self.options = options = options or DEFAULT_OPTIONS
         options.check(calibration)

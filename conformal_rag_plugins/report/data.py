@@ -19,7 +19,7 @@ from ..core.baselines import conflare_threshold
 from ..core.coverage_band import split_conformal_band
 from ..core.errors import CalibrationError, InfiniteThresholdWarning
 from ..core.pools import PoolObservation
-from ..core.quantile import conformal_quantile, conformal_rank, flagged_rank
+from ..core.quantile import conformal_quantile, conformal_rank, flagged_rank, threshold_rule
 from ..core.validation import alpha_from_confidence_level
 from ..storage.jsonio import encode_float
 
@@ -94,7 +94,11 @@ def coverage_grid(
     observations: Sequence[PoolObservation],
     levels: Sequence[float] = DEFAULT_LEVELS,
 ) -> CoverageGrid:
-    """Thresholds from the calibration's stored scores at every level, and their held-out coverage."""
+    """Thresholds from the calibration's stored scores at every level, and their held-out coverage.
+
+    Under the calibration's own threshold rule (``threshold_rule_``): a file saved under the plain rank
+    is checked at the thresholds it serves.
+    """
     obs = _check_observations(observations)
     grid = sorted({round(float(x), 6) for x in levels} | {round(calibration.confidence_level_, 6)})
     cov, low, high, qs, sizes, ranks, at_or_below = [], [], [], [], [], [], []
@@ -166,16 +170,18 @@ def _level_check(
 ) -> tuple[ThresholdRank, tuple[float, float]]:
     """The split-conformal threshold of the stored scores at ``level``, its rank, and the 95% band for ``n_test``."""
     n, alpha = len(calibration.scores_), alpha_from_confidence_level(level, "level")
-    q = _quantile(calibration.scores_, alpha)
-    rank = flagged_rank(n, alpha)
     misses = sum(1 for r in calibration.scores_ if math.isinf(r))
+    with threshold_rule(calibration.threshold_rule_):  # the rule the file's thresholds follow (older: plain rank)
+        q = _quantile(calibration.scores_, alpha)
+        rank = flagged_rank(n, alpha)
+        band = split_conformal_band(n, n_test, alpha, misses=misses)
     used = None if rank is None else rank.rank_for(misses)
     checked = ThresholdRank(
         q,
         rank=conformal_rank(n, alpha) if used is None else used,
         n_at_or_below=sum(1 for r in calibration.scores_ if r <= q),
     )
-    return checked, split_conformal_band(n, n_test, alpha, misses=misses)
+    return checked, band
 
 
 def coverage_verdict(
@@ -274,12 +280,34 @@ def served_note(stage: RetrievalCalibration) -> str:
     )
 
 
+def stale_rule_note(calibration: RetrievalCalibration) -> str:
+    """Said after the verdict of a file saved under the plain rank: its sets are never flagged guaranteed.
+
+    Examples
+    --------
+    >>> from conformal_rag_plugins import Fingerprint, RetrievalCalibration
+    >>> fp = Fingerprint("none", "list", "cosine", "toy", 2, "cosine")
+    >>> scores = tuple(i / 20 for i in range(1, 21))
+    >>> old = RetrievalCalibration(0.95, 0.1, "split", "similarity", 5, 20, 0, scores, fp,
+    ...                            threshold_rule_="plain-rank")
+    >>> "never flagged guaranteed" in stale_rule_note(old), stale_rule_note(old.with_current_rule())
+    (True, '')
+    """
+    if not calibration.stale_rule_reason_:
+        return ""
+    return (
+        f"; but it was saved under the threshold rule {calibration.threshold_rule_!r}, before thresholds accounted "
+        "for pool misses, so its sets are never flagged guaranteed: re-calibrate, or recompute it from its stored "
+        "scores with calibration.with_current_rule() and save it"
+    )
+
+
 def calibrated_verdict(calibration: RetrievalCalibration, coverage: float, n_test: int, stage: str = "") -> Verdict:
     """The report's verdict on held-out ``coverage`` of ``n_test`` questions at the calibrated level.
 
     The same band, rank and text as :func:`grid_verdict` of :func:`coverage_grid` at
-    ``calibration.confidence_level_`` (with the note of :func:`served_note`), for a coverage measured
-    elsewhere, e.g. on the sets a retriever served.
+    ``calibration.confidence_level_`` (with the notes of :func:`served_note` and :func:`stale_rule_note`),
+    for a coverage measured elsewhere, e.g. on the sets a retriever served.
 
     Examples
     --------
@@ -299,7 +327,7 @@ def calibrated_verdict(calibration: RetrievalCalibration, coverage: float, n_tes
     verdict = coverage_verdict(
         coverage, level, band, n_test=n_test, n_calibration=len(calibration.scores_), threshold=checked, stage=stage
     )
-    return replace(verdict, text=verdict.text + served_note(calibration))
+    return replace(verdict, text=verdict.text + served_note(calibration) + stale_rule_note(calibration))
 
 
 @dataclass(frozen=True)
@@ -532,6 +560,7 @@ def answer_set_summary(
             fitted = calibration if own else AnswerSetCalibration.from_stages(
                 calibration.retrieval_, calibration.generation_scores_, alpha=calibration.alpha_, split=split,
                 n_samples=calibration.n_samples_, model=calibration.model_, clustering=calibration.clustering_,
+                provenance=calibration.provenance_,  # the same generator record: checked at query time alike
             )  # fmt: skip
         except CalibrationError as exc:
             methods[name] = {"error": str(exc)}

@@ -48,7 +48,7 @@ def build_figures(
          f"{scores.n_misses} calibration misses (gold outside the pool, score +inf) keep the curve below 1."),
     ]  # fmt: skip
     verdict = report_data.grid_verdict(grid, "retrieval-stage " if answer_sets is not None else "").to_dict()
-    verdict["text"] += report_data.served_note(stage)
+    verdict["text"] += report_data.served_note(stage) + report_data.stale_rule_note(stage)
     numbers: dict[str, Any] = {
         "verdict": verdict,
         "tie_levels": [t.to_dict() for t in report_data.tie_levels(grid)],

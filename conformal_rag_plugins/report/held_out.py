@@ -19,9 +19,12 @@ from ..core.errors import CalibrationError, GuaranteeCutWarning
 from ..datasets.examples import CalibrationExample
 from ..retrieval.gold_matching import gold_positions
 from ..retrieval.pool_calibration import check_labelled
+from ..retrieval.serving import serving_calibration
 from .data import Verdict, _jsonable, calibrated_verdict
+from .used_questions import used_questions
 
 if TYPE_CHECKING:
+    from ..answer_sets.calibration import AnswerSetCalibration
     from ..retrieval.calibration import RetrievalCalibration
 
 #: One returned unit as an adapter reads it: ``(id, text, metadata["conformal_guaranteed"])``.
@@ -38,8 +41,10 @@ class HeldOutReport:
         Held-out questions asked (the verdict's ``n_test``).
     n_excluded : int
         Questions given but left out: those the calibration was calibrated on
-        (``calibration.question_ids_``) or whose optimisation split tuned its host
-        (``selection_["optimisation_question_ids"]``), as ``conformal-rag report`` leaves them out.
+        (``calibration.question_ids_``), whose optimisation split tuned its host
+        (``selection_["optimisation_question_ids"]``) and, for an answer-set calibration, those that
+        chose its split of alpha or ran its pilot (``optimisation_``), as ``conformal-rag report``
+        leaves them out.
     coverage : float
         Share of held-out questions with a gold chunk among the returned units.
     mean_set_size : float
@@ -83,35 +88,36 @@ class HeldOutReport:
         return {**_jsonable(asdict(self)), "verdict": self.verdict.to_dict()}
 
 
-def _held_out(examples: list[CalibrationExample], calibration: RetrievalCalibration) -> list[CalibrationExample]:
-    """The examples neither calibrated on nor used to tune the host (same order)."""
-    if not calibration.question_ids_:
+def _held_out(examples: list[CalibrationExample], calibration: Any) -> list[CalibrationExample]:
+    """The examples the calibration did not use (:func:`~.used_questions.used_questions`; same order)."""
+    stage = serving_calibration(calibration)
+    if not stage.question_ids_:
         raise CalibrationError(
             "The calibration does not record which questions it was calibrated on (question_ids is empty: made "
             "from bare pools, or edited), so they cannot be left out of the held-out ones. Calibrate on labelled "
             "examples (calibrate_retriever, from_documents or conformal-rag calibrate), which records them."
         )
-    selection = calibration.selection_
-    tuning = selection.get("optimisation_question_ids")
-    if tuning is None and selection.get("n_optimisation"):
+    used = used_questions(calibration)
+    if used.unrecorded:
         warnings.warn(
-            f"This calibration predates the record of the {selection['n_optimisation']} questions that tuned the "
-            "host, so they may be among the held-out ones: re-calibrate to record them.",
+            f"This calibration predates the record of the {used.unrecorded} questions that tuned the host (or chose "
+            "the answer-set split, or ran its pilot), so they may be among the held-out ones: re-calibrate to record "
+            "them.",
             UserWarning,
             stacklevel=4,
         )
-    used = set(calibration.question_ids_) | set(tuning or ())
-    held = [ex for ex in examples if ex.digest not in used]
+    held = [ex for ex in examples if ex.digest not in used.all]
     if not held:
         raise CalibrationError(
-            f"No held-out question: all {len(examples)} questions were used to calibrate or to tune the host."
+            f"No held-out question: all {len(examples)} questions were used to calibrate, to tune the host, or to "
+            "choose the answer-set split (or its pilot)."
         )
     return held
 
 
 def held_out_report(
     examples: Iterable[CalibrationExample],
-    calibration: RetrievalCalibration,
+    calibration: RetrievalCalibration | AnswerSetCalibration,
     *,
     prepare_gold: Callable[[list[CalibrationExample]], list[CalibrationExample]],
     serve: Callable[[str], Sequence[ServedItem]],
@@ -124,8 +130,9 @@ def held_out_report(
     ----------
     examples : iterable of CalibrationExample
         Labelled questions; those ``calibration`` used are left out (see :class:`HeldOutReport`).
-    calibration : RetrievalCalibration
-        The calibration the sets are served with.
+    calibration : RetrievalCalibration or AnswerSetCalibration
+        The calibration the retriever was given: the sets are served with it (an answer-set
+        calibration's retrieval stage), and every question it used is left out.
     prepare_gold : callable
         The host reader's ``prepare_gold``: gold ids onto the served units (the one gold-id rule).
     serve : callable
@@ -185,12 +192,24 @@ def held_out_report(
         mean_set_size=float(np.mean(sizes)),
         mean_context_tokens=float(np.mean(tokens)),
         share_guaranteed=float(np.mean(flagged)),
-        verdict=calibrated_verdict(calibration, coverage, len(held)),
+        verdict=calibrated_verdict(serving_calibration(calibration), coverage, len(held)),
     )
 
 
 class HeldOutEvaluation:
-    """Both adapters' ``ConformalRetriever.evaluate``, written once; the adapter gives :meth:`_held_out_parts`."""
+    """Both adapters' ``ConformalRetriever.evaluate``, written once; the adapter gives :meth:`_held_out_parts`.
+
+    An adapter keeps the calibration it was given in ``_given_calibration`` (it serves
+    ``calibration``, an answer-set calibration's retrieval stage), so that the questions an answer-set
+    calibration used beyond its retrieval stage (split optimisation, pilot) are left out too.
+    """
+
+    def _evaluated_calibration(self) -> Any:
+        """The calibration the retriever was given, while it still serves it; else the one it serves."""
+        served = self.calibration  # type: ignore[attr-defined]
+        given = getattr(self, "_given_calibration", None)
+        # ``calibration`` may have been replaced since: then the given one no longer describes the sets
+        return given if given is not None and serving_calibration(given) == served else served
 
     def _held_out_parts(self) -> tuple[Callable[..., list[CalibrationExample]], Callable[[str], Any], Callable]:
         """The host reader's ``prepare_gold``, ``serve(question)`` (the served set as :data:`ServedItem`
@@ -201,7 +220,8 @@ class HeldOutEvaluation:
         """The verdict of ``conformal-rag report`` on held-out questions, for the sets this retriever serves.
 
         Every question of ``examples`` that the calibration did not use (neither calibrated on nor
-        tuning the host) is asked through the retriever (``retrieve`` / ``invoke``), as an app asks it
+        tuning the host; for an answer-set calibration, neither choosing its split of alpha nor in its
+        pilot) is asked through the retriever (``retrieve`` / ``invoke``), as an app asks it
         (parents, ``k``, ``max_k`` and the group options apply). Its gold ids go through the one gold-id
         rule: chunk (node) ids, or document ids (moved onto the chunk holding an answer, else all the
         document's chunks).
@@ -209,7 +229,8 @@ class HeldOutEvaluation:
         Parameters
         ----------
         examples : sequence of CalibrationExample
-            Labelled questions; the calibration's own and its host-tuning ones are left out.
+            Labelled questions; the calibration's own, its host-tuning ones and an answer-set
+            calibration's split-choosing and pilot ones are left out.
         progress : bool, default False
             A progress bar over the questions.
 
@@ -233,7 +254,7 @@ class HeldOutEvaluation:
         held-out coverage 0.907 at target 0.9, inside the 95% band [0.827, 0.963]: consistent with the guarantee; ...
         """
         prepare_gold, serve, count = self._held_out_parts()
-        calibration = self.calibration  # type: ignore[attr-defined]
+        calibration = self._evaluated_calibration()
         return held_out_report(
             examples, calibration, prepare_gold=prepare_gold, serve=serve, count_tokens=count, progress=progress
         )

@@ -38,7 +38,7 @@ from conformal_rag_plugins.core.errors import (
     CoverageCeilingWarning,
     InfiniteThresholdWarning,
 )
-from conformal_rag_plugins.core.quantile import coverage_bounds, flagged_min_calibration_size
+from conformal_rag_plugins.core.quantile import coverage_bounds, flagged_min_calibration_size, flagged_rank
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.conformalizer import calibrate_from_pools
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
@@ -176,8 +176,10 @@ def test_hmp_answer_set_calibration_reports_the_miss_condition() -> None:
     assert cal.retrieval_.n_misses_ == 15
     assert not cal.guaranteed_, "before the fix guaranteed_ was coverage_ceiling_ > 0"
     assert "missed retrieval" in cal.reason_
-    # the same data at a level the misses allow is guaranteed
-    assert _calibrate(World(60, miss_every=20), method="hmp", confidence_level=0.5).guaranteed_
+    # the same data at a level the misses allow is guaranteed by the rule (World records no generator, so the
+    # calibration itself says False: test_calibration_generator_record.py)
+    allowed = _calibrate(World(60, miss_every=20), method="hmp", confidence_level=0.5)
+    assert allowed.rule().guaranteed and allowed.rule_reason_ == ""
 
 
 def test_unreachable_target_warns_naming_the_ceiling() -> None:
@@ -322,6 +324,20 @@ def test_reachable_follows_the_finite_threshold_not_the_ceiling() -> None:
     # ceiling 0.95 >= 0.90, but a flagged threshold at n = 20 allows no miss (flagged_rank(20, 0.1).max_misses == 0)
     assert "UNREACHABLE" in coverage_report([-1.0] * 19 + [math.inf], 0.1)
     assert "reachable" in coverage_report([-1.0] * 38 + [math.inf] * 2, 0.1)  # n = 40 allows 2
+
+
+def test_coverage_report_states_the_flag_rule_it_follows() -> None:
+    """Issue 41, 5: the docstring stated the plain condition (at most n - ceil((n+1)(1-alpha)) misses)."""
+    doc = coverage_report.__doc__ or ""
+    assert "flagged_rank" in doc and "max_misses" in doc
+    assert "n - ceil((n+1)(1-alpha))" not in doc
+    # and what it states is what it does: reachable iff flagged_rank gives a rank and the misses are within its cap
+    for n in (5, 12, 17, 18, 20, 40, 60):
+        for misses in range(0, 6):
+            rank = flagged_rank(n, 0.1)
+            stated = rank is not None and misses <= rank.max_misses
+            line = coverage_report([-1.0] * (n - misses) + [math.inf] * misses, 0.1)
+            assert ("UNREACHABLE" not in line) is stated, (n, misses, line)
 
 
 def test_coverage_bounds_do_not_claim_full_coverage_for_an_infinite_threshold() -> None:

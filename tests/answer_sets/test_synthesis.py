@@ -32,7 +32,8 @@ def _docs() -> list[Document]:
 
 
 def test_toy_calibration_is_finite(toy_calibration: AnswerSetCalibration) -> None:
-    assert toy_calibration.guaranteed_
+    assert toy_calibration.rule().guaranteed  # both thresholds finite
+    assert not toy_calibration.guaranteed_ and toy_calibration.generator_ is None  # no record: queries cannot check
     assert math.isclose(toy_calibration.alpha_retrieval_ + toy_calibration.alpha_generation_, 0.4)
     # ceil(51 * 0.8) = 41st smallest of the generator scores is -0.5 (20 x -1, 15 x -0.75, 10 x -0.5)
     assert toy_calibration.generation_threshold_ == -0.5

@@ -341,3 +341,69 @@ def test_langchain_a_bad_gold_id_is_the_one_error(lc) -> None:
     bad = [replace(examples[held[0]], gold_ids=("no-such-doc",))]
     with pytest.raises(CalibrationError, match="neither as chunk ids nor as document ids"):
         ConformalRetriever(vectorstore=store, calibration=cal).evaluate(bad)
+
+
+# ------------------------------------------------- an answer-set calibration: its split and pilot questions
+
+
+def _answer_set_calibration(retrieval: RetrievalCalibration, used: list[int]):
+    """An answer-set calibration over ``retrieval`` whose split optimisation and pilot used ``used`` (8 + 4)."""
+    from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration, StageProvenance
+
+    examples = _examples()
+    digests = [examples[i].digest for i in used]
+    optimisation = {
+        "n_optimisation": 8,
+        "optimisation_question_ids": digests[:8],
+        "pilot": {"n_questions": 4, "n_hits": 4, "question_ids": digests[8:]},
+    }
+    return AnswerSetCalibration.from_stages(
+        retrieval,
+        [-1.0] * retrieval.n_calibration_,
+        alpha=0.4,
+        n_samples=4,
+        model="fake",
+        clustering={"method": "exact"},
+        provenance=StageProvenance(question_ids=retrieval.question_ids_, optimisation=optimisation),
+    )
+
+
+@pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
+def test_evaluate_leaves_out_an_answer_set_calibrations_split_and_pilot_questions(li, lc, framework) -> None:
+    """Fails before the fix: the 12 split-choosing and pilot questions were asked as held out (issue 41, 5)."""
+    examples = _examples()
+    cal_pos, held = _split()
+    used, rest = held[:12], held[12:]
+    if framework == "llamaindex":
+        from conformal_rag_plugins.llamaindex import ConformalRetriever, calibrate_retriever
+
+        index, _, chunk_of = li
+        cal = calibrate_retriever(index, [examples[i] for i in cal_pos], pool_size=20, options=OPTIONS)
+        answer_cal = _answer_set_calibration(cal, used)
+        retriever = ConformalRetriever(answer_cal, index=index)
+        ask = _li_ask(retriever)
+    else:
+        from conformal_rag_plugins.langchain import ConformalRetriever, calibrate_retriever
+
+        store, chunk_of = lc
+        cal = calibrate_retriever(store, [examples[i] for i in cal_pos], pool_size=20, options=OPTIONS)
+        answer_cal = _answer_set_calibration(cal, used)
+        retriever = ConformalRetriever(vectorstore=store, calibration=answer_cal)
+        ask = _lc_ask(retriever)
+    report = retriever.evaluate(examples)
+    assert (report.n_questions, report.n_excluded) == (len(rest), 40 + 12)
+    stage = answer_cal.retrieval_stage()
+    counted = _hand_count(ask, rest, chunk_of)
+    assert report.coverage == pytest.approx(counted["coverage"])
+    assert report.mean_set_size == pytest.approx(counted["units"])
+    assert report.verdict == calibrated_verdict(stage, report.coverage, len(rest))
+    # only split and pilot questions: none held out
+    with pytest.raises(CalibrationError, match="No held-out question"):
+        retriever.evaluate([examples[i] for i in used])
+    # a retriever given the retrieval stage alone knows nothing of the split: those 12 are held out
+    plain = (
+        ConformalRetriever(stage, index=li[0])
+        if framework == "llamaindex"
+        else ConformalRetriever(vectorstore=lc[0], calibration=stage)
+    )
+    assert plain.evaluate(examples).n_questions == len(held)
