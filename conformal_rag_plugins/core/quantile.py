@@ -369,7 +369,7 @@ def conformal_quantile(
             "calibration examples or a larger alpha.",
             strict,
         )
-    misses = int(np.isposinf(arr).sum())
+    misses = int(np.count_nonzero(arr == math.inf))
     k = rank.rank_for(misses)
     if k is None:
         return _infinite(too_many_misses_message(misses, n, alpha, rank), strict)
@@ -455,7 +455,7 @@ def pac_quantile(
     arr = _score_array(scores)
     n = arr.size
     bound = check_miss_bound(miss_bound, epsilon)
-    misses = int(np.isposinf(arr).sum()) if bound > 0 else 0
+    misses = int(np.count_nonzero(arr == math.inf)) if bound > 0 else 0
     if misses > _miss_cap(n, bound):
         return _infinite(
             f"{misses} of {n} calibration questions are misses (no gold candidate in the pool, +inf), more than a pool "

@@ -281,7 +281,7 @@ def served_note(stage: RetrievalCalibration) -> str:
 
 
 def stale_rule_note(calibration: RetrievalCalibration) -> str:
-    """Said after the verdict of a file saved under the plain rank: its sets are never flagged guaranteed.
+    """Said after the verdict of a file saved under an older threshold rule: its sets are never flagged guaranteed.
 
     Examples
     --------
@@ -295,10 +295,15 @@ def stale_rule_note(calibration: RetrievalCalibration) -> str:
     """
     if not calibration.stale_rule_reason_:
         return ""
+    what = (
+        "before thresholds accounted for pool misses"
+        if calibration.threshold_rule_ == "plain-rank"
+        else "whose flag is not withdrawn when the pool misses more than it assumes"
+    )
     return (
-        f"; but it was saved under the threshold rule {calibration.threshold_rule_!r}, before thresholds accounted "
-        "for pool misses, so its sets are never flagged guaranteed: re-calibrate, or recompute it from its stored "
-        "scores with calibration.with_current_rule() and save it"
+        f"; but it was saved under the threshold rule {calibration.threshold_rule_!r}, {what}, so its sets are never "
+        "flagged guaranteed: re-calibrate, or recompute it from its stored scores with "
+        "calibration.with_current_rule() and save it"
     )
 
 
