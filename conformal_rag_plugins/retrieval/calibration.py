@@ -119,6 +119,10 @@ class RetrievalCalibration:
     schema_version_ : int
         The format :meth:`to_dict` writes: the current one, or the loaded file's (so a re-saved
         old file keeps its checksum).
+    optimisation_recorded_ : bool
+        Whether :meth:`to_dict` writes ``n_optimisation`` (the questions that tuned the host or chose the
+        family, 0 for none) beside ``selection``, so that an emptied ``selection`` (its tuning questions then
+        counted as held out) is refused: always, except for a loaded file saved before that record.
     grouping_recorded_ : bool
         Whether :meth:`to_dict` writes ``grouping`` (``"query"``/``"chunk"``) beside the groups: always,
         except for a loaded file saved before that record (so that it keeps its checksum).
@@ -152,6 +156,7 @@ class RetrievalCalibration:
     threshold_rule_: str = field(default_factory=current_threshold_rule, compare=False, hash=False)
     schema_version_: int = field(default=SCHEMA_VERSION, compare=False, hash=False, repr=False)
     grouping_recorded_: bool = field(default=True, compare=False, hash=False, repr=False)
+    optimisation_recorded_: bool = field(default=True, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         check_pool_size(self.pool_size_)
@@ -280,6 +285,8 @@ class RetrievalCalibration:
             "labels": self.labels_,
             "question_ids": list(self.question_ids_),
         }
+        if self.optimisation_recorded_:  # a second record of the tuning questions: see optimisation_recorded_
+            payload["n_optimisation"] = int(self.selection_.get("n_optimisation") or 0)
         if self.schema_version_ >= 2:  # written even when unknown, so that a removed field is noticed
             payload["corpus"] = dict(self.corpus_) or None
             payload["gold_ranks"] = list(self.gold_ranks_) if self.gold_ranks_ else None
@@ -347,6 +354,7 @@ class RetrievalCalibration:
                 threshold_rule_=str(data.get("threshold_rule") or PLAIN_RANK_RULE),
                 schema_version_=int(data["schema_version"]),
                 grouping_recorded_="grouping" in data or not data.get("groups"),
+                optimisation_recorded_="n_optimisation" in data,
             )
         except CalibrationIntegrityError:
             raise

@@ -172,6 +172,9 @@ class RetrievalFile(_Strict):
     #: Written beside the groups since 2026-11-28: whose groups they are, so that a removed ``chunk_group_key``
     #: (per-chunk-group thresholds read as per-query ones) is refused. Older files do not have it.
     grouping: Literal["query", "chunk"] | None = None
+    #: Written beside ``selection`` since 2026-11-29: how many questions tuned the host or chose the family
+    #: (0: none), so that an emptied ``selection`` is refused. Older files do not have it.
+    n_optimisation: Annotated[int, Field(ge=0)] | None = None
     risk: Literal["miscoverage", "recall"] = "miscoverage"
     gold_scores: list[Annotated[list[Score], Field(min_length=1)]] | None = None
     threshold_rule: Literal["pool-miss-1"] | None = None  # absent in files saved before it: the plain rank
@@ -380,12 +383,18 @@ def _same_weight(stored: Any, named: float) -> bool:
 
 
 def _selection_problems(f: RetrievalFile) -> list[str]:
-    """``selection`` (how ``auto`` or a tuned host chose) agrees with the family, pool and fingerprint."""
+    """``selection`` (how ``auto`` or a tuned host chose) agrees with ``n_optimisation``, family, pool, fingerprint."""
     sel = f.selection
     rule = sel.get("rule")
-    if rule not in ("auto", "tuned-hybrid"):
-        return []
+    recorded = sel.get("n_optimisation") or 0
     problems = []
+    if f.n_optimisation is not None and f.n_optimisation != recorded:
+        problems.append(
+            f"n_optimisation = {f.n_optimisation} but selection records {recorded} optimisation questions: selection "
+            "was edited, and the questions that tuned the host would be counted as held out"
+        )
+    if rule not in ("auto", "tuned-hybrid"):
+        return problems
     if "chosen" in sel and sel["chosen"] != f.score_family:
         problems.append(f"selection.chosen = {sel['chosen']!r} but score_family = {f.score_family!r}")
     n_opt = sel.get("n_optimisation")

@@ -131,3 +131,34 @@ def test_similarity_files_still_load(tmp_path) -> None:
     assert RetrievalCalibration.load(cal.save(tmp_path / "cal.json")).threshold_ == cal.threshold_
     assert RetrievalCalibration.load(SAVED / "retrieval_v2.json").score_family_  # the stored files of each version
     assert RetrievalCalibration.load(SAVED / "retrieval_v1.json").score_family_
+
+
+# --- the record of the questions that tuned the host -----------------------------------------------------------------
+
+
+def test_an_emptied_selection_is_refused(tmp_path) -> None:
+    """``selection: {}`` on a file whose family (or host) was chosen on optimisation questions.
+
+    ``report`` leaves out ``selection.optimisation_question_ids``; emptied, it counted those questions as held
+    out. The file now also records ``n_optimisation`` beside ``selection``.
+    """
+    cal = _calibration("auto")
+    n_opt = cal.selection_["n_optimisation"]
+    assert n_opt >= 1 and len(cal.selection_["optimisation_question_ids"]) >= 1
+    path = cal.save(tmp_path / "cal.json")
+    assert json.loads(path.read_text(encoding="utf-8"))["n_optimisation"] == n_opt
+    assert RetrievalCalibration.load(path).selection_ == cal.selection_
+    _refused(lambda: RetrievalCalibration.load(_edit(path, lambda d: d.update(selection={}))),
+             f"n_optimisation = {n_opt} but selection records 0", "counted as held out")  # fmt: skip
+    plain = _calibration("similarity").save(tmp_path / "plain.json")
+    assert json.loads(plain.read_text(encoding="utf-8"))["n_optimisation"] == 0
+    _refused(lambda: RetrievalCalibration.load(_edit(plain, lambda d: d["selection"].update(n_optimisation=5))),
+             "n_optimisation = 0 but selection records 5")  # fmt: skip
+
+
+def test_a_file_saved_before_the_record_keeps_its_checksum(tmp_path) -> None:
+    cal = _calibration("auto")
+    path = cal.save(tmp_path / "cal.json")
+    older = _edit(path, lambda d: d.pop("n_optimisation"))
+    loaded = RetrievalCalibration.load(older)
+    assert loaded.to_dict() == json.loads(older.read_text(encoding="utf-8"))  # re-saved unchanged
