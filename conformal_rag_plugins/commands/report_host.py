@@ -20,6 +20,7 @@ from ..tuning.tuned_calibration import FusionConfig, fusion_of
 from . import hosts
 from .framework_registry import FRAMEWORKS, get_framework
 from .hosts import HostBundle
+from .input_checks import check_pool_option
 
 HostSpec = tuple[str, str, FusionConfig | None]
 
@@ -36,6 +37,7 @@ def host_spec(calibration: RetrievalCalibration) -> HostSpec:
     >>> host_spec(cal)
     ('langchain', 'hybrid', FusionConfig(method='zscore', weight=0.5))
     """
+    check_pool_option("the calibration's pool_size", calibration.pool_size_)  # a store asked for 10**30 breaks
     fp = calibration.fingerprint_
     if PARENT_MARK + "parent:" in fp.retriever:
         raise CalibrationError(

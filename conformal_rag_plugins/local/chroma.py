@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..runtime.paths import resolved
+
 # High ef values make HNSW near-exact on corpora of this size (NOTES: default ef gave recall@20 ~0.77).
 HNSW_CONFIG: dict[str, Any] = {"hnsw": {"space": "cosine", "ef_search": 500, "ef_construction": 500}}
 
@@ -24,7 +26,7 @@ def chroma_client(path: str | Path | None = None, *, host: str | None = None, po
     if host is not None:
         return chromadb.HttpClient(host=host, port=port or 8000, settings=settings)
     if path is not None:
-        return chromadb.PersistentClient(path=str(Path(path).expanduser().resolve()), settings=settings)
+        return chromadb.PersistentClient(path=str(resolved(Path(path).expanduser())), settings=settings)
     return chromadb.EphemeralClient(settings=settings)
 
 
