@@ -394,6 +394,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"conformal-rag: error: {_one_line(_os_error_message(exc))}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a full or read-only disk under the Chroma index, reported by Chroma itself
+        from .local.chroma import disk_error
+
+        error = disk_error(exc, getattr(args, "persist_dir", None))
+        if error is None:
+            raise
+        print(f"conformal-rag: error: {_one_line(_os_error_message(error))}", file=sys.stderr)
+        return 2
     return 0
 
 

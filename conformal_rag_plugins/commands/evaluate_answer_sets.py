@@ -28,7 +28,14 @@ from ..runtime.run_sync import run_sync
 from .answer_sample_rows import build_rows
 from .chunk_corpus import chunk_corpus
 from .hosts import build_host
-from .input_checks import announce_questions, check_at_least, check_gold_in_corpus, check_outputs, read_questions
+from .input_checks import (
+    announce_questions,
+    check_at_least,
+    check_gold_in_corpus,
+    check_outputs,
+    check_trials,
+    read_questions,
+)
 from .levels import with_confidence_levels
 
 
@@ -169,8 +176,9 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
 
     r = request
     alphas = [check_alpha(a) for a in r.alphas]
-    for name, value in (("answer_pool", r.answer_pool), ("trials", r.trials), ("samples", r.samples)):
+    for name, value in (("answer_pool", r.answer_pool), ("samples", r.samples)):
         check_at_least(name, value)
+    check_trials(r.trials)
     check_at_least("max_questions", r.max_questions)
     check_at_least("pilot", r.pilot, 0)
     check_at_least("seed", r.seed, 0)

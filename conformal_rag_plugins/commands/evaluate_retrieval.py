@@ -30,6 +30,7 @@ from .input_checks import (
     check_gold_in_corpus,
     check_outputs,
     check_pool_option,
+    check_trials,
     read_questions,
 )
 from .levels import with_confidence_levels
@@ -200,7 +201,7 @@ def run_evaluate(request: EvaluateRequest, *, progress: bool = True, client: Any
     r = request
     trials, seed = r.trials, r.seed
     alphas = [check_alpha(a) for a in r.alphas]
-    check_at_least("trials", trials)
+    check_trials(trials)
     check_pool_option("pool_size", r.pool_size)
     check_at_least("seed", seed, 0)
     check_outputs(files=[r.json_out], inputs=[*r.corpus, r.qa])

@@ -17,6 +17,7 @@ from ..core.errors import CalibrationError, ConformalError, InputFileError
 from ..datasets.examples import CalibrationExample
 from ..datasets.question_file import QuestionFile
 from ..runtime.atomic import check_output_dir, check_output_file
+from ..runtime.paths import resolved
 
 
 def check_at_least(name: str, value: int, minimum: int = 1, maximum: int | None = None) -> int:
@@ -67,6 +68,24 @@ def whole_number_option(flag: str, text: str | None, minimum: int = 1) -> int | 
 #: Largest ``--pool-size`` (candidates retrieved and scored per question): far above any useful pool,
 #: low enough that the pool matrices fit in memory and the stores accept it.
 MAX_POOL_SIZE = 100_000
+
+
+#: Largest ``--trials`` (random calibration/test splits): 10**30 would never end; a thousand already gives
+#: a coverage estimate to within a few thousandths.
+MAX_TRIALS = 100_000
+
+
+def check_trials(value: int, name: str = "trials") -> int:
+    """Refuse a number of random splits below 1 or above :data:`MAX_TRIALS` (a run that would never end).
+
+    Examples
+    --------
+    >>> check_trials(10**30)
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.ConformalError: trials must be an integer between 1 and 100000, got ...
+    """
+    return check_at_least(name, value, 1, MAX_TRIALS)
 
 
 def check_pool_option(name: str, value: int) -> int:
@@ -131,7 +150,7 @@ def check_outputs(
 
 
 def _same_file(a: Path, b: Path) -> bool:
-    if a.resolve() == b.resolve():
+    if resolved(a) == resolved(b):
         return True
     try:
         return os.path.samefile(a, b)  # hard links

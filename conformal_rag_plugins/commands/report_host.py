@@ -7,10 +7,11 @@ digest must equal the stored ones.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.errors import CalibrationError, FingerprintMismatchError
+from ..core.errors import CalibrationError, FingerprintMismatchError, UncheckedCorpusWarning
 from ..labelling.chunk_records import Chunk
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.fingerprint import corpus_digest, same_corpus
@@ -19,6 +20,7 @@ from ..tuning.tuned_calibration import FusionConfig, fusion_of
 from . import hosts
 from .framework_registry import FRAMEWORKS, get_framework
 from .hosts import HostBundle
+from .input_checks import check_pool_option
 
 HostSpec = tuple[str, str, FusionConfig | None]
 
@@ -35,6 +37,7 @@ def host_spec(calibration: RetrievalCalibration) -> HostSpec:
     >>> host_spec(cal)
     ('langchain', 'hybrid', FusionConfig(method='zscore', weight=0.5))
     """
+    check_pool_option("the calibration's pool_size", calibration.pool_size_)  # a store asked for 10**30 breaks
     fp = calibration.fingerprint_
     if PARENT_MARK + "parent:" in fp.retriever:
         raise CalibrationError(
@@ -59,11 +62,20 @@ def rebuild_host(
 ) -> HostBundle:
     """Index ``chunks`` and build the host of ``spec``.
 
-    Raises ``FingerprintMismatchError`` when its fingerprint or collection (chunk ids) differs from the calibration's.
+    Raises ``FingerprintMismatchError`` when its fingerprint or collection (chunk ids) differs from the calibration's;
+    warns :class:`UncheckedCorpusWarning` when the calibration records no collection to compare with.
     """
     stored = calibration.corpus_
     current = corpus_digest(c.id for c in chunks)
-    if stored and not same_corpus(stored, current):
+    if not stored:  # as a drop-in or `conformal-rag monitor` on this calibration would say
+        warnings.warn(
+            "The calibration records no collection (corpus: null: it was made from bare pools or on a host that "
+            "could not list its ids, or the field was removed), so the corpus files are not checked against it: "
+            "a report on another collection would go unnoticed. Re-calibrate on this host to record it.",
+            UncheckedCorpusWarning,
+            stacklevel=2,
+        )
+    elif not same_corpus(stored, current):
         raise FingerprintMismatchError(
             f"The corpus files give {current['size']} chunks (or other chunk ids) but the calibration was made on "
             f"{stored.get('size')}: pass the same --corpus files and --chunk-size/--chunk-overlap as to calibrate."

@@ -99,9 +99,20 @@ def question_digest(example: CalibrationExample) -> str:
     >>> len(question_digest(CalibrationExample("Who?")))
     16
     """
+    return digest_of(example.question, example.id)
+
+
+def digest_of(question: str, example_id: str | None = None) -> str:
+    """:func:`question_digest` of a question text and its example id (``None``: no id).
+
+    Examples
+    --------
+    >>> digest_of("Who?") == question_digest(CalibrationExample("Who?"))
+    True
+    """
     import hashlib
 
-    text = f"{example.id or ''}\x1f{example.question.strip()}"
+    text = f"{example_id or ''}\x1f{question.strip()}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

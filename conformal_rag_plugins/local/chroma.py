@@ -2,12 +2,57 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..runtime.paths import resolved
+
 # High ef values make HNSW near-exact on corpora of this size (NOTES: default ef gave recall@20 ~0.77).
 HNSW_CONFIG: dict[str, Any] = {"hnsw": {"space": "cosine", "ef_search": 500, "ef_construction": 500}}
+
+
+#: Words of a Chroma (or SQLite) error that mean the disk, not the data, is at fault, and the errno they stand for.
+#: Measured with chromadb 1.5.9: ``InternalError("Read-only file system (os error 30)")`` opening a client on a
+#: read-only folder, ``InternalError("Database error: ... (code: 13) database or disk is full")`` writing a full one.
+_DISK_FAULTS = (
+    ("disk is full", errno.ENOSPC),
+    ("no space left", errno.ENOSPC),
+    ("read-only file system", errno.EROFS),
+    ("readonly database", errno.EROFS),
+    ("permission denied", errno.EACCES),
+)
+
+
+def disk_error(exc: BaseException, folder: str | Path | None = None) -> OSError | None:
+    """The ``OSError`` a Chroma or SQLite error stands for when the disk under ``folder`` is at fault, else ``None``.
+
+    Chroma reports a full or read-only disk as its own ``InternalError``, which the command line would
+    print as a traceback; as an ``OSError`` naming the folder it is one line with exit code 2.
+
+    Examples
+    --------
+    >>> import sqlite3
+    >>> error = disk_error(sqlite3.OperationalError("database or disk is full"), "/data/chroma")
+    >>> error.filename, error.strerror.split(":")[0]
+    ('/data/chroma', 'No space left on device')
+    >>> disk_error(ValueError("disk is full")) is None  # not a store's error: left alone
+    True
+    """
+    module = type(exc).__module__ or ""
+    if isinstance(exc, OSError) or not module.startswith(("chromadb", "sqlite3")):
+        return None
+    text = " ".join(str(exc).split())
+    code = next((c for words, c in _DISK_FAULTS if words in text.lower()), None)
+    if code is None:
+        return None
+    reason = (
+        f"{os.strerror(code)}: Chroma cannot write its index there ({text}); make room, or pass a folder on a "
+        "writable disk (--persist-dir, persist_dir=)"
+    )
+    return OSError(code, reason, str(folder) if folder is not None else "the Chroma folder")
 
 
 def chroma_client(path: str | Path | None = None, *, host: str | None = None, port: int | None = None) -> Any:
@@ -15,7 +60,8 @@ def chroma_client(path: str | Path | None = None, *, host: str | None = None, po
 
     ``path`` is made absolute first: Chroma shares one client per path string within a process, so a
     relative ``"chroma"`` opened again after a change of working directory would reach the first
-    directory's database (or fail to open it) instead of the new one.
+    directory's database (or fail to open it) instead of the new one. A folder on a full or read-only
+    disk raises :func:`disk_error`'s ``OSError``.
     """
     import chromadb
     from chromadb.config import Settings
@@ -24,7 +70,14 @@ def chroma_client(path: str | Path | None = None, *, host: str | None = None, po
     if host is not None:
         return chromadb.HttpClient(host=host, port=port or 8000, settings=settings)
     if path is not None:
-        return chromadb.PersistentClient(path=str(Path(path).expanduser().resolve()), settings=settings)
+        folder = resolved(Path(path).expanduser())
+        try:
+            return chromadb.PersistentClient(path=str(folder), settings=settings)
+        except Exception as exc:  # a full or read-only disk: an OSError naming the folder; anything else as raised
+            error = disk_error(exc, folder)
+            if error is None:
+                raise
+            raise error from exc
     return chromadb.EphemeralClient(settings=settings)
 
 

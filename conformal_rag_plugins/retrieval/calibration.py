@@ -37,6 +37,7 @@ from ..storage.jsonio import (
 )
 from ..storage.schema import RetrievalFile, check_fields, record_problems
 from .fingerprint import Fingerprint
+from .group_check import group_question_problems
 from .groups import check_groups, groups_payload, threshold_for
 from .recall_calibration import check_risk_fields, recall_threshold
 
@@ -99,6 +100,9 @@ class RetrievalCalibration:
         ``scores_``, so that a query-time ``group_by`` can be checked against ``group_labels_``
         (empty otherwise: a query-time ``group_by`` then cannot be checked and its sets are not
         guaranteed). The saved file then holds these texts.
+    group_example_ids_ : tuple of str or None
+        The example id of each of ``group_questions_`` (``None``: no id), so that on load each question
+        is checked against its digest in ``question_ids_`` (empty in files saved before this record).
     risk_ : {"miscoverage", "recall"}
         The chance that no gold chunk is kept, or the mean share of gold chunks left out.
     gold_scores_ : tuple of tuple of float
@@ -120,6 +124,10 @@ class RetrievalCalibration:
     schema_version_ : int
         The format :meth:`to_dict` writes: the current one, or the loaded file's (so a re-saved
         old file keeps its checksum).
+    optimisation_recorded_ : bool
+        Whether :meth:`to_dict` writes ``n_optimisation`` (the questions that tuned the host or chose the
+        family, 0 for none) beside ``selection``, so that an emptied ``selection`` (its tuning questions then
+        counted as held out) is refused: always, except for a loaded file saved before that record.
     grouping_recorded_ : bool
         Whether :meth:`to_dict` writes ``grouping`` (``"query"``/``"chunk"``) beside the groups: always,
         except for a loaded file saved before that record (so that it keeps its checksum).
@@ -146,6 +154,7 @@ class RetrievalCalibration:
     group_fallback_: str = field(default="keep_all", compare=False, hash=False)
     chunk_group_key_: str | None = field(default=None, compare=False, hash=False)
     group_questions_: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    group_example_ids_: tuple[str | None, ...] = field(default=(), compare=False, hash=False)
     risk_: str = "miscoverage"
     gold_scores_: tuple[tuple[float, ...], ...] = field(default=(), compare=False, hash=False)
     gold_ranks_: tuple[int | None, ...] = field(default=(), compare=False, hash=False)
@@ -153,6 +162,7 @@ class RetrievalCalibration:
     miss_bound_: float | None = None
     schema_version_: int = field(default=SCHEMA_VERSION, compare=False, hash=False, repr=False)
     grouping_recorded_: bool = field(default=True, compare=False, hash=False, repr=False)
+    optimisation_recorded_: bool = field(default=True, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         check_pool_size(self.pool_size_)
@@ -312,6 +322,8 @@ class RetrievalCalibration:
             "labels": self.labels_,
             "question_ids": list(self.question_ids_),
         }
+        if self.optimisation_recorded_:  # a second record of the tuning questions: see optimisation_recorded_
+            payload["n_optimisation"] = int(self.selection_.get("n_optimisation") or 0)
         if self.schema_version_ >= 2:  # written even when unknown, so that a removed field is noticed
             payload["corpus"] = dict(self.corpus_) or None
             payload["gold_ranks"] = list(self.gold_ranks_) if self.gold_ranks_ else None
@@ -320,6 +332,8 @@ class RetrievalCalibration:
         payload.update(groups_payload(self, _enc))
         if self.group_questions_:  # only when grouped by a function, so older readers see older files
             payload["group_questions"] = list(self.group_questions_)
+            if self.group_example_ids_:
+                payload["group_example_ids"] = list(self.group_example_ids_)
         payload["risk"] = self.risk_
         if self.threshold_rule_ != PLAIN_RANK_RULE:  # absent: the plain rank of older files (they re-save unchanged)
             payload["threshold_rule"] = self.threshold_rule_
@@ -372,6 +386,7 @@ class RetrievalCalibration:
                 group_fallback_=str(data.get("group_fallback") or ("pooled" if data.get("groups") else "keep_all")),
                 chunk_group_key_=data.get("chunk_group_key"),
                 group_questions_=tuple(str(q) for q in data.get("group_questions") or ()),
+                group_example_ids_=tuple(data.get("group_example_ids") or ()),
                 risk_=str(data.get("risk", "miscoverage")),
                 gold_scores_=tuple(tuple(_dec(s) for s in g) for g in data.get("gold_scores") or ()),
                 gold_ranks_=tuple(data.get("gold_ranks") or ()),
@@ -379,11 +394,15 @@ class RetrievalCalibration:
                 miss_bound_=None if data.get("miss_bound") is None else float(data["miss_bound"]),
                 schema_version_=int(data["schema_version"]),
                 grouping_recorded_="grouping" in data or not data.get("groups"),
+                optimisation_recorded_="n_optimisation" in data,
             )
         except CalibrationIntegrityError:
             raise
         except (KeyError, TypeError, ValueError) as exc:
             raise CalibrationIntegrityError(f"Calibration file is missing or mangles a field: {exc}.") from exc
+        problems = group_question_problems(cal.group_questions_, cal.group_example_ids_, cal.question_ids_)
+        if problems:
+            raise CalibrationIntegrityError(f"The calibration's records disagree: {'; '.join(problems)}.")
         cal.check_threshold()
         return cal
 

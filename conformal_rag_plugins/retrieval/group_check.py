@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from ..core.errors import ConformalError
 from ..core.mondrian import check_group_label
 from ..core.selection import SetDecision
-from ..datasets.examples import CalibrationExample
+from ..datasets.examples import CalibrationExample, digest_of
 
 C = TypeVar("C")
 
@@ -48,10 +48,48 @@ def with_group_questions(cal: C, examples: Sequence[CalibrationExample], group_b
     labels, ids = getattr(cal, "group_labels_", ()), getattr(cal, "question_ids_", ())
     if group_by is None or isinstance(group_by, str) or not labels or len(ids) != len(labels):
         return cal
-    texts = {ex.digest: ex.question for ex in examples}
-    if not all(q in texts for q in ids):
+    by_digest = {ex.digest: ex for ex in examples}
+    if not all(q in by_digest for q in ids):
         return cal
-    return replace(cal, group_questions_=tuple(texts[q] for q in ids))  # type: ignore[type-var]
+    return replace(  # type: ignore[type-var]
+        cal,
+        group_questions_=tuple(by_digest[q].question for q in ids),
+        group_example_ids_=tuple(by_digest[q].id for q in ids),
+    )
+
+
+def group_question_problems(
+    questions: Sequence[str], example_ids: Sequence[str | None], question_ids: Sequence[str]
+) -> list[str]:
+    """Recorded group questions that are not the calibration questions ``question_ids`` digest.
+
+    Each question, with its example id (``example_ids``; empty: files that record none, questions without
+    ids), must give its calibration question's digest: replaced questions would let a wrong ``group_by``
+    pass :func:`check_group_by`.
+
+    Examples
+    --------
+    >>> ids = [digest_of("a: one?", "q1"), digest_of("b: two?")]
+    >>> group_question_problems(["a: one?", "b: two?"], ["q1", None], ids)
+    []
+    >>> group_question_problems(["b: one?", "b: two?"], ["q1", None], ids)[0][:60]
+    'group_questions: 1 of 2 do not give the calibration question'
+    """
+    if not questions:  # nothing recorded (or removed): a query-time group_by is then served unchecked, not guaranteed
+        return []
+    if example_ids and len(example_ids) != len(questions):
+        return [f"{len(example_ids)} group_example_ids for {len(questions)} group_questions"]
+    if len(question_ids) != len(questions):
+        return [f"{len(questions)} group_questions for {len(question_ids)} question_ids"]
+    keys = example_ids or (None,) * len(questions)
+    wrong = [i for i, (q, k, d) in enumerate(zip(questions, keys, question_ids, strict=True)) if digest_of(q, k) != d]
+    if not wrong:
+        return []
+    return [
+        f"group_questions: {len(wrong)} of {len(questions)} do not give the calibration question digest recorded in "
+        f"question_ids (question {wrong[0]}: {questions[wrong[0]][:60]!r}); they were replaced, and a query-time "
+        "group_by would be checked against other questions. Re-run the calibration"
+    ]
 
 
 def unchecked_group_by(cal: Any, group_by: Callable[[str], Any] | None) -> str:

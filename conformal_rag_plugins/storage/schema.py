@@ -168,9 +168,13 @@ class RetrievalFile(_Strict):
     group_fallback: Literal["keep_all", "pooled"] | None = None  # absent in older files: "pooled"
     chunk_group_key: Text | None = None  # label-conditional groups (of the gold chunk); absent: per query
     group_questions: list[str] | None = None  # grouped by a function: its inputs, to check it at query time
+    group_example_ids: list[str | None] | None = None  # their example ids: each question gives its digest
     #: Written beside the groups since 2026-11-28: whose groups they are, so that a removed ``chunk_group_key``
     #: (per-chunk-group thresholds read as per-query ones) is refused. Older files do not have it.
     grouping: Literal["query", "chunk"] | None = None
+    #: Written beside ``selection`` since 2026-11-29: how many questions tuned the host or chose the family
+    #: (0: none), so that an emptied ``selection`` is refused. Older files do not have it.
+    n_optimisation: Annotated[int, Field(ge=0)] | None = None
     risk: Literal["miscoverage", "recall"] = "miscoverage"
     gold_scores: list[Annotated[list[Score], Field(min_length=1)]] | None = None
     # absent in files saved before it: the plain rank
@@ -207,6 +211,7 @@ class RetrievalFile(_Strict):
         problems.extend(
             record_problems(scores, self.pool_size, self.score_family, self.gold_ranks or (), self.question_ids)
         )
+        problems.extend(family_problems(scores, self.score_family, self.gold_ranks or (), self.pool_size))
         if self.threshold == "-inf":
             problems.append("threshold -inf")
         problems.extend(_group_problems(self))
@@ -294,6 +299,56 @@ def record_problems(
     return problems
 
 
+def family_problems(
+    scores: Sequence[float], score_family: str, gold_ranks: Sequence[int | None], pool_size: int
+) -> list[str]:
+    """A ``similarity`` file whose scores are another family's: its ``score_family`` was edited.
+
+    A threshold means nothing on another family's scale (a relative threshold of 0.016 served as a
+    similarity one keeps almost every candidate), and the threshold recomputed from the scores does not
+    depend on the family, so only the scores can tell. A ``relative`` score is 0 exactly when the gold is
+    ranked first, a ``rank`` score is the gold rank; a similarity score is ``-s_gold``, which is neither
+    for every question of a real host. The other edits (to ``rank`` or ``relative``) fail
+    :func:`record_problems`. Two or more questions are needed to tell.
+
+    Examples
+    --------
+    >>> family_problems([0.0, 0.2, 0.0], "similarity", [1, 3, 1], 5)[0][:58]
+    "score_family is 'similarity' but every question whose gold"
+    >>> family_problems([-0.9, -0.7, -0.8], "similarity", [1, 3, 1], 5)
+    []
+    """
+    if score_family != "similarity":
+        return []
+    values = [s for s in scores if math.isfinite(s)]
+    if gold_ranks and len(gold_ranks) == len(scores):
+        first = [s for s, r in zip(scores, gold_ranks, strict=True) if r == 1]
+        if len(first) >= 2 and all(s == 0.0 for s in first):
+            return [
+                "score_family is 'similarity' but every question whose gold is ranked first has score 0, as a "
+                "'relative' score (top minus gold) has: the family was edited, and its threshold is on another scale"
+            ]
+        ranked = [(s, r) for s, r in zip(scores, gold_ranks, strict=True) if r is not None]
+        if len({r for _, r in ranked}) >= 2 and all(s == r for s, r in ranked):
+            return [
+                "score_family is 'similarity' but every score equals its gold rank, as a 'rank' score does: the "
+                "family was edited, and its threshold is on another scale"
+            ]
+        return []
+    zeros = sum(1 for s in values if s == 0.0)
+    if zeros >= 2 and min(values) >= 0.0:
+        return [
+            f"score_family is 'similarity' but {zeros} of {len(values)} scores are exactly 0 and none is negative, "
+            "as 'relative' scores (top minus gold) are: the family was edited, and its threshold is on another scale"
+        ]
+    if len(set(values)) >= 2 and all(s == int(s) and 1 <= s <= pool_size for s in values):
+        return [
+            f"score_family is 'similarity' but every score is a whole number from 1 to pool_size = {pool_size}, as "
+            "'rank' scores are: the family was edited, and its threshold is on another scale"
+        ]
+    return []
+
+
 #: LlamaIndex fusion modes under the tuned-hybrid names.
 _FUSION_MODE_NAMES = {"dist_based_score": "zscore", "relative_score": "minmax"}
 
@@ -332,12 +387,18 @@ def _same_weight(stored: Any, named: float) -> bool:
 
 
 def _selection_problems(f: RetrievalFile) -> list[str]:
-    """``selection`` (how ``auto`` or a tuned host chose) agrees with the family, pool and fingerprint."""
+    """``selection`` (how ``auto`` or a tuned host chose) agrees with ``n_optimisation``, family, pool, fingerprint."""
     sel = f.selection
     rule = sel.get("rule")
-    if rule not in ("auto", "tuned-hybrid"):
-        return []
+    recorded = sel.get("n_optimisation") or 0
     problems = []
+    if f.n_optimisation is not None and f.n_optimisation != recorded:
+        problems.append(
+            f"n_optimisation = {f.n_optimisation} but selection records {recorded} optimisation questions: selection "
+            "was edited, and the questions that tuned the host would be counted as held out"
+        )
+    if rule not in ("auto", "tuned-hybrid"):
+        return problems
     if "chosen" in sel and sel["chosen"] != f.score_family:
         problems.append(f"selection.chosen = {sel['chosen']!r} but score_family = {f.score_family!r}")
     n_opt = sel.get("n_optimisation")

@@ -2,7 +2,9 @@
 
 Numbers Python's JSON parser reads but nothing should (``1e999``, a 5,000-digit integer, nesting
 100,000 deep) in an input line; chunking and pool options out of range; an ``--out`` that is a
-device or a FIFO, which an atomic write would replace by a regular file.
+device or a FIFO, which an atomic write would replace by a regular file. Issue 41 item 6: a lone
+surrogate escape in an input line, a calibration file asking for 10**30 candidates, ``--trials 10**30``
+and an output path in a symbolic link loop.
 """
 
 from __future__ import annotations
@@ -200,3 +202,72 @@ def test_report_refuses_a_calibration_without_its_questions(tmp_path, corpus, qa
     argv = ["report", "--calibration", path, "--corpus", corpus, "--qa", qa, "--out", tmp_path / "r", "--quiet"]
     _fails(argv, capsys, str(path), "does not record which questions it was calibrated on")
     assert not (tmp_path / "r" / "index.html").exists()
+
+
+# --- issue 41 item 6: lone surrogates, a huge pool in a file, endless trials, a symbolic link loop -----------------
+
+
+SURROGATE_CASES = {
+    "corpus id": ("corpus", {"id": "rollo\ud800", "text": "Rollo founded Normandy."}),
+    "corpus title": ("corpus", {"id": "rollo", "title": "\udfffRollo", "text": "Rollo founded Normandy."}),
+    "corpus text": ("corpus", {"id": "rollo", "text": "Rollo founded \ud800 Normandy."}),
+    "question": ("qa", {"id": "q1", "question": "Who\udc80?", "answers": ["Rollo"], "context_id": "rollo"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SURROGATE_CASES))
+def test_a_lone_surrogate_in_an_input_line_is_refused(tmp_path, corpus, qa, capsys, case) -> None:
+    which, row = SURROGATE_CASES[case]
+    bad = write_jsonl(tmp_path / f"bad_{which}.jsonl", [row])  # json.dumps writes it as a \ud800 escape
+    assert "\\ud" in bad.read_text(encoding="utf-8")  # a valid UTF-8 file: the escape is what breaks
+    files = {"corpus": corpus, "qa": qa, which: bad}
+    argv = ["evaluate", "--corpus", files["corpus"], "--qa", files["qa"], "--alpha", "0.1"]
+    _fails(argv, capsys, f"{bad}:1", "lone UTF-16 surrogate")
+
+
+def test_a_lone_surrogate_in_a_monitor_stream_is_refused(tmp_path, corpus, qa, capsys) -> None:
+    stream = write_jsonl(tmp_path / "stream.jsonl", [{"question": "Who?"}, {"question": "Who \ud800 now?"}])
+    argv = ["monitor", "--corpus", corpus, "--qa", qa, "--stream", stream, "--alpha", "0.1"]
+    _fails([*argv, "--out", tmp_path / "m.json"], capsys, f"{stream}:2", "lone UTF-16 surrogate")
+
+
+def _saved_with_pool(tmp_path: Path, pool_size: int) -> Path:
+    from conformal_rag_plugins.storage.jsonio import with_checksum
+
+    data = _dense_calibration(tuple(f"{i:016x}" for i in range(20))).to_dict()
+    body = {k: v for k, v in data.items() if k != "checksum"} | {"pool_size": pool_size}
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(with_checksum(body)), encoding="utf-8")
+    return path
+
+
+def test_a_huge_pool_size_in_a_calibration_file_is_refused_by_report_and_monitor(tmp_path, corpus, qa, capsys) -> None:
+    """Before the fix the file loaded and ``report``/``monitor`` asked the store for 10**30 candidates."""
+    path = _saved_with_pool(tmp_path, 10**30)
+    argv = ["report", "--calibration", path, "--corpus", corpus, "--qa", qa, "--out", tmp_path / "r", "--quiet"]
+    line = _fails(argv, capsys, "the calibration's pool_size", "between 1 and 100000", "(31 digits)")
+    assert len(line) < 200
+    stream = write_jsonl(tmp_path / "stream.jsonl", [{"question": "Who?"}])
+    argv = ["monitor", "--calibration", path, "--corpus", corpus, "--qa", qa, "--stream", stream]
+    _fails([*argv, "--out", tmp_path / "m.json"], capsys, "the calibration's pool_size", "between 1 and 100000")
+
+
+@pytest.mark.parametrize("answers", [False, True])
+def test_endless_trials_are_refused_before_any_work(tmp_path, corpus, qa, capsys, answers) -> None:
+    argv = ["evaluate", "--corpus", corpus, "--qa", qa, "--alpha", "0.1", "--trials", str(10**30)]
+    line = _fails([*argv, *(["--answers"] if answers else [])], capsys, "trials", "between 1 and 100000")
+    assert len(line) < 200
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+@pytest.mark.parametrize("command", ["evaluate", "calibrate", "label", "report"])
+def test_an_output_in_a_symbolic_link_loop_is_refused(tmp_path, corpus, qa, questions, capsys, command) -> None:
+    loop = tmp_path / "loop"
+    os.symlink(loop, loop)  # a link to itself
+    argv = {
+        **_commands(corpus, qa, questions, loop),
+        "report": ["report", "--calibration", _saved_with_pool(tmp_path, 5), "--corpus", corpus, "--qa", qa,
+                   "--out", loop / "r", "--quiet"],
+    }[command]  # fmt: skip
+    _fails(argv, capsys, str(loop), "symbolic link loop")
+    assert loop.is_symlink()

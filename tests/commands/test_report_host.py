@@ -66,3 +66,29 @@ def test_other_chunks_are_refused_before_indexing() -> None:
     cal = _cal(fp, corpus_={"size": 5, "ids_sha256": "0" * 64})
     with pytest.raises(FingerprintMismatchError, match="3 chunks"):
         rebuild_host(cal, ("llamaindex", "dense", None), ENTRIES, client=object())
+
+
+class _Indexed(Exception):
+    """Raised by the stand-in for indexing: the checks before it ran."""
+
+
+def test_a_calibration_without_a_collection_record_warns_as_monitor_does(monkeypatch) -> None:
+    """Issue 41 item 6: ``corpus: null`` went through ``report`` silently (``monitor`` and the drop-ins warn)."""
+    import warnings
+
+    from conformal_rag_plugins.commands import hosts
+    from conformal_rag_plugins.core.errors import UncheckedCorpusWarning
+    from conformal_rag_plugins.retrieval.fingerprint import corpus_digest
+
+    def indexed(*args, **kwargs):
+        raise _Indexed
+
+    monkeypatch.setattr(hosts, "build_host", indexed)
+    fp = Fingerprint("llamaindex", "ChromaVectorStore", "cosine", "m", 384, "exp(-distance)", "dense(default)")
+    spec = ("llamaindex", "dense", None)
+    with pytest.warns(UncheckedCorpusWarning, match=r"records no collection \(corpus: null"), pytest.raises(_Indexed):
+        rebuild_host(_cal(fp), spec, ENTRIES, client=object())
+    recorded = _cal(fp, corpus_=corpus_digest(e.id for e in ENTRIES))
+    with warnings.catch_warnings(), pytest.raises(_Indexed):
+        warnings.simplefilter("error", UncheckedCorpusWarning)  # the same collection, recorded: silent
+        rebuild_host(recorded, spec, ENTRIES, client=object())

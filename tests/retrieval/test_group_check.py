@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 
 import pytest
 
@@ -102,4 +103,46 @@ def test_a_file_whose_questions_disagree_with_its_labels_is_refused(by_function)
     data = json.loads(json.dumps(by_function.to_dict()))
     data["group_questions"] = data["group_questions"][:-1]
     with pytest.raises(CalibrationIntegrityError, match="79 group questions for n = 80"):
+        RetrievalCalibration.from_dict(with_checksum({k: v for k, v in data.items() if k != "checksum"}))
+
+
+def _resaved(cal: RetrievalCalibration, **changes) -> dict:
+    data = {k: v for k, v in json.loads(json.dumps(cal.to_dict())).items() if k != "checksum"}
+    data.update(changes)
+    return with_checksum({k: v for k, v in data.items() if v is not None})
+
+
+def test_replaced_group_questions_are_refused(by_function) -> None:
+    """Issue 41 item 6: questions that a wrong function maps to the recorded groups no longer pass its check.
+
+    Shifting every question by one (``q0`` -> ``q1``) makes ``wrong`` (the other parity) reproduce the
+    recorded labels on the replaced texts: before the fix the file loaded and ``wrong`` served its sets
+    flagged guaranteed.
+    """
+
+    def wrong(question: str) -> str:
+        return f"t{(int(question[1:]) + 1) % 2}"
+
+    shifted = [f"q{int(q[1:]) + 1}" for q in by_function.group_questions_]
+    with pytest.raises(ConformalError, match="another group"):
+        ServingOptions(group_by=wrong).check(by_function)  # the true questions catch the wrong function
+    with pytest.raises(CalibrationIntegrityError, match="80 of 80 do not give the calibration question digest"):
+        RetrievalCalibration.from_dict(_resaved(by_function, group_questions=shifted))
+    one = list(by_function.group_questions_)
+    one[5] = "q6"
+    with pytest.raises(CalibrationIntegrityError, match=r"1 of 80 do not .* \(question 5: 'q6'\)"):
+        RetrievalCalibration.from_dict(_resaved(by_function, group_questions=one))
+
+
+def test_group_questions_are_checked_with_their_example_ids(tmp_path) -> None:
+    examples = [replace(ex, id=f"id-{k}") for k, ex in enumerate(_examples(N))]
+    options = RetrievalOptions(0.8, score="similarity", group_by=tenant, progress=False)
+    cal = calibrate_host(ListHost(N), examples, options)
+    assert cal.group_example_ids_ == tuple(ex.id for ex in examples)
+    loaded = RetrievalCalibration.load(cal.save(tmp_path / "cal.json"))
+    assert loaded.group_example_ids_ == cal.group_example_ids_ and loaded.group_questions_ == cal.group_questions_
+    # without the ids the questions cannot give their digests: removing the record is refused too
+    data = _resaved(cal)
+    data.pop("group_example_ids")
+    with pytest.raises(CalibrationIntegrityError, match="do not give the calibration question digest"):
         RetrievalCalibration.from_dict(with_checksum({k: v for k, v in data.items() if k != "checksum"}))
