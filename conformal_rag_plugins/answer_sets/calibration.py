@@ -386,7 +386,7 @@ class AnswerSetCalibration:
         ...     clustering={"method": "exact"}, provenance=StageProvenance(generator={"llm": {"name": "m"}}))
         >>> new = old.with_current_rule()
         >>> old.guaranteed_, new.guaranteed_, new.retrieval_.threshold_rule_, new.generator_ == old.generator_
-        (False, True, 'pool-miss-1', True)
+        (False, True, 'pool-miss-2', True)
         >>> new.save("calibration.json")  # doctest: +SKIP
         """
         if not self.retrieval_.stale_rule_reason_:
