@@ -189,11 +189,11 @@ def _miss_cap(n: int, bound: float) -> int:
     return binom_quantile(n, bound, _cap_quantile())
 
 
-def _holds(n: int, alpha: Fraction, pmf: np.ndarray, k0: int, k: int, m_max: int) -> bool:
+def _holds(n: int, alpha: Fraction, pmf: np.ndarray, cdf: np.ndarray, k0: int, k: int, m_max: int) -> bool:
     """The theorem's condition for ranks ``k0`` (no miss) and ``k`` (1..``m_max`` misses) at the bound's law ``pmf``."""
     a = float(1 - alpha)
     slack0, slack = float(k0 - (1 - alpha) * (n + 1)), float(k - (1 - alpha) * (n + 1))
-    flagged_rest = float(pmf[1 : m_max + 1].sum())
+    flagged_rest = float(cdf[m_max] - cdf[0])
     return slack0 * float(pmf[0]) + slack * flagged_rest >= a * (m_max + 1) * float(pmf[m_max + 1])
 
 
@@ -205,17 +205,18 @@ def _flagged_rank(n: int, k0: int, alpha: Fraction, bound: float, rule: str) -> 
         return FlaggedRank(k0, n - k0, 0.0)
     cap = _miss_cap(n, bound)
     pmf = binom_pmf_head(n + 1, bound, min(cap, n - k0) + 1)  # the law of M, the misses among the n + 1 questions
+    cdf = np.cumsum(pmf)
     # The plain rank when the calibration has no miss, the smallest rank that then holds for 1..m_max misses ...
     for k in range(k0, n + 1) if rule == THRESHOLD_RULE else ():
         m_max = min(n - k, cap)
-        if _holds(n, alpha, pmf, k0, k, m_max):
+        if _holds(n, alpha, pmf, cdf, k0, k, m_max):
             if m_max == 0:  # only a calibration without misses is flagged: it uses k0
                 return FlaggedRank(k0, 0, bound)
             return FlaggedRank(k, m_max, bound, k0 if k != k0 else None)
     # ... else one rank for every miss count (also a schedule the theorem covers; the first rule's only one)
     for k in range(k0 if rule != THRESHOLD_RULE else k0 + 1, n + 1):
         m_max = min(n - k, cap)
-        if _holds(n, alpha, pmf, k, k, m_max):
+        if _holds(n, alpha, pmf, cdf, k, k, m_max):
             return FlaggedRank(k, m_max, bound)
     return None
 
