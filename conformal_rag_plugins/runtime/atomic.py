@@ -26,6 +26,17 @@ def _temp_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
+def _remove_stale_temps(path: Path) -> None:
+    """Remove the temporary siblings of ``path`` that a killed writer left (their process is gone)."""
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(?P<pid>\d+)\.[0-9a-f]{{8}}\.tmp$")
+    with suppress(OSError):
+        for entry in path.parent.iterdir():
+            match = pattern.match(entry.name)
+            if match and not _alive(int(match["pid"])) and entry.is_file():
+                with suppress(OSError):
+                    entry.unlink()
+
+
 def check_replaceable(path: str | Path) -> None:
     """Refuse to replace an existing ``path`` that is not a regular file (a device, FIFO or socket).
 
@@ -110,7 +121,8 @@ def check_output_dir(path: str | Path) -> Path:
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary sibling of ``path`` to write, moved over ``path`` when the block succeeds.
 
-    On an exception it is removed and ``path`` is left as it was; for writers taking a path. An
+    On an exception it is removed and ``path`` is left as it was; for writers taking a path. The
+    temporary siblings of ``path`` that a killed writer left (its process gone) are removed first. An
     existing ``path`` that is not a regular file is refused first (:func:`check_replaceable`).
 
     Examples
@@ -124,6 +136,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     check_replaceable(path)
+    _remove_stale_temps(path)  # what a writer killed before its rename (kill -9) left behind
     tmp = _temp_sibling(path)
     try:
         yield tmp

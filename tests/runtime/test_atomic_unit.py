@@ -106,3 +106,24 @@ def test_a_target_that_cannot_be_replaced_is_refused_before_writing(tmp_path) ->
     with pytest.raises(FileExistsError):
         write_unit(out, {"coverage.png": b"new", "index.html": b"<p>new</p>"})
     assert [p.name for p in out.iterdir()] == ["index.html"] and [p.name for p in tmp_path.iterdir()] == ["report"]
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_temporary_files_a_killed_writer_left_are_removed_by_the_next_write(tmp_path) -> None:
+    """A single-file write (``atomic_path``) killed before its rename left ``.NAME.PID.XXXXXXXX.tmp`` for good."""
+    from conformal_rag_plugins.runtime.atomic import atomic_write_text
+
+    target = tmp_path / "state.json"
+    stale = tmp_path / f".state.json.{_dead_pid()}.0123abcd.tmp"
+    stale.write_text('{"half": ')
+    live = tmp_path / f".state.json.{os.getpid()}.89abcdef.tmp"  # a writer still running: kept
+    live.write_text("{}")
+    other = tmp_path / f".other.json.{_dead_pid()}.0123abcd.tmp"  # another file's: not this write's business
+    other.write_text("{}")
+    atomic_write_text(target, "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, live.name, other.name])
