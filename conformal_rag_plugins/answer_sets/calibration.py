@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Sequence
@@ -47,6 +46,7 @@ from ..storage.jsonio import (
     write_json,
 )
 from ..storage.schema import AnswerSetFile, check_fields
+from .identity import scrub_record
 from .options import SplitOptions
 
 SCHEMA_VERSION = 1
@@ -433,7 +433,7 @@ class AnswerSetCalibration:
             "clustering_": clustering,
             "optimisation_": optimisation or {},
             "question_ids_": tuple(question_ids or ()),
-            "generator_": None if generator is None else json.loads(json.dumps(generator, allow_nan=False)),
+            "generator_": None if generator is None else scrub_record(generator),
         }
         if len(gen) != len(retrieval.scores_):
             raise CalibrationError(
@@ -592,7 +592,7 @@ class AnswerSetCalibration:
             created_at_=str(data["created_at"]),
             optimisation_=dict(data.get("optimisation") or {}),
             question_ids_=tuple(str(q) for q in data.get("question_ids") or ()),
-            generator_=None if data.get("generator") is None else dict(data["generator"]),
+            generator_=None if data.get("generator") is None else scrub_record(data["generator"]),
         )
 
     def save(self, path: str | Path, *, signing_key: str | bytes | None = None) -> Path:

@@ -11,6 +11,9 @@ with the live one (:func:`check_generator`). A record is JSON::
 Only what identifies a generator is recorded, by allow-list (:data:`IDENTIFYING_KEYS`): a client's
 headers, API keys, base URL and tokens never reach a record, even when nested in call kwargs
 (``additional_kwargs``, ``extra_body``, ``model_kwargs``) -- those keep only allow-listed scalars.
+Settings that change the answers but may be long or structured (a system prompt, a logit bias, a
+response format: :data:`DIGESTED_KEYS`) are recorded as a digest (:func:`setting_digest`). A record
+read from a file is reduced the same way (:func:`scrub_record`), so an older file's keys are dropped.
 """
 
 from __future__ import annotations
@@ -39,8 +42,17 @@ SAMPLING_ATTRS = (
     "stop",
     "stop_sequences",
     "n",
+    "system_prompt",
+    "system",
+    "logit_bias",
+    "response_format",
 )
 """Attributes of an LLM client that change the distribution of its samples (read when set)."""
+
+DIGESTED_KEYS = frozenset({"system_prompt", "system", "logit_bias", "response_format"})
+"""Settings recorded as ``"sha256:<hex>"`` of their canonical JSON (:func:`setting_digest`), not as their value."""
+
+_DIGEST_PREFIX = "sha256:"
 
 CALL_KWARG_ATTRS = ("generate_kwargs", "additional_kwargs", "model_kwargs", "extra_body")
 """Attributes (and nested keys) holding keyword arguments an LLM client passes to every call."""
@@ -60,6 +72,7 @@ IDENTIFYING_KEYS = frozenset(
         "logprobs",
         "top_logprobs",
         "reasoning_effort",
+        *DIGESTED_KEYS,
     }
 )
 """The only sampling keys a generator record keeps (an allow-list: anything else, e.g. headers, is dropped)."""
@@ -73,6 +86,11 @@ _EMBEDDING_KEYS = frozenset({"model", "dim"})
 # Keys that never change the distribution of a sample (a seed only picks one draw of it).
 _IGNORED = frozenset({"seed", "stream", "streaming", "verbose"})
 _SECTIONS = ("llm", "sampling", "embedding")
+_SECTION_KEYS = {
+    "llm": _LLM_KEYS | IDENTIFYING_KEYS,
+    "sampling": _PROMPT_KEYS | IDENTIFYING_KEYS,
+    "embedding": _EMBEDDING_KEYS,
+}
 
 
 def _json_value(value: Any) -> tuple[bool, Any]:
@@ -101,6 +119,69 @@ def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, bool | int | float | str)
 
 
+def _is_digest(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(_DIGEST_PREFIX) and len(value) == len(_DIGEST_PREFIX) + 64
+
+
+def _canonical(value: Any) -> Any:
+    """A JSON-ready stand-in for a setting: a pydantic class by its JSON schema, another class by its name."""
+    if isinstance(value, type):
+        schema = getattr(value, "model_json_schema", None)
+        if callable(schema):
+            try:
+                return {"schema": _json_value(schema())[1]}
+            except Exception:  # a class whose schema cannot be built: its name still tells classes apart
+                pass
+        return {"class": f"{value.__module__}.{value.__qualname__}"}
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, str):
+        try:
+            return _canonical(dump())
+        except Exception:  # a model that cannot dump itself: fall back to its class
+            pass
+    ok, got = _json_value(value)
+    return got if ok else {"class": f"{type(value).__module__}.{type(value).__qualname__}"}
+
+
+def setting_digest(value: Any) -> str | None:
+    """``"sha256:<hex>"`` of a setting's canonical JSON (sorted keys); ``None`` when it is unset (None, empty).
+
+    A record keeps the digest of a system prompt, a logit bias or a response format rather than the value:
+    long values stay out of the file, and two generators that differ in them still compare unequal.
+
+    >>> setting_digest("Always answer: Paris.")[:19]
+    'sha256:5ca3da9a95d6'
+    >>> setting_digest({"50256": -100}) == setting_digest({"50256": -100}), setting_digest({})
+    (True, None)
+    """
+    if value is None or (isinstance(value, str | Mapping | list | tuple) and len(value) == 0):
+        return None
+    text = json.dumps(_canonical(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return _DIGEST_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _digested(value: Any) -> str | None:
+    """A digest kept as it is (a record read back), anything else digested (:func:`setting_digest`)."""
+    return value if _is_digest(value) else setting_digest(value)
+
+
+def _with_digests(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with :data:`DIGESTED_KEYS` digested, also inside call-kwargs mappings (before JSON drops them)."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key in DIGESTED_KEYS:
+            out[key] = _digested(value)
+        elif key in CALL_KWARG_ATTRS and isinstance(value, Mapping):
+            out[key] = _with_digests(value)
+        else:
+            out[key] = value
+    return out
+
+
 def _identifying(settings: Mapping[str, Any], keys: frozenset[str] = IDENTIFYING_KEYS) -> dict[str, Any]:
     """The allow-listed part of JSON-ready ``settings``: ``keys`` holding scalars (or lists of them), and the
     call-kwargs mappings of :data:`CALL_KWARG_ATTRS` reduced the same way (dropped when nothing is left).
@@ -116,6 +197,10 @@ def _identifying(settings: Mapping[str, Any], keys: frozenset[str] = IDENTIFYING
             kept = _identifying(value)
             if kept:
                 out[key] = kept
+        elif key in keys and key in DIGESTED_KEYS:
+            digest = _digested(value)
+            if digest is not None:
+                out[key] = digest
         elif key in keys and _scalar(value):
             out[key] = value
     return out
@@ -148,6 +233,8 @@ def json_settings(source: Any, attrs: Iterable[str] = SAMPLING_ATTRS, kwargs_att
     out: dict[str, Any] = {}
     for name in attrs:
         value = get(name)
+        if name in DIGESTED_KEYS:
+            value = _digested(value)
         ok, got = _json_value(value)
         if name not in _IGNORED and value is not None and ok:
             out[name] = got
@@ -155,7 +242,7 @@ def json_settings(source: Any, attrs: Iterable[str] = SAMPLING_ATTRS, kwargs_att
     for name in kwargs_attrs:
         value = get(name)
         if isinstance(value, Mapping) and value:
-            got = _identifying(_json_value(value)[1])
+            got = _identifying(_json_value(_with_digests(value))[1])
             if got:
                 out[name] = got
     return out
@@ -202,8 +289,8 @@ def generator_record(
         return None
     plain = _json_value(
         {
-            "llm": dict(sampler.get("llm") or {}),
-            "sampling": dict(sampler.get("sampling") or {}),
+            "llm": _with_digests(sampler.get("llm") or {}),
+            "sampling": _with_digests(sampler.get("sampling") or {}),
             "embedding": None if embedding is None else dict(embedding),
         }
     )[1]
@@ -213,6 +300,26 @@ def generator_record(
         "embedding": None if plain["embedding"] is None else _identifying(plain["embedding"], _EMBEDDING_KEYS),
     }
     return json.loads(json.dumps(record, allow_nan=False))
+
+
+def scrub_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved generator record reduced to what identifies a generator, its shape kept (for files read back).
+
+    Unlike :func:`generator_record` a section that is missing or ``None`` stays so (the comparison then says
+    it could not check it); every other key -- an API key, a header, a token that a file written by an
+    older version kept -- is dropped, so loading and saving again never writes it.
+
+    >>> scrub_record({"llm": {"class": "X", "api_key": "sk-1"}, "sampling": {"extra_headers": {"a": "b"}, "n": 2}})
+    {'llm': {'class': 'X'}, 'sampling': {'n': 2}}
+    """
+    out: dict[str, Any] = {}
+    for section, keys in _SECTION_KEYS.items():
+        if section not in record:
+            continue
+        value = record[section]
+        kept = _identifying(_json_value(_with_digests(value))[1], keys) if isinstance(value, Mapping) else None
+        out[section] = kept
+    return json.loads(json.dumps(out, allow_nan=False))
 
 
 def live_generator(

@@ -3,7 +3,9 @@
 Keys hash (question, chunk text, model id, prompt template, temperature, n); concurrency and an
 unreadable or unopenable file as in :mod:`conformal_rag_plugins.runtime.kv_cache` (a failing write
 only logs a warning). A row is served only when it holds what its key promises: ``n`` samples, not
-all of them failed (what :func:`~.concurrent_draws.draw_samples` stores); any other row is a miss.
+all of them failed (what :func:`~.concurrent_draws.draw_samples` stores), each a well-formed sample
+(finite log-probability at most 0, whole token counts; :meth:`Sample.from_dict`), read as strict
+JSON (no ``NaN``/``Infinity``, no overflowing number, no deep nesting); any other row is a miss.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 from collections.abc import Sequence
 
 from ..runtime.kv_cache import SqliteStore
+from ..runtime.strict_json import loads_finite
 from .sample_record import Sample
 
 logger = logging.getLogger("conformal_rag_plugins")
@@ -66,13 +69,13 @@ class SampleCache(SqliteStore):
     def _parse(text: str) -> list[Sample] | None:
         """The samples of a stored row, or ``None`` when it is not a JSON list of sample records."""
         try:
-            rows = json.loads(text)
+            rows = loads_finite(text)  # NaN, Infinity, 1e999 and deep nesting are refused, not read
             if not isinstance(rows, list) or not all(
                 isinstance(r, dict) and isinstance(r.get("text"), str) for r in rows
             ):
                 return None
             return [Sample.from_dict(r) for r in rows]
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, OverflowError, RecursionError):
             return None
 
     def put(self, key: str, samples: Sequence[Sample]) -> bool:

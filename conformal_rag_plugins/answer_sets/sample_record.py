@@ -7,6 +7,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+_LOGPROB_SLACK = 1e-6
+"""How far above 0 a mean token log-probability read back may be (rounding in a server's report)."""
+
 
 def _get(obj: Any, key: str) -> Any:
     if isinstance(obj, Mapping):
@@ -95,11 +98,33 @@ class Sample:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Sample:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            str(data["text"]),
-            int(data.get("prompt_tokens", 0)),
-            int(data.get("completion_tokens", 0)),
-            bool(data.get("failed", False)),
-            None if data.get("logprob") is None else float(data["logprob"]),
-        )
+        """Inverse of :meth:`to_dict`, refusing what :meth:`to_dict` never writes (a stored row read back).
+
+        Raises
+        ------
+        ValueError
+            ``text`` is not a string, a token count is not a whole number >= 0, ``failed`` is not a
+            boolean, or ``logprob`` is not a finite number <= 0 (or ``None``).
+
+        >>> Sample.from_dict({"text": "Rollo", "logprob": -0.2}).logprob
+        -0.2
+        >>> Sample.from_dict({"text": "Rollo", "logprob": float("nan")})
+        Traceback (most recent call last):
+        ...
+        ValueError: a sample's logprob must be a finite number <= 0 or null, got nan
+        """
+        text, failed, logprob = data["text"], data.get("failed", False), data.get("logprob")
+        if not isinstance(text, str):
+            raise ValueError(f"a sample's text must be a string, got {type(text).__name__}")
+        if not isinstance(failed, bool):
+            raise ValueError(f"a sample's failed flag must be true or false, got {failed!r}")
+        tokens = [data.get(name, 0) for name in ("prompt_tokens", "completion_tokens")]
+        for name, count in zip(("prompt_tokens", "completion_tokens"), tokens, strict=True):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise ValueError(f"a sample's {name} must be a whole number >= 0, got {count!r}")
+        if logprob is not None:
+            good = isinstance(logprob, int | float) and not isinstance(logprob, bool)
+            if not (good and math.isfinite(logprob) and logprob <= _LOGPROB_SLACK):
+                raise ValueError(f"a sample's logprob must be a finite number <= 0 or null, got {logprob!r}")
+            logprob = float(logprob)
+        return cls(text, tokens[0], tokens[1], failed, logprob)

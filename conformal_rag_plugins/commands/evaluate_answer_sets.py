@@ -37,6 +37,7 @@ from .input_checks import (
     read_questions,
 )
 from .levels import with_confidence_levels
+from .llm_answered import AnsweredSamples
 
 
 def _llm(kind: str, logprobs: bool = False) -> Any:
@@ -206,6 +207,7 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
         max_concurrency=1 if r.llm == "local" else 4,
         cache=SampleCache(default_cache_dir() / "samples.sqlite"),
     )
+    sample = AnsweredSamples(sampler.asample, model_id(model))  # a dead endpoint stops at its first draw
     estimate, answerable = run_pilot(
         answerable,
         alphas,
@@ -214,7 +216,7 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
             pilot,
             bundle.fetch,
             texts,
-            sampler.asample,
+            sample,
             pool=r.answer_pool,
             n_samples=r.samples,
             generator_score=r.generator_score,
@@ -222,7 +224,7 @@ def run_evaluate_answers(request: EvaluateAnswersRequest) -> dict[str, Any]:
     )
     answerable = answerable[: r.max_questions]  # the pilot came from all of them, so up to max_questions remain
     questions = answerable + impossible
-    rows = build_rows(questions, bundle.fetch, texts, sampler.asample, pool=r.answer_pool, progress=r.progress)
+    rows = build_rows(questions, bundle.fetch, texts, sample, pool=r.answer_pool, progress=r.progress)
     prepared = prepare_rows(rows, n_samples=r.samples, pool=r.answer_pool, generator_score=r.generator_score)
     ans = [p for p, row in zip(prepared, rows, strict=True) if not row["is_impossible"]]
     imp = [p for p, row in zip(prepared, rows, strict=True) if row["is_impossible"]]

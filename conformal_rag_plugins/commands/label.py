@@ -90,6 +90,7 @@ def run_label(request: LabelRequest) -> Any:
         check_pool_option,
         read_questions,
     )
+    from .llm_answered import check_judge_answered
 
     if request.budget < 0:
         raise CalibrationError(f"--budget must be >= 0, got {request.budget}.")
@@ -118,6 +119,8 @@ def run_label(request: LabelRequest) -> Any:
         cache=request.cache,
         options=JudgeOptions(max_concurrency=1 if request.llm == "local" else 4, progress=request.progress),
     )
+    check_judge_answered(report, request.llm, request.out)
     with atomic_path(request.out) as tmp:
         save_examples(labelled, tmp)
     return report
+

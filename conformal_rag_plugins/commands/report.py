@@ -1,7 +1,8 @@
 """``conformal-rag report``: a calibration measured on held-out questions, as figures and one HTML page.
 
 Rebuilds the calibration's host (:mod:`.report_host`), queries the held-out questions once and
-writes ``OUT/``: one PNG per figure, a self-contained ``index.html`` and ``report.json``.
+writes ``OUT/``: one PNG per figure, a self-contained ``index.html`` and ``report.json``, as one unit
+(:func:`~conformal_rag_plugins.runtime.atomic.write_unit`: all of them or none).
 """
 
 from __future__ import annotations
@@ -80,13 +81,6 @@ def load_any_calibration(path: str | Path) -> Any:
     return RetrievalCalibration.load(path)
 
 
-def _write(out: Path, name: str, data: bytes) -> None:
-    from ..runtime.atomic import atomic_path
-
-    with atomic_path(out / name) as tmp:
-        tmp.write_bytes(data)
-
-
 def run_report(
     calibration: str | Path,
     corpus: Sequence[str | Path],
@@ -119,12 +113,15 @@ def run_report(
     from ..report.figures import FIGURE_NAMES, build_figures
     from ..report.used_questions import used_questions
     from ..retrieval.pool_calibration import collect_observations
+    from ..runtime.atomic import check_unit_targets
     from .chunk_corpus import chunk_corpus
     from .input_checks import announce_questions, check_gold_in_corpus, check_not_inputs, check_outputs, read_questions
     from .report_host import host_rows, host_spec, rebuild_host
 
     check_outputs(dirs=[out])
-    written = [Path(out) / name for name in ("index.html", "report.json", *FIGURE_NAMES)]
+    names = ("index.html", "report.json", *FIGURE_NAMES)
+    check_unit_targets(out, names)  # a FIFO or folder at one of them is refused before any work, not after the PNGs
+    written = [Path(out) / name for name in names]
     check_not_inputs(written, [calibration, *corpus, qa])
     cal = load_any_calibration(calibration)
     answer_cal = cal if isinstance(cal, AnswerSetCalibration) else None
@@ -159,7 +156,6 @@ def run_report(
     observations = collect_observations(heldout, bundle.fetch, progress=progress)
     figures, numbers = build_figures(retrieval, observations, answer_cal)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "calibration": str(calibration),
         "kind": "answer_set" if answer_cal is not None else "retrieval",
@@ -184,10 +180,8 @@ def run_report(
         "figures": [f.name for f in figures],
     }
     from ..report.page import render_page
-    from ..runtime.atomic import atomic_write_text
+    from ..runtime.atomic import write_unit
 
-    for fig in figures:
-        _write(out, fig.name, fig.png)
     left_out = f"{n_calibration_left_out} calibration"
     n_host_left_out = report["n_excluded_optimisation_questions"] - n_split_left_out
     if n_host_left_out:
@@ -216,6 +210,8 @@ def run_report(
         host=host_rows(retrieval, spec),
         tie_notes=ties,
     )
-    atomic_write_text(out / "report.json", json.dumps(report, indent=2, allow_nan=False) + "\n")
-    atomic_write_text(out / "index.html", page)
+    files = {fig.name: fig.png for fig in figures}
+    files["report.json"] = (json.dumps(report, indent=2, allow_nan=False) + "\n").encode("utf-8")
+    files["index.html"] = page.encode("utf-8")
+    write_unit(out, files, owned=names)  # one unit: a kill -9 never leaves new figures beside an old report.json
     return report

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -29,6 +30,8 @@ from ..runtime.run_sync import run_sync
 from .llm import LLMTask
 from .options import JudgeOptions
 from .prompts import JUDGE_FEW_SHOT_TEMPLATE
+
+logger = logging.getLogger("conformal_rag_plugins")
 
 RULE_JUDGE = "judge"
 RULE_SOURCE = "source"
@@ -94,6 +97,8 @@ class LLMJudge:
         self.llm_calls = 0
         self.cache_hits = 0
         self.failed_calls = 0
+        self.last_failure = ""
+        """The last failed call's error (``repr``), for a caller that reports an LLM that never answered."""
 
     @classmethod
     def for_task(
@@ -128,7 +133,15 @@ class LLMJudge:
             self.cache_hits += 1
             return parse_yes_no(hit["text"])
         self.llm_calls += 1
-        out = await call_with_retries(lambda: self.complete(text), retries=self.call_retries, timeout=self.timeout)
+        try:
+            out = await call_with_retries(
+                lambda: self.complete(text), retries=self.call_retries, timeout=self.timeout, raise_last=True
+            )
+        except Exception as exc:  # any provider error after the retries: counted (as "no"), remembered
+            logger.warning("LLM call failed after %d attempts: %r", self.call_retries + 1, exc)
+            self.failed_calls += 1
+            self.last_failure = repr(exc)
+            return None
         if out is None:
             self.failed_calls += 1
             return None
@@ -142,7 +155,8 @@ class LabelReport:
     """How the calibration questions were labelled (counts per ``label_rule``, judge calls, unparseable outputs).
 
     ``n_unlabelled``: budget-exhausted examples without a source chunk; ``unparseable`` includes
-    failed calls; ``llm_calls``/``cache_hits`` are 0 for judges other than :class:`LLMJudge`.
+    failed calls; ``llm_calls``/``cache_hits``/``failed_calls`` are 0 for judges other than
+    :class:`LLMJudge`, ``last_failure`` the last failed call's error.
     """
 
     n: int = 0
@@ -155,6 +169,8 @@ class LabelReport:
     budget: int = 5
     llm_calls: int = 0
     cache_hits: int = 0
+    failed_calls: int = 0
+    last_failure: str = ""
 
     def summary(self) -> str:
         """A few lines for the console.
@@ -216,6 +232,7 @@ async def alabel_examples(
     semaphore = asyncio.Semaphore(max_concurrency)
     report = LabelReport(n=len(examples), budget=budget)
     calls0, hits0 = getattr(judge, "llm_calls", 0), getattr(judge, "cache_hits", 0)
+    failed0 = getattr(judge, "failed_calls", 0)
 
     from ..runtime.progress import progress_bar
 
@@ -273,6 +290,8 @@ async def alabel_examples(
         bar.close()
     report.llm_calls = getattr(judge, "llm_calls", 0) - calls0
     report.cache_hits = getattr(judge, "cache_hits", 0) - hits0
+    report.failed_calls = getattr(judge, "failed_calls", 0) - failed0
+    report.last_failure = str(getattr(judge, "last_failure", ""))
     return out, report
 
 

@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .strict_json import loads_finite
+
 T = TypeVar("T")
 S = TypeVar("S", bound="SqliteStore")
 logger = logging.getLogger("conformal_rag_plugins")
@@ -376,8 +378,8 @@ class JsonCache(SqliteStore):
         if text is None:
             return None
         try:
-            value = json.loads(text)
-        except ValueError:
+            value = loads_finite(text)  # NaN, Infinity, 1e999 and deep nesting are a bad row, not a value
+        except (ValueError, RecursionError):
             value, ok = None, False
         else:
             ok = valid is None or bool(valid(value))

@@ -285,3 +285,34 @@ def test_missing_tampered_and_foreign_files_are_refused(tmp_path, capsys) -> Non
     _fails(_report(tmp_path / "junk.json", tmp_path / "r"), capsys, "junk.json")
     (tmp_path / "file").write_text("")
     _fails(_report(tmp_path / "cal.json", tmp_path / "file"), capsys, "not a directory")
+
+
+# Issue 41 section 6: the report's files are one unit (see test_report_one_unit.py for the fast probes)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", ["index.html", "report.json"])
+def test_a_report_never_writes_figures_before_refusing_a_target(dense_calibration, tmp_path, capsys, name) -> None:
+    out = tmp_path / "r"
+    out.mkdir()
+    if name == "index.html":
+        os.mkfifo(out / name)
+    else:
+        (out / name).mkdir()
+    _fails(_report(dense_calibration, out), capsys, str(out / name))
+    assert sorted(p.name for p in out.iterdir()) == [name]  # no PNG beside it
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.integration
+def test_a_report_replaces_an_older_one_whole(dense_calibration, tmp_path, capsys) -> None:
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "answer_sets.png").write_bytes(b"a figure of an older answer-set report")
+    (out / "report.json").write_text('{"old": true}')
+    assert main(_report(dense_calibration, out)) == 0
+    assert not (out / "answer_sets.png").exists()  # no stale figure beside the new report
+    report = json.loads((out / "report.json").read_text())
+    assert sorted(p.name for p in out.iterdir()) == sorted(["index.html", "report.json", *report["figures"]])
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    capsys.readouterr()
