@@ -67,6 +67,10 @@ from .schema import MonitorFile
 MONITOR_SCHEMA_VERSION = 3
 _READABLE_VERSIONS = (1, 2, 3)
 _KIND = "conformal_rag_plugins.conformal_monitor"
+#: What scores a monitor watches: the pool the retriever serves (fed by the retriever itself), or the raw dense
+#: similarities behind a fusion host (its served scores are normalised per query, so their top-1 cannot move;
+#: the caller feeds them). See docs/production/monitor.md, "Which scores".
+SCORE_SOURCES = ("served", "dense")
 #: ``from_observations(groups=...)`` default: the groups the calibration recorded.
 _FROM_CALIBRATION = "calibration"
 
@@ -227,6 +231,12 @@ class ConformalMonitor:
     grouped : bool, optional
         Per-group calibration: the retriever serves each query its group's threshold (default) or the
         pooled one (``False``); set sizes or labels served the other way are refused.
+    score_source : {"served", "dense"}, default "served"
+        Whose scores the statistic is taken from (saved in the state). ``"served"``: the pool the
+        retriever serves, which feeds the monitor itself. ``"dense"``: the raw dense similarities of the
+        same question on the same collection, for a **fusion** host, whose served scores are normalised per
+        query (z-score, min-max) and so keep their top-1 in place under a shift; the caller passes them to
+        :meth:`observe` (a retriever refuses to feed such a monitor). ``set_size`` needs ``"served"``.
 
     Examples
     --------
@@ -249,8 +259,16 @@ class ConformalMonitor:
         seed: int = 0,
         coverage: CoverageTracking = DEFAULT_COVERAGE_TRACKING,
         grouped: bool | None = None,
+        score_source: str = "served",
     ) -> None:
         coverage_delta, aci_gamma = coverage.coverage_delta, coverage.aci_gamma
+        if score_source not in SCORE_SOURCES:
+            raise ConformalError(f"score_source must be one of {', '.join(SCORE_SOURCES)}, got {score_source!r}.")
+        if score_source != "served" and statistic == "set_size":
+            raise ConformalError(
+                f"statistic='set_size' needs the served scores (the set is taken at the calibrated threshold), not "
+                f"score_source={score_source!r}: monitor 'top1' or 'gap' of the dense similarities instead."
+            )
         if hasattr(calibration, "retrieval_stage"):
             calibration = calibration.retrieval_stage()
         if statistic not in STATISTICS:
@@ -271,6 +289,7 @@ class ConformalMonitor:
         self.calibration = calibration
         self.statistic = statistic
         self._record_statistic = True
+        self.score_source = score_source
         self.grouped = has_groups if grouped is None else bool(grouped)
         self.reference = check_statistics(reference, "calibration statistic")
         self.coverage_delta = check_delta(coverage_delta if coverage_delta is not None else delta, "coverage_delta")
@@ -488,6 +507,8 @@ class ConformalMonitor:
         """
         if calibration is not None:
             self.check_calibration(calibration)
+            if self.score_source != "served":
+                raise ConformalError(self.not_served_message())
         if self.statistic == "set_size":
             group = self._served_group(group, "set size")
         elif group is not None:
@@ -501,6 +522,14 @@ class ConformalMonitor:
                 "threshold."
             )
         return self.observe_statistic(value)
+
+    def not_served_message(self) -> str:
+        """Why a retriever must not feed this monitor its served scores (``score_source`` is not ``"served"``)."""
+        return (
+            f"This monitor watches the {self.score_source} similarities behind the fusion "
+            f"(score_source={self.score_source!r}), not the served scores: do not attach it to the retriever; "
+            "feed it yourself with monitor.observe(scores) of the dense retriever for each query."
+        )
 
     def observe_statistic(self, value: float) -> MonitorUpdate:
         """Update with one query's raw statistic (computed elsewhere with :func:`monitor_statistic`)."""
@@ -702,6 +731,7 @@ class ConformalMonitor:
             }
             if self._record_statistic:  # a second record of the statistic: an edit of either is refused
                 payload["reference_statistic"] = self.statistic
+            payload["score_source"] = self.score_source
         key = resolve_signing_key(signing_key) if signing_key is not None else None
         return with_checksum(sign(payload, key))
 
@@ -740,6 +770,7 @@ class ConformalMonitor:
             seed=data["seed"],
             coverage=CoverageTracking(coverage_delta=data["coverage_delta"], aci_gamma=data["aci_gamma"]),
             grouped=bool(data.get("grouped", False)),  # schema 1 took set sizes at the pooled threshold
+            score_source=data.get("score_source") or "served",  # before schema 3: the served scores
         )
         stored = dict(data["calibration"])
         if stored != mon.identity:

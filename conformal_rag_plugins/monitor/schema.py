@@ -86,6 +86,8 @@ class MonitorFile(_Strict):
     #: Written since 2026-11-28: ``statistic`` again, so that an edit of either is refused (``top1`` and
     #: ``gap`` replay alike, both negated). Older files do not have it.
     reference_statistic: Literal[STATISTICS] | None = None  # type: ignore[valid-type]
+    #: Schema 3: whose scores the statistic is taken from (before: the served ones).
+    score_source: Literal["served", "dense"] | None = None
     signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
     checksum: Checksum | None = None
 
@@ -97,6 +99,8 @@ class MonitorFile(_Strict):
                 f"statistic is {self.statistic!r} but the values are {self.reference_statistic!r} statistics"
             )
         self._check_values()
+        if (self.schema_version >= 3) != (self.score_source is not None):
+            raise ValueError("score_source is a schema 3 field, and every schema 3 file names it")
         if self.schema_version >= 2:
             self._check_runs(n)
         elif self.runs is not None or self.signature is not None:
