@@ -65,9 +65,13 @@ def _run(files: dict[str, Path], out: Path, stream: str, *extra: str) -> dict:
     return json.loads(out.read_text(encoding="utf-8"))
 
 
-def test_the_default_host_alarms_on_a_harmful_shift_through_the_dense_similarities(files, tmp_path, capsys) -> None:
+@pytest.mark.parametrize("framework", ["llamaindex", "langchain"])
+def test_the_default_host_alarms_on_a_harmful_shift_through_the_dense_similarities(
+    files, tmp_path, capsys, framework
+) -> None:
     state = tmp_path / "state.json"
-    default = _run(files, tmp_path / "default.json", "shifted", "--qa", str(files["qa"]), "--save-monitor", str(state))
+    first = ("--qa", str(files["qa"]), "--save-monitor", str(state), "--framework", framework)
+    default = _run(files, tmp_path / "default.json", "shifted", *first)
     assert default["retriever"] == "hybrid" and default["score_source"] == "dense" and default["statistic"] == "top1"
     assert default["alarm_query"] is not None and default["alarm_query"] <= ALARM_BY, default["alarm_query"]
     cal_path = tmp_path / "state.calibration.json"
@@ -85,7 +89,7 @@ def test_the_default_host_alarms_on_a_harmful_shift_through_the_dense_similariti
     assert "statistic of the dense scores" in capsys.readouterr().out
     with capsys.disabled():  # the figures, for the record (pytest -s)
         print(
-            f"\nshift: default (dense behind the fusion) alarms at query {default['alarm_query']}, the served "
-            f"fused scores at {served['alarm_query']} (mean p {p_mean:.3f}); no shift: {calm['alarm_query']} "
-            f"in {calm['n_stream']} queries"
+            f"\n{framework} shift: default (dense behind the fusion) alarms at query {default['alarm_query']}, "
+            f"the served fused scores at {served['alarm_query']} (mean p {p_mean:.3f}); "
+            f"no shift: {calm['alarm_query']} in {calm['n_stream']} queries"
         )
