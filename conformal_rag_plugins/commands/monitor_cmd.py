@@ -4,7 +4,8 @@ The calibration is deployed (``--calibration``: host rebuilt from corpus and fin
 unless identical) or made here from the answerable ``--qa`` questions. The label-free reference
 is *every* ``--qa`` question, answerable or not: a live stream cannot be filtered on a label, so
 neither is the reference. Stream questions go, in order, through the framework's
-``ConformalRetriever`` with ``ServingOptions(monitor=...)``, as when deployed. ``--resume``
+``ConformalRetriever`` with ``ServingOptions(monitor=...)``, as when deployed; a hybrid host's monitor
+watches the dense similarities behind the fusion instead (``monitor_scores.py``). ``--resume``
 continues a ``--save-monitor`` state of the same calibration (``--save-monitor`` without
 ``--calibration`` also saves the calibration made here).
 """
@@ -32,6 +33,7 @@ from .input_checks import (
 from .levels import GivenStore, add_confidence_level
 from .monitor_calibration import DEFAULTS, Here, calibrate_here, deployed_options, refuse_disagreeing
 from .monitor_questions import read_stream
+from .monitor_scores import MONITOR_SCORES, dense_feed, score_source
 
 
 def register(sub: Any) -> None:
@@ -88,6 +90,14 @@ def register(sub: Any) -> None:
         "set's size (default top1)",
     )
     p.add_argument(
+        "--monitor-scores",
+        choices=MONITOR_SCORES,
+        default=None,
+        help="whose scores the statistic is taken from: the served pool, or the raw dense similarities behind a "
+        "hybrid host's fusion, whose fused scores are normalised per query and cannot show a shift (default auto: "
+        "dense for a hybrid host, served otherwise; a --resume state fixes it)",
+    )
+    p.add_argument(
         "--score",
         choices=["auto", "similarity", "rank", "relative"],
         default=None,
@@ -135,7 +145,8 @@ def _handle(args: argparse.Namespace) -> None:
     resumed = f" ({report['n_stream_new']} new after {report['n_stream'] - report['n_stream_new']} resumed)"
     print(
         f"{report['n_stream']} stream queries{resumed if report['resumed_from'] else ''}, {report['statistic']} "
-        f"statistic, delta={report['delta']}, reference of {report['n_reference']} questions: {where} "
+        f"statistic of the {report['score_source']} scores, delta={report['delta']}, reference of "
+        f"{report['n_reference']} questions: {where} "
         f"(final martingale {report['martingale'][-1] if report['martingale'] else 1.0}, alarm level "
         f"1/delta = {report['threshold']:g})"
     )
@@ -177,6 +188,7 @@ class MonitorRequest:
     chunk_size: int | None = None
     chunk_overlap: int | None = None
     save_calibration: str | Path | None = None
+    monitor_scores: str | None = None
 
 
 def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool = False) -> dict[str, Any]:
@@ -192,6 +204,8 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
     - ``calibration``: a retrieval or answer-set calibration (its retrieval stage is monitored).
     - ``resume``: needs ``calibration`` and refuses another calibration's state.
     - ``save_calibration``: defaults to ``save_monitor`` + ``.calibration.json`` without ``calibration``.
+    - ``monitor_scores``: ``auto`` (default: ``dense`` for a hybrid host, ``served`` otherwise), ``served``
+      or ``dense`` (the dense similarities behind a hybrid host's fusion); ``resume`` fixes it.
 
     Returns
     -------
@@ -202,7 +216,8 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
         ``threshold`` (``1/delta``), ``alpha``, ``n_calibration``, ``calibration_threshold``,
         ``framework``, ``retriever``, ``n_reference``, ``n_stream_new``, ``resumed_from``,
         ``calibration_source`` (``"file"``/``"calibrated"``), ``calibration_file``,
-        ``saved_calibration``, ``fusion``, ``score``, ``pool_size``, ``seed``.
+        ``saved_calibration``, ``fusion``, ``score``, ``pool_size``, ``seed``, ``score_source`` (whose scores
+        the statistic is taken from: ``"served"`` or ``"dense"``).
 
     Raises
     ------
@@ -221,6 +236,7 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
     from ..storage.jsonio import encode_float
     from .chunk_corpus import chunk_corpus
     from .framework_registry import get_framework
+    from .hosts import build_host
     from .levels import confidence_level_of
     from .report import load_any_calibration
     from .report_host import host_spec, rebuild_host
@@ -310,27 +326,37 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
         bundle = rebuild_host(deployed, spec, chunks, client=client)
         if r.calibration is not None and question_file is not None:  # once the host is known to be the calibration's
             announce_questions(question_file, reference_note)
+    source = score_source(r.monitor_scores, spec[1], None if monitor is None else monitor.score_source)
+    watched = bundle
+    if source == "dense":  # the dense side of the fusion, on the same collection (embeddings cached)
+        watched = build_host(spec[0], "dense", chunks, pool_size=deployed.pool_size_, client=client)
     if monitor is None:
-        pools = [bundle.fetch(q) for q in reference]
+        pools = [watched.fetch(q) for q in reference]
         monitor = ConformalMonitor.from_observations(
             deployed,
             pools,
             statistic=r.statistic or DEFAULTS["statistic"],
             delta=DEFAULTS["delta"] if delta is None else delta,
             seed=DEFAULTS["seed"] if seed is None else seed,
+            score_source=source,
         )
     n_before = monitor.n_stream
     adapter = get_framework(spec[0])
-    served = adapter.conformal_retriever(spec[1], bundle.host, deployed, options=ServingOptions(monitor=monitor))
+    options = ServingOptions(monitor=monitor) if source == "served" else ServingOptions()
+    served = adapter.conformal_retriever(spec[1], bundle.host, deployed, options=options)
     ask = adapter.ask(served)
+    feed = dense_feed(monitor, watched.fetch) if source == "dense" else None
     for question in stream_questions:
         ask(question)
+        if feed is not None:
+            feed(question)
     report = {
         "n_stream": monitor.n_stream,
         "alarm_at": monitor.alarm_at,
         "alarm_query": None if monitor.alarm_at is None else monitor.alarm_at + 1,
         "martingale": [encode_float(m) for m in monitor.martingale],
         "statistic": monitor.statistic,
+        "score_source": monitor.score_source,
         "statistics": [encode_float(s) for s in monitor.stream],
         "p_values": monitor.p_values,
         "log_martingale": monitor.log_martingale,

@@ -1,14 +1,19 @@
 """``ConformalMonitor``: label-free drift alarm on live queries, tied to one calibration.
 
-Each query's statistic gets a smoothed conformal p-value against the reference plus earlier
-queries, fed to a Simple Jumper test martingale: under exchangeability P(ever ``M_t >= 1/delta``)
-<= ``delta`` (Ville). A restart follows an alarm, and restart ``k`` tests at ``delta / 2**k``. Two
-numbers follow. Without drift a false alarm ever has probability <= ``delta`` (the first run's; the
-restarts never happen). Over all runs, for instance a false alarm before a real drift and another
-after its restart, the union bound gives ``delta + delta/2 + delta/4 + ... < 2 * delta``; the
-restarted runs alone stay below ``delta``. Create the monitor at ``delta / 2`` for ``delta`` in
-every case. Labels add an anytime-valid coverage sequence and ACI (Gibbs and Candès, 2021). The
-state is checked, optionally signed JSON, replayed on load. See docs/production/monitor.md.
+Each query's statistic gets a smoothed conformal p-value against the reference plus earlier queries, fed
+to a Simple Jumper test martingale: under exchangeability P(ever ``M_t >= 1/delta``) <= ``delta``
+(Ville). A restart follows an alarm, and restart ``k`` tests at ``delta / 2**k`` *given everything
+before it*: its bag is the reference plus every earlier query (``"continued"``: the p-values after the
+restart are then fresh uniforms, independent of the alarm that caused it), or a fresh reference the user
+draws after the alarm (``"fresh"``). Reusing the first reference alone, as states saved before schema 3
+did (``"initial"``), does not: after a false alarm that reference is biased, and the restarted run
+false-alarmed at 0.17 instead of 0.05 (delta 0.1). Two numbers follow. Without drift a false alarm ever
+has probability <= ``delta`` (the first run's; the restarts never happen). Over all runs, for instance a
+false alarm before a real drift and another after its restart, the union bound gives ``delta + delta/2 +
+delta/4 + ... < 2 * delta``; the restarted runs alone stay below ``delta``. Create the monitor at
+``delta / 2`` for ``delta`` in every case. Labels add an anytime-valid coverage sequence and ACI (Gibbs
+and Candès, 2021). The state is checked, optionally signed JSON, replayed on load. See
+docs/production/monitor.md.
 """
 
 from __future__ import annotations
@@ -57,10 +62,15 @@ from ..storage.jsonio import encode_float as _enc
 from ..storage.schema import check_fields
 from .schema import MonitorFile
 
-#: Schema 2 adds the runs (restarts), the group of each label, ``grouped`` and the signature.
-MONITOR_SCHEMA_VERSION = 2
-_READABLE_VERSIONS = (1, 2)
+#: Schema 2 adds the runs (restarts), the group of each label, ``grouped`` and the signature; schema 3 the
+#: reference of each run (a restart's bag: ``"continued"`` or ``"fresh"`` with its values; ``"initial"`` before).
+MONITOR_SCHEMA_VERSION = 3
+_READABLE_VERSIONS = (1, 2, 3)
 _KIND = "conformal_rag_plugins.conformal_monitor"
+#: What scores a monitor watches: the pool the retriever serves (fed by the retriever itself), or the raw dense
+#: similarities behind a fusion host (its served scores are normalised per query, so their top-1 cannot move;
+#: the caller feeds them). See docs/production/monitor.md, "Which scores".
+SCORE_SOURCES = ("served", "dense")
 #: ``from_observations(groups=...)`` default: the groups the calibration recorded.
 _FROM_CALIBRATION = "calibration"
 
@@ -174,13 +184,20 @@ class CoverageTracking:
 DEFAULT_COVERAGE_TRACKING = CoverageTracking()
 
 
+#: How a run's bag begins: the first reference (the first run; restarts saved before schema 3), the reference
+#: plus every earlier query, or a fresh reference given to :meth:`ConformalMonitor.restart`.
+RUN_REFERENCES = ("initial", "continued", "fresh")
+
+
 @dataclass
 class _Run:
-    """One run of the drift test: the first, or one begun by a restart after an alarm."""
+    """One run of the drift test: the first, or one begun by a restart after an alarm (``reference``: its bag)."""
 
     start: int
     test: OnlineConformalTest
     started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    reference: str = "initial"
+    reference_values: tuple[float, ...] | None = None
 
     @property
     def alarm_at(self) -> int | None:
@@ -214,6 +231,12 @@ class ConformalMonitor:
     grouped : bool, optional
         Per-group calibration: the retriever serves each query its group's threshold (default) or the
         pooled one (``False``); set sizes or labels served the other way are refused.
+    score_source : {"served", "dense"}, default "served"
+        Whose scores the statistic is taken from (saved in the state). ``"served"``: the pool the
+        retriever serves, which feeds the monitor itself. ``"dense"``: the raw dense similarities of the
+        same question on the same collection, for a **fusion** host, whose served scores are normalised per
+        query (z-score, min-max) and so keep their top-1 in place under a shift; the caller passes them to
+        :meth:`observe` (a retriever refuses to feed such a monitor). ``set_size`` needs ``"served"``.
 
     Examples
     --------
@@ -236,8 +259,16 @@ class ConformalMonitor:
         seed: int = 0,
         coverage: CoverageTracking = DEFAULT_COVERAGE_TRACKING,
         grouped: bool | None = None,
+        score_source: str = "served",
     ) -> None:
         coverage_delta, aci_gamma = coverage.coverage_delta, coverage.aci_gamma
+        if score_source not in SCORE_SOURCES:
+            raise ConformalError(f"score_source must be one of {', '.join(SCORE_SOURCES)}, got {score_source!r}.")
+        if score_source != "served" and statistic == "set_size":
+            raise ConformalError(
+                f"statistic='set_size' needs the served scores (the set is taken at the calibrated threshold), not "
+                f"score_source={score_source!r}: monitor 'top1' or 'gap' of the dense similarities instead."
+            )
         if hasattr(calibration, "retrieval_stage"):
             calibration = calibration.retrieval_stage()
         if statistic not in STATISTICS:
@@ -258,6 +289,7 @@ class ConformalMonitor:
         self.calibration = calibration
         self.statistic = statistic
         self._record_statistic = True
+        self.score_source = score_source
         self.grouped = has_groups if grouped is None else bool(grouped)
         self.reference = check_statistics(reference, "calibration statistic")
         self.coverage_delta = check_delta(coverage_delta if coverage_delta is not None else delta, "coverage_delta")
@@ -369,12 +401,13 @@ class ConformalMonitor:
 
     @property
     def runs(self) -> list[dict[str, Any]]:
-        """Every run: ``{"start", "delta", "alarm_at", "started_at"}`` (stream indices are 0-based, global)."""
+        """Every run: ``{"start", "delta", "alarm_at", "started_at", "reference"}`` (stream indices 0-based, global).
+
+        ``reference`` is how the run's bag begins (:data:`RUN_REFERENCES`); a ``"fresh"`` run also lists its
+        ``reference_values``.
+        """
         with self._lock:
-            return [
-                {"start": r.start, "delta": r.test.delta, "alarm_at": r.alarm_at, "started_at": r.started_at}
-                for r in self._runs
-            ]
+            return [_run_record(r) for r in self._runs]
 
     @property
     def alarms(self) -> list[int]:
@@ -474,6 +507,8 @@ class ConformalMonitor:
         """
         if calibration is not None:
             self.check_calibration(calibration)
+            if self.score_source != "served":
+                raise ConformalError(self.not_served_message())
         if self.statistic == "set_size":
             group = self._served_group(group, "set size")
         elif group is not None:
@@ -488,6 +523,14 @@ class ConformalMonitor:
             )
         return self.observe_statistic(value)
 
+    def not_served_message(self) -> str:
+        """Why a retriever must not feed this monitor its served scores (``score_source`` is not ``"served"``)."""
+        return (
+            f"This monitor watches the {self.score_source} similarities behind the fusion "
+            f"(score_source={self.score_source!r}), not the served scores: do not attach it to the retriever; "
+            "feed it yourself with monitor.observe(scores) of the dense retriever for each query."
+        )
+
     def observe_statistic(self, value: float) -> MonitorUpdate:
         """Update with one query's raw statistic (computed elsewhere with :func:`monitor_statistic`)."""
         value = check_statistics([value])[0]
@@ -497,33 +540,90 @@ class ConformalMonitor:
             self.stream.append(value)
             return MonitorUpdate(len(self.stream) - 1, value, p, _exp(run.test.log_path[-1]), self.alarm)
 
-    def restart(self) -> ConformalMonitor:
+    def restart(
+        self, reference: Iterable[float] | None = None, *, observations: Sequence[Any] | None = None
+    ) -> ConformalMonitor:
         """Begin a new run after an alarm (else :class:`ConformalError`), testing at ``delta / 2**k`` for restart ``k``.
 
-        Its martingale starts at 1, its p-values use the reference plus its own queries, the uniforms continue
-        from the stream position; halving ``delta`` keeps the restarted runs together below ``delta``, and all
-        runs, the first included, below ``2 * delta``.
+        Its martingale starts at 1 and the uniforms continue from the stream position. Its level holds *given
+        everything before the restart*, the alarm included:
+
+        - without ``reference`` (after a false alarm, or to keep testing against everything seen): the bag is
+          the reference plus **every earlier query**, so the test goes on where it stopped. When nothing
+          drifted, the p-values after the restart are uniforms independent of the earlier ones, and the new
+          run false-alarms at most ``delta / 2**k`` given the first alarm. After a real drift the drifted
+          queries stay in the bag: restart with a fresh reference instead.
+        - ``reference``: fresh raw statistics (:func:`monitor_statistic` of questions from the calibration
+          population **not** used by the monitor before, e.g. drawn after the alarm): the bag is these plus
+          the run's own queries, independent of the alarm that caused the restart.
+        - ``observations``: the same from those questions' pools (``retriever.pool_scores(question)``, as
+          :meth:`from_observations` takes them), turned into statistics like the stream's.
+
+        Reusing the first reference (what restarts did before schema 3) is not offered: after a false alarm
+        that reference is atypical, and the restarted run false-alarmed at two to three times its level.
+        Halving ``delta`` keeps the restarted runs together below ``delta``, and all runs, the first
+        included, below ``2 * delta``.
         """
+        if observations is not None:
+            if reference is not None:
+                raise ConformalError("Pass restart(reference=...) or restart(observations=...), not both.")
+            reference = self._fresh_statistics(observations)
+        values = None if reference is None else tuple(check_statistics(reference, "fresh reference statistic"))
+        if values is not None and not values:
+            raise ConformalError("restart(reference=...) needs at least one fresh reference statistic.")
         with self._lock:
             if not self.alarm:
                 raise ConformalError(
                     "The monitor has not raised an alarm: there is nothing to restart (every restart halves "
                     "the false-alarm level delta of the runs after it)."
                 )
-            self._begin_run()
+            self._begin_run(reference="continued" if values is None else "fresh", values=values)
         return self
 
-    def _begin_run(self, started_at: str | None = None) -> None:
+    def _fresh_statistics(self, observations: Sequence[Any]) -> list[float]:
+        """A fresh reference's statistics from its pools, served like this monitor's reference."""
+        items = list(observations)
+        want = calibration_unit(self.calibration)
+        scores_of = [_observation_scores(o, want, None) for o in items]
+        groups = _FROM_CALIBRATION if self.grouped else None
+        labels, grouped = _reference_groups(self.calibration, items, groups, self.statistic)
+        if items and grouped != self.grouped:
+            raise ConformalError(
+                "The fresh reference was served the pooled threshold, but this monitor watches a per-group "
+                "retriever: pass the ServedScores of retriever.pool_scores(question)."
+            )
+        pairs = zip(scores_of, labels, strict=True)
+        return [monitor_statistic(self.statistic, s, self.calibration, g) for s, g in pairs]
+
+    def _begin_run(
+        self, started_at: str | None = None, *, reference: str, values: Sequence[float] | None = None
+    ) -> None:
         k = len(self._runs)
         first = self._runs[0].test
+        if reference == "fresh":
+            if not values:
+                raise CalibrationIntegrityError(f"Run {k} has a fresh reference without its values.")
+            bag = [strangeness(self.statistic, v) for v in values]
+        elif values is not None:
+            raise CalibrationIntegrityError(f"Run {k} lists reference values but its reference is {reference!r}.")
+        elif reference == "continued":
+            bag = self._strange + [strangeness(self.statistic, v) for v in self.stream]
+        elif reference == "initial":
+            bag = self._strange
+        else:
+            raise CalibrationIntegrityError(f"Run {k} has an unknown reference {reference!r}.")
         test = OnlineConformalTest(
-            self._strange,
+            bag,
             delta=restart_delta(first.delta, k),
             jump=first.martingale.jump,
             seed=first.seed,
             first_step=len(self.stream),
         )
-        run = _Run(len(self.stream), test) if started_at is None else _Run(len(self.stream), test, started_at)
+        run = _Run(len(self.stream), test, reference=reference)
+        if values is not None:
+            run.reference_values = tuple(float(v) for v in values)
+        if started_at is not None:
+            run.started_at = started_at
         self._runs.append(run)
 
     def observe_label(
@@ -631,6 +731,7 @@ class ConformalMonitor:
             }
             if self._record_statistic:  # a second record of the statistic: an edit of either is refused
                 payload["reference_statistic"] = self.statistic
+            payload["score_source"] = self.score_source
         key = resolve_signing_key(signing_key) if signing_key is not None else None
         return with_checksum(sign(payload, key))
 
@@ -669,6 +770,7 @@ class ConformalMonitor:
             seed=data["seed"],
             coverage=CoverageTracking(coverage_delta=data["coverage_delta"], aci_gamma=data["aci_gamma"]),
             grouped=bool(data.get("grouped", False)),  # schema 1 took set sizes at the pooled threshold
+            score_source=data.get("score_source") or "served",  # before schema 3: the served scores
         )
         stored = dict(data["calibration"])
         if stored != mon.identity:
@@ -824,8 +926,34 @@ def _verify_state(data: Any) -> dict[str, Any]:
     return verify(data, _KIND, version if version in _READABLE_VERSIONS else MONITOR_SCHEMA_VERSION)
 
 
+def _run_record(run: _Run) -> dict[str, Any]:
+    """One run as saved: start, level, alarm, start time, how its bag begins (and a fresh reference's values)."""
+    out = {
+        "start": run.start,
+        "delta": run.test.delta,
+        "alarm_at": run.alarm_at,
+        "started_at": run.started_at,
+        "reference": run.reference,
+    }
+    if run.reference_values is not None:
+        out["reference_values"] = [_enc(v) for v in run.reference_values]
+    return out
+
+
 def _replay_runs(mon: ConformalMonitor, stream: Sequence[float], runs: Sequence[dict[str, Any]], base: float) -> None:
-    """Replay every run: each restart must follow an alarm, and run ``k`` must test at ``base / 2**k``."""
+    """Replay every run: each restart must follow an alarm, and run ``k`` must test at ``base / 2**k``.
+
+    A run without ``reference`` (schema 2) restarted from the first reference alone: replayed so, with a warning.
+    """
+    legacy = [k for k, run in enumerate(runs) if k and run.get("reference", "initial") == "initial"]
+    if legacy:
+        warnings.warn(
+            f"Run(s) {', '.join(map(str, legacy))} of this drift monitor state restarted from the first reference "
+            "alone (before schema 3): after a false alarm such a run false-alarms well above its delta / 2**k. "
+            "They are replayed as they ran; the next restart continues the bag or takes a fresh reference.",
+            UserWarning,
+            stacklevel=4,
+        )
     for k, run in enumerate(runs):
         want = restart_delta(base, k)
         if not math.isclose(float(run["delta"]), want, rel_tol=1e-12, abs_tol=0.0):
@@ -839,7 +967,12 @@ def _replay_runs(mon: ConformalMonitor, stream: Sequence[float], runs: Sequence[
                     f"Run {k} starts at query {run['start']}, but the run before it raised no alarm on replay: "
                     "a restart only follows an alarm; the file was edited."
                 )
-            mon._begin_run(str(run["started_at"]))
+            values = run.get("reference_values")
+            mon._begin_run(
+                str(run["started_at"]),
+                reference=str(run.get("reference", "initial")),
+                values=None if values is None else [_dec(v) for v in values],
+            )
         end = runs[k + 1]["start"] if k + 1 < len(runs) else len(stream)
         for v in stream[int(run["start"]) : int(end)]:
             mon.observe_statistic(v)

@@ -53,13 +53,17 @@ class RunFile(_Strict):
     delta: Level
     alarm_at: Annotated[int, Field(ge=0)] | None
     started_at: Text
+    #: Schema 3: how the run's bag begins; ``"initial"`` is the first run's (and a restart saved before schema 3).
+    reference: Literal["initial", "continued", "fresh"] | None = None
+    #: Schema 3, a ``"fresh"`` run only: the fresh reference's raw statistics.
+    reference_values: Annotated[list[Stat], Field(min_length=1)] | None = None
 
 
 class MonitorFile(_Strict):
     """A saved monitor: its settings, the calibration's identity, the stream and the labels."""
 
     kind: Literal["conformal_rag_plugins.conformal_monitor"]
-    schema_version: Literal[1, 2]
+    schema_version: Literal[1, 2, 3]
     statistic: Literal[STATISTICS]  # type: ignore[valid-type]
     delta: Level
     coverage_delta: Level
@@ -82,6 +86,8 @@ class MonitorFile(_Strict):
     #: Written since 2026-11-28: ``statistic`` again, so that an edit of either is refused (``top1`` and
     #: ``gap`` replay alike, both negated). Older files do not have it.
     reference_statistic: Literal[STATISTICS] | None = None  # type: ignore[valid-type]
+    #: Schema 3: whose scores the statistic is taken from (before: the served ones).
+    score_source: Literal["served", "dense"] | None = None
     signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
     checksum: Checksum | None = None
 
@@ -93,6 +99,8 @@ class MonitorFile(_Strict):
                 f"statistic is {self.statistic!r} but the values are {self.reference_statistic!r} statistics"
             )
         self._check_values()
+        if (self.schema_version >= 3) != (self.score_source is not None):
+            raise ValueError("score_source is a schema 3 field, and every schema 3 file names it")
         if self.schema_version >= 2:
             self._check_runs(n)
         elif self.runs is not None or self.signature is not None:
@@ -108,7 +116,8 @@ class MonitorFile(_Strict):
 
     def _check_values(self) -> None:
         """Values a ``statistic`` cannot take: a fractional or negative set size, a negative gap, a top-1 of +inf."""
-        values = [_number(v) for v in [*self.reference, *self.stream]]
+        fresh = [v for run in self.runs or [] for v in run.reference_values or []]
+        values = [_number(v) for v in [*self.reference, *self.stream, *fresh]]
         if self.statistic == "set_size":
             bad = next((v for v in values if not (math.isfinite(v) and v >= 0 and v == int(v))), None)
             what = "a set size is a whole number >= 0"
@@ -124,6 +133,7 @@ class MonitorFile(_Strict):
     def _check_runs(self, n: int) -> None:
         if not self.runs:
             raise ValueError("a schema 2 file lists its runs (at least the first)")
+        self._check_run_references()
         if self.runs[0].start != 0:
             raise ValueError(f"the first run starts at query {self.runs[0].start}, not 0")
         ends = [r.start for r in self.runs[1:]] + [n]
@@ -136,3 +146,18 @@ class MonitorFile(_Strict):
                 raise ValueError(f"run {k}'s alarm_at = {run.alarm_at} is outside its queries {run.start}..{end - 1}")
         if self.alarm_at != self.runs[-1].alarm_at:
             raise ValueError(f"alarm_at = {self.alarm_at} is not the last run's {self.runs[-1].alarm_at}")
+
+    def _check_run_references(self) -> None:
+        """Schema 3 names every run's reference (the first is the initial one; only a fresh one lists values)."""
+        runs = self.runs or []
+        if self.schema_version < 3:
+            if any(r.reference is not None or r.reference_values is not None for r in runs):
+                raise ValueError("a schema 2 file names no run reference")
+            return
+        for k, run in enumerate(runs):
+            if run.reference is None:
+                raise ValueError(f"run {k} names no reference (schema 3 names every run's)")
+            if k == 0 and run.reference != "initial":
+                raise ValueError(f"the first run's reference is the initial one, not {run.reference!r}")
+            if (run.reference == "fresh") != (run.reference_values is not None):
+                raise ValueError(f"run {k}: a fresh reference, and only a fresh one, lists its reference_values")

@@ -93,7 +93,7 @@ class ServingOptions:
         check_group_options(calibration, self.group, self.group_by)
         check_group_by(calibration, self.group_by)
         if self.monitor is not None:
-            self.monitor.check_calibration(calibration)
+            check_fed_monitor(self.monitor, calibration)
 
     def for_call(self, *caps: int | None, group: str | None = None) -> ServingOptions:
         """One call's options: ``max_k`` the smallest of ``caps`` and ``max_k``, ``group`` when given.
@@ -200,8 +200,15 @@ class ServingMixin:
     @monitor.setter
     def monitor(self, monitor: Any) -> None:
         if monitor is not None:
-            monitor.check_calibration(self.calibration)  # type: ignore[attr-defined]
+            check_fed_monitor(monitor, self.calibration)  # type: ignore[attr-defined]
         self.options = replace(self.options, monitor=monitor)  # type: ignore[attr-defined]
+
+
+def check_fed_monitor(monitor: Any, calibration: Any) -> None:
+    """Refuse a monitor of another calibration, or one that watches other scores than the served ones."""
+    monitor.check_calibration(calibration)
+    if getattr(monitor, "score_source", "served") != "served":
+        raise ConformalError(monitor.not_served_message())
 
 
 def serving_calibration(calibration: Any) -> Any:

@@ -87,6 +87,7 @@ def test_monitor_prints_the_alarm_level_and_counts_queries_from_one(monkeypatch,
         "n_stream_new": 20,
         "resumed_from": None,
         "statistic": "top1",
+        "score_source": "dense",
         "delta": 0.01,
         "threshold": 100.0,
         "n_reference": 30,
@@ -99,6 +100,7 @@ def test_monitor_prints_the_alarm_level_and_counts_queries_from_one(monkeypatch,
     line = capsys.readouterr().out.splitlines()[0]
     assert "ALARM at query 8" in line  # the 8th query, index 7
     assert "alarm level 1/delta = 100" in line
+    assert "top1 statistic of the dense scores" in line  # which scores the monitor watched (issue 41)
     report["alarm_at"] = report["alarm_query"] = None
     assert main(argv) == 0
     assert "no alarm" in capsys.readouterr().out

@@ -30,7 +30,13 @@ from conformal_rag_plugins.core.martingale import restart_delta, smoothed_pvalue
 from conformal_rag_plugins.core.pools import PoolObservation
 from conformal_rag_plugins.core.quantile import conformal_quantile
 from conformal_rag_plugins.core.retrieval_scores import keep_mask
-from conformal_rag_plugins.monitor.monitor import ConformalMonitor, ServedScores, monitor_statistic, served_threshold
+from conformal_rag_plugins.monitor.monitor import (
+    MONITOR_SCHEMA_VERSION,
+    ConformalMonitor,
+    ServedScores,
+    monitor_statistic,
+    served_threshold,
+)
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.conformalizer import RetrievalConformalizer
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
@@ -260,7 +266,8 @@ def test_the_seed_is_fixed_at_creation_and_a_restart_continues_its_uniforms() ->
     start = monitor.n_stream
     value = 0.66
     p = monitor.observe([value]).p_value
-    bag = sorted(strangeness("top1", v) for v in monitor.reference)  # a new run: the reference, no pre-restart queries
+    # a new run continues the bag: the reference and every pre-restart query (issue 41)
+    bag = sorted(strangeness("top1", v) for v in [*monitor.reference, *monitor.stream[:start]])
     assert p == smoothed_pvalue(bag, strangeness("top1", value), tie_uniform(7, start))
     assert p != smoothed_pvalue(bag, strangeness("top1", value), tie_uniform(7, 0))
     again = ConformalMonitor.from_dict(monitor.to_dict(), cal)
@@ -277,14 +284,14 @@ def test_a_schema_1_state_loads_with_a_warning_and_is_refused_with_a_key() -> No
     cal, monitor = _alarmed()
     monitor.observe_label(nonconformity=0.1)
     data = monitor.to_dict()
-    old = {k: v for k, v in data.items() if k not in ("runs", "grouped", "checksum")}
+    old = {k: v for k, v in data.items() if k not in ("runs", "grouped", "checksum", "score_source")}
     old["schema_version"] = 1
     old["labels"] = [{k: v for k, v in lab.items() if k != "group"} for lab in data["labels"]]
     old = with_checksum(old)
     with pytest.warns(UserWarning, match="before schema 2"):
         again = ConformalMonitor.from_dict(old, cal)
     assert again.alarm_at == monitor.alarm_at and again.p_values == monitor.p_values
-    assert again.to_dict()["schema_version"] == 2
+    assert again.to_dict()["schema_version"] == MONITOR_SCHEMA_VERSION
     with pytest.raises(CalibrationIntegrityError, match="not signed"):
         ConformalMonitor.from_dict(old, cal, signing_key=KEY)
     assert math.isfinite(again.delta)

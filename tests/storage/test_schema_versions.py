@@ -3,7 +3,7 @@
 ``tests/data/saved`` holds one file per schema version of each saved kind, written by the
 library itself at the commits its ``README.md`` names (``write_saved_files.py``): the retrieval
 calibration (schema 1 and 2), the answer-set calibration (schema 1, on a schema-1 and a
-schema-2 retrieval stage) and the drift monitor's state (schema 1 and 2). Each must load with
+schema-2 retrieval stage) and the drift monitor's state (schema 1, 2 and 3). Each must load with
 its key fields intact, and a re-save must load back to the same object at the current version.
 """
 
@@ -69,7 +69,7 @@ def test_every_readable_schema_version_has_a_saved_file() -> None:
     assert {f"monitor_v{v}.json" for v in monitor_module._READABLE_VERSIONS} <= names
     for v in retrieval_module._READABLE_VERSIONS:
         assert f"answer_sets_v{ANSWER_SET_VERSION}_retrieval_v{v}.json" in names
-    assert (RETRIEVAL_VERSION, MONITOR_SCHEMA_VERSION, ANSWER_SET_VERSION) == (2, 2, 1)
+    assert (RETRIEVAL_VERSION, MONITOR_SCHEMA_VERSION, ANSWER_SET_VERSION) == (2, 3, 1)
     for name in names:
         version = _data(name)["schema_version"]
         assert (
@@ -131,7 +131,7 @@ def test_an_answer_set_calibration_loads_and_resaves(tmp_path: Path, retrieval_v
     assert again == cal and again.to_dict()["schema_version"] == ANSWER_SET_VERSION
 
 
-def test_a_schema_1_monitor_state_loads_and_resaves_at_schema_2(tmp_path: Path) -> None:
+def test_a_schema_1_monitor_state_loads_and_resaves_at_the_current_schema(tmp_path: Path) -> None:
     cal = RetrievalCalibration.load(SAVED / "retrieval_v1.json")
     with pytest.warns(UserWarning, match="before schema 2"):
         monitor = ConformalMonitor.load(SAVED / "monitor_v1.json", cal)
@@ -142,7 +142,8 @@ def test_a_schema_1_monitor_state_loads_and_resaves_at_schema_2(tmp_path: Path) 
     assert [lab[0] for lab in monitor.labels] == [True, False, True, True]  # nonconformity 0.2 <= threshold
     assert monitor.identity == data["calibration"]
     saved = monitor.to_dict()
-    assert saved["schema_version"] == MONITOR_SCHEMA_VERSION == 2 and len(saved["runs"]) == 1
+    assert saved["schema_version"] == MONITOR_SCHEMA_VERSION == 3 and len(saved["runs"]) == 1
+    assert saved["runs"][0]["reference"] == "initial"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         again = ConformalMonitor.load(monitor.save(tmp_path / "again.json"), cal)
@@ -150,14 +151,35 @@ def test_a_schema_1_monitor_state_loads_and_resaves_at_schema_2(tmp_path: Path) 
 
 
 def test_a_schema_2_monitor_state_loads_and_resaves(tmp_path: Path) -> None:
+    """Its restart reused the first reference: replayed so, with a warning, and re-saved naming it ``initial``."""
     cal = RetrievalCalibration.load(SAVED / "retrieval_v2.json")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with pytest.warns(UserWarning, match="restarted from the first reference alone"):
         monitor = ConformalMonitor.load(SAVED / "monitor_v2.json", cal)
     data = _data("monitor_v2.json")
     assert monitor.grouped is True and monitor.label_groups == ["a", "b", "a", "b"]
     assert [(r["start"], r["delta"], r["alarm_at"]) for r in data["runs"]] == [(0, 0.05, 20), (60, 0.025, None)]
     assert monitor.n_stream == 65 and monitor.alarm_at is None  # the restarted run has not alarmed
+    saved = monitor.to_dict()
+    assert saved["schema_version"] == 3 and [r["reference"] for r in saved["runs"]] == ["initial", "initial"]
+    unchanged = ("stream", "p_values", "log_martingale", "alarm_at", "labels", "reference", "calibration")
+    assert {k: saved[k] for k in unchanged} == {k: data[k] for k in unchanged}
+    with pytest.warns(UserWarning, match="restarted from the first reference alone"):
+        again = ConformalMonitor.load(monitor.save(tmp_path / "again.json"), cal)
+    assert again.to_dict() == saved
+
+
+def test_a_schema_3_monitor_state_loads_and_resaves(tmp_path: Path) -> None:
+    """The restart continued the bag (reference and every earlier query): a re-save is the same file."""
+    cal = RetrievalCalibration.load(SAVED / "retrieval_v2.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        monitor = ConformalMonitor.load(SAVED / "monitor_v3.json", cal)
+    data = _data("monitor_v3.json")
+    assert [(r["start"], r["delta"], r["alarm_at"], r["reference"]) for r in data["runs"]] == [
+        (0, 0.05, 20, "initial"),
+        (60, 0.025, None, "continued"),
+    ]
+    assert monitor.n_stream == 65 and monitor.grouped is True
     assert monitor.to_dict() == data
     again = ConformalMonitor.load(monitor.save(tmp_path / "again.json"), cal)
     assert again.to_dict() == data

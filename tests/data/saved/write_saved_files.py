@@ -87,7 +87,7 @@ def monitor(retrieval):
     for i in range(60):
         top = 0.75 if i < 10 else 0.3  # the scores fall after the tenth query
         mon.observe([top, top - 0.1])
-    if hasattr(mon, "restart"):  # schema 2: restarts after an alarm, at delta / 2**k
+    if hasattr(mon, "restart"):  # schema 2: restarts after an alarm, at delta / 2**k (schema 3: the bag continues)
         mon.restart()
         for _ in range(5):
             mon.observe([0.3, 0.2])
@@ -107,5 +107,18 @@ def main(out: Path) -> None:
         print(path, json.loads(path.read_text(encoding="utf-8"))["schema_version"])
 
 
+def main_monitor_on(out: Path, calibration: Path) -> None:
+    """Only the monitor, on a saved retrieval calibration (a monitor schema bump, the retrieval schema unchanged)."""
+    from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"monitor_v{MONITOR_SCHEMA_VERSION}.json"
+    monitor(RetrievalCalibration.load(calibration)).save(path)
+    print(path, json.loads(path.read_text(encoding="utf-8"))["schema_version"])
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if len(sys.argv) == 4 and sys.argv[2] == "--monitor-on":
+        main_monitor_on(Path(sys.argv[1]), Path(sys.argv[3]))
+    else:
+        main(Path(sys.argv[1]))
