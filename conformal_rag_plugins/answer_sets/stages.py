@@ -110,7 +110,9 @@ async def acalibrate_end_to_end(
 ) -> AnswerSetCalibration:
     """Score the generator on each example (aligned with ``retrieval``) and combine the stages.
 
-    A calibration that is not guaranteed warns (:class:`CoverageCeilingWarning`) at the caller's line.
+    ``split``'s stage miss bounds must be numbers or ``None`` (half the stage's alpha), fixed without
+    these examples. A calibration that is not guaranteed warns (:class:`CoverageCeilingWarning`) at the
+    caller's line.
     """
     alpha = alpha_from_confidence_level(confidence_level)
     stage = replace(stage, clustering=dict(stage.clustering or DEFAULT_CLUSTERING))
