@@ -225,6 +225,9 @@ def _infeasible(
     misses = (sum(math.isinf(q.r_ret) for q in questions), sum(math.isinf(q.r_gen) for q in questions))
     reason = infeasible_message(alpha, len(questions), misses, bounds, confidence)
     warn_at_caller(reason, CoverageCeilingWarning)
+    for stage in ("retrieval", "generation"):  # an unusable bound is kept for the record, not for the rule
+        if f"miss_bound_{stage}" in record:
+            record[f"held_out_miss_bound_{stage}"] = record.pop(f"miss_bound_{stage}")
     if "hmp_weight" not in record:
         record.setdefault("alpha_retrieval", alpha / 2)
     record.setdefault("source", "infeasible")

@@ -151,7 +151,7 @@ def test_the_pilot_checks_the_flag_rule_not_the_share_of_alpha(fake_answer_host)
     """Issue 41: 2 of 5 (upper bound 0.81) at 0.6 passed the old check (1 - alpha_gen = 0.80) and sampled
     everything; the flag rule (misses <= alpha_gen / 2 = 0.1, at most 10 of 55) needs 0.90: it stops."""
     host = _host(fake_answer_host, 60, right=lambda i: i % 3 == 0)
-    with pytest.raises(UnreachableTargetError, match="needs 0.90") as caught:
+    with pytest.raises(UnreachableTargetError, match=r"needs 0\.90") as caught:
         _quietly(lambda: _conformalizer(0.6).conformalize(host, host.examples))
     assert host.calls == 5 and host.retrieval_calls == []
     need = generator_need(55, 0.6, SplitOptions())
