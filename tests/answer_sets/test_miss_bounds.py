@@ -10,6 +10,7 @@ Before this change ``SplitOptions`` had no bound and the ``+inf`` below was the 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import warnings
 
@@ -21,6 +22,7 @@ from conformal_rag_plugins.answer_sets.conformalizer import AnswerSetConformaliz
 from conformal_rag_plugins.answer_sets.engine import chunks_from_metadata
 from conformal_rag_plugins.answer_sets.miss_bounds import feasible_retrieval_share, held_out_bound, resolve_bounds
 from conformal_rag_plugins.answer_sets.options import ClusteringOptions, SamplingOptions, SplitOptions
+from conformal_rag_plugins.answer_sets.reach import generator_need
 from conformal_rag_plugins.answer_sets.sample_record import Sample
 from conformal_rag_plugins.core.binomial import clopper_pearson_upper
 from conformal_rag_plugins.core.errors import CalibrationError, CalibrationIntegrityError, CoverageCeilingWarning
@@ -214,3 +216,25 @@ def test_bo_says_when_no_split_is_feasible() -> None:
     assert info["feasible"] is False and info["source"] == "infeasible" and "generator" in info["infeasible_reason"]
     assert "miss_bound_generation" not in info and info["held_out_miss_bound_generation"] > 0.4
     assert cal.miss_bound_generation_ is None and not cal.guaranteed_
+
+
+def test_python_says_what_the_generator_needs_before_sampling_the_calibration(caplog) -> None:
+    world = _World(60, ceiling=0.46)
+    seen: list[tuple[str, int]] = []
+
+    class Spy(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append((record.getMessage(), world.calls))
+
+    spy = Spy()
+    logging.getLogger("conformal_rag_plugins").addHandler(spy)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _conformalizer(0.9, SplitOptions()).conformalize(world.host(), world.examples)
+    finally:
+        logging.getLogger("conformal_rag_plugins").removeHandler(spy)
+    reach = [(message, calls) for message, calls in seen if "generator reach under rule" in message]
+    need = generator_need(60, 0.9, SplitOptions())
+    assert reach == [(f"Answer-set generator reach under rule 'pool-miss-1': {need.describe()}", 0)]  # no draw yet
+    assert world.calls == 60
