@@ -173,12 +173,18 @@ class AnswerSetConformalizer:
             hmp_weight=None if split.optimise else split.hmp_weight,
             n_samples=self.sampling.n_samples,
             n_questions=n_questions,
-            miss_bounds=fixed_bounds(self.split.miss_bounds),
+            miss_bounds=self._sizing_bounds,
         )
         d_ret = split.delta_retrieval
         if d_ret is not None and split.method == "pac" and not (split.delta and 0.0 < d_ret < split.delta):
             raise CalibrationError(f"delta_retrieval must lie strictly between 0 and delta, got {d_ret!r}.")
         self._check_miss_bounds(alpha)
+
+    @property
+    def _sizing_bounds(self) -> tuple[float | None, float | None]:
+        """The bounds the fewest-questions check uses: the given ones for a fixed split (an optimised split
+        gives each stage more than its bound, so its need is not known before the optimisation)."""
+        return (None, None) if self.split.optimise else fixed_bounds(self.split.miss_bounds)
 
     def _check_miss_bounds(self, alpha: float) -> None:
         """Refuse bounds the rule cannot use, before any LLM call."""
@@ -195,8 +201,14 @@ class AnswerSetConformalizer:
                 f"A {HELD_OUT!r} miss bound is chosen on the optimisation questions: pass "
                 "SplitOptions(optimise=True), or give the bound as a number fixed without the calibration questions."
             )
-        if self.split.optimise:
-            return  # the optimiser keeps to the splits that leave each stage's alpha above its bound
+        if self.split.optimise:  # the optimiser keeps to the splits that leave each stage's alpha above its bound
+            given = [b for b in fixed_bounds(settings) if b is not None]
+            if sum(given) >= alpha:
+                raise CalibrationError(
+                    f"The stage miss bounds {settings} leave no split of alpha = {alpha:g}: each stage's alpha must "
+                    "exceed its bound. Lower the bounds or confidence_level."
+                )
+            return
         a_ret = alpha / 2 if self.split.alpha_retrieval is None else float(self.split.alpha_retrieval)
         for name, bound, level in zip(
             ("SplitOptions(retrieval_miss_bound=)", "SplitOptions(generator_miss_bound=)"),
@@ -239,7 +251,7 @@ class AnswerSetConformalizer:
             "alpha_retrieval": None if split.optimise else split.alpha_retrieval,
             "delta": split.delta,
             "hmp_weight": None if split.optimise else split.hmp_weight,
-            "miss_bounds": fixed_bounds(self.split.miss_bounds),
+            "miss_bounds": self._sizing_bounds,
         }
         try:  # what _check asks for, and what this split's delta_retrieval needs
             needs = [min_answer_set_questions(alpha, **common, delta_retrieval=d)

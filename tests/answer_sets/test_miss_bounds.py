@@ -104,6 +104,7 @@ def test_bad_bounds_are_refused_before_any_llm_call() -> None:
         (SplitOptions(generator_miss_bound="held-out"), "optimise=True"),
         (SplitOptions(method="hmp", generator_miss_bound=0.1), "harmonic-mean rule has none"),
         (SplitOptions(alpha_retrieval=0.05, generator_miss_bound=0.7), "must lie below that stage's alpha 0.7"),
+        (SplitOptions(optimise=True, generator_miss_bound=0.75), "leave no split of alpha = 0.75"),
     ):
         with pytest.raises(CalibrationError, match=match):
             _conformalizer(0.25, split).conformalize(world.host(), world.examples)
@@ -238,3 +239,13 @@ def test_python_says_what_the_generator_needs_before_sampling_the_calibration(ca
     need = generator_need(60, 0.9, SplitOptions())
     assert reach == [(f"Answer-set generator reach under rule 'pool-miss-1': {need.describe()}", 0)]  # no draw yet
     assert world.calls == 60
+
+
+def test_an_optimised_split_takes_a_bound_above_half_of_alpha() -> None:
+    world = _World(200, ceiling=0.46)
+    split = SplitOptions(optimise=True, bo_calls=3, generator_miss_bound=0.6, retrieval_miss_bound=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = _conformalizer(0.2, split).conformalize(world.host(), world.examples)  # 0.6 > alpha / 2 = 0.4
+    assert cal.miss_bounds_ == (0.0, 0.6) and cal.alpha_generation_ > 0.6
+    assert "miss_bound_generation" in cal.optimisation_ and cal.optimisation_["feasible"]
