@@ -26,7 +26,7 @@ from conformal_rag_plugins.answer_sets.reach import generator_need
 from conformal_rag_plugins.answer_sets.sample_record import Sample
 from conformal_rag_plugins.core.binomial import clopper_pearson_upper
 from conformal_rag_plugins.core.errors import CalibrationError, CalibrationIntegrityError, CoverageCeilingWarning
-from conformal_rag_plugins.core.quantile import conformal_quantile, flagged_rank
+from conformal_rag_plugins.core.quantile import conformal_quantile, flagged_rank, pac_quantile
 from conformal_rag_plugins.datasets.examples import CalibrationExample, split_examples
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
@@ -249,3 +249,15 @@ def test_an_optimised_split_takes_a_bound_above_half_of_alpha() -> None:
         cal = _conformalizer(0.2, split).conformalize(world.host(), world.examples)  # 0.6 > alpha / 2 = 0.4
     assert cal.miss_bounds_ == (0.0, 0.6) and cal.alpha_generation_ > 0.6
     assert "miss_bound_generation" in cal.optimisation_ and cal.optimisation_["feasible"]
+
+
+def test_pac_takes_the_generator_bound_through_pac_quantile() -> None:
+    gen = _weak_scores()
+    split = SplitOptions(method="pac", delta=0.2, alpha_retrieval=0.05, generator_miss_bound=0.6)
+    cal = _combined(split, gen, alpha=0.8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = pac_quantile(gen, 0.75, 0.1, miss_bound=0.6)
+        default = pac_quantile(gen, 0.75, 0.1)
+    assert cal.generation_threshold_ == expected and math.isfinite(expected) and math.isinf(default)
+    assert cal.miss_bounds_ == (None, 0.6) and cal.guaranteed_
