@@ -28,7 +28,7 @@ from ..core.errors import CoverageCeilingWarning, UnreachableTargetError
 from ..core.quantile import current_threshold_rule
 from ..core.validation import alpha_from_confidence_level
 from ..runtime.caller_warning import warn_at_caller
-from .options import PilotOptions, SplitOptions
+from .options import HELD_OUT, PilotOptions, SplitOptions
 from .reach import GeneratorNeed, generator_need, generator_share
 from .reach import highest_level as rule_highest_level
 
@@ -134,7 +134,18 @@ class PilotEstimate:
             top = highest_level(c, self.split)
             return f"up to {top:.2f}" if top > 0 else "none"
 
-        any_split = "" if self.split.optimise else f"; with all of alpha on the generator, below {self.upper_bound:.2f}"
+        if self.n_calibration > 0:  # the most the rule allows: an optimised split and a held-out generator bound
+            best = SplitOptions(method=self.split.method, delta=self.split.delta, optimise=True,
+                                generator_miss_bound=HELD_OUT)  # fmt: skip
+            lenient = rule_highest_level(self.upper_bound, self.n_calibration, best)
+            reach = "none" if lenient is None else f"up to {lenient.confidence_level:.2f}"
+            any_split = "" if self.split == best else (
+                f"; with SplitOptions(optimise=True, generator_miss_bound='held-out'), {reach} at the upper bound"
+            )  # fmt: skip
+        elif self.split.optimise:
+            any_split = ""
+        else:
+            any_split = f"; with all of alpha on the generator, below {self.upper_bound:.2f}"
         return (
             f"confidence_level {level(self.upper_bound)} at the upper bound ({level(self.ceiling)} at the estimate)"
             f"{any_split}"
