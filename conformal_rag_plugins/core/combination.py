@@ -86,8 +86,9 @@ def _infinite_reason(q_ret: float, q_gen: float) -> str:
     return (
         f"The {' and '.join(stages)} threshold is +inf: the set keeps every candidate of that stage, but a "
         "miss there (gold chunk outside the pool, or no correct sampled answer) cannot be in any set, so "
-        "coverage 1 - alpha is not guaranteed. Use more calibration questions, a larger pool, a stronger LLM "
-        "or a larger alpha."
+        "coverage 1 - alpha is not guaranteed. A stage that misses more often than its miss bound (half its "
+        "alpha unless set) keeps +inf: use more calibration questions, a larger pool, a stronger LLM, a larger "
+        "alpha, or a miss bound chosen on held-out questions."
     )
 
 
