@@ -21,10 +21,12 @@ from ..core.combination import (
 from ..core.errors import (
     CalibrationError,
     CalibrationIntegrityError,
+    ConformalError,
     InfiniteThresholdWarning,
     UncheckedGeneratorWarning,
 )
 from ..core.quantile import (
+    check_miss_bound,
     conformal_quantile,
     default_miss_bound,
     flagged_min_calibration_size,
@@ -47,7 +49,7 @@ from ..storage.jsonio import (
 )
 from ..storage.schema import AnswerSetFile, check_fields
 from .identity import scrub_record
-from .options import SplitOptions
+from .options import HELD_OUT, SplitOptions
 
 SCHEMA_VERSION = 1
 _KIND = "conformal_rag_plugins.answer_set_calibration"
@@ -79,12 +81,14 @@ def min_answer_set_questions(
     delta: float | None = None,
     delta_retrieval: float | None = None,
     hmp_weight: float | None = None,
+    miss_bounds: tuple[float | None, float | None] = (None, None),
 ) -> int | None:
     """Fewest calibration questions for which the rule can be guaranteed at all (no misses).
 
     Bonferroni: both stages have a :func:`~conformal_rag_plugins.core.quantile.flagged_rank`; PAC: both
     PAC ranks among the hits exist (:func:`~conformal_rag_plugins.core.quantile.pac_quantile`); HMP: a miss
-    p-value ``1/(n+1)`` is rejected in each stage.
+    p-value ``1/(n+1)`` is rejected in each stage. ``miss_bounds``: each stage's pool-miss bound
+    (``None``: half its alpha).
 
     >>> min_answer_set_questions(0.2), min_answer_set_questions(0.2, method="hmp")  # 1/(n+1) <= 0.1 / (2 - 0.1)
     (18, 18)
@@ -100,11 +104,13 @@ def min_answer_set_questions(
     if method == "pac":
         d = float(delta or 0.1)
         d_ret = d / 2 if delta_retrieval is None else float(delta_retrieval)
-        e_ret, e_gen = (a_ret - default_miss_bound(a_ret)) / (1 - default_miss_bound(a_ret)), (
-            a_gen - default_miss_bound(a_gen)
-        ) / (1 - default_miss_bound(a_gen))
+        pairs = zip((a_ret, a_gen), miss_bounds, strict=True)
+        b_ret, b_gen = (default_miss_bound(a) if b is None else float(b) for a, b in pairs)
+        e_ret, e_gen = (a_ret - b_ret) / (1 - b_ret), (a_gen - b_gen) / (1 - b_gen)
         return _smallest(lambda n: pac_rank(n, e_ret, d_ret) is not None and pac_rank(n, e_gen, d - d_ret) is not None)
-    return max(flagged_min_calibration_size(a_ret), flagged_min_calibration_size(a_gen))
+    return max(
+        flagged_min_calibration_size(a_ret, miss_bounds[0]), flagged_min_calibration_size(a_gen, miss_bounds[1])
+    )
 
 
 def check_answer_set_request(
@@ -116,6 +122,7 @@ def check_answer_set_request(
     hmp_weight: float | None,
     n_samples: int,
     n_questions: int | None = None,
+    miss_bounds: tuple[float | None, float | None] = (None, None),
 ) -> None:
     """Refuse an answer-set calibration request that cannot work, before any LLM call.
 
@@ -145,7 +152,12 @@ def check_answer_set_request(
         raise CalibrationError(f"n_samples must be >= 1, got {n_samples!r}.")
     if n_questions is not None:
         need = min_answer_set_questions(
-            alpha, method=method, alpha_retrieval=alpha_retrieval, delta=delta, hmp_weight=hmp_weight
+            alpha,
+            method=method,
+            alpha_retrieval=alpha_retrieval,
+            delta=delta,
+            hmp_weight=hmp_weight,
+            miss_bounds=miss_bounds,
         )
         if need is None or n_questions < need:
             raise CalibrationError(
@@ -182,6 +194,9 @@ class AnswerSetCalibration:
     Without it no query can check its generator against the calibrated one, so ``guaranteed_`` is
     ``False`` (``reason_`` says why), as is the saved ``"guaranteed"`` and every answer set served;
     such a file loads with an :class:`~conformal_rag_plugins.core.errors.UncheckedGeneratorWarning`.
+    ``miss_bound_retrieval_`` / ``miss_bound_generation_`` are the stages' pool-miss bounds (Bonferroni/PAC;
+    ``None``: half the stage's alpha), fixed without the calibration questions (by the user, or on the
+    optimisation questions); a weak generator's bound lets its threshold be finite at a low ceiling.
     """
 
     retrieval_: RetrievalCalibration
@@ -203,6 +218,8 @@ class AnswerSetCalibration:
     optimisation_: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     question_ids_: tuple[str, ...] = field(default=(), compare=False, hash=False)
     generator_: dict[str, Any] | None = None
+    miss_bound_retrieval_: float | None = None
+    miss_bound_generation_: float | None = None
 
     def __post_init__(self) -> None:
         check_alpha(self.alpha_)
@@ -244,8 +261,27 @@ class AnswerSetCalibration:
                 raise CalibrationError("The split of delta does not sum to delta.")
         if self.method_ == "hmp" and not (self.hmp_weight_ is not None and 0 < self.hmp_weight_ < 1):
             raise CalibrationError("The HMP rule needs a retrieval weight hmp_weight in (0, 1).")
+        self._check_miss_bounds()
         if not self.generation_scores_:
             raise CalibrationError("No generator calibration scores: calibrate the generator stage first.")
+
+    def _check_miss_bounds(self) -> None:
+        bounds = (self.miss_bound_retrieval_, self.miss_bound_generation_)
+        if self.method_ == "hmp" and bounds != (None, None):
+            raise CalibrationError("The harmonic-mean rule takes no stage miss bounds (Bonferroni and PAC do).")
+        levels = (self.alpha_retrieval_, self.alpha_generation_)
+        for stage, bound, a in zip(("retrieval", "generation"), bounds, levels, strict=True):
+            if bound is None:
+                continue
+            try:
+                check_miss_bound(bound, a)
+            except ConformalError as exc:
+                raise CalibrationError(f"miss_bound_{stage}: {exc}") from None
+
+    @property
+    def miss_bounds_(self) -> tuple[float | None, float | None]:
+        """``(miss_bound_retrieval_, miss_bound_generation_)``, as the rule's ``miss_bounds``."""
+        return (self.miss_bound_retrieval_, self.miss_bound_generation_)
 
     @property
     def coverage_ceiling_(self) -> float:
@@ -340,9 +376,15 @@ class AnswerSetCalibration:
                     float(self.delta_ or 0),
                     epsilon_split=(self.alpha_retrieval_, self.alpha_generation_),
                     delta_split=(self.delta_retrieval_, self.delta_generation_),
+                    miss_bounds=self.miss_bounds_,
                 )
             return bonferroni_thresholds(
-                ret, gen, self.alpha_, alpha_ret=self.alpha_retrieval_, alpha_gen=self.alpha_generation_
+                ret,
+                gen,
+                self.alpha_,
+                alpha_ret=self.alpha_retrieval_,
+                alpha_gen=self.alpha_generation_,
+                miss_bounds=self.miss_bounds_,
             )
 
     @property
@@ -360,6 +402,8 @@ class AnswerSetCalibration:
             delta=self.delta_,
             delta_retrieval=self.delta_retrieval_,
             hmp_weight=self.hmp_weight_,
+            retrieval_miss_bound=self.miss_bound_retrieval_,
+            generator_miss_bound=self.miss_bound_generation_,
         )
 
     def with_current_rule(self) -> AnswerSetCalibration:
@@ -419,6 +463,9 @@ class AnswerSetCalibration:
         """Combine the two stages' calibration scores under ``split``'s rule (its optimisation settings unused).
 
         Defaults: ``alpha_retrieval = alpha / 2``; PAC splits ``delta`` equally; HMP ``hmp_weight`` 0.5.
+        The stages' pool-miss bounds (Bonferroni/PAC) are ``split.retrieval_miss_bound`` and
+        ``split.generator_miss_bound``, numbers fixed without these questions (``None``: half the stage's
+        alpha; a ``"held-out"`` one must be resolved on the optimisation questions first).
         """
         split = split or SplitOptions()
         method, alpha_retrieval, delta, hmp_weight = split.method, split.alpha_retrieval, split.delta, split.hmp_weight
@@ -458,6 +505,12 @@ class AnswerSetCalibration:
                 generation_threshold_=math.inf,
                 **common,
             )
+        if HELD_OUT in split.miss_bounds:
+            raise CalibrationError(
+                f"A {HELD_OUT!r} miss bound is chosen on the optimisation questions before the stages are combined."
+            )
+        b_ret, b_gen = (None if b is None else float(b) for b in split.miss_bounds)
+        bounds = {"miss_bound_retrieval_": b_ret, "miss_bound_generation_": b_gen}
         a_ret = alpha / 2 if alpha_retrieval is None else float(alpha_retrieval)
         d_ret = d_gen = None
         if method == "pac":
@@ -475,6 +528,7 @@ class AnswerSetCalibration:
             delta_=delta,
             delta_retrieval_=d_ret,
             delta_generation_=d_gen,
+            **bounds,
             **common,
         )
         rule = draft.rule()
@@ -510,6 +564,10 @@ class AnswerSetCalibration:
         }
         if self.generator_ is not None:
             payload["generator"] = self.generator_
+        for name, bound in (("miss_bound_retrieval", self.miss_bound_retrieval_),
+                            ("miss_bound_generation", self.miss_bound_generation_)):  # fmt: skip
+            if bound is not None:  # written only when set: files without bounds read as before
+                payload[name] = bound
         return with_checksum(sign(payload, key))
 
     @classmethod
@@ -593,6 +651,8 @@ class AnswerSetCalibration:
             optimisation_=dict(data.get("optimisation") or {}),
             question_ids_=tuple(str(q) for q in data.get("question_ids") or ()),
             generator_=None if data.get("generator") is None else scrub_record(data["generator"]),
+            miss_bound_retrieval_=data.get("miss_bound_retrieval"),
+            miss_bound_generation_=data.get("miss_bound_generation"),
         )
 
     def save(self, path: str | Path, *, signing_key: str | bytes | None = None) -> Path:
@@ -621,9 +681,12 @@ class AnswerSetCalibration:
         def fmt(x: float) -> str:
             return "+inf" if math.isinf(x) else f"{x:.4g}"
 
+        named = zip(("ret", "gen"), self.miss_bounds_, strict=True)
+        bounds = "".join(f"miss_bound_{k}={b:g} " for k, b in named if b is not None)
         return (
             f"{self.method_} alpha={self.alpha_} (retrieval {self.alpha_retrieval_:.4g}, generation "
             f"{self.alpha_generation_:.4g}) q_ret={fmt(self.retrieval_threshold_)} "
             f"q_gen={fmt(self.generation_threshold_)} coverage_ceiling={self.coverage_ceiling_:.2f} "
-            f"M={self.n_samples_} model={self.model_}"
+            + bounds
+            + f"M={self.n_samples_} model={self.model_}"
         )

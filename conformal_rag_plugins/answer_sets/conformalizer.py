@@ -6,6 +6,7 @@ defines its retrieval score (see :mod:`~.stages`).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -22,10 +23,14 @@ from .engine import GeneratorStage, acalibrate_generation
 from .gold import GoldChunk, defining_gold, references_of
 from .host import AnswerSetHost, Embedding, GeneratorSampler, GoldPreparingHost
 from .identity import live_generator
-from .options import ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
+from .miss_bounds import fixed_bounds
+from .options import HELD_OUT, ClusteringOptions, RetrievalStageOptions, SamplingOptions, SplitOptions
 from .pilot import PilotEstimate, draw_pilot, judge_pilot, pilot_size
+from .reach import reach_line
 from .split_optimisation import optimise_split_on_host
 from .stages import acalibrate_end_to_end, align_stages
+
+logger = logging.getLogger("conformal_rag_plugins")
 
 
 @dataclass(frozen=True)
@@ -168,10 +173,55 @@ class AnswerSetConformalizer:
             hmp_weight=None if split.optimise else split.hmp_weight,
             n_samples=self.sampling.n_samples,
             n_questions=n_questions,
+            miss_bounds=self._sizing_bounds,
         )
         d_ret = split.delta_retrieval
         if d_ret is not None and split.method == "pac" and not (split.delta and 0.0 < d_ret < split.delta):
             raise CalibrationError(f"delta_retrieval must lie strictly between 0 and delta, got {d_ret!r}.")
+        self._check_miss_bounds(alpha)
+
+    @property
+    def _sizing_bounds(self) -> tuple[float | None, float | None]:
+        """The bounds the fewest-questions check uses: the given ones for a fixed split (an optimised split
+        gives each stage more than its bound, so its need is not known before the optimisation)."""
+        return (None, None) if self.split.optimise else fixed_bounds(self.split.miss_bounds)
+
+    def _check_miss_bounds(self, alpha: float) -> None:
+        """Refuse bounds the rule cannot use, before any LLM call."""
+        settings = self.split.miss_bounds
+        if settings == (None, None):
+            return
+        if self.split.method == "hmp":
+            raise CalibrationError(
+                "Stage miss bounds (SplitOptions(retrieval_miss_bound=, generator_miss_bound=)) apply to "
+                "method='bonferroni' or 'pac'; the harmonic-mean rule has none."
+            )
+        if HELD_OUT in settings and not self.split.optimise:
+            raise CalibrationError(
+                f"A {HELD_OUT!r} miss bound is chosen on the optimisation questions: pass "
+                "SplitOptions(optimise=True), or give the bound as a number fixed without the calibration questions."
+            )
+        if self.split.optimise:  # the optimiser keeps to the splits that leave each stage's alpha above its bound
+            given = [b for b in fixed_bounds(settings) if b is not None]
+            if sum(given) >= alpha:
+                raise CalibrationError(
+                    f"The stage miss bounds {settings} leave no split of alpha = {alpha:g}: each stage's alpha must "
+                    "exceed its bound. Lower the bounds or confidence_level."
+                )
+            return
+        a_ret = alpha / 2 if self.split.alpha_retrieval is None else float(self.split.alpha_retrieval)
+        for name, bound, level in zip(
+            ("SplitOptions(retrieval_miss_bound=)", "SplitOptions(generator_miss_bound=)"),
+            fixed_bounds(settings),
+            (a_ret, alpha - a_ret),
+            strict=True,
+        ):
+            if bound is not None and bound >= level:
+                raise CalibrationError(
+                    f"{name} = {bound:g} must lie below that stage's alpha {level:.4g} (alpha = {alpha:g}, "
+                    f"alpha_retrieval = {a_ret:.4g}): a stage missing that often cannot reach its level. Give the "
+                    "stage more of alpha (SplitOptions(alpha_retrieval=...)), or lower confidence_level."
+                )
 
     def _check_disjoint(self, opt: list[CalibrationExample]) -> None:
         given = self.retrieval.calibration
@@ -201,6 +251,7 @@ class AnswerSetConformalizer:
             "alpha_retrieval": None if split.optimise else split.alpha_retrieval,
             "delta": split.delta,
             "hmp_weight": None if split.optimise else split.hmp_weight,
+            "miss_bounds": self._sizing_bounds,
         }
         try:  # what _check asks for, and what this split's delta_retrieval needs
             needs = [min_answer_set_questions(alpha, **common, delta_retrieval=d)
@@ -209,8 +260,13 @@ class AnswerSetConformalizer:
             return None  # an impossible request: _check says why, and no pilot runs
         return None if None in needs else max(n for n in needs if n is not None)
 
-    def _run_pilot(self, host: AnswerSetHost, stage: GeneratorStage, pilot: list[CalibrationExample]) -> PilotEstimate:
-        """Sample the pilot questions on their defining gold chunks and judge the estimated ceiling."""
+    def _run_pilot(
+        self, host: AnswerSetHost, stage: GeneratorStage, pilot: list[CalibrationExample], n_calibration: int
+    ) -> PilotEstimate:
+        """Sample the pilot questions on their defining gold chunks and judge the estimated ceiling.
+
+        The target is what the current flag rule needs of the generator with ``n_calibration`` questions.
+        """
         gold = {ex.digest: defining_gold(ex, host.fetch(ex.question), host.texts_for) for ex in pilot}
         sampled = acalibrate_generation(pilot, lambda ex: gold[ex.digest].text, stage, references=references_of)
         scores = run_sync(sampled)
@@ -221,6 +277,7 @@ class AnswerSetConformalizer:
             confidence_level=self.confidence_level,
             split=self.split,
             question_ids=tuple(ex.digest for ex in pilot),
+            n_calibration=n_calibration,
         )
         return judge_pilot(estimate)
 
@@ -232,16 +289,30 @@ class AnswerSetConformalizer:
         alpha = alpha_from_confidence_level(self.confidence_level)
         opt, examples = self._optimisation_split(examples)
         pilot, examples = self._checked_pilot(alpha, examples, opt)
+        if not pilot:  # the pilot's line says it with its estimate
+            logger.warning("Answer-set %s", reach_line(len(examples), self.confidence_level, self.split))
         embedding = host.embedding(self.clustering.embedder)
         stage = self._generator_stage(sampler, clustering, embedding)
-        estimate = self._run_pilot(host, stage, pilot) if pilot else None
+        estimate = self._run_pilot(host, stage, pilot, len(examples)) if pilot else None
         retrieval, aligned = self._retrieval_stage(host, examples)
         split, optimisation = self._optimised_split(host, stage, alpha, opt, retrieval, aligned)
+        split = self._with_miss_bounds(split, optimisation)
         if estimate is not None:
             optimisation = {**(optimisation or {}), "pilot": estimate.to_dict()}
         gold = {ex.digest: defining_gold(ex, host.fetch(ex.question), host.texts_for) for ex in aligned}
         stage = self._described(stage, sampler, clustering, embedding)
         return _Plan(retrieval, aligned, gold, stage, split, optimisation)
+
+    @staticmethod
+    def _with_miss_bounds(split: SplitOptions, optimisation: dict[str, Any] | None) -> SplitOptions:
+        """``split`` with each ``"held-out"`` stage bound replaced by the one the optimisation questions chose."""
+        chosen = optimisation or {}
+        ret, gen = split.miss_bounds
+        return replace(
+            split,
+            retrieval_miss_bound=chosen.get("miss_bound_retrieval") if ret == HELD_OUT else ret,
+            generator_miss_bound=chosen.get("miss_bound_generation") if gen == HELD_OUT else gen,
+        )
 
     @staticmethod
     def _labelled(host: AnswerSetHost, examples: Sequence[CalibrationExample]) -> list[CalibrationExample]:
@@ -323,6 +394,13 @@ class AnswerSetConformalizer:
         optimisation = optimise_split_on_host(opt, host, stage, alpha=alpha, retrieval=retrieval, split=split)
         # recorded like the retrieval side's selection, so a report leaves them out of its held-out questions
         optimisation["optimisation_question_ids"] = optimisation_ids(opt, aligned)
+        ceiling = optimisation.get("generator_ceiling")
+        if ceiling is not None:  # the generator on these data, before the calibration set is sampled
+            logger.warning(
+                "Answer-set %s (on the %d optimisation questions)",
+                reach_line(len(aligned), self.confidence_level, split, ceiling),
+                len(opt),
+            )
         split = replace(
             split,
             alpha_retrieval=optimisation.get("alpha_retrieval", split.alpha_retrieval),

@@ -75,7 +75,7 @@ def chunks_from_metadata(
     for (cid, text, meta, group), need in zip(parsed, needs, strict=True):
         ok = bool(meta.get("conformal_guaranteed", True))
         if not ok:
-            reasons.append(_not_kept_reason(meta))
+            reasons.append(retriever_reason(meta, len(items)))
         threshold = meta.get("conformal_threshold")
         if threshold is not None and float(threshold) < need and not math.isclose(float(threshold), need):
             ok = False
@@ -89,16 +89,33 @@ def chunks_from_metadata(
     return out, "; ".join(dict.fromkeys(reasons))
 
 
-def _not_kept_reason(meta: Mapping[str, Any]) -> str:
-    """Why a retriever marked its set not guaranteed, from its metadata.
+def retriever_reason(meta: Mapping[str, Any], returned: int) -> str:
+    """Why a retriever marked its set ``conformal_guaranteed=False``, read from its metadata.
 
-    >>> _not_kept_reason({"conformal_group": "b", "conformal_threshold_source": "keep-all-small-group"})
+    A group served a fallback threshold (too small, or unseen), a ``+inf`` threshold (the retrieval
+    stage has no flagged threshold at its level), a set cut below its conformal size (``max_k`` / ``k``),
+    or else the retriever's own rule (see its :class:`~conformal_rag_plugins.core.errors.GuaranteeCutWarning`).
+
+    >>> retriever_reason({"conformal_group": "b", "conformal_threshold_source": "keep-all-small-group"}, 3)
     "the retriever served group 'b' a fallback threshold (keep-all-small-group)"
+    >>> retriever_reason({"conformal_threshold": float("inf"), "conformal_set_size": 20}, 20)[:38]
+    "the retriever's threshold is +inf (its"
+    >>> retriever_reason({"conformal_threshold": 0.2, "conformal_set_size": 9}, 5)
+    'the retriever cut its conformal set of 9 chunks to 5 (max_k / k)'
     """
     source = meta.get("conformal_threshold_source")
     if source is not None and source not in OWN_SOURCES:
         return f"the retriever served group {meta.get('conformal_group')!r} a fallback threshold ({source})"
-    return "the retriever cut its conformal set (max_k / k)"
+    threshold = meta.get("conformal_threshold")
+    if isinstance(threshold, int | float) and math.isinf(threshold):
+        return (
+            "the retriever's threshold is +inf (its retrieval calibration has no flagged threshold at its level), so "
+            "its set is the whole pool and a gold chunk outside the pool is not covered"
+        )
+    size = meta.get("conformal_set_size")
+    if isinstance(size, int) and size > returned:
+        return f"the retriever cut its conformal set of {size} chunks to {returned} (max_k / k)"
+    return "the retriever marked its set not guaranteed (see its GuaranteeCutWarning for why)"
 
 
 def check_synthesizer_calibration(calibration: Any) -> None:

@@ -22,6 +22,32 @@ from .sample_cache import SampleCache
 
 DEFAULT_CLUSTERING: dict[str, Any] = {"method": "rougeL", "tau": 0.7}
 
+HELD_OUT = "held-out"
+"""A stage's ``miss_bound`` chosen on the optimisation questions (``SplitOptions(optimise=True)``)."""
+
+MissBound = float | str | None
+"""A stage's pool-miss bound: a share in ``[0, alpha_stage)``, :data:`HELD_OUT`, or ``None`` (half its alpha)."""
+
+
+def check_stage_miss_bound(value: MissBound, name: str) -> None:
+    """Refuse a miss bound that is neither ``None``, :data:`HELD_OUT` nor a share in ``[0, 1)``.
+
+    >>> check_stage_miss_bound(0.6, "generator_miss_bound"), check_stage_miss_bound(HELD_OUT, "miss_bound")
+    (None, None)
+    >>> check_stage_miss_bound(1.2, "miss_bound")
+    Traceback (most recent call last):
+    ...
+    conformal_rag_plugins.core.errors.CalibrationError: miss_bound must be None, 'held-out' or a share in [0, 1) ...
+    """
+    if value is None or value == HELD_OUT:
+        return
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0.0 <= float(value) < 1.0
+    if not ok:
+        raise CalibrationError(
+            f"{name} must be None, {HELD_OUT!r} or a share in [0, 1) of questions the stage may miss (0: it cannot "
+            f"miss), got {value!r}."
+        )
+
 
 def with_generator_score(clustering: dict[str, Any] | None, generator_score: str | None) -> dict[str, Any]:
     """The clustering record with its generator score (``"frequency"`` unless set), checked.
@@ -189,11 +215,28 @@ class SplitOptions:
         Objective evaluations of the optimisation.
     random_state : int, default 0
         Seed of the optimisation split and the optimiser.
+    retrieval_miss_bound : float, "held-out" or None, default None
+        The share of questions whose gold chunk the candidate pool may miss, as the end-to-end rule's
+        retrieval threshold assumes (``None``: half ``alpha_retrieval``; ``0``: a pool that is the whole
+        corpus; ``"held-out"`` with ``optimise=True``: chosen on the optimisation questions). Recorded.
+    generator_miss_bound : float, "held-out" or None, default None
+        The share of questions on which the generator may have no correct sampled answer (its pool
+        miss, ``1 -`` its coverage ceiling) that the generator threshold's flag assumes (Bonferroni/PAC;
+        ``miss_bound`` of :func:`~conformal_rag_plugins.core.quantile.conformal_quantile`). ``None``:
+        half ``alpha_generation``, which needs a ceiling of about ``1 - alpha_generation / 2``; a weak
+        generator needs a larger bound, below ``alpha_generation``. ``"held-out"`` (with
+        ``optimise=True``): an upper confidence bound of the miss share on the optimisation questions,
+        which the calibration never uses, so the guarantee keeps its proof. Recorded in the calibration.
+    miss_bound_confidence : float, default 0.95
+        The one-sided Clopper-Pearson level of a ``"held-out"`` bound: the stage's true miss share lies
+        below it with this probability over the optimisation draw (the guarantee given the flag assumes it).
 
     Examples
     --------
     >>> SplitOptions(method="pac", delta=0.1).delta
     0.1
+    >>> SplitOptions(optimise=True, generator_miss_bound="held-out").miss_bounds
+    (None, 'held-out')
     """
 
     method: str = "bonferroni"
@@ -205,6 +248,20 @@ class SplitOptions:
     optimisation_fraction: float = 0.3
     bo_calls: int = 15
     random_state: int = 0
+    retrieval_miss_bound: MissBound = None
+    generator_miss_bound: MissBound = None
+    miss_bound_confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        check_stage_miss_bound(self.retrieval_miss_bound, "retrieval_miss_bound")
+        check_stage_miss_bound(self.generator_miss_bound, "generator_miss_bound")
+        if not 0.0 < float(self.miss_bound_confidence) < 1.0:
+            raise CalibrationError(f"miss_bound_confidence must lie in (0, 1), got {self.miss_bound_confidence!r}.")
+
+    @property
+    def miss_bounds(self) -> tuple[MissBound, MissBound]:
+        """``(retrieval_miss_bound, generator_miss_bound)``."""
+        return (self.retrieval_miss_bound, self.generator_miss_bound)
 
 
 @dataclass(frozen=True)
@@ -259,6 +316,9 @@ class RetrievalStageOptions:
         The nonconformity family when the retrieval stage is calibrated here.
     pool_size : int, optional
         Candidates per question (default: the host's setting).
+
+    The pool-miss bound the end-to-end rule's retrieval threshold assumes is
+    ``SplitOptions(retrieval_miss_bound=...)``, beside the generator's.
 
     Examples
     --------

@@ -25,9 +25,12 @@ import numpy as np
 
 from ..core.binomial import clopper_pearson_upper
 from ..core.errors import CoverageCeilingWarning, UnreachableTargetError
+from ..core.quantile import current_threshold_rule
 from ..core.validation import alpha_from_confidence_level
 from ..runtime.caller_warning import warn_at_caller
-from .options import PilotOptions, SplitOptions
+from .options import HELD_OUT, PilotOptions, SplitOptions
+from .reach import GeneratorNeed, generator_need, generator_share
+from .reach import highest_level as rule_highest_level
 
 logger = logging.getLogger("conformal_rag_plugins")
 
@@ -41,32 +44,12 @@ LIBRARY_ADVICE = (
 """How a library user changes the level or turns the pilot off (the end of the error message)."""
 
 
-def generator_share(alpha: float, split: SplitOptions) -> float:
-    """The part of ``alpha`` left to the generator stage, as the calibration will split it.
-
-    Bonferroni/PAC: ``alpha - alpha_retrieval`` (default ``alpha / 2``); HMP: ``alpha (1 - w / 2)``
-    (its generator level; the rule itself needs a little more); ``optimise=True``: all of ``alpha``
-    (the optimiser may give the generator nearly all of it), the most lenient. The generator stage
-    needs a coverage ceiling of at least ``1 - share``: a necessary condition, so the pilot stops
-    only on targets that no threshold can meet.
-
-    >>> generator_share(0.2, SplitOptions()), generator_share(0.2, SplitOptions(alpha_retrieval=0.05))
-    (0.1, 0.15000000000000002)
-    >>> generator_share(0.2, SplitOptions(method="hmp")), generator_share(0.2, SplitOptions(optimise=True))
-    (0.15000000000000002, 0.2)
-    """
-    if split.optimise:
-        return alpha
-    if split.method == "hmp":
-        w = 0.5 if split.hmp_weight is None else float(split.hmp_weight)
-        return alpha * (1 - w / 2)
-    return alpha / 2 if split.alpha_retrieval is None else alpha - float(split.alpha_retrieval)
-
-
 def highest_level(ceiling: float, split: SplitOptions) -> float:
-    """The highest end-to-end confidence level whose generator target a ``ceiling`` meets under ``split``.
+    """The highest end-to-end confidence level whose generator *share* a ``ceiling`` covers under ``split``.
 
-    The inverse of :func:`generator_share` (``1 - share(alpha) = ceiling``); at most 0 means none.
+    The inverse of :func:`generator_share` (``1 - share(alpha) = ceiling``); at most 0 means none. A
+    necessary condition only: the flag rule needs more (:func:`~.reach.highest_level`, which the pilot
+    uses once it knows the calibration size).
 
     >>> round(highest_level(0.9, SplitOptions()), 3), round(highest_level(0.9, SplitOptions(optimise=True)), 3)
     (0.8, 0.9)
@@ -85,9 +68,16 @@ def highest_level(ceiling: float, split: SplitOptions) -> float:
 class PilotEstimate:
     """What a pilot found: ``n_hits`` of ``n_questions`` had a correct sampled cluster.
 
+    With ``n_calibration`` (the questions left to calibrate) the target is what the current flag rule
+    needs of the generator (:func:`~.reach.generator_need`: its misses within the flagged rank's
+    allowance and its miss bound); without it (0), only ``1 -`` the generator's share of alpha, a
+    necessary condition.
+
     >>> est = PilotEstimate(n_questions=5, n_hits=0, confidence=0.95, confidence_level=0.8, split=SplitOptions())
     >>> round(est.ceiling, 2), round(est.upper_bound, 4), est.unreachable
     (0.0, 0.4507, True)
+    >>> PilotEstimate(5, 2, 0.95, 0.6, SplitOptions(), n_calibration=55).target  # 1 - alpha_gen / 2, not 0.8
+    0.9
     """
 
     n_questions: int
@@ -96,6 +86,14 @@ class PilotEstimate:
     confidence_level: float
     split: SplitOptions
     question_ids: tuple[str, ...] = ()
+    n_calibration: int = 0
+
+    @property
+    def need(self) -> GeneratorNeed | None:
+        """What the flag rule needs of the generator with ``n_calibration`` questions (``None``: unknown)."""
+        if self.n_calibration <= 0:
+            return None
+        return generator_need(self.n_calibration, self.confidence_level, self.split)
 
     @property
     def ceiling(self) -> float:
@@ -109,13 +107,17 @@ class PilotEstimate:
 
     @property
     def target(self) -> float:
-        """The coverage the generator stage needs at the requested level (``1 - generator share``)."""
+        """The coverage ceiling the generator stage needs at the requested level (1.0: no flag at all)."""
+        need = self.need
+        if need is not None:
+            return 1.0 if need.ceiling is None else need.ceiling
         return 1.0 - generator_share(alpha_from_confidence_level(self.confidence_level), self.split)
 
     @property
     def unreachable(self) -> bool:
-        """Clearly out of reach: even the upper bound of the ceiling lies below the target."""
-        return self.upper_bound < self.target
+        """Clearly out of reach: even the upper bound of the ceiling lies below the target (or no flag is possible)."""
+        need = self.need
+        return self.upper_bound < self.target or (need is not None and need.ceiling is None)
 
     @property
     def likely_unreachable(self) -> bool:
@@ -126,10 +128,24 @@ class PilotEstimate:
         """The end-to-end confidence levels in reach under this split, at the estimate and at the upper bound."""
 
         def level(c: float) -> str:
+            if self.n_calibration > 0:
+                need = rule_highest_level(c, self.n_calibration, self.split)
+                return "none" if need is None else f"up to {need.confidence_level:.2f}"
             top = highest_level(c, self.split)
             return f"up to {top:.2f}" if top > 0 else "none"
 
-        any_split = "" if self.split.optimise else f"; with all of alpha on the generator, below {self.upper_bound:.2f}"
+        if self.n_calibration > 0:  # the most the rule allows: an optimised split and a held-out generator bound
+            best = SplitOptions(method=self.split.method, delta=self.split.delta, optimise=True,
+                                generator_miss_bound=HELD_OUT)  # fmt: skip
+            lenient = rule_highest_level(self.upper_bound, self.n_calibration, best)
+            reach = "none" if lenient is None else f"up to {lenient.confidence_level:.2f}"
+            any_split = "" if self.split == best else (
+                f"; with SplitOptions(optimise=True, generator_miss_bound='held-out'), {reach} at the upper bound"
+            )  # fmt: skip
+        elif self.split.optimise:
+            any_split = ""
+        else:
+            any_split = f"; with all of alpha on the generator, below {self.upper_bound:.2f}"
         return (
             f"confidence_level {level(self.upper_bound)} at the upper bound ({level(self.ceiling)} at the estimate)"
             f"{any_split}"
@@ -143,13 +159,25 @@ class PilotEstimate:
         a_ret = self.split.alpha_retrieval
         return f"{self.split.method}, " + ("equal split" if a_ret is None else f"alpha_retrieval {a_ret:g}")
 
+    def _flag(self) -> str:
+        """The flag rule's numbers behind the target (empty without ``n_calibration``)."""
+        need = self.need
+        if need is None:
+            return ""
+        if need.ceiling is None:
+            return f"; no flagged generator threshold at alpha_gen {need.alpha_generation:.3g} with {need.n} questions"
+        return (
+            f"; flag rule {current_threshold_rule()!r}: alpha_gen {need.alpha_generation:.3g}, generator miss bound "
+            f"{need.miss_bound:.3g}, at most {need.max_misses} misses of {need.n}"
+        )
+
     def summary(self) -> str:
         """One line: the estimate, its bound, the target and the reachable levels."""
         pct = f"{self.confidence:.0%}"
         return (
             f"pilot: a correct answer among the samples on {self.n_hits} of {self.n_questions} questions: coverage "
             f"ceiling ~{self.ceiling:.2f} ({pct} upper bound {self.upper_bound:.2f}); confidence_level="
-            f"{self.confidence_level:g} needs {self.target:.2f} ({self._rule()}); reachable: "
+            f"{self.confidence_level:g} needs {self.target:.2f} ({self._rule()}{self._flag()}); reachable: "
             f"{self.reachable_levels()}"
         )
 
@@ -162,6 +190,7 @@ class PilotEstimate:
             "upper_bound": self.upper_bound,
             "confidence": self.confidence,
             "target": self.target,
+            "n_calibration": self.n_calibration,
             "question_ids": list(self.question_ids),
         }
 

@@ -3,7 +3,11 @@
 The objective is the mean number of semantic clusters of the optimisation questions' answer sets,
 computed as the shipped synthesizer does, sampling every chunk of each retrieval set (chosen by the
 threshold, never the gold; lazily). A candidate whose rule is not guaranteed scores the worst size
-``pool * M``; if no split can keep the promise, the equal split is returned.
+``pool * M``. Stage miss bounds set to ``"held-out"`` are chosen here first, on these questions
+(:mod:`.miss_bounds`), and the search keeps to the splits that leave each stage's alpha above its
+bound. If no split can keep the promise, the result says so (``feasible`` False, a reason and a
+:class:`~conformal_rag_plugins.core.errors.CoverageCeilingWarning`) instead of returning the equal
+split silently.
 """
 
 from __future__ import annotations
@@ -25,15 +29,17 @@ from ..core.combination import (
     harmonic_mean_rule,
     pac_thresholds,
 )
-from ..core.errors import ConformalError, InfiniteThresholdWarning
+from ..core.errors import ConformalError, CoverageCeilingWarning, InfiniteThresholdWarning
 from ..core.generation_scores import generation_score
 from ..core.retrieval_scores import candidate_nonconformity, nonconformity
 from ..datasets.examples import CalibrationExample
 from ..retrieval.calibration import RetrievalCalibration
 from ..retrieval.gold_matching import gold_positions
+from ..runtime.caller_warning import warn_at_caller
 from ..runtime.run_sync import run_sync
 from .engine import GeneratorStage, cluster_samples, clustering_kwargs
 from .gold import defining_gold, references_of
+from .miss_bounds import StageBounds, feasible_retrieval_share, infeasible_message, resolve_bounds
 from .options import SplitOptions
 
 ClustersFor = Callable[["SplitQuestion", str], list[AnswerCluster]]
@@ -76,8 +82,11 @@ def make_rule(
     a_ret: float | None = None,
     w: float = 0.5,
     delta: float = 0.1,
+    miss_bounds: StageBounds = (None, None),
 ) -> Rule:
     """The combination rule of ``method`` (``bonferroni``, ``pac``/``*-pac``, ``hmp*``) on calibration scores.
+
+    ``miss_bounds``: the stages' pool-miss bounds (Bonferroni/PAC; ``None``: half the stage's alpha).
 
     >>> make_rule("bonferroni", [0.1] * 20, [-0.5] * 20, 0.2).q_gen
     -0.5
@@ -88,8 +97,8 @@ def make_rule(
             return harmonic_mean_rule(ret, gen, alpha, w_ret=w)
         a_ret = alpha / 2 if a_ret is None else a_ret
         if method.endswith("pac"):
-            return pac_thresholds(ret, gen, alpha, delta, epsilon_split=(a_ret, alpha - a_ret))
-        return bonferroni_thresholds(ret, gen, alpha, alpha_ret=a_ret, alpha_gen=alpha - a_ret)
+            return pac_thresholds(ret, gen, alpha, delta, epsilon_split=(a_ret, alpha - a_ret), miss_bounds=miss_bounds)
+        return bonferroni_thresholds(ret, gen, alpha, alpha_ret=a_ret, alpha_gen=alpha - a_ret, miss_bounds=miss_bounds)
 
 
 def _stored(q: SplitQuestion, cid: str) -> list[AnswerCluster]:
@@ -144,14 +153,30 @@ def choose_split(
 ) -> dict[str, Any]:
     """BO of the split of alpha (Bonferroni/PAC) or of the HMP weight on ``questions`` only.
 
-    PAC's ``delta`` is 0.1 when unset. Returns the choice, the objective at it and at the equal
-    split, and where the choice came from.
+    PAC's ``delta`` is 0.1 when unset. ``split.miss_bounds`` are the stages' settings (a number,
+    ``None`` or ``"held-out"``, chosen here on ``questions``: ``miss_bound_retrieval`` /
+    ``miss_bound_generation`` in the result). Returns the choice, the objective at it and at the
+    baseline (the equal split, or the middle of the feasible splits), where the choice came from, and
+    ``feasible``: False (with ``infeasible_reason``, and a
+    :class:`~conformal_rag_plugins.core.errors.CoverageCeilingWarning`)
+    when no split evaluated is guaranteed on these questions.
     """
     split = split or SplitOptions()
     method, delta = split.method, 0.1 if split.delta is None else split.delta
     bo_calls, random_state = split.bo_calls, split.random_state
     ret = [q.r_ret for q in questions]
     gen = [q.r_gen for q in questions]
+    confidence, miss_bounds = split.miss_bound_confidence, split.miss_bounds
+    bounds = resolve_bounds(miss_bounds, (ret, gen), confidence)
+    record: dict[str, Any] = {
+        "n_optimisation": len(questions),
+        "objective": "mean semantic clusters, every retrieval-set chunk sampled; non-guaranteed splits penalised",
+    }
+    for stage, setting, bound in zip(("retrieval", "generation"), miss_bounds, bounds, strict=True):
+        if setting is not None and bound is not None:
+            record[f"miss_bound_{stage}"] = bound
+    if any(setting == "held-out" for setting in miss_bounds):
+        record["miss_bound_confidence"] = confidence
 
     def size(rule: Rule) -> float:
         return mean_semantic_size(rule, questions, penalty=penalty, clusters_for=clusters_for, merge=merge)
@@ -163,21 +188,50 @@ def choose_split(
         choice: dict[str, Any] = {"hmp_weight": res.value}
     else:
         name = "bonferroni-pac" if method.endswith("pac") else "bonferroni"
+        room = feasible_retrieval_share(alpha, bounds)
+        if room is None or not _searchable(alpha, room):
+            return _infeasible(record, alpha, questions, bounds, confidence)
         res = optimize_alpha_split(
-            lambda ar, ag: size(make_rule(name, ret, gen, alpha, a_ret=ar, delta=delta)),
+            lambda ar, ag: size(make_rule(name, ret, gen, alpha, a_ret=ar, delta=delta, miss_bounds=bounds)),
             alpha,
             n_calls=bo_calls,
             random_state=random_state,
+            bounds=room,
         )
         choice = {"alpha_retrieval": res.alpha_ret}
-    return {
-        **choice,
-        "bo_objective": res.objective,
-        "equal_split_objective": res.baseline_objective,
-        "source": res.source,
-        "n_optimisation": len(questions),
-        "objective": "mean semantic clusters, every retrieval-set chunk sampled; non-guaranteed splits penalised",
-    }
+    record.update(
+        {
+            **choice,
+            "bo_objective": res.objective,
+            "equal_split_objective": res.baseline_objective,
+            "source": "feasible" if res.source == "equal" and res.total and res.baseline != alpha / 2 else res.source,
+            "feasible": True,
+        }
+    )
+    if all(y >= penalty for _, y in res.evaluations):
+        return _infeasible(record, alpha, questions, bounds, confidence)
+    return record
+
+
+def _searchable(alpha: float, room: tuple[float, float]) -> bool:
+    """Whether BO's range (1e-3 of alpha from either end) meets the feasible ``room``."""
+    return max(1e-3 * alpha, room[0]) < min((1 - 1e-3) * alpha, room[1])
+
+
+def _infeasible(
+    record: dict[str, Any], alpha: float, questions: Sequence[SplitQuestion], bounds: StageBounds, confidence: float
+) -> dict[str, Any]:
+    """``record`` marked infeasible (the equal split, a reason), warned at the caller's line."""
+    misses = (sum(math.isinf(q.r_ret) for q in questions), sum(math.isinf(q.r_gen) for q in questions))
+    reason = infeasible_message(alpha, len(questions), misses, bounds, confidence)
+    warn_at_caller(reason, CoverageCeilingWarning)
+    for stage in ("retrieval", "generation"):  # an unusable bound is kept for the record, not for the rule
+        if f"miss_bound_{stage}" in record:
+            record[f"held_out_miss_bound_{stage}"] = record.pop(f"miss_bound_{stage}")
+    if "hmp_weight" not in record:
+        record.setdefault("alpha_retrieval", alpha / 2)
+    record.setdefault("source", "infeasible")
+    return {**record, "feasible": False, "infeasible_reason": reason}
 
 
 def optimise_split_on_host(
@@ -189,7 +243,7 @@ def optimise_split_on_host(
     retrieval: RetrievalCalibration,
     split: SplitOptions,
 ) -> dict[str, Any]:
-    """Score the optimisation questions on the host and choose the split by BO on them only.
+    """Score the optimisation questions on the host and choose the split (and ``"held-out"`` bounds) on them only.
 
     Each generator score comes from the gold chunk defining its retrieval score; sampling is
     synchronous (:func:`~conformal_rag_plugins.runtime.run_sync.run_sync`) as the objective is plain.
@@ -241,4 +295,5 @@ def optimise_split_on_host(
     )
     result["chunks_sampled"] = sum(len(q.clusters) for q in questions)
     result["retrieval_misses"] = int(sum(math.isinf(q.r_ret) for q in questions))
+    result["generator_ceiling"] = sum(math.isfinite(q.r_gen) for q in questions) / max(1, len(questions))
     return result

@@ -110,9 +110,11 @@ async def acalibrate_end_to_end(
 ) -> AnswerSetCalibration:
     """Score the generator on each example (aligned with ``retrieval``) and combine the stages.
 
-    A calibration that is not guaranteed warns at the caller's line: :class:`CoverageCeilingWarning`
-    when its rule or threshold rule withholds the guarantee, :class:`UncheckedGeneratorWarning` when
-    ``stage`` has no generator record (queries could not check the generator).
+    ``split``'s stage miss bounds must be numbers or ``None`` (half the stage's alpha), fixed without
+    these examples. A calibration that is not guaranteed warns at the caller's line:
+    :class:`CoverageCeilingWarning` when its rule or threshold rule withholds the guarantee,
+    :class:`UncheckedGeneratorWarning` when ``stage`` has no generator record (queries could not check the
+    generator).
     """
     alpha = alpha_from_confidence_level(confidence_level)
     stage = replace(stage, clustering=dict(stage.clustering or DEFAULT_CLUSTERING))

@@ -14,13 +14,14 @@ from typing import Any
 from ..answer_sets.engine import SampleFn
 from ..answer_sets.options import PilotOptions, SplitOptions
 from ..answer_sets.pilot import PilotEstimate, draw_pilot, judge_pilot, pilot_size
+from ..answer_sets.reach import reach_line
 from ..answer_sets.sample_cache import SampleCache
 from ..core.clustering import cluster_answers
 from ..core.errors import ConformalError, CoverageCeilingWarning, InputFileError
 from ..core.generation_scores import generation_score
 from ..core.validation import check_alpha
 from ..datasets.examples import load_corpus, split_examples
-from ..evaluation.answer_set_trials import METHODS, evaluate_abstention, evaluate_methods, prepare_rows
+from ..evaluation.answer_set_trials import HELD_OUT_SUFFIX, METHODS, evaluate_abstention, evaluate_methods, prepare_rows
 from ..local.encoder import default_cache_dir
 from ..retrieval.gold_matching import gold_positions
 from ..runtime.atomic import atomic_write_text
@@ -122,32 +123,65 @@ def _pilot_ceiling(
     return scores
 
 
+def lenient_split(methods: Sequence[str], n_questions: int) -> tuple[SplitOptions, int]:
+    """The evaluated method that asks least of the generator, as a split, and its calibration size.
+
+    In that order: Bayesian optimisation with held-out miss bounds, Bayesian optimisation (both
+    calibrate on a quarter of the questions: half of the calibration half), HMP, the equal split
+    (half of the questions).
+
+    >>> split, n = lenient_split(("bonferroni", "hmp"), 100)
+    >>> split.method, n
+    ('hmp', 50)
+    """
+    half = n_questions // 2
+    if any(m.endswith(HELD_OUT_SUFFIX) for m in methods):
+        return SplitOptions(optimise=True, generator_miss_bound="held-out"), half - half // 2
+    if any("-bo" in m for m in methods):
+        return SplitOptions(optimise=True), half - half // 2
+    return SplitOptions(method="hmp" if any(m.startswith("hmp") for m in methods) else "bonferroni"), half
+
+
+def announce_reach(alphas: Sequence[float], n_questions: int, ceiling: float | None = None) -> None:
+    """One stderr line per level: what the flag rule needs of the generator; with a ``ceiling``, what it reaches."""
+    split, n_cal = lenient_split(METHODS, n_questions)
+    for alpha in sorted(alphas):
+        print(f"conformal-rag: {reach_line(max(1, n_cal), round(1.0 - alpha, 12), split, ceiling)}", file=sys.stderr)
+
+
 def run_pilot(
     questions: list[Any], alphas: Sequence[float], request: EvaluateAnswersRequest, score: Any
 ) -> tuple[PilotEstimate | None, list[Any]]:
     """Draw a seeded pilot from the answerable ``questions``, judge it at the most demanding level, return the rest.
 
-    ``score(pilot)`` gives the pilot questions' generator scores. The evaluation's methods include
-    optimised splits, so the generator may get nearly all of alpha: the target is ``1 - alpha`` (the
-    most lenient). The pilot questions are left out of the evaluation (the decision to go on depends
-    on them). The pilot's line goes to stderr before the full sampling; a target clearly out of reach
-    raises :class:`~conformal_rag_plugins.core.errors.UnreachableTargetError` (exit 2).
+    ``score(pilot)`` gives the pilot questions' generator scores. The target is what the current flag
+    rule needs of the generator under the evaluated method that asks least of it
+    (:func:`lenient_split`, with its calibration size). The pilot questions are left out of the
+    evaluation (the decision to go on depends on them). The pilot's line and, per level, what the
+    generator reaches go to stderr before the full sampling (without a pilot: what each level needs);
+    a target clearly out of reach raises
+    :class:`~conformal_rag_plugins.core.errors.UnreachableTargetError` (exit 2).
     """
     options = PilotOptions.resolve(request.pilot or None)
     size = pilot_size(len(questions), options, needed=2)
     pilot, rest = draw_pilot(questions, size, request.seed)
+    n_evaluated = min(len(rest), request.max_questions)
     if not pilot:
+        announce_reach(alphas, n_evaluated)
         return None, rest
     scores = score(pilot)
+    split, n_cal = lenient_split(METHODS, n_evaluated)
     estimate = PilotEstimate(
         n_questions=len(scores),
         n_hits=sum(1 for s in scores if math.isfinite(s)),
         confidence=options.confidence,
         confidence_level=round(1.0 - min(alphas), 12),
-        split=SplitOptions(optimise=True),
+        split=split,
         question_ids=tuple(str(q.id) for q in pilot),
+        n_calibration=max(1, n_cal),
     )
     print(f"conformal-rag: {estimate.summary()}", file=sys.stderr)
+    announce_reach(alphas, n_evaluated, estimate.ceiling)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CoverageCeilingWarning)  # the stderr line above already says it
         judge_pilot(estimate, advice=CLI_ADVICE)

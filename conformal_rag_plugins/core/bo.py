@@ -156,12 +156,15 @@ def optimize_alpha_split(
     n_calls: int = DEFAULT_N_CALLS,
     random_state: int = 0,
     n_initial_points: int | None = None,
+    bounds: tuple[float, float] | None = None,
 ) -> BOResult:
     """Choose ``alpha_ret`` (and ``alpha_gen = alpha - alpha_ret``) by BO over the full range.
 
-    Searches ``[1e-3 * alpha, (1 - 1e-3) * alpha]`` (``alpha`` may be a PAC ``epsilon``) and never
-    does worse than ``alpha / 2``. ``objective(alpha_ret, alpha_gen)`` must be computed on the
-    optimisation split, never on the calibration split.
+    Searches ``[1e-3 * alpha, (1 - 1e-3) * alpha]`` (``alpha`` may be a PAC ``epsilon``), or the
+    narrower ``bounds`` inside it (the splits a stage's miss bound allows), and never does worse than
+    ``alpha / 2`` (the middle of ``bounds`` when ``alpha / 2`` lies outside them).
+    ``objective(alpha_ret, alpha_gen)`` must be computed on the optimisation split, never on the
+    calibration split.
 
     Examples
     --------
@@ -170,11 +173,18 @@ def optimize_alpha_split(
     (True, 0.1)
     """
     alpha = check_alpha(alpha)
-    bounds = (_MARGIN * alpha, (1.0 - _MARGIN) * alpha)
+    full = (_MARGIN * alpha, (1.0 - _MARGIN) * alpha)
+    low, high = full if bounds is None else (max(full[0], float(bounds[0])), min(full[1], float(bounds[1])))
+    if not low < high:
+        raise ConformalError(
+            f"No alpha_ret in {bounds!r} lies inside (0, alpha = {alpha:g}) with room for the other stage: no split "
+            "to search."
+        )
+    baseline = alpha / 2.0 if low <= alpha / 2.0 <= high else (low + high) / 2.0
     return minimize_1d(
         lambda a_ret: objective(a_ret, alpha - a_ret),
-        bounds,
-        alpha / 2.0,
+        (low, high),
+        baseline,
         n_calls=n_calls,
         random_state=random_state,
         n_initial_points=n_initial_points,

@@ -86,8 +86,9 @@ def _infinite_reason(q_ret: float, q_gen: float) -> str:
     return (
         f"The {' and '.join(stages)} threshold is +inf: the set keeps every candidate of that stage, but a "
         "miss there (gold chunk outside the pool, or no correct sampled answer) cannot be in any set, so "
-        "coverage 1 - alpha is not guaranteed. Use more calibration questions, a larger pool, a stronger LLM "
-        "or a larger alpha."
+        "coverage 1 - alpha is not guaranteed. A stage that misses more often than its miss bound (half its "
+        "alpha unless set) keeps +inf: use more calibration questions, a larger pool, a stronger LLM, a larger "
+        "alpha, or a miss bound chosen on held-out questions."
     )
 
 
@@ -169,11 +170,14 @@ def bonferroni_thresholds(
     alpha_ret: float | None = None,
     alpha_gen: float | None = None,
     strict: bool = False,
+    miss_bounds: StageSplit = (None, None),
 ) -> BonferroniThresholds:
     """TRAQ's thresholds: ``P(a correct answer is in the set) >= 1 - alpha`` by the union bound.
 
     Scores: retrieval (gold chunk, ``+inf`` for a miss) and generation; the split is as in
-    :func:`split_budget`; ``strict`` raises instead of returning ``+inf``.
+    :func:`split_budget`; ``strict`` raises instead of returning ``+inf``. ``miss_bounds`` are the
+    stages' pool-miss bounds (``miss_bound`` of :func:`~.quantile.conformal_quantile`; ``None``: half
+    the stage's alpha): each must be fixed without the calibration questions (a held-out split).
 
     Examples
     --------
@@ -186,8 +190,8 @@ def bonferroni_thresholds(
         alpha=float(alpha),
         alpha_ret=a_ret,
         alpha_gen=a_gen,
-        q_ret=conformal_quantile(ret_scores, a_ret, strict=strict),
-        q_gen=conformal_quantile(gen_scores, a_gen, strict=strict),
+        q_ret=conformal_quantile(ret_scores, a_ret, strict=strict, miss_bound=miss_bounds[0]),
+        q_gen=conformal_quantile(gen_scores, a_gen, strict=strict, miss_bound=miss_bounds[1]),
     )
 
 
@@ -200,12 +204,13 @@ def pac_thresholds(
     epsilon_split: StageSplit = (None, None),
     delta_split: StageSplit = (None, None),
     strict: bool = False,
+    miss_bounds: StageSplit = (None, None),
 ) -> PACThresholds:
     """PAC end-to-end thresholds: ``eps_ret + eps_gen = eps`` and ``delta_ret + delta_gen = delta``.
 
     Each stage gets :func:`~.quantile.pac_quantile` at its ``(eps_i, delta_i)``; the union bound over
     the calibration failures and the test-time misses gives ``P(miscoverage > eps) <= delta``. Splits
-    are as in :func:`split_budget`.
+    are as in :func:`split_budget`; ``miss_bounds`` as in :func:`bonferroni_thresholds`.
 
     Examples
     --------
@@ -224,8 +229,8 @@ def pac_thresholds(
         epsilon_gen=e_gen,
         delta_ret=d_ret,
         delta_gen=d_gen,
-        q_ret=pac_quantile(ret_scores, e_ret, d_ret, strict=strict),
-        q_gen=pac_quantile(gen_scores, e_gen, d_gen, strict=strict),
+        q_ret=pac_quantile(ret_scores, e_ret, d_ret, strict=strict, miss_bound=miss_bounds[0]),
+        q_gen=pac_quantile(gen_scores, e_gen, d_gen, strict=strict, miss_bound=miss_bounds[1]),
     )
 
 

@@ -2,11 +2,13 @@
 
 Each trial splits questions into calibration and test halves; BO variants split the calibration
 half again into an optimisation part (choosing only the alpha split or HMP weight) and a disjoint
-part for the final thresholds.
+part for the final thresholds. ``bonferroni-bo-held-out`` also chooses both stages' miss bounds there
+(``SplitOptions(generator_miss_bound="held-out")``): what lets a weak generator's threshold be finite.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,10 +18,21 @@ from ..answer_sets.options import SplitOptions
 from ..answer_sets.split_optimisation import SplitQuestion, answer_sets, choose_split, make_rule
 from ..core.answer_metrics import evaluate_answer_set
 from ..core.clustering import cluster_answers
+from ..core.errors import CoverageCeilingWarning
 from ..core.generation_scores import generation_score
 from ..core.retrieval_scores import candidate_nonconformity, nonconformity
 
-METHODS = ("bonferroni", "bonferroni-bo", "hmp", "hmp-bo", "bonferroni-pac", "bonferroni-bo-pac")
+METHODS = (
+    "bonferroni",
+    "bonferroni-bo",
+    "hmp",
+    "hmp-bo",
+    "bonferroni-pac",
+    "bonferroni-bo-pac",
+    "bonferroni-bo-held-out",
+)
+HELD_OUT_SUFFIX = "-held-out"
+"""A BO method whose stage miss bounds are also chosen on the optimisation part."""
 
 PreparedQuestion = SplitQuestion
 """One question with clustered samples and both stages' calibration scores (old name)."""
@@ -131,19 +144,38 @@ def evaluate_methods(
             for method in methods:
                 extra: dict[str, float] = {}
                 if "-bo" in method:
-                    choice = choose_split(
-                        opt,
-                        alpha,
-                        split=SplitOptions(method=method.replace("-bo", ""), delta=delta, bo_calls=bo_calls),
-                        penalty=penalty,
-                        merge=merge,
+                    held_out = method.endswith(HELD_OUT_SUFFIX)
+                    bounds = ("held-out", "held-out") if held_out else (None, None)
+                    split = SplitOptions(
+                        method=method.removesuffix(HELD_OUT_SUFFIX).replace("-bo", ""),
+                        delta=delta,
+                        bo_calls=bo_calls,
+                        retrieval_miss_bound=bounds[0],
+                        generator_miss_bound=bounds[1],
                     )
+                    with warnings.catch_warnings():  # an infeasible trial shows as a non-guaranteed row
+                        warnings.simplefilter("ignore", CoverageCeilingWarning)
+                        choice = choose_split(opt, alpha, split=split, penalty=penalty, merge=merge)
                     a_ret, w = choice.get("alpha_retrieval"), choice.get("hmp_weight", 0.5)
+                    chosen = (choice.get("miss_bound_retrieval"), choice.get("miss_bound_generation"))
                     rule = make_rule(
-                        method, [q.r_ret for q in final], [q.r_gen for q in final], alpha, a_ret=a_ret, w=w, delta=delta
+                        method.removesuffix(HELD_OUT_SUFFIX),
+                        [q.r_ret for q in final],
+                        [q.r_gen for q in final],
+                        alpha,
+                        a_ret=a_ret,
+                        w=w,
+                        delta=delta,
+                        miss_bounds=chosen,
                     )
-                    extra = {"bo_objective": choice["bo_objective"], "equal_objective": choice["equal_split_objective"]}
+                    extra = {
+                        "bo_objective": choice.get("bo_objective", penalty),
+                        "equal_objective": choice.get("equal_split_objective", penalty),
+                    }
                     extra |= {"w_ret": w} if method.startswith("hmp") else {"alpha_ret": float(a_ret)}
+                    if held_out:
+                        extra |= {"feasible": float(choice["feasible"])}
+                        extra |= {"miss_bound_gen": chosen[1]} if chosen[1] is not None else {}
                 else:
                     rule = make_rule(method, [q.r_ret for q in cal], [q.r_gen for q in cal], alpha, delta=delta)
                 sets = answer_sets(rule, test, merge=merge)
@@ -175,7 +207,7 @@ def evaluate_methods(
             "frac_trials_guaranteed": float(np.mean(e["finite"])),
             "trials": len(cov),
         }
-        for k in ("alpha_ret", "w_ret", "bo_objective", "equal_objective"):
+        for k in ("alpha_ret", "w_ret", "bo_objective", "equal_objective", "feasible", "miss_bound_gen"):
             if k in e:
                 row[f"mean_{k}"] = float(np.mean(e[k]))
         rows.append(row)

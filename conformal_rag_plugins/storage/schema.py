@@ -35,6 +35,7 @@ Score = Finite | Literal["+inf", "inf"]
 Threshold = Finite | Literal["+inf", "inf", "-inf"]
 Text = Annotated[str, Field(min_length=1)]
 Checksum = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+MissShare = Annotated[float, Field(ge=0.0, lt=1.0, allow_inf_nan=False)]
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -566,10 +567,17 @@ class AnswerSetFile(_Strict):
     checksum: Checksum | None = None
     signature: Checksum | None = None
     generator: GeneratorFile | None = None  # absent in older files: loaded with an UncheckedGeneratorWarning
+    # a stage's pool-miss bound, written only when set (absent: half the stage's alpha, as older files)
+    miss_bound_retrieval: MissShare | None = None
+    miss_bound_generation: MissShare | None = None
 
     @model_validator(mode="after")
     def _agree(self) -> AnswerSetFile:
         problems = []
+        for stage, bound, level in (("retrieval", self.miss_bound_retrieval, self.alpha_retrieval),
+                                    ("generation", self.miss_bound_generation, self.alpha_generation)):  # fmt: skip
+            if bound is not None and (self.method == "hmp" or bound >= level):
+                problems.append(f"miss_bound_{stage} = {bound} needs method bonferroni or pac and alpha_{stage} > it")
         if self.generator is not None and self.generator.sampling.get("n_samples") != self.n_samples:
             problems.append(
                 f"generator.sampling.n_samples = {self.generator.sampling.get('n_samples')!r} but n_samples = "

@@ -301,7 +301,7 @@ def test_cut_or_foreign_nodes_are_not_guaranteed_or_refused() -> None:
     }
     chunks, reason = chunks_from_metadata([("g1", "gold 1", meta)], cal)
     assert chunks[0].guaranteed and not reason
-    cut = meta | {"conformal_guaranteed": False}
+    cut = meta | {"conformal_guaranteed": False, "conformal_set_size": 3}  # max_k=2 cut a conformal set of 3
     chunks, reason = chunks_from_metadata([("g1", "gold 1", meta), ("d0", "distractor 0", cut)], cal)
     world = World(2)
     result = run_sync(abuild_answer_set(cal, "question 1?", chunks, world.sample, cut_reason=reason))

@@ -23,9 +23,12 @@ from conformal_rag_plugins.answer_sets.pilot import (
     highest_level,
     pilot_size,
 )
+from conformal_rag_plugins.answer_sets.reach import generator_need
+from conformal_rag_plugins.answer_sets.reach import highest_level as highest_level_under_rule
 from conformal_rag_plugins.answer_sets.sample_record import Sample
 from conformal_rag_plugins.core.binomial import clopper_pearson_upper
 from conformal_rag_plugins.core.errors import CalibrationError, ConformalError, CoverageCeilingWarning
+from conformal_rag_plugins.core.quantile import flagged_rank
 from conformal_rag_plugins.datasets.examples import CalibrationExample
 from conformal_rag_plugins.retrieval.pool_calibration import CandidatePool
 
@@ -89,8 +92,12 @@ def test_an_unreachable_target_stops_after_the_pilot_calls_only(fake_answer_host
     assert host.retrieval_calls == []  # the retrieval stage was not even calibrated
     message = str(caught.value)
     assert "0 of 5 questions" in message and "ceiling ~0.00" in message
-    assert "95% upper bound 0.45" in message and "needs 0.80" in message  # 1 - 0.05 ** (1/5); 1 - alpha/2
-    assert "reachable: confidence_level none" in message and "below 0.45" in message
+    assert "95% upper bound 0.45" in message and "needs 0.90" in message  # 1 - 0.05 ** (1/5); 1 - alpha_gen/2
+    assert "generator miss bound 0.1, at most 10 misses of 55" in message  # the flag rule, not 1 - alpha_gen
+    lenient = highest_level_under_rule(estimate_bound := clopper_pearson_upper(0, 5, 0.95), 55,
+                                       SplitOptions(optimise=True, generator_miss_bound="held-out"))  # fmt: skip
+    assert "reachable: confidence_level none" in message and estimate_bound < 0.46
+    assert f"generator_miss_bound='held-out'), up to {lenient.confidence_level:.2f} at the upper bound" in message
     assert "pilot=None" in message and "Lower confidence_level" in message
     assert isinstance(caught.value, CalibrationError) and isinstance(caught.value, ConformalError)
     estimate = caught.value.estimate
@@ -132,12 +139,28 @@ def test_a_likely_but_unproven_miss_warns_and_goes_on(fake_answer_host) -> None:
     host = _host(fake_answer_host, 60, right=lambda i: i % 3 == 0)  # pilot [8, 16, 20, 27, 42]: 2 of 5 right
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _conformalizer(0.6).conformalize(host, host.examples)
+        # alpha_gen 0.35 with a generator miss bound of 0.3: the flag allows 15 misses of 55, a ceiling of 0.73
+        _conformalizer(0.6, alpha_retrieval=0.05, generator_miss_bound=0.3).conformalize(host, host.examples)
     pilot_warnings = [w for w in caught if issubclass(w.category, CoverageCeilingWarning) and "pilot" in str(w.message)]
     assert len(pilot_warnings) == 1 and "probably out of reach" in str(pilot_warnings[0].message)
-    assert "2 of 5 questions" in str(pilot_warnings[0].message)  # upper bound 0.81 > target 0.80: no stop
+    assert "2 of 5 questions" in str(pilot_warnings[0].message)  # upper bound 0.81 > target 0.73: no stop
+    need = generator_need(55, 0.6, SplitOptions(alpha_retrieval=0.05, generator_miss_bound=0.3))
+    assert need.max_misses == flagged_rank(55, 0.35, 0.3).max_misses
+    assert f"needs {need.ceiling:.2f}" in str(pilot_warnings[0].message) and need.ceiling > 0.7
     assert pilot_warnings[0].filename == __file__
     assert host.calls == 60
+
+
+def test_the_pilot_checks_the_flag_rule_not_the_share_of_alpha(fake_answer_host) -> None:
+    """Issue 41: 2 of 5 (upper bound 0.81) at 0.6 passed the old check (1 - alpha_gen = 0.80) and sampled
+    everything; the flag rule (misses <= alpha_gen / 2 = 0.1, at most 10 of 55) needs 0.90: it stops."""
+    host = _host(fake_answer_host, 60, right=lambda i: i % 3 == 0)
+    with pytest.raises(UnreachableTargetError, match=r"needs 0\.90") as caught:
+        _quietly(lambda: _conformalizer(0.6).conformalize(host, host.examples))
+    assert host.calls == 5 and host.retrieval_calls == []
+    need = generator_need(55, 0.6, SplitOptions())
+    assert need.ceiling == pytest.approx(1 - min(need.miss_bound, flagged_rank(55, 0.2).max_misses / 55))
+    assert caught.value.estimate.target == need.ceiling and caught.value.estimate.n_calibration == 55
 
 
 def test_the_pilot_leaves_enough_questions_or_does_not_run(fake_answer_host) -> None:

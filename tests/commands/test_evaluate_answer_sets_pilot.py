@@ -96,8 +96,14 @@ def test_an_unreachable_target_exits_2_after_the_pilot_only(world, capsys) -> No
     assert code == 2
     pilot_lines = [line for line in err if "pilot:" in line]
     assert pilot_lines[0].startswith("conformal-rag: pilot: a correct answer among the samples on 0 of 5")
-    assert "needs 0.80 (bonferroni, alpha split chosen by optimisation)" in pilot_lines[0]
-    assert "reachable: confidence_level up to 0.45 at the upper bound (none at the estimate)" in pilot_lines[0]
+    # issue 41: the flag rule's need (METHODS patched to bonferroni and hmp: hmp on half of the 25 questions),
+    # not 1 - alpha = 0.80 of an optimised split the run does not evaluate
+    assert "needs 1.00 (hmp, weight 0.5; flag rule 'pool-miss-1': alpha_gen 0.15" in pilot_lines[0]
+    assert "at most 0 misses of 12" in pilot_lines[0]
+    assert "reachable: confidence_level none at the upper bound (none at the estimate)" in pilot_lines[0]
+    reach = [line for line in err if "generator reach under rule" in line]
+    assert len(reach) == 1 and "confidence_level 0.8 (alpha_gen 0.15" in reach[0]
+    assert reach[0].endswith("a ceiling of 0.00 reaches no confidence level")
     assert err[-1].startswith("conformal-rag: error: The target is out of reach")
     assert "upper bound 0.45" in err[-1] and "--no-pilot" in err[-1] and "--confidence-level" in err[-1]
     assert len(world["llm"].calls) == 5 * 2  # five pilot questions, their gold chunk only, M = 2
@@ -110,7 +116,9 @@ def test_no_pilot_is_the_old_behaviour(world, capsys) -> None:
     report = json.loads(world["out"].read_text())
     assert report["n_questions"] == N and "pilot" not in report
     assert len(world["llm"].calls) == N * 3 * 2  # every pool chunk of every question
-    assert "pilot:" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "pilot:" not in err
+    assert "conformal-rag: generator reach under rule 'pool-miss-1': confidence_level 0.8" in err  # said up front
 
 
 def test_a_reachable_target_goes_on_without_the_pilot_questions(world, capsys) -> None:
