@@ -95,7 +95,7 @@ def generator_need(n: int, confidence_level: float, split: SplitOptions) -> Gene
     --------
     >>> need = generator_need(195, 0.3, SplitOptions(alpha_retrieval=0.1, generator_miss_bound=0.5))
     >>> need.alpha_generation, need.miss_bound, need.max_misses, round(need.ceiling, 3)
-    (0.6, 0.5, 116, 0.5)
+    (0.6, 0.5, 106, 0.5)
     """
     alpha = alpha_from_confidence_level(confidence_level)
     a_gen = generator_share(alpha, split)
@@ -141,7 +141,7 @@ def reach_line(n: int, confidence_level: float, split: SplitOptions, ceiling: fl
     Examples
     --------
     >>> reach_line(195, 0.3, SplitOptions(optimise=True, generator_miss_bound="held-out"), 0.46).split(": ")[0]
-    "generator reach under rule 'pool-miss-1'"
+    "generator reach under rule 'pool-miss-2'"
     """
     try:
         need = generator_need(n, confidence_level, split).describe()

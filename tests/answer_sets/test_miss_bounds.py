@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration
+from conformal_rag_plugins.answer_sets.calibration import AnswerSetCalibration, StageProvenance
 from conformal_rag_plugins.answer_sets.conformalizer import AnswerSetConformalizer
 from conformal_rag_plugins.answer_sets.engine import chunks_from_metadata
 from conformal_rag_plugins.answer_sets.miss_bounds import feasible_retrieval_share, held_out_bound, resolve_bounds
@@ -26,7 +26,7 @@ from conformal_rag_plugins.answer_sets.reach import generator_need
 from conformal_rag_plugins.answer_sets.sample_record import Sample
 from conformal_rag_plugins.core.binomial import clopper_pearson_upper
 from conformal_rag_plugins.core.errors import CalibrationError, CalibrationIntegrityError, CoverageCeilingWarning
-from conformal_rag_plugins.core.quantile import conformal_quantile, flagged_rank, pac_quantile
+from conformal_rag_plugins.core.quantile import THRESHOLD_RULE, conformal_quantile, flagged_rank, pac_quantile
 from conformal_rag_plugins.datasets.examples import CalibrationExample, split_examples
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
@@ -51,12 +51,15 @@ def _retrieval(n: int = N) -> RetrievalCalibration:
     return RetrievalCalibration(conformal_quantile(ranks, 0.05), 0.05, "split", "rank", 10, n, 0, ranks, FP)
 
 
+RECORD = {"llm": {"class": "Fake", "name": "fake"}, "sampling": {"n_samples": M}}  # a generator the queries check
+
+
 def _combined(split: SplitOptions, gen: tuple[float, ...] | None = None, alpha: float = 0.75) -> AnswerSetCalibration:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return AnswerSetCalibration.from_stages(
             _retrieval(), gen or _weak_scores(), alpha=alpha, split=split, n_samples=M, model="fake",
-            clustering={"method": "exact"},
+            clustering={"method": "exact"}, provenance=StageProvenance(generator=RECORD),
         )  # fmt: skip
 
 
@@ -237,7 +240,7 @@ def test_python_says_what_the_generator_needs_before_sampling_the_calibration(ca
         logging.getLogger("conformal_rag_plugins").removeHandler(spy)
     reach = [(message, calls) for message, calls in seen if "generator reach under rule" in message]
     need = generator_need(60, 0.9, SplitOptions())
-    assert reach == [(f"Answer-set generator reach under rule 'pool-miss-1': {need.describe()}", 0)]  # no draw yet
+    assert reach == [(f"Answer-set generator reach under rule {THRESHOLD_RULE!r}: {need.describe()}", 0)]  # no draw yet
     assert world.calls == 60
 
 

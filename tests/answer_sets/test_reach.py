@@ -54,7 +54,7 @@ def test_too_few_questions_say_so_and_the_line_names_the_rule() -> None:
     held_out = SplitOptions(optimise=True, generator_miss_bound="held-out")
     line = reach_line(195, 0.3, held_out, 0.46)
     top = highest_level(0.46, 195, held_out)
-    assert line.startswith("generator reach under rule 'pool-miss-1': confidence_level 0.3")
+    assert line.startswith("generator reach under rule 'pool-miss-2': confidence_level 0.3")
     assert line.endswith(
         f"reaches confidence levels up to {top.confidence_level:g} (alpha_gen {top.alpha_generation:.3g}, miss bound "
         f"{top.miss_bound:.3g})"

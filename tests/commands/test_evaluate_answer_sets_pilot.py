@@ -98,7 +98,7 @@ def test_an_unreachable_target_exits_2_after_the_pilot_only(world, capsys) -> No
     assert pilot_lines[0].startswith("conformal-rag: pilot: a correct answer among the samples on 0 of 5")
     # issue 41: the flag rule's need (METHODS patched to bonferroni and hmp: hmp on half of the 25 questions),
     # not 1 - alpha = 0.80 of an optimised split the run does not evaluate
-    assert "needs 1.00 (hmp, weight 0.5; flag rule 'pool-miss-1': alpha_gen 0.15" in pilot_lines[0]
+    assert "needs 1.00 (hmp, weight 0.5; flag rule 'pool-miss-2': alpha_gen 0.15" in pilot_lines[0]
     assert "at most 0 misses of 12" in pilot_lines[0]
     assert "reachable: confidence_level none at the upper bound (none at the estimate)" in pilot_lines[0]
     reach = [line for line in err if "generator reach under rule" in line]
@@ -118,7 +118,7 @@ def test_no_pilot_is_the_old_behaviour(world, capsys) -> None:
     assert len(world["llm"].calls) == N * 3 * 2  # every pool chunk of every question
     err = capsys.readouterr().err
     assert "pilot:" not in err
-    assert "conformal-rag: generator reach under rule 'pool-miss-1': confidence_level 0.8" in err  # said up front
+    assert "conformal-rag: generator reach under rule 'pool-miss-2': confidence_level 0.8" in err  # said up front
 
 
 def test_a_reachable_target_goes_on_without_the_pilot_questions(world, capsys) -> None:
