@@ -307,6 +307,9 @@ class ClusteringOptions:
 class RetrievalStageOptions:
     """The retrieval stage of an answer-set calibration.
 
+    The pool-miss bound the end-to-end rule's retrieval threshold assumes is
+    ``SplitOptions(retrieval_miss_bound=...)``, beside the generator's.
+
     Parameters
     ----------
     calibration : RetrievalCalibration, optional
@@ -316,9 +319,6 @@ class RetrievalStageOptions:
         The nonconformity family when the retrieval stage is calibrated here.
     pool_size : int, optional
         Candidates per question (default: the host's setting).
-
-    The pool-miss bound the end-to-end rule's retrieval threshold assumes is
-    ``SplitOptions(retrieval_miss_bound=...)``, beside the generator's.
 
     Examples
     --------
