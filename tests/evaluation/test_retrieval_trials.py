@@ -46,7 +46,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conformal_rag_plugins.core.quantile import conformal_quantile, pac_quantile
+from conformal_rag_plugins.core.quantile import conformal_quantile, flagged_rank, pac_quantile
 from conformal_rag_plugins.core.splits import RandomSplits
 from conformal_rag_plugins.evaluation.retrieval_trials import evaluate_splits
 
@@ -107,17 +107,29 @@ def _tolerance(coverages, k: int, n_cal: int, n_test: int) -> float:
     return Z * max(_sd_theory(k, n_cal, n_test), float(cov.std(ddof=1))) / math.sqrt(cov.size)
 
 
-def _exact_expected_coverage(scores: np.ndarray, n_cal: int, k: int) -> float:
+def _exact_expected_coverage(scores: np.ndarray, n_cal: int, alpha: float) -> float:
     """E[test coverage] over all random n_cal/(N - n_cal) splits of these nonconformity scores.
 
-    A test question j is covered iff fewer than k calibration scores are strictly below its own (ties are
-    covered); its calibration half is a uniform n_cal-subset of the other N-1 questions. Misses never count.
+    The rank depends on the calibration half's misses (:meth:`FlaggedRank.rank_for`: the plain rank without
+    a miss, a larger one with; ``+inf``, which keeps the pool, past ``max_misses``). A test question j is
+    covered iff fewer than k(m) calibration scores are strictly below its own (ties are covered); its
+    calibration half is a uniform n_cal-subset of the other N-1 questions, so the misses ``m`` and the
+    scores below are (multivariate) hypergeometric. A missed test question is never covered.
     """
     n = scores.size
+    rank = flagged_rank(n_cal, alpha)
+    assert rank is not None
     finite = np.sort(scores[np.isfinite(scores)])
-    own = scores[np.isfinite(scores)]
-    below = np.searchsorted(finite, own - 1e-12, side="left")
-    return float(stats.hypergeom.cdf(k - 1, n - 1, below, n_cal).sum() / n)
+    misses = n - finite.size
+    total = 0.0
+    for own in finite:
+        below = int(np.searchsorted(finite, own - 1e-12, side="left"))
+        others_hit = finite.size - 1
+        for m in range(min(misses, n_cal) + 1):
+            p_m = stats.hypergeom.pmf(m, n - 1, misses, n_cal)
+            k = rank.rank_for(m)
+            total += p_m * (1.0 if k is None else stats.hypergeom.cdf(k - 1, others_hit, below, n_cal - m))
+    return total / n
 
 
 @pytest.mark.parametrize(("framework", "kind", "family", "alpha"), CELLS, ids=IDS)
@@ -134,12 +146,14 @@ def test_mean_coverage_bounds(summaries, observations_factory, framework, kind, 
     assert mean >= 1 - alpha - tol, (mean, 1 - alpha, tol)
     # the exact finite-population expectation agrees with the Monte Carlo mean (two-sided)
     scores = np.array([o.score(family) for o in obs])
-    exact = _exact_expected_coverage(scores, n_cal, k)
+    exact = _exact_expected_coverage(scores, n_cal, alpha)
     assert abs(mean - exact) <= tol, (mean, exact, tol)
     if family == "similarity":
         finite = scores[np.isfinite(scores)]
         assert np.unique(finite).size == finite.size, "the upper bound needs tie-free scores"
-        assert mean <= 1 - alpha + 1 / (n_cal + 1) + tol, (mean, 1 - alpha + 1 / (n_cal + 1), tol)
+        k_most = flagged_rank(n_cal, alpha).rank  # type: ignore[union-attr]  # the rank of a half with misses
+        upper = max(1 - alpha, k_most / (n_cal + 1)) + 1 / (n_cal + 1)
+        assert mean <= upper + tol, (mean, upper, tol)
 
 
 @pytest.mark.parametrize(("framework", "kind", "family", "alpha"), CELLS, ids=IDS)
@@ -203,6 +217,6 @@ def test_exact_expectation_separates_ceil_from_floor(observations_factory, frame
         k = _library_rank(n_cal, alpha)
         assert k == math.ceil((n_cal + 1) * (1 - alpha) - 1e-9)
         assert (n_cal + 1) * (1 - alpha) % 1 > 1e-6  # so floor = ceil - 1 here
-        exact = _exact_expected_coverage(scores, n_cal, k)
+        exact = _exact_expected_coverage(scores, n_cal, alpha)
         assert 1 - alpha <= exact <= 1 - alpha + 1 / (n_cal + 1), (alpha, exact)
         assert _exact_expected_coverage(scores, n_cal, k - 1) < 1 - alpha, alpha
