@@ -435,16 +435,7 @@ class AnswerSetCalibration:
         """
         if not self.retrieval_.stale_rule_reason_:
             return self
-        fresh = self.from_stages(
-            self.retrieval_.with_current_rule(),
-            self.generation_scores_,
-            alpha=self.alpha_,
-            split=self.split_options(),
-            n_samples=self.n_samples_,
-            model=self.model_,
-            clustering=self.clustering_,
-            provenance=self.provenance_,
-        )
+        fresh = self._refit(self.retrieval_.with_current_rule(), self.provenance_)
         return replace(fresh, created_at_=self.created_at_)
 
     @classmethod
@@ -605,17 +596,24 @@ class AnswerSetCalibration:
             )
         return cal
 
+    def _refit(
+        self, retrieval: RetrievalCalibration, provenance: StageProvenance | None = None
+    ) -> AnswerSetCalibration:
+        """Both stages combined again from ``retrieval`` and the stored generator scores, at this level and split."""
+        return self.from_stages(
+            retrieval,
+            self.generation_scores_,
+            alpha=self.alpha_,
+            split=self.split_options(),
+            n_samples=self.n_samples_,
+            model=self.model_,
+            clustering=self.clustering_,
+            provenance=provenance,
+        )
+
     @classmethod
     def _recompute(cls, cal: AnswerSetCalibration) -> AnswerSetCalibration:
-        return cls.from_stages(
-            cal.retrieval_,
-            cal.generation_scores_,
-            alpha=cal.alpha_,
-            split=cal.split_options(),
-            n_samples=cal.n_samples_,
-            model=cal.model_,
-            clustering=cal.clustering_,
-        )
+        return cal._refit(cal.retrieval_)
 
     @staticmethod
     def _compare(cal: AnswerSetCalibration, fresh: AnswerSetCalibration) -> None:
