@@ -103,7 +103,7 @@ def test_evaluate_answers_samples_the_whole_answer_pool_and_reports_the_guarante
     are enough for that; the validity of the methods is tested on the recorded samples
     (``tests/evaluation/test_answer_set_trials.py``), so no more live draws are needed here.
     """
-    args = _args(tmp_path, "--answers", "--alpha", "0.7", "--trials", "3", "--samples", "2")
+    args = _args(tmp_path, "--answers", "--alpha", "0.7", "--trials", "3", "--samples", "2", "--no-pilot")
     code = main([*args, "--max-questions", "6", "--answer-pool", "3"])
     assert code == 0
     report = json.loads((tmp_path / "out.json").read_text())
@@ -118,7 +118,7 @@ def test_evaluate_answers_samples_the_whole_answer_pool_and_reports_the_guarante
 @pytest.mark.integration
 def test_evaluate_answers_with_the_likelihood_score(tmp_path) -> None:
     """``--generator-score likelihood`` samples Gemma with logprobs and reports the score it used."""
-    args = _args(tmp_path, "--answers", "--alpha", "0.7", "--trials", "2", "--samples", "2")
+    args = _args(tmp_path, "--answers", "--alpha", "0.7", "--trials", "2", "--samples", "2", "--no-pilot")
     code = main([*args, "--max-questions", "6", "--answer-pool", "2", "--generator-score", "likelihood"])
     assert code == 0
     report = json.loads((tmp_path / "out.json").read_text())

@@ -345,8 +345,9 @@ class AnswerSetCalibration:
 
         A grouped retrieval stage (``group_by`` or ``chunk_group_key``) gets its per-group thresholds
         refitted from the stored scores and group labels at this split's level (``alpha_retrieval_``,
-        PAC: ``delta_retrieval_``): the thresholds ``retrieval_`` was saved with were fitted at its own
-        ``alpha_`` and would be served under the wrong level.
+        PAC: ``delta_retrieval_``) and pool-miss bound (``miss_bound_retrieval_``): the thresholds
+        ``retrieval_`` was saved with were fitted at its own ``alpha_`` and would be served under the
+        wrong level.
         """
         pac = self.method_ == "pac"
         stage = replace(
@@ -355,6 +356,7 @@ class AnswerSetCalibration:
             alpha_=self.alpha_retrieval_,
             method_="pac" if pac else "split",
             delta_=self.delta_retrieval_ if pac else None,
+            miss_bound_=self.miss_bound_retrieval_,  # the stage's bound, as its pooled rule used it
         )
         if stage.group_labels_:
             stage = replace(stage, groups_=recomputed_groups(stage))

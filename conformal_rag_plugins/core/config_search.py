@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import binom
 
 from .errors import ConformalError
 from .pool_matrix import PoolMatrix
 from .pools import PoolObservation, TrialSummary
-from .quantile import conformal_quantile
+from .quantile import conformal_quantile, flagged_rank
 from .retrieval_scores import SCORE_FAMILIES
 from .splits import DEFAULT_SPLITS, RandomSplits
 
@@ -76,6 +77,50 @@ def _quantile(values: np.ndarray, alpha: float) -> float:
         return conformal_quantile(values, alpha)
 
 
+#: Threshold values less likely than this under the calibration's law are left out of the expectation.
+_NEGLIGIBLE = 1e-9
+
+
+def _threshold_law(gold: np.ndarray, alpha: float, n_calibration: int) -> tuple[np.ndarray, np.ndarray]:
+    """Values and probabilities of the threshold a calibration of ``n_calibration`` draws from ``gold`` serves.
+
+    The served threshold is the ``k``-th smallest of ``n_calibration`` scores (:func:`flagged_rank`: the
+    plain rank without a miss, its rank with some, ``+inf`` past its miss cap). Drawn from the
+    empirical law of ``gold``, ``P(threshold <= v) = P(Binomial(n_calibration, F(v)) >= k)``.
+    """
+    values, counts = np.unique(gold, return_counts=True)  # +inf (misses) last
+    share = np.cumsum(counts) / gold.size
+    rank = flagged_rank(n_calibration, alpha)
+    miss = float(np.isposinf(gold).mean())
+    if rank is None:
+        return np.array([np.inf]), np.array([1.0])
+    # how many calibration misses: none (plain rank), 1..max_misses (the flagged rank), more (+inf)
+    p_none = float(binom.pmf(0, n_calibration, miss))
+    p_over = float(binom.sf(rank.max_misses, n_calibration, miss))
+    law = np.zeros(values.size)
+    for k, weight in ((rank.rank_for(0), p_none), (rank.rank, 1.0 - p_none - p_over)):
+        if k is not None and weight > 0.0:
+            cdf = binom.sf(k - 1, n_calibration, share)
+            law += weight * np.diff(cdf, prepend=0.0)
+    values, law = np.append(values, np.inf), np.append(law, p_over + max(0.0, 1.0 - p_over - law.sum()))
+    keep = law > _NEGLIGIBLE
+    return values[keep], law[keep]
+
+
+def _expected(
+    matrix: PoolMatrix, family: str, rows: np.ndarray | None, alpha: float, n_calibration: int
+) -> tuple[float, float | None]:
+    """Mean set size and context tokens on ``rows``, averaged over the threshold's law (:func:`_threshold_law`)."""
+    gold = matrix.gold[family] if rows is None else matrix.gold[family][rows]
+    size, tokens = 0.0, None if matrix.costs is None else 0.0  # plain floats, as reported
+    for value, weight in zip(*_threshold_law(gold, alpha, n_calibration), strict=True):
+        _, kept, cost = matrix.evaluate(family, float(value), rows)
+        size += float(weight) * float(kept.mean())
+        if tokens is not None and cost is not None:
+            tokens += float(weight) * float(cost.mean())
+    return size, tokens
+
+
 def _choose(
     matrices: Mapping[str, PoolMatrix],
     rows: np.ndarray | None,
@@ -83,6 +128,7 @@ def _choose(
     families: Sequence[str],
     objective: str,
     base_of: Mapping[str, str] | None,
+    n_calibration: int | None = None,
 ) -> TuningChoice:
     if objective == "tokens" and any(m.costs is None for m in matrices.values()):
         raise ConformalError("objective='tokens' needs the context tokens (costs) of every candidate.")
@@ -91,6 +137,8 @@ def _choose(
     if len(infeasible) == len(shares):
         infeasible = ()  # nothing reaches 1 - alpha: compare them all (the calibration warns about misses)
     skipped = tuple(k for k, base in (base_of or {}).items() if shares[base] <= alpha / 2 and k not in infeasible)
+    n = len(next(iter(matrices.values()))) if rows is None else int(np.size(rows))
+    n_cal = n if n_calibration is None else int(n_calibration)
     sizes: dict[str, float] = {}
     tokens: dict[str, float] = {}
     best: tuple[str, str] | None = None
@@ -99,16 +147,14 @@ def _choose(
         if key in skipped or key in infeasible:
             continue
         for fam in families:
-            gold = matrix.gold[fam] if rows is None else matrix.gold[fam][rows]
-            _, kept, cost = matrix.evaluate(fam, _quantile(gold, alpha), rows)
-            sizes[f"{key}|{fam}"] = float(kept.mean())
+            size, cost = _expected(matrix, fam, rows, alpha, n_cal)
+            sizes[f"{key}|{fam}"] = size
             if cost is not None:
-                tokens[f"{key}|{fam}"] = float(cost.mean())
+                tokens[f"{key}|{fam}"] = cost
             value = tokens[f"{key}|{fam}"] if objective == "tokens" else sizes[f"{key}|{fam}"]
-            if value < best_value:
+            if value < best_value - 1e-12:
                 best, best_value = (key, fam), value
     assert best is not None
-    n = len(next(iter(matrices.values()))) if rows is None else int(np.size(rows))
     return TuningChoice(best[0], best[1], sizes, n, tokens, objective, skipped, infeasible)
 
 
@@ -119,11 +165,16 @@ def choose_configuration(
     families: Sequence[str] = SCORE_FAMILIES,
     objective: str = "size",
     base_of: Mapping[str, str] | None = None,
+    n_calibration: int | None = None,
 ) -> TuningChoice:
     """Pick the configuration and family with the smallest mean set (or context) on the optimisation split.
 
-    Each candidate's threshold at ``alpha`` is computed and applied on the optimisation observations
-    (aligned lists per configuration); ties go to the earlier configuration, then family.
+    A candidate's value is its mean set size (or context tokens) on the optimisation observations
+    (aligned lists per configuration), averaged over the law of the threshold a calibration of
+    ``n_calibration`` questions (default: as many as the optimisation split) drawn like them would
+    serve: a family whose threshold sits on a knife's edge (a rank between 1 and 2) pays for it, and the
+    choice is judged at the calibration's size, not the optimisation split's. Ties go to the earlier
+    configuration, then family.
     ``base_of`` maps a larger-pool configuration to its base pool: it is tried only when the base
     misses more than ``alpha/2`` (near ``alpha`` the threshold explodes; below, it costs latency for nothing).
 
@@ -138,7 +189,7 @@ def choose_configuration(
     _check_aligned(observations)
     _check_options(families, objective, base_of, list(observations))
     matrices = {k: PoolMatrix.from_observations(obs, families) for k, obs in observations.items()}
-    return _choose(matrices, None, alpha, families, objective, base_of)
+    return _choose(matrices, None, alpha, families, objective, base_of, n_calibration)
 
 
 def _split_sizes(n: int, calibration_fraction: float, optimisation_fraction: float) -> tuple[int, int]:
@@ -182,7 +233,7 @@ def evaluate_tuned_splits(
     for _ in range(splits.trials):
         perm = rng.permutation(n)
         opt_idx, cal_idx, test_idx = perm[:n_opt], perm[n_opt:n_cal], perm[n_cal:]
-        choice = _choose(matrices, opt_idx, alpha, families, objective, base_of)
+        choice = _choose(matrices, opt_idx, alpha, families, objective, base_of, n_cal - n_opt)
         chosen = matrices[choice.config]
         choices[f"{choice.config}|{choice.family}"] += 1
         q = _quantile(chosen.gold[choice.family][cal_idx], alpha)

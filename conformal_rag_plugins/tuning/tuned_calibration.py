@@ -130,7 +130,9 @@ def calibrate_tuned(
     by_name = {names[k]: obs for k, obs in observed.items()}
     objective = objective or ("tokens" if token_costs is not None else "size")
     bases = {names[k]: names[b] for k, b in (base_of or {}).items()}
-    choice = choose_configuration(by_name, alpha, families=families, objective=objective, base_of=bases)
+    choice = choose_configuration(
+        by_name, alpha, families=families, objective=objective, base_of=bases, n_calibration=len(cal)
+    )
     key = next(k for k in fetchers if names[k] == choice.config)
     chosen, config = cands[key], cands[key].fusion
     calibration = calibrate_from_pools(

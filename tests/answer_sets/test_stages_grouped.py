@@ -92,6 +92,38 @@ def test_pac_and_hmp_stages_refit_their_groups_at_their_own_level() -> None:
         assert stage.groups_ == _retrieval(stage.alpha_).groups_
 
 
+@pytest.mark.parametrize(("method", "misses"), [("bonferroni", 9), ("pac", 5)])
+def test_the_groups_refit_under_the_stages_own_miss_bound(method: str, misses: int) -> None:
+    """Issue 41: the per-group refit used the retrieval calibration's bound (the default alpha/2), not the stage's."""
+    scores, labels = _ranks()
+    scores = tuple(np.inf if i % 200 < misses else s for i, s in enumerate(scores))  # misses per group
+    base = RetrievalCalibration(
+        conformal_quantile(scores, ALPHA), ALPHA, "split", "rank", POOL, len(scores), 2 * misses, scores, FP
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        retrieval = with_groups(base, labels, "tenant")
+        delta = {"delta": 0.1} if method == "pac" else {}
+        default = _answer_sets(retrieval, SplitOptions(method=method, alpha_retrieval=ALPHA_RET, **delta))
+        zero = _answer_sets(
+            retrieval, SplitOptions(method=method, alpha_retrieval=ALPHA_RET, retrieval_miss_bound=0.0, **delta)
+        )
+        stage = zero.retrieval_stage()
+        for g in ("a", "b"):
+            mine = [s for s, lab in zip(scores, labels, strict=True) if lab == g]
+            expected = (
+                pac_quantile(mine, ALPHA_RET, 0.05, miss_bound=0.0)
+                if method == "pac"
+                else conformal_quantile(mine, ALPHA_RET, miss_bound=0.0)
+            )
+            assert stage.groups_[g]["threshold"] == expected, g
+        # the bound changes the groups' thresholds (split: finite with a bound of 0, +inf by the default's miss
+        # cap; PAC: +inf with a bound of 0, whose rank needs more hits, finite by the default's epsilon')
+        finite = [np.isfinite(list(_thresholds(c).values())).tolist() for c in (stage, default.retrieval_stage())]
+        assert finite == ([[True, True], [False, False]] if method == "bonferroni" else [[False, False], [True, True]])
+    assert stage.miss_bound_ == 0.0 and default.retrieval_stage().miss_bound_ is None
+
+
 def _served_sizes(cal: AnswerSetCalibration, chunk: bool) -> tuple[int, int, dict]:
     """Set sizes through both frameworks' drop-ins and the framework-free serve_set, for a group-``a`` query."""
     scores = [1.0 - i / POOL for i in range(POOL)]

@@ -33,9 +33,11 @@ Power (negative controls)
 * The floor-rank rule (k - 1 instead of ceil) costs only 1/(n_cal+1) = 0.0028 in expectation, i.e. 0.001-0.002
   below 1 - alpha here; detecting it by Monte Carlo would need T of several thousand. It is caught instead by the
   exact expectation over all splits, E[C] = (1/N) sum_j P(Hypergeom(N-1, m_j, n_cal) <= k-1) (m_j = questions
-  scoring strictly better than j), computed deterministically from the real scores: >= 1 - alpha for the library's
+  scoring strictly better than j), computed deterministically from the real scores: >= 1 - alpha for the plain
   rank and < 1 - alpha for the floor rank (similarity family; with the relative family's massive ties at 0 the
-  floor rule still covers, so no negative control is asserted there).
+  floor rule still covers, so no negative control is asserted there). The library's flag rule adds a rank only for
+  calibration halves with a miss, so its exact expectation lies between the plain rank's and that plus the added
+  ranks over n_cal + 1.
 """
 
 from __future__ import annotations
@@ -107,18 +109,21 @@ def _tolerance(coverages, k: int, n_cal: int, n_test: int) -> float:
     return Z * max(_sd_theory(k, n_cal, n_test), float(cov.std(ddof=1))) / math.sqrt(cov.size)
 
 
-def _exact_expected_coverage(scores: np.ndarray, n_cal: int, alpha: float) -> float:
+def _exact_expected_coverage(scores: np.ndarray, n_cal: int, alpha: float, *, rank_for=None) -> float:
     """E[test coverage] over all random n_cal/(N - n_cal) splits of these nonconformity scores.
 
-    The rank depends on the calibration half's misses (:meth:`FlaggedRank.rank_for`: the plain rank without
-    a miss, a larger one with; ``+inf``, which keeps the pool, past ``max_misses``). A test question j is
-    covered iff fewer than k(m) calibration scores are strictly below its own (ties are covered); its
+    ``rank_for(m)`` gives the rank a calibration half with ``m`` misses uses (``None``: keep the pool); by
+    default the library's, which depends on the calibration half's misses (:meth:`FlaggedRank.rank_for`: the
+    plain rank without a miss, a larger one with; ``+inf``, which keeps the pool, past ``max_misses``). A test
+    question j is covered iff fewer than k(m) calibration scores are strictly below its own (ties are covered); its
     calibration half is a uniform n_cal-subset of the other N-1 questions, so the misses ``m`` and the
     scores below are (multivariate) hypergeometric. A missed test question is never covered.
     """
     n = scores.size
-    rank = flagged_rank(n_cal, alpha)
-    assert rank is not None
+    if rank_for is None:
+        rank = flagged_rank(n_cal, alpha)
+        assert rank is not None
+        rank_for = rank.rank_for
     finite = np.sort(scores[np.isfinite(scores)])
     misses = n - finite.size
     total = 0.0
@@ -127,7 +132,7 @@ def _exact_expected_coverage(scores: np.ndarray, n_cal: int, alpha: float) -> fl
         others_hit = finite.size - 1
         for m in range(min(misses, n_cal) + 1):
             p_m = stats.hypergeom.pmf(m, n - 1, misses, n_cal)
-            k = rank.rank_for(m)
+            k = rank_for(m)
             total += p_m * (1.0 if k is None else stats.hypergeom.cdf(k - 1, others_hit, below, n_cal - m))
     return total / n
 
@@ -218,5 +223,13 @@ def test_exact_expectation_separates_ceil_from_floor(observations_factory, frame
         assert k == math.ceil((n_cal + 1) * (1 - alpha) - 1e-9)
         assert (n_cal + 1) * (1 - alpha) % 1 > 1e-6  # so floor = ceil - 1 here
         exact = _exact_expected_coverage(scores, n_cal, alpha)
-        assert 1 - alpha <= exact <= 1 - alpha + 1 / (n_cal + 1), (alpha, exact)
-        assert _exact_expected_coverage(scores, n_cal, k - 1) < 1 - alpha, alpha
+        plain = _exact_expected_coverage(scores, n_cal, alpha, rank_for=lambda m, k=k: k)
+        assert 1 - alpha <= plain <= 1 - alpha + 1 / (n_cal + 1), (alpha, plain)
+        # Pay only for what happened: the flag rule adds a rank only for calibration halves with a miss.
+        rank = flagged_rank(n_cal, alpha)
+        misses = int(np.isinf(scores).sum())
+        extra = max(rank.rank_for(m) - k for m in range(min(misses, rank.max_misses) + 1))
+        assert rank.max_misses >= min(misses, n_cal), "every possible half keeps a finite rank here"
+        assert plain <= exact <= plain + extra / (n_cal + 1), (alpha, plain, exact, extra)
+        floor = _exact_expected_coverage(scores, n_cal, alpha, rank_for=lambda m, k=k: k - 1)
+        assert floor < 1 - alpha, (alpha, floor)
