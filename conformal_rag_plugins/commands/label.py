@@ -78,7 +78,7 @@ def run_label(request: LabelRequest) -> Any:
 
     Chunk as for ``generate-calibration`` (same ``chunk_size``/``chunk_overlap``).
     """
-    from ..core.errors import CalibrationError
+    from ..core.errors import CalibrationError, LLMUnavailableError
     from ..datasets.examples import save_examples
     from ..labelling.options import JudgeOptions
     from ..runtime.atomic import atomic_path
@@ -110,15 +110,18 @@ def run_label(request: LabelRequest) -> Any:
     bundle = build_host(request.framework, request.retriever, chunks, pool_size=request.pool_size)
     model = calibration_inputs.build_llm(request.framework, request.llm, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS)
     announce_questions(question_file)
-    labelled, report = get_framework(request.framework).label_with_judge(
-        bundle.host,
-        examples,
-        model,
-        request.budget,
-        pool_size=request.pool_size,
-        cache=request.cache,
-        options=JudgeOptions(max_concurrency=1 if request.llm == "local" else 4, progress=request.progress),
-    )
+    try:
+        labelled, report = get_framework(request.framework).label_with_judge(
+            bundle.host,
+            examples,
+            model,
+            request.budget,
+            pool_size=request.pool_size,
+            cache=request.cache,
+            options=JudgeOptions(max_concurrency=1 if request.llm == "local" else 4, progress=request.progress),
+        )
+    except LLMUnavailableError as exc:  # the judge's first calls all failed: stopped early
+        raise LLMUnavailableError(f"{exc} {request.out} was not written.") from None
     check_judge_answered(report, request.llm, request.out)
     with atomic_path(request.out) as tmp:
         save_examples(labelled, tmp)

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.errors import CalibrationError
+from ..core.errors import CalibrationError, LLMUnavailableError
 from ..datasets.examples import CalibrationExample
 from ..runtime.kv_cache import JsonCache, is_text_record
 from ..runtime.retry import call_with_retries
@@ -67,7 +67,9 @@ class LLMJudge:
     ``prompt`` is a template with ``{question}``, ``{answer}``, ``{context}`` or a render function
     (default :data:`~conformal_rag_plugins.labelling.prompts.JUDGE_FEW_SHOT_TEMPLATE`); ``model`` and
     ``temperature`` are part of the cache key. A call that still fails after ``call_retries``
-    returns ``None`` and counts in ``failed_calls``.
+    returns ``None`` and counts in ``failed_calls``; once ``dead_after`` calls have failed before
+    any was answered (a cache hit counts), the judge raises
+    :class:`~conformal_rag_plugins.core.errors.LLMUnavailableError` instead (a dead endpoint).
 
     >>> async def fake(prompt):
     ...     return " yes"
@@ -86,8 +88,13 @@ class LLMJudge:
         cache: JsonCache | None = None,
         timeout: float | None = 60.0,
         call_retries: int = 2,
+        dead_after: int | None = 3,
     ) -> None:
+        if dead_after is not None and dead_after < 1:
+            raise CalibrationError(f"dead_after must be >= 1 or None, got {dead_after!r}.")
         self.complete = complete
+        self.dead_after = dead_after
+        self.answered = 0
         self.model = model
         self.render = LLMTask.plain(complete, JUDGE_FEW_SHOT_TEMPLATE if prompt is None else prompt).render
         self.temperature = temperature
@@ -121,7 +128,17 @@ class LLMJudge:
             cache=cache,
             timeout=options.timeout,
             call_retries=options.call_retries,
+            dead_after=options.dead_after,
         )
+
+    def _stop_if_dead(self) -> None:
+        if self.dead_after is not None and not self.answered and self.failed_calls >= self.dead_after:
+            reason = f" (last error: {self.last_failure})" if self.last_failure else ""
+            raise LLMUnavailableError(
+                f"The judge LLM ({self.model}) did not answer: its first {self.failed_calls} calls failed after "
+                f"their retries{reason}; check that its server is running and its address, key and model name. "
+                "Nothing was labelled."
+            )
 
     async def __call__(self, question: str, answer: str, chunk_text: str) -> bool | None:
         """``True``/``False`` for yes/no, ``None`` for an unparseable output or a failed call."""
@@ -131,6 +148,7 @@ class LLMJudge:
         # cache reads and writes may wait on a lock held by another process: keep them off the event loop
         if self.cache is not None and (hit := await asyncio.to_thread(self.cache.get, key, is_text_record)) is not None:
             self.cache_hits += 1
+            self.answered += 1
             return parse_yes_no(hit["text"])
         self.llm_calls += 1
         try:
@@ -141,10 +159,13 @@ class LLMJudge:
             logger.warning("LLM call failed after %d attempts: %r", self.call_retries + 1, exc)
             self.failed_calls += 1
             self.last_failure = repr(exc)
+            self._stop_if_dead()
             return None
         if out is None:
             self.failed_calls += 1
+            self._stop_if_dead()
             return None
+        self.answered += 1
         if self.cache is not None:
             await asyncio.to_thread(self.cache.put, key, {"text": str(out)})  # a failed write only warns
         return parse_yes_no(str(out))
@@ -284,8 +305,14 @@ async def alabel_examples(
             return replace(ex, gold_ids=(), gold_texts=(text,), metadata=ex.metadata | meta)
         return replace(ex, gold_ids=(cid,), gold_texts=(), metadata=ex.metadata | meta)
 
+    tasks = [asyncio.ensure_future(one(ex)) for ex in examples]
     try:
-        out = list(await asyncio.gather(*(one(ex) for ex in examples)))
+        out = list(await asyncio.gather(*tasks))
+    except BaseException:  # e.g. a dead judge: stop the other questions' walks, then raise
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
     finally:
         bar.close()
     report.llm_calls = getattr(judge, "llm_calls", 0) - calls0

@@ -27,11 +27,15 @@ class JudgeOptions:
     call_retries : int
         Further attempts of a failed call; a call that still fails counts as "no".
     progress : bool
+    dead_after : int or None
+        Stop the run with :class:`~conformal_rag_plugins.core.errors.LLMUnavailableError` once this
+        many calls have failed (after their retries) before any call was answered: a dead endpoint
+        stops within seconds instead of labelling every question "budget-exhausted". ``None``: never.
 
     Examples
     --------
-    >>> JudgeOptions(max_concurrency=1).timeout
-    60.0
+    >>> JudgeOptions(max_concurrency=1).timeout, JudgeOptions().dead_after
+    (60.0, 3)
     """
 
     completion_prompt: Any = None
@@ -40,6 +44,7 @@ class JudgeOptions:
     timeout: float | None = 60.0
     call_retries: int = 2
     progress: bool = False
+    dead_after: int | None = 3
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def test_a_judge_whose_every_call_failed_is_refused_naming_its_error() -> None:
     async def dead(prompt: str) -> str:
         raise ConnectionError("Connection refused")
 
-    judge = LLMJudge(dead, call_retries=0)
+    judge = LLMJudge(dead, call_retries=0, dead_after=None)  # the final check alone
     examples = [
         CalibrationExample(f"Who {i}?", answers=("Rollo",), metadata={"source_chunk_id": "s"}) for i in range(3)
     ]
@@ -45,6 +45,42 @@ def test_a_judge_whose_every_call_failed_is_refused_naming_its_error() -> None:
     assert {ex.metadata["label_rule"] for ex in labelled} == {"source"}  # a file no judge ever saw
     with pytest.raises(LLMUnavailableError, match=r"all 6 of its calls failed.*Connection refused.*not written"):
         check_judge_answered(report, "openai", "labelled.jsonl")
+
+
+def test_a_dead_judge_stops_the_run_after_its_first_failed_calls() -> None:
+    """By default the judge gives up after 3 failed calls with no answer, not after every question's budget."""
+    from conformal_rag_plugins.datasets.examples import CalibrationExample
+
+    calls: list[str] = []
+
+    async def dead(prompt: str) -> str:
+        calls.append(prompt)
+        raise ConnectionError("Connection refused")
+
+    examples = [
+        CalibrationExample(f"Who {i}?", answers=("Rollo",), metadata={"source_chunk_id": "s"}) for i in range(50)
+    ]
+    ranking = [("a", "Vikings raided."), ("b", "The Seine."), ("s", "Rollo led them.")]
+    with pytest.raises(LLMUnavailableError, match=r"did not answer: its first 3 calls failed.*Connection refused"):
+        label_examples(examples, lambda q: ranking, LLMJudge(dead, call_retries=0), budget=2, max_concurrency=1)
+    assert len(calls) <= 4  # 3, and at most one more already under way (was 100: every question's budget)
+
+
+def test_a_judge_that_answers_first_keeps_going_through_later_failures() -> None:
+    from conformal_rag_plugins.datasets.examples import CalibrationExample
+
+    replies = iter(["yes"] + ["error"] * 20)
+
+    async def flaky(prompt: str) -> str:
+        reply = next(replies)
+        if reply == "error":
+            raise ConnectionError("reset")
+        return reply
+
+    examples = [CalibrationExample(f"Who {i}?", answers=("Rollo",)) for i in range(5)]
+    ranking = [("a", "Vikings raided."), ("b", "The Seine.")]
+    labelled, report = label_examples(examples, lambda q: ranking, LLMJudge(flaky, call_retries=0), budget=2)
+    assert len(labelled) == 5 and report.by_judge == 1 and report.failed_calls == 8
 
 
 def test_a_judge_that_answered_once_is_not_refused() -> None:
@@ -144,7 +180,7 @@ def test_label_against_a_dead_endpoint_fails_with_one_line_and_writes_nothing(tm
     proc, elapsed = _run_dead([*argv, "--budget", "1", "--pool-size", "5", "--no-cache", "--quiet"], tmp_path)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     line = _last_line(proc)
-    assert line.startswith("conformal-rag: error: The judge LLM (openai) did not answer"), line
+    assert line.startswith("conformal-rag: error: The judge LLM (") and "did not answer" in line, line
     assert "Connection" in line and "was not written" in line
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert elapsed < 200, elapsed
