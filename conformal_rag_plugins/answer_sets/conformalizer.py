@@ -391,7 +391,9 @@ class AnswerSetConformalizer:
         split = self.split
         if not opt:
             return split, None
-        optimisation = optimise_split_on_host(opt, host, stage, alpha=alpha, retrieval=retrieval, split=split)
+        optimisation = optimise_split_on_host(
+            opt, host, stage, alpha=alpha, retrieval=retrieval, split=split, n_calibration=len(aligned)
+        )
         # recorded like the retrieval side's selection, so a report leaves them out of its held-out questions
         optimisation["optimisation_question_ids"] = optimisation_ids(opt, aligned)
         ceiling = optimisation.get("generator_ceiling")

@@ -142,6 +142,20 @@ def mean_semantic_size(
     return float(np.mean([len(s) for s in answer_sets(rule, questions, clusters_for=clusters_for, merge=merge)]))
 
 
+def at_size(scores: Sequence[float], n: int) -> list[float]:
+    """``n`` scores with the empirical law of ``scores`` (misses, ``+inf``, at their share, to within ``1/n``).
+
+    What a calibration of ``n`` questions drawn like ``scores`` looks like: the rules built on it have
+    that calibration's ranks, miss cap and flag, not those of the (smaller) optimisation split.
+
+    >>> at_size([0.1, 0.2, float("inf")], 6)
+    [0.1, 0.1, 0.2, 0.2, inf, inf]
+    """
+    ordered = np.sort(np.asarray(scores, dtype=float))
+    index = ((np.arange(n) + 0.5) * ordered.size / n).astype(int)
+    return [float(x) for x in ordered[np.minimum(index, ordered.size - 1)]]
+
+
 def choose_split(
     questions: Sequence[SplitQuestion],
     alpha: float,
@@ -150,9 +164,13 @@ def choose_split(
     penalty: float,
     clusters_for: ClustersFor = _stored,
     merge: dict[str, Any] | None = None,
+    n_calibration: int | None = None,
 ) -> dict[str, Any]:
     """BO of the split of alpha (Bonferroni/PAC) or of the HMP weight on ``questions`` only.
 
+    Each candidate rule is built as a calibration of ``n_calibration`` questions (default: as many as
+    ``questions``) drawn like ``questions`` would build it (:func:`at_size`), so whether a split can be
+    flagged is judged at the calibration's size, and applied to ``questions``' pools.
     PAC's ``delta`` is 0.1 when unset. ``split.miss_bounds`` are the stages' settings (a number,
     ``None`` or ``"held-out"``, chosen here on ``questions``: ``miss_bound_retrieval`` /
     ``miss_bound_generation`` in the result). Returns the choice, the objective at it and at the
@@ -167,9 +185,12 @@ def choose_split(
     ret = [q.r_ret for q in questions]
     gen = [q.r_gen for q in questions]
     confidence, miss_bounds = split.miss_bound_confidence, split.miss_bounds
-    bounds = resolve_bounds(miss_bounds, (ret, gen), confidence)
+    bounds = resolve_bounds(miss_bounds, (ret, gen), confidence)  # on the questions themselves
+    n_cal = len(questions) if n_calibration is None else int(n_calibration)
+    ret, gen = at_size(ret, n_cal), at_size(gen, n_cal)
     record: dict[str, Any] = {
         "n_optimisation": len(questions),
+        "n_calibration_judged": n_cal,
         "objective": "mean semantic clusters, every retrieval-set chunk sampled; non-guaranteed splits penalised",
     }
     for stage, setting, bound in zip(("retrieval", "generation"), miss_bounds, bounds, strict=True):
@@ -242,8 +263,11 @@ def optimise_split_on_host(
     alpha: float,
     retrieval: RetrievalCalibration,
     split: SplitOptions,
+    n_calibration: int | None = None,
 ) -> dict[str, Any]:
     """Score the optimisation questions on the host and choose the split (and ``"held-out"`` bounds) on them only.
+
+    ``n_calibration``: the size of the calibration the split is for (see :func:`choose_split`).
 
     Each generator score comes from the gold chunk defining its retrieval score; sampling is
     synchronous (:func:`~conformal_rag_plugins.runtime.run_sync.run_sync`) as the objective is plain.
@@ -292,6 +316,7 @@ def optimise_split_on_host(
         penalty=float(retrieval.pool_size_ * stage.n_samples),
         clusters_for=lazily,
         merge=merge,
+        n_calibration=n_calibration,
     )
     result["chunks_sampled"] = sum(len(q.clusters) for q in questions)
     result["retrieval_misses"] = int(sum(math.isinf(q.r_ret) for q in questions))

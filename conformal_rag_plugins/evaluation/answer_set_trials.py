@@ -155,7 +155,9 @@ def evaluate_methods(
                     )
                     with warnings.catch_warnings():  # an infeasible trial shows as a non-guaranteed row
                         warnings.simplefilter("ignore", CoverageCeilingWarning)
-                        choice = choose_split(opt, alpha, split=split, penalty=penalty, merge=merge)
+                        choice = choose_split(
+                            opt, alpha, split=split, penalty=penalty, merge=merge, n_calibration=len(final)
+                        )
                     a_ret, w = choice.get("alpha_retrieval"), choice.get("hmp_weight", 0.5)
                     chosen = (choice.get("miss_bound_retrieval"), choice.get("miss_bound_generation"))
                     rule = make_rule(
