@@ -6,8 +6,9 @@ is *every* ``--qa`` question, answerable or not: a live stream cannot be filtere
 neither is the reference. Stream questions go, in order, through the framework's
 ``ConformalRetriever`` with ``ServingOptions(monitor=...)``, as when deployed; a hybrid host's monitor
 watches the dense similarities behind the fusion instead (``monitor_scores.py``). ``--resume``
-continues a ``--save-monitor`` state of the same calibration (``--save-monitor`` without
-``--calibration`` also saves the calibration made here).
+continues a ``--save-monitor`` state with the calibration it carries (or ``--calibration``, which must
+be that one); ``--save-monitor`` without ``--calibration`` also saves the calibration made here, after
+the state, so a run killed between the two files leaves a state that still resumes.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def register(sub: Any) -> None:
         "--resume",
         default=None,
         metavar="STATE",
-        help="continue a state written by --save-monitor (needs the --calibration it was made with; the state "
-        "holds the reference, delta, statistic and seed) (default: none, a new monitor)",
+        help="continue a state written by --save-monitor (it holds its calibration, the reference, delta, "
+        "statistic and seed; a --calibration given must be the state's) (default: none, a new monitor)",
     )
     p.add_argument(
         "--alpha",
@@ -132,7 +133,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--save-calibration",
         default=None,
-        help="write the calibration made here, which --resume needs (default with --save-monitor and no "
+        help="write the calibration made here, for report and serving (default with --save-monitor and no "
         "--calibration: the state's path with .calibration.json)",
     )
     p.add_argument("--out", "--json", dest="json_out", required=True, metavar="FILE", help="report JSON to write")
@@ -249,18 +250,13 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
         check_pool_option("pool_size", r.pool_size)
     if seed is not None:
         check_at_least("seed", seed, 0)
-    if r.resume is not None and r.calibration is None:
-        raise ConformalError(
-            "--resume needs --calibration CAL, the calibration the state was made with (monitor --save-monitor "
-            "writes it to --save-calibration, by default beside the state as STATE.calibration.json)."
-        )
     if r.resume is not None and r.qa is not None:
         raise ConformalError("--qa is not used with --resume: the saved state holds the reference; leave --qa out.")
     if r.resume is None and r.qa is None:
         raise ConformalError("--qa is required: its questions are the monitor's reference (unless --resume).")
     if r.calibration is not None and save_calibration is not None:
         raise ConformalError("--save-calibration writes a calibration made here; with --calibration there is none.")
-    if save_calibration is None and r.save_monitor is not None and r.calibration is None:
+    if save_calibration is None and r.save_monitor is not None and r.calibration is None and r.resume is None:
         save_calibration = Path(r.save_monitor).with_suffix(".calibration.json")
     check_output_options(
         {"--json": r.json_out, "--save-monitor": r.save_monitor, "--save-calibration": save_calibration},
@@ -272,13 +268,18 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
     monitor = None
     deployed = bundle = None
     labelled: list[Any] = []
-    if r.calibration is not None:
-        loaded = load_any_calibration(r.calibration)
-        deployed = loaded.retrieval_stage() if hasattr(loaded, "retrieval_stage") else loaded
+    if r.calibration is not None or r.resume is not None:
+        if r.calibration is not None:
+            loaded = load_any_calibration(r.calibration)
+            deployed = loaded.retrieval_stage() if hasattr(loaded, "retrieval_stage") else loaded
+            where = f"--calibration {r.calibration}"
+        else:  # the state carries the calibration it was made with
+            deployed = ConformalMonitor.saved_calibration(r.resume)
+            where = f"the calibration of --resume {r.resume}"
         spec = host_spec(deployed)
         given = {"alpha": alpha, "framework": framework, "retriever": r.retriever, "pool_size": r.pool_size}
         given |= {"score": r.score, "fusion": fusion}
-        refuse_disagreeing(given, deployed_options(deployed, spec, r.score, fusion), f"--calibration {r.calibration}")
+        refuse_disagreeing(given, deployed_options(deployed, spec, r.score, fusion), where)
         if r.resume is not None:
             monitor = ConformalMonitor.load(r.resume, deployed)
             stored = {"delta": monitor.delta, "statistic": monitor.statistic, "seed": monitor.seed}
@@ -324,7 +325,7 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
         spec = host_spec(deployed)
     if bundle is None:
         bundle = rebuild_host(deployed, spec, chunks, client=client)
-        if r.calibration is not None and question_file is not None:  # once the host is known to be the calibration's
+        if question_file is not None:  # once the host is known to be the calibration's
             announce_questions(question_file, reference_note)
     source = score_source(r.monitor_scores, spec[1], None if monitor is None else monitor.score_source)
     watched = bundle
@@ -371,7 +372,7 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
         "n_reference": len(monitor.reference),
         "n_stream_new": monitor.n_stream - n_before,
         "resumed_from": None if r.resume is None else str(r.resume),
-        "calibration_source": "calibrated" if r.calibration is None else "file",
+        "calibration_source": "file" if r.calibration else "state" if r.resume else "calibrated",
         "calibration_file": None if r.calibration is None else str(r.calibration),
         "saved_calibration": None if save_calibration is None else str(save_calibration),
         "fusion": spec[2].key if spec[2] is not None else None,
@@ -380,10 +381,11 @@ def run_monitor(request: MonitorRequest, *, client: Any = None, progress: bool =
         "seed": monitor.seed,
         "question_format": None if question_file is None else question_file.form,
     }
-    if save_calibration is not None:
-        deployed.save(save_calibration)
+    # the state first: it carries its calibration, so a run killed between the two files loses nothing
     if r.save_monitor is not None:
         monitor.save(r.save_monitor)
+    if save_calibration is not None:
+        deployed.save(save_calibration)
     if r.json_out is not None:
         atomic_write_text(r.json_out, json.dumps(report, indent=2) + "\n")
     return report

@@ -289,6 +289,7 @@ class ConformalMonitor:
         self.calibration = calibration
         self.statistic = statistic
         self._record_statistic = True
+        self._record_calibration = True
         self.score_source = score_source
         self.grouped = has_groups if grouped is None else bool(grouped)
         self.reference = check_statistics(reference, "calibration statistic")
@@ -732,6 +733,9 @@ class ConformalMonitor:
             if self._record_statistic:  # a second record of the statistic: an edit of either is refused
                 payload["reference_statistic"] = self.statistic
             payload["score_source"] = self.score_source
+            # the state is one unit with its calibration: it resumes without the calibration file
+            if self._record_calibration and isinstance(self.calibration, RetrievalCalibration):
+                payload["calibration_record"] = self.calibration.to_dict()
         key = resolve_signing_key(signing_key) if signing_key is not None else None
         return with_checksum(sign(payload, key))
 
@@ -779,6 +783,7 @@ class ConformalMonitor:
             mon.check_calibration(calibration)  # raises, naming what differs
         mon.created_at = str(data["created_at"])
         mon._record_statistic = "reference_statistic" in data  # a re-saved older state keeps its checksum
+        mon._record_calibration = "calibration_record" in data  # likewise for the carried calibration
         mon._runs[0].started_at = str(runs[0]["started_at"])
         _replay_runs(mon, [_dec(v) for v in data["stream"]], runs, base)
         groups = []
@@ -822,17 +827,60 @@ class ConformalMonitor:
 
     @classmethod
     def load(
-        cls, path: str | Path, calibration: RetrievalCalibration | Any, *, signing_key: str | bytes | None = None
+        cls,
+        path: str | Path,
+        calibration: RetrievalCalibration | Any = None,
+        *,
+        signing_key: str | bytes | None = None,
     ) -> ConformalMonitor:
         """Read, verify and replay a :meth:`save` file; refused for another calibration, or unsigned when a key is set.
+
+        Without ``calibration`` the state's own (:meth:`saved_calibration`) is used: a state is one unit
+        with the calibration it was made with.
 
         Examples
         --------
         >>> mon = ConformalMonitor.load("monitor.json", cal)  # doctest: +SKIP
+        >>> mon = ConformalMonitor.load("monitor.json")  # its own calibration  # doctest: +SKIP
         """
         with naming_file(path):
             key = resolve_signing_key(signing_key)
-            return cls.from_dict(_verify_state(read_json(path)), calibration, signing_key=key)
+            data = _verify_state(read_json(path))
+            if calibration is None:
+                calibration = _embedded_calibration(data, key)
+            return cls.from_dict(data, calibration, signing_key=key)
+
+    @classmethod
+    def saved_calibration(cls, path: str | Path, *, signing_key: str | bytes | None = None) -> RetrievalCalibration:
+        """The retrieval calibration a :meth:`save` file carries (checked like the file itself).
+
+        Raises
+        ------
+        CalibrationError
+            A state saved before states carried their calibration (pass the calibration file).
+        CalibrationIntegrityError
+            A tampered state or calibration record.
+        """
+        with naming_file(path):
+            return _embedded_calibration(_verify_state(read_json(path)), resolve_signing_key(signing_key))
+
+
+def _embedded_calibration(data: dict[str, Any], key: bytes | None) -> RetrievalCalibration:
+    """The calibration record of a verified state (its signature checked first when a key is given)."""
+    if key is not None:
+        _check_monitor_signature(data, key)
+    record = data.get("calibration_record")
+    if record is None:
+        raise CalibrationError(
+            "This drift monitor state was saved before states carried their calibration: pass the calibration "
+            "it was made with (ConformalMonitor.load(path, calibration); on the command line --calibration)."
+        )
+    calibration = RetrievalCalibration.from_dict(record)
+    if calibration_identity(calibration) != dict(data["calibration"]):
+        raise CalibrationIntegrityError(
+            "The drift monitor's embedded calibration is not the calibration its identity names."
+        )
+    return calibration
 
 
 def _unit_mismatch(want: str, got: str) -> str:

@@ -12,7 +12,7 @@ conformal_rag_plugins.core.errors.CalibrationIntegrityError: The drift monitor h
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -88,6 +88,9 @@ class MonitorFile(_Strict):
     reference_statistic: Literal[STATISTICS] | None = None  # type: ignore[valid-type]
     #: Schema 3: whose scores the statistic is taken from (before: the served ones).
     score_source: Literal["served", "dense"] | None = None
+    #: Written since 2026-11-29: the deployed retrieval calibration itself (its own file's dict, checked by
+    #: ``RetrievalCalibration.from_dict``), so the state is one unit: it resumes without the calibration file.
+    calibration_record: dict[str, Any] | None = None
     signature: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
     checksum: Checksum | None = None
 

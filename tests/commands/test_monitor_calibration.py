@@ -19,6 +19,7 @@ from conformal_rag_plugins.datasets.question_file import load_qa
 from conformal_rag_plugins.monitor.monitor import ConformalMonitor
 from conformal_rag_plugins.retrieval.calibration import RetrievalCalibration
 from conformal_rag_plugins.retrieval.fingerprint import Fingerprint
+from conformal_rag_plugins.storage.jsonio import with_checksum
 
 N_QA = 80  # questions on the first 40 paragraphs, answerable or not
 N_STREAM = 12
@@ -98,6 +99,7 @@ def test_without_calibration_it_calibrates_as_calibrate_and_references_every_que
     saved = tmp_path / "state.calibration.json"
     assert report["saved_calibration"] == str(saved)
     assert ConformalMonitor.load(state, RetrievalCalibration.load(saved)).n_stream == N_STREAM
+    assert ConformalMonitor.load(state).n_stream == N_STREAM  # the state alone: it carries its calibration
 
 
 @pytest.mark.integration
@@ -115,13 +117,14 @@ def test_deployed_calibration_then_resume_continues_the_stream(files, deployed, 
     assert not (tmp_path / "s1.calibration.json").exists()
 
     second, state2 = tmp_path / "r2.json", tmp_path / "s2.json"
-    argv = _monitor(files, second, "--calibration", deployed, "--resume", state, "--stream", files["stream"],
-                    "--save-monitor", state2)  # fmt: skip
+    argv = _monitor(files, second, "--resume", state, "--stream", files["stream"],
+                    "--save-monitor", state2)  # fmt: skip  (the state carries its calibration)
     assert main(argv) == 0, capsys.readouterr().err
     assert f"{N_STREAM} new after {N_DRIFT} resumed" in capsys.readouterr().out
     r2 = json.loads(second.read_text())
     assert r2["n_stream"] == N_DRIFT + N_STREAM and r2["n_stream_new"] == N_STREAM
     assert r2["alarm_at"] == r1["alarm_at"] and r2["resumed_from"] == str(state)
+    assert r2["calibration_source"] == "state"
     assert r2["martingale"][:N_DRIFT] == r1["martingale"] and r2["p_values"][:N_DRIFT] == r1["p_values"]
     assert r2["delta"] == 0.05 and r2["n_reference"] == N_QA and r2["calibration_threshold"] == cal.threshold_
     resumed = ConformalMonitor.load(state2, cal)
@@ -149,18 +152,22 @@ def small(tmp_path) -> dict[str, Path]:
     tampered = json.loads((tmp_path / "state.json").read_text())
     tampered["stream"] = [0.99]
     (tmp_path / "tampered.json").write_text(json.dumps(tampered))
+    old = json.loads((tmp_path / "state.json").read_text())  # as saved before states carried their calibration
+    old.pop("checksum"), old.pop("calibration_record")
+    (tmp_path / "oldstate.json").write_text(json.dumps(with_checksum(old)))
     return {
         "corpus": _jsonl(tmp_path / "corpus.jsonl", [{"id": "a", "text": "Paris is in France."}]),
         "qa": _jsonl(
             tmp_path / "qa.jsonl", [{"question": "Where is Paris?", "context_id": "a", "answers": ["France"]}]
         ),
         "stream": _jsonl(tmp_path / "stream.jsonl", [{"question": "Where is Paris?"}]),
-        **{name: tmp_path / f"{name}.json" for name in ("cal", "other", "state", "tampered")},
+        **{name: tmp_path / f"{name}.json" for name in ("cal", "other", "state", "tampered", "oldstate")},
     }
 
 
 CASES = {
-    "resume without calibration": (["--resume", "state"], "--resume needs --calibration"),
+    "old state without calibration": (["--resume", "oldstate"], "saved before states carried their calibration"),
+    "tampered state without calibration": (["--resume", "tampered"], "tampered.json"),
     "resume with qa": (["--calibration", "cal", "--resume", "state", "--qa", "qa"], "--qa is not used with --resume"),
     "no qa": (["--calibration", "cal"], "--qa is required"),
     "missing calibration": (["--calibration", "nope", "--qa", "qa"], "nope.json"),
@@ -192,7 +199,7 @@ def test_bad_inputs_are_one_line_exit_2_before_indexing(monkeypatch, small, tmp_
     monkeypatch.setattr(hosts, "build_hosts", lambda *a, **k: pytest.fail("indexed before refusing"))
     monkeypatch.setattr(chroma, "chroma_client", lambda *a, **k: pytest.fail("opened Chroma before refusing"))
     extra, message = CASES[case]
-    names = {"state", "cal", "other", "tampered", "qa", "nope", "new"}
+    names = {"state", "cal", "other", "tampered", "oldstate", "qa", "nope", "new"}
     args = [str(small.get(a, tmp_path / f"{a}.json")) if a in names else a for a in extra]
     before = {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     assert main(_monitor(small, tmp_path / "r.json", "--stream", small["stream"], *args)) == 2
