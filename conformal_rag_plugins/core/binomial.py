@@ -226,3 +226,29 @@ def clopper_pearson_upper(successes: int, n: int, confidence: float = 0.95) -> f
         else:
             hi = mid
     return lo
+
+
+def binom_sf_grid(k: int, n: int, ps: np.ndarray | list[float]) -> np.ndarray:
+    """``P(X >= k)`` for ``X ~ Binomial(n, p)`` at every ``p`` of ``ps`` (log-space terms summed per ``p``).
+
+    Examples
+    --------
+    >>> binom_sf_grid(1, 2, [0.0, 0.5, 1.0]).tolist()
+    [0.0, 0.75, 1.0]
+    """
+    p = np.asarray(ps, dtype=float)
+    if k <= 0:
+        return np.ones(p.shape)
+    if k > n:
+        return np.zeros(p.shape)
+    out = np.where(p >= 1.0, 1.0, 0.0)
+    inner = (p > 0.0) & (p < 1.0)
+    if inner.any():
+        x = np.arange(k, n + 1, dtype=float)
+        i = np.arange(1, n + 1, dtype=float)
+        log_choose = np.concatenate(([0.0], np.cumsum(np.log((n - i + 1) / i))))[k:]
+        q = p[inner][:, None]
+        terms = log_choose + x * np.log(q) + (n - x) * np.log1p(-q)
+        top = terms.max(axis=1, keepdims=True)
+        out[inner] = np.minimum(1.0, np.exp(top[:, 0]) * np.exp(terms - top).sum(axis=1))
+    return out

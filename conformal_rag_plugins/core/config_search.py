@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import binom
 
+from .binomial import binom_sf_grid
 from .errors import ConformalError
 from .pool_matrix import PoolMatrix
 from .pools import PoolObservation, TrialSummary
@@ -95,12 +95,12 @@ def _threshold_law(gold: np.ndarray, alpha: float, n_calibration: int) -> tuple[
     if rank is None:
         return np.array([np.inf]), np.array([1.0])
     # how many calibration misses: none (plain rank), 1..max_misses (the flagged rank), more (+inf)
-    p_none = float(binom.pmf(0, n_calibration, miss))
-    p_over = float(binom.sf(rank.max_misses, n_calibration, miss))
+    p_none = (1.0 - miss) ** n_calibration
+    p_over = float(binom_sf_grid(rank.max_misses + 1, n_calibration, [miss])[0])
     law = np.zeros(values.size)
     for k, weight in ((rank.rank_for(0), p_none), (rank.rank, 1.0 - p_none - p_over)):
         if k is not None and weight > 0.0:
-            cdf = binom.sf(k - 1, n_calibration, share)
+            cdf = binom_sf_grid(k, n_calibration, share)
             law += weight * np.diff(cdf, prepend=0.0)
     values, law = np.append(values, np.inf), np.append(law, p_over + max(0.0, 1.0 - p_over - law.sum()))
     keep = law > _NEGLIGIBLE
